@@ -1,0 +1,70 @@
+/* memra: engines. An engine is one backend on one device: the CPU reference
+ * (float32, pthreads) or a CUDA GPU. Models are loaded onto engines. */
+#ifndef MEMRA_ENGINE_H
+#define MEMRA_ENGINE_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum memra_backend {
+    MEMRA_BACKEND_CPU = 0,
+    MEMRA_BACKEND_CUDA = 1,
+} memra_backend_t;
+
+typedef struct memra_engine_params {
+    uint32_t size;      /* sizeof(memra_engine_params_t), set by the init macro */
+    int32_t backend;    /* memra_backend_t (default MEMRA_BACKEND_CPU) */
+    int32_t device;     /* CUDA device ordinal (default 0) */
+    int32_t n_threads;  /* CPU threads (0 = all online cores, default 0) */
+    int32_t fast;       /* CUDA: reduced-precision prefill (-1 = env MEMRA_FAST or on, 0 off, 1 on; default -1) */
+} memra_engine_params_t;
+
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro). */
+MEMRA_API void memra_engine_params_init(memra_engine_params_t *params, uint32_t size);
+#define memra_engine_default_params(p) memra_engine_params_init((p), (uint32_t)sizeof(*(p)))
+
+/* Parses "cpu", "cuda" (= cuda:0) or "cuda:N" into params->backend/device. */
+MEMRA_API memra_status_t memra_engine_params_set_device(memra_engine_params_t *params, const char *spec);
+
+typedef struct memra_engine memra_engine_t;
+
+/* Creates an engine. CUDA on a build without CUDA, on a machine without a
+ * GPU, or with a bad ordinal gives MEMRA_E_NO_DEVICE and a message.
+ * Thread-safety: any thread. */
+MEMRA_API memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_engine_t **out);
+
+/* Destroys the engine; NULL is a no-op. Every model loaded on it must be
+ * freed first (MEMRA_E_BUSY otherwise, and the engine stays alive).
+ * Thread-safety: one thread at a time per handle. */
+MEMRA_API memra_status_t memra_engine_destroy(memra_engine_t *engine);
+
+typedef struct memra_engine_info {
+    uint32_t size;           /* set by the caller: sizeof(memra_engine_info_t) */
+    int32_t backend;         /* memra_backend_t */
+    int32_t device;          /* device ordinal (CPU: 0) */
+    int32_t n_threads;       /* CPU worker threads (CUDA: 0) */
+    int32_t sm_count;        /* streaming multiprocessors (CPU: online cores) */
+    int32_t cc_major;        /* compute capability (CPU: 0) */
+    int32_t cc_minor;
+    uint64_t mem_total;      /* bytes of device memory (CPU: physical RAM) */
+    uint64_t mem_free;       /* bytes free now (CPU: available RAM) */
+    char backend_name[16];   /* "cpu" or "cuda" */
+    char device_name[256];   /* GPU name, or the CPU model name */
+} memra_engine_info_t;
+
+/* Fills INFO (its size field must be set). Thread-safety: any thread. */
+MEMRA_API memra_status_t memra_engine_get_info(const memra_engine_t *engine, memra_engine_info_t *info);
+
+/* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
+MEMRA_API int32_t memra_cuda_device_count(void);
+
+/* Message of the last failed call on ENGINE. One thread at a time per handle. */
+MEMRA_API const char *memra_engine_last_error(const memra_engine_t *engine);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

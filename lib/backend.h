@@ -1,0 +1,211 @@
+/* The backend interface: everything a forward pass needs from a device.
+ *
+ * The arch forwards (lib/arch_*.c) are written once against this vtable;
+ * lib/cpu/ implements it as the float32 reference and cuda/ as the fast
+ * path. Forwards never include a CUDA header and cuda/ never knows about
+ * architectures.
+ *
+ * Memory: every pointer passed to an op is a device pointer obtained from
+ * `alloc` of the same backend (for the CPU backend: host memory). Ops are
+ * queued in order on the engine's stream; host-visible results exist only
+ * after `download` + `synchronize`. Activations are float32; weights stay in
+ * their stored GGUF type. Row-major: a "row" is the fastest dimension.
+ * Strides are in elements (floats) unless named *_bytes.
+ */
+#ifndef MEMRA_BACKEND_H
+#define MEMRA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "memra/gguf.h"
+
+#define MEMRA_BACKEND_API_VERSION 1
+
+/* A weight on a device: ne0 elements per row (the dot dimension), ne1 rows,
+ * ne2 matrices (experts). Rows are nb1 bytes apart, matrices nb2. */
+typedef struct memra_weight {
+    const void *data;
+    memra_type_t type;
+    int64_t ne[4];
+    size_t nb1, nb2;
+} memra_weight_t;
+
+/* Elementwise ops: y[r*ys + c] = f(a[r*as + c], b[r*bs + c], s). Rows of
+ * `cols` elements; a stride of 0 for b broadcasts one row to every row. */
+typedef enum memra_ew_op {
+    MEMRA_EW_COPY,      /* y = a */
+    MEMRA_EW_ADD,       /* y = a + b */
+    MEMRA_EW_MUL,       /* y = a * b */
+    MEMRA_EW_SCALE,     /* y = a * s */
+    MEMRA_EW_ADD_SCALED,/* y = a + b * s */
+    MEMRA_EW_SILU,      /* y = a * sigmoid(a) */
+    MEMRA_EW_GELU,      /* y = tanh-approx gelu(a) */
+    MEMRA_EW_SIGMOID,   /* y = sigmoid(a) */
+    MEMRA_EW_SWIGLU,    /* y = silu(a) * b */
+    MEMRA_EW_GEGLU,     /* y = gelu(a) * b */
+    MEMRA_EW_MUL_SIGMOID,/* y = a * sigmoid(b) */
+    MEMRA_EW_SOFTCAP,   /* y = s * tanh(a / s) */
+    MEMRA_EW_SOFTPLUS_MUL, /* y = softplus(a + b) * c[col], c = aux (per column) */
+    MEMRA_EW_FILL,      /* y = s */
+} memra_ew_op_t;
+
+typedef struct memra_ew_args {
+    memra_ew_op_t op;
+    float *y;
+    const float *a, *b;
+    const float *aux;          /* per-column vector (SOFTPLUS_MUL), else NULL */
+    int64_t rows, cols;
+    int64_t ys, as, bs;        /* row strides in elements */
+    float s;
+} memra_ew_args_t;
+
+typedef enum memra_norm_kind {
+    MEMRA_NORM_RMS,            /* x / sqrt(mean(x^2) + eps) [* w] */
+    MEMRA_NORM_L2,             /* x / max(||x||, eps) */
+} memra_norm_kind_t;
+
+typedef enum memra_rope_mode {
+    MEMRA_ROPE_NORM,           /* adjacent pairs (llama) */
+    MEMRA_ROPE_NEOX,           /* (i, i + n_rot/2) (qwen3, gemma4, qwen35 text IMROPE) */
+} memra_rope_mode_t;
+
+typedef struct memra_rope_args {
+    float *x;                  /* in place */
+    int64_t n_tokens, n_heads, head_dim;
+    int64_t head_stride, token_stride;
+    int64_t n_rot;             /* rotated dims (<= head_dim); the rest is copied */
+    const int32_t *pos;        /* device: position of each token */
+    float base;
+    const float *freq_factors; /* device, n_rot/2 entries, or NULL */
+    memra_rope_mode_t mode;
+} memra_rope_args_t;
+
+/* Causal attention of n_tokens queries at positions pos0 .. pos0+n-1 over
+ * cached keys/values 0 .. pos0+n-1 of one sequence. q: [n][n_head*head_dim]
+ * rows with stride q_stride; k/v cache rows: [pos][n_kv_head*head_dim];
+ * out: [n][n_head*head_dim]. GQA: query head h reads kv head
+ * h / (n_head/n_kv_head). n_swa > 0 limits each query at p to keys with
+ * p - pos_k < n_swa. */
+typedef struct memra_attn_args {
+    const float *q;
+    const float *k_cache, *v_cache;
+    float *out;
+    int64_t n_tokens, pos0;
+    int64_t n_head, n_kv_head, head_dim;
+    int64_t q_stride;
+    int64_t kv_stride;         /* floats between cached rows (>= n_kv_head*head_dim) */
+    float scale;
+    int64_t n_swa;
+} memra_attn_args_t;
+
+/* Depthwise causal conv over channels (qwen35 Gated DeltaNet), with SiLU.
+ * x: [n][C] (row stride x_stride); state: [C][K-1] oldest first, updated;
+ * w: [C][K] float32, w[c][K-1] multiplies the newest input; out: [n][C]. */
+typedef struct memra_conv_args {
+    const float *x;
+    int64_t x_stride;
+    float *state;
+    const float *w;
+    float *out;
+    int64_t n_tokens, channels, kernel;
+} memra_conv_args_t;
+
+/* Gated delta rule recurrence (model-spec §5.4), token by token.
+ * q, k: [n][n_k*d] (already L2-normed; q NOT yet scaled), v: [n][n_v*d],
+ * g: [n][n_v] (log decay, <= 0), beta: [n][n_v] (sigmoid applied),
+ * state: per value head a d x d block, element (i key, m value) at
+ * head*d*d + m*d + i (llama.cpp's transposed layout); out: [n][n_v*d].
+ * Value head j uses key head j % n_k. Row strides in elements. */
+typedef struct memra_delta_args {
+    const float *q, *k, *v, *g, *beta;
+    int64_t qk_stride, v_stride, gb_stride;
+    float *state;
+    float *out;
+    int64_t n_tokens, n_k, n_v, d;
+    float scale;               /* applied to q: 1/sqrt(d) */
+} memra_delta_args_t;
+
+/* MoE routing: probs = softmax(logits[t]); top-k by prob (ties: lower id);
+ * w = probs[sel] (divided by max(sum, 6.103515625e-5) when norm). */
+typedef struct memra_route_args {
+    const float *logits;       /* [n][n_expert] */
+    int32_t *ids;              /* out [n][k] */
+    float *weights;            /* out [n][k] */
+    int64_t n_tokens, n_expert, k;
+    bool norm;
+} memra_route_args_t;
+
+typedef enum memra_act {
+    MEMRA_ACT_SILU,
+    MEMRA_ACT_GELU,
+} memra_act_t;
+
+/* out[t] (+)= sum_j w[t][j] * scale[e] * down_e(act(gate_e x) * up_e x),
+ * e = ids[t][j]. gate_up (fused, gate rows first) or separate gate and up. */
+typedef struct memra_moe_args {
+    const float *x;            /* [n][n_embd] */
+    const int32_t *ids;        /* [n][k] */
+    const float *weights;      /* [n][k] */
+    const memra_weight_t *gate, *up, *gate_up, *down;
+    const float *expert_scale; /* [n_expert] or NULL */
+    float *out;                /* [n][n_embd], overwritten */
+    int64_t n_tokens, k, n_embd, n_ff;
+    memra_act_t act;
+} memra_moe_args_t;
+
+typedef struct memra__backend memra__backend_t;
+
+/* One slot per op; "(optional)" slots may be NULL. */
+typedef struct memra__backend_i {
+    int api_version;
+    const char *name;
+
+    /* memory */
+    void *(*alloc)(memra__backend_t *be, size_t nbytes);            /* NULL on failure */
+    void (*free)(memra__backend_t *be, void *p);
+    memra_status_t (*upload)(memra__backend_t *be, void *dst, const void *src, size_t n);
+    memra_status_t (*download)(memra__backend_t *be, void *dst, const void *src, size_t n);
+    memra_status_t (*copy)(memra__backend_t *be, void *dst, const void *src, size_t n);
+    memra_status_t (*synchronize)(memra__backend_t *be);
+
+    /* y[r][0..ne1) = W · x[r], r < n_rows. x rows ldx apart, y rows ldy. */
+    memra_status_t (*matmul)(memra__backend_t *be, const memra_weight_t *w, const float *x,
+                             int64_t ldx, float *y, int64_t ldy, int64_t n_rows);
+    /* y[r] = dequantized row ids[r] of W (ids on the device). */
+    memra_status_t (*get_rows)(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
+                               int64_t n, float *y, int64_t ldy);
+    /* Rows of `dim`: y = norm(x) [* w], x rows xs apart, y rows ys. w may be NULL. */
+    memra_status_t (*norm)(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
+                           const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
+    memra_status_t (*elementwise)(memra__backend_t *be, const memra_ew_args_t *a);
+    memra_status_t (*rope)(memra__backend_t *be, const memra_rope_args_t *a);
+    memra_status_t (*attention)(memra__backend_t *be, const memra_attn_args_t *a);
+    memra_status_t (*conv)(memra__backend_t *be, const memra_conv_args_t *a);
+    memra_status_t (*delta)(memra__backend_t *be, const memra_delta_args_t *a);
+    memra_status_t (*route)(memra__backend_t *be, const memra_route_args_t *a);
+    memra_status_t (*moe)(memra__backend_t *be, const memra_moe_args_t *a);
+    /* (optional) index of the max of x[0..n) into *out (host). */
+    memra_status_t (*argmax)(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
+} memra__backend_i;
+
+struct memra__backend {
+    const memra__backend_i *iface;
+    void *ctx;
+    memra__err_t *err; /* the owning engine's error slot */
+};
+
+/* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
+memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);
+void memra__cpu_backend_destroy(memra__backend_t *be);
+
+/* The CUDA backend (cuda/; absent without a CUDA build). */
+#include "memra/engine.h"
+int memra__cuda_device_count(void);
+memra_status_t memra__cuda_backend_create(int device, memra__backend_t **out);
+void memra__cuda_backend_destroy(memra__backend_t *be);
+memra_status_t memra__cuda_device_info(int device, memra_engine_info_t *info);
+
+#endif

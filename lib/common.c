@@ -1,0 +1,162 @@
+/* Status text, version, logging and the per-thread last error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "memra/common.h"
+#include "memra/gguf.h"
+
+#define MEMRA__STR2(x) #x
+#define MEMRA__STR(x) MEMRA__STR2(x)
+
+static _Thread_local char tls_last_error[MEMRA__ERRMSG_MAX];
+
+static memra_log_fn g_log_fn;
+static void *g_log_user;
+static memra_log_level_t g_log_min = MEMRA_LOG_INFO;
+
+const char *memra_strerror(memra_status_t status)
+{
+    switch (status) {
+#define XX(name, value, text) \
+    case MEMRA_##name:        \
+        return text;
+        MEMRA_STATUS_MAP(XX)
+#undef XX
+    }
+    return "unknown status";
+}
+
+const char *memra_status_name(memra_status_t status)
+{
+    switch (status) {
+#define XX(name, value, text) \
+    case MEMRA_##name:        \
+        return #name;
+        MEMRA_STATUS_MAP(XX)
+#undef XX
+    }
+    return "UNKNOWN";
+}
+
+const char *memra_last_error(void)
+{
+    return tls_last_error;
+}
+
+const char *memra_version(void)
+{
+    return MEMRA__STR(MEMRA_VERSION_MAJOR) "." MEMRA__STR(MEMRA_VERSION_MINOR) "." MEMRA__STR(
+        MEMRA_VERSION_PATCH);
+}
+
+uint32_t memra_version_number(void)
+{
+    return MEMRA_VERSION_NUMBER;
+}
+
+void memra_log_set(memra_log_fn fn, void *user, memra_log_level_t min_level)
+{
+    g_log_fn = fn;
+    g_log_user = user;
+    g_log_min = min_level;
+}
+
+void memra_log_stderr(memra_log_level_t level, const char *text, void *user)
+{
+    (void)user;
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    const char *name = (unsigned)level < 4 ? names[level] : "?";
+    fprintf(stderr, "memra: %s: %s\n", name, text);
+}
+
+static void vlog(memra_log_level_t level, const char *fmt, va_list ap)
+{
+    memra_log_fn fn = g_log_fn;
+    if (!fn || level < g_log_min)
+        return;
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fn(level, buf, g_log_user);
+}
+
+void memra__log(memra_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap)
+{
+    vsnprintf(tls_last_error, sizeof tls_last_error, fmt, ap);
+    if (err) {
+        err->status = status;
+        memcpy(err->msg, tls_last_error, sizeof err->msg);
+    }
+    memra__log(MEMRA_LOG_DEBUG, "%s (%s)", tls_last_error, memra_status_name(status));
+    return status;
+}
+
+memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    memra__vfail(err, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void memra__err_clear(memra__err_t *err)
+{
+    if (err) {
+        err->status = MEMRA_OK;
+        err->msg[0] = '\0';
+    }
+}
+
+bool memra__utf8_valid(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+void memra_free(void *p)
+{
+    free(p);
+}

@@ -1,0 +1,201 @@
+/* Engines: creation, device selection and queries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine_impl.h"
+
+void memra_engine_params_init(memra_engine_params_t *p, uint32_t size)
+{
+    if (!p || size < sizeof(uint32_t))
+        return;
+    memra_engine_params_t d = {
+        .size = size < sizeof d ? size : (uint32_t)sizeof d,
+        .backend = MEMRA_BACKEND_CPU,
+        .device = 0,
+        .n_threads = 0,
+        .fast = -1,
+    };
+    memcpy(p, &d, d.size);
+}
+
+memra_status_t memra_engine_params_set_device(memra_engine_params_t *p, const char *spec)
+{
+    if (!p || !spec)
+        return memra__fail(NULL, MEMRA_E_INVALID, "device spec: NULL argument");
+    if (strcmp(spec, "cpu") == 0) {
+        p->backend = MEMRA_BACKEND_CPU;
+        p->device = 0;
+        return MEMRA_OK;
+    }
+    if (strncmp(spec, "cuda", 4) == 0) {
+        const char *r = spec + 4;
+        int dev = 0;
+        if (*r == ':') {
+            char *end;
+            long v = strtol(r + 1, &end, 10);
+            if (end == r + 1 || *end || v < 0 || v > 1024)
+                return memra__fail(NULL, MEMRA_E_INVALID, "device spec '%s': bad CUDA ordinal", spec);
+            dev = (int)v;
+        } else if (*r) {
+            return memra__fail(NULL, MEMRA_E_INVALID, "device spec '%s': expected cpu, cuda or cuda:N", spec);
+        }
+        p->backend = MEMRA_BACKEND_CUDA;
+        p->device = dev;
+        return MEMRA_OK;
+    }
+    return memra__fail(NULL, MEMRA_E_INVALID, "device spec '%s': expected cpu, cuda or cuda:N", spec);
+}
+
+/* Reads the fields a caller of any older header version knows about. */
+static memra_engine_params_t effective_params(const memra_engine_params_t *in)
+{
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    if (in) {
+        size_t n = in->size < sizeof p ? in->size : sizeof p;
+        memcpy(&p, in, n);
+        p.size = sizeof p;
+    }
+    return p;
+}
+
+#ifndef MEMRA_HAVE_CUDA
+int memra__cuda_device_count(void) { return 0; }
+memra_status_t memra__cuda_backend_create(int device, memra__backend_t **out)
+{
+    *out = NULL;
+    return memra__fail(NULL, MEMRA_E_NO_DEVICE, "CUDA device %d requested, but this libmemra was built without CUDA", device);
+}
+void memra__cuda_backend_destroy(memra__backend_t *be) { (void)be; }
+memra_status_t memra__cuda_device_info(int device, memra_engine_info_t *info)
+{
+    (void)info;
+    return memra__fail(NULL, MEMRA_E_NO_DEVICE, "CUDA device %d: built without CUDA", device);
+}
+#endif
+
+int32_t memra_cuda_device_count(void)
+{
+    return memra__cuda_device_count();
+}
+
+memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_engine_t **out)
+{
+    if (!out)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_create: out is NULL");
+    *out = NULL;
+    if (params && params->size < sizeof(uint32_t) * 2)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_create: params->size is %u; use memra_engine_default_params()", params->size);
+    memra_engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return memra__fail(NULL, MEMRA_E_NOMEM, "memra_engine_create: out of memory");
+    e->params = effective_params(params);
+    memra_status_t st;
+    switch (e->params.backend) {
+    case MEMRA_BACKEND_CPU:
+        if (e->params.n_threads < 0) {
+            st = memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_create: n_threads %d < 0", e->params.n_threads);
+            break;
+        }
+        st = memra__cpu_backend_create(e->params.n_threads, &e->be);
+        break;
+    case MEMRA_BACKEND_CUDA:
+        if (e->params.device < 0) {
+            st = memra__fail(NULL, MEMRA_E_NO_DEVICE, "memra_engine_create: CUDA device %d does not exist", e->params.device);
+            break;
+        }
+        st = memra__cuda_backend_create(e->params.device, &e->be);
+        break;
+    default:
+        st = memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_create: unknown backend %d", e->params.backend);
+    }
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->be->err = &e->err;
+    *out = e;
+    return MEMRA_OK;
+}
+
+memra_status_t memra_engine_destroy(memra_engine_t *e)
+{
+    if (!e)
+        return MEMRA_OK;
+    int users = atomic_load(&e->users);
+    if (users > 0)
+        return memra__fail(&e->err, MEMRA_E_BUSY, "memra_engine_destroy: %d model(s) still use this engine; free them first", users);
+    if (e->params.backend == MEMRA_BACKEND_CUDA)
+        memra__cuda_backend_destroy(e->be);
+    else
+        memra__cpu_backend_destroy(e->be);
+    free(e);
+    return MEMRA_OK;
+}
+
+static void cpu_name(char *dst, size_t n)
+{
+    snprintf(dst, n, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ')
+                    c++;
+                snprintf(dst, n, "%s", c);
+                dst[strcspn(dst, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+memra_status_t memra_engine_get_info(const memra_engine_t *e, memra_engine_info_t *info)
+{
+    if (!e || !info || info->size < sizeof(uint32_t))
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_get_info: NULL engine/info or info->size unset");
+    memra_engine_info_t r = {.size = sizeof r};
+    r.backend = e->params.backend;
+    r.device = e->params.device;
+    memra_status_t st = MEMRA_OK;
+    if (e->params.backend == MEMRA_BACKEND_CUDA) {
+        st = memra__cuda_device_info(e->params.device, &r);
+        snprintf(r.backend_name, sizeof r.backend_name, "cuda");
+    } else {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        r.n_threads = e->params.n_threads > 0 ? e->params.n_threads : (int32_t)cores;
+        r.sm_count = (int32_t)cores;
+        r.mem_total = (uint64_t)pages * (uint64_t)psz;
+        r.mem_free = (uint64_t)avail * (uint64_t)psz;
+        snprintf(r.backend_name, sizeof r.backend_name, "cpu");
+        cpu_name(r.device_name, sizeof r.device_name);
+    }
+    if (st)
+        return st;
+    uint32_t n = info->size < sizeof r ? info->size : (uint32_t)sizeof r;
+    r.size = n;
+    memcpy(info, &r, n);
+    return MEMRA_OK;
+}
+
+const char *memra_engine_last_error(const memra_engine_t *e)
+{
+    return e ? e->err.msg : "";
+}
+
+bool memra__engine_fast(const memra_engine_t *e)
+{
+    if (e->params.fast >= 0)
+        return e->params.fast != 0;
+    const char *env = getenv("MEMRA_FAST");
+    return !(env && strcmp(env, "0") == 0);
+}

@@ -1,0 +1,20 @@
+/* Internal layout of an engine. */
+#ifndef MEMRA_ENGINE_IMPL_H
+#define MEMRA_ENGINE_IMPL_H
+
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "memra/engine.h"
+
+struct memra_engine {
+    memra_engine_params_t params;
+    memra__backend_t *be;
+    memra__err_t err;
+    atomic_int users; /* models (or stages) placed on this engine */
+};
+
+/* Effective "fast prefill" setting: params, else env MEMRA_FAST, else on. */
+bool memra__engine_fast(const memra_engine_t *e);
+
+#endif

@@ -1,0 +1,54 @@
+/* Internal helpers shared by every file of the library (never installed). */
+#ifndef MEMRA_INTERNAL_H
+#define MEMRA_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memra/common.h"
+
+#define MEMRA__ERRMSG_MAX 512
+
+/* Last-error slot embedded in every handle. */
+typedef struct memra__err {
+    memra_status_t status;
+    char msg[MEMRA__ERRMSG_MAX];
+} memra__err_t;
+
+/* Formats the message into ERR (may be NULL) and the thread's last error,
+ * logs it at debug level, and returns STATUS so callers can write
+ * `return memra__fail(...)`. */
+memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap);
+
+/* Copies ERR's message to the thread's last error (for errors raised deep
+ * inside and reported through a handle). */
+void memra__err_clear(memra__err_t *err);
+
+void memra__log(memra_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Overflow-checked size arithmetic: false on overflow. */
+static inline bool memra__mul_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool memra__add_ok(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Strict UTF-8 validation (no overlongs, no surrogates, <= U+10FFFF). */
+bool memra__utf8_valid(const char *s, size_t n);
+
+/* IEEE half / bfloat16 conversion (exact, all classes). */
+float memra__fp16_to_f32(uint16_t h);
+uint16_t memra__f32_to_fp16(float f); /* round to nearest even */
+float memra__bf16_to_f32(uint16_t h);
+uint16_t memra__f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+
+#define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

@@ -1,0 +1,141 @@
+/* Public API basics: status text, version, engines, logging. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "memra/memra.h"
+#include "testutil.h"
+
+static void test_status_text(void **state)
+{
+    (void)state;
+    assert_string_equal(memra_strerror(MEMRA_OK), "success");
+    assert_string_equal(memra_status_name(MEMRA_E_FORMAT), "E_FORMAT");
+    assert_int_equal(MEMRA_E_FORMAT, -5); /* stable ABI values */
+    assert_int_equal(MEMRA_E_INTERNAL, -16);
+    assert_string_equal(memra_strerror((memra_status_t)-999), "unknown status");
+}
+
+static void test_version(void **state)
+{
+    (void)state;
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", MEMRA_VERSION_MAJOR, MEMRA_VERSION_MINOR, MEMRA_VERSION_PATCH);
+    assert_string_equal(memra_version(), want);
+    assert_int_equal(memra_version_number(), MEMRA_VERSION_NUMBER);
+}
+
+static void test_cpu_engine(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    assert_int_equal(p.size, sizeof p);
+    p.n_threads = 2;
+    memra_engine_t *e = NULL;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_OK);
+    memra_engine_info_t info = {.size = sizeof info};
+    assert_int_equal(memra_engine_get_info(e, &info), MEMRA_OK);
+    assert_string_equal(info.backend_name, "cpu");
+    assert_int_equal(info.n_threads, 2);
+    assert_true(info.mem_total > 0);
+    assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+    assert_int_equal(memra_engine_destroy(NULL), MEMRA_OK);
+}
+
+static void test_cuda_without_gpu(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    assert_int_equal(memra_engine_params_set_device(&p, "cuda:0"), MEMRA_OK);
+    memra_engine_t *e = NULL;
+    memra_status_t st = memra_engine_create(&p, &e);
+    if (memra_cuda_device_count() > 0) {
+        assert_int_equal(st, MEMRA_OK);
+        memra_engine_destroy(e);
+        return;
+    }
+    assert_int_equal(st, MEMRA_E_NO_DEVICE);
+    assert_null(e);
+    assert_true(strlen(memra_last_error()) > 0);
+    /* a nonsense ordinal is refused whatever the machine has */
+    p.device = 999;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_E_NO_DEVICE);
+}
+
+static void test_device_spec(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    assert_int_equal(memra_engine_params_set_device(&p, "cuda:3"), MEMRA_OK);
+    assert_int_equal(p.backend, MEMRA_BACKEND_CUDA);
+    assert_int_equal(p.device, 3);
+    assert_int_equal(memra_engine_params_set_device(&p, "cpu"), MEMRA_OK);
+    assert_int_equal(p.backend, MEMRA_BACKEND_CPU);
+    assert_int_equal(memra_engine_params_set_device(&p, "gpu"), MEMRA_E_INVALID);
+    assert_int_equal(memra_engine_params_set_device(&p, "cuda:x"), MEMRA_E_INVALID);
+}
+
+static void test_engine_misuse(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    assert_int_equal(memra_engine_create(&p, NULL), MEMRA_E_INVALID);
+    memra_engine_t *e = (memra_engine_t *)0x1;
+    p.size = 0;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_E_INVALID);
+    assert_null(e);
+    memra_engine_default_params(&p);
+    p.backend = 42;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_E_INVALID);
+    p.backend = MEMRA_BACKEND_CPU;
+    p.n_threads = -3;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_E_INVALID);
+    /* an older caller's smaller params struct is read only as far as it goes */
+    memra_engine_params_t old;
+    memra_engine_default_params(&old);
+    old.size = (uint32_t)offsetof(memra_engine_params_t, n_threads);
+    old.n_threads = -3; /* beyond the old size: must be ignored */
+    assert_int_equal(memra_engine_create(&old, &e), MEMRA_OK);
+    memra_engine_destroy(e);
+}
+
+static int log_calls;
+static void count_log(memra_log_level_t level, const char *text, void *user)
+{
+    (void)level;
+    (void)text;
+    (void)user;
+    log_calls++;
+}
+
+static void test_log_callback(void **state)
+{
+    (void)state;
+    memra_log_set(count_log, NULL, MEMRA_LOG_DEBUG);
+    memra_gguf_t *g = NULL;
+    assert_int_equal(memra_gguf_open("/nonexistent/file.gguf", &g), MEMRA_E_IO);
+    assert_true(log_calls > 0);
+    memra_log_set(NULL, NULL, MEMRA_LOG_INFO);
+    int before = log_calls;
+    assert_int_equal(memra_gguf_open("/nonexistent/file.gguf", &g), MEMRA_E_IO);
+    assert_int_equal(log_calls, before);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_text),   cmocka_unit_test(test_version),
+        cmocka_unit_test(test_cpu_engine),    cmocka_unit_test(test_cuda_without_gpu),
+        cmocka_unit_test(test_device_spec),   cmocka_unit_test(test_engine_misuse),
+        cmocka_unit_test(test_log_callback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,30 @@
+/* Small helpers shared by the cmocka tests. */
+#ifndef MEMRA_TESTUTIL_H
+#define MEMRA_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Fixture folder: $MEMRA_FIXTURES, else the build-time default
+ * (../shared/fixtures). Returns NULL if it does not exist. */
+const char *tu_fixtures(void);
+/* tu_fixtures()/REL into a static buffer, or NULL when the file is absent
+ * (the caller then skips with a message naming it). */
+const char *tu_fixture_path(const char *rel);
+/* Bundled small files under test/data. */
+const char *tu_data_path(const char *rel);
+/* Reads a whole file (malloc'ed), NULL on failure. */
+void *tu_read_file(const char *path, size_t *size);
+/* Writes bytes to a fresh temp file; returns its path (static buffer per call slot 0..3). */
+const char *tu_write_temp(const void *data, size_t size, int slot);
+
+/* Skips the current cmocka test with a reason printed to stderr. */
+#define TU_SKIP(...)                                     \
+    do {                                                 \
+        fprintf(stderr, "[  SKIPPED ] " __VA_ARGS__);   \
+        fprintf(stderr, "\n");                           \
+        skip();                                          \
+    } while (0)
+
+#endif
