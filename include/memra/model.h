@@ -1,0 +1,120 @@
+/* memra: models, caches and the forward pass.
+ *
+ * A model is a GGUF file bound to an architecture (qwen35, qwen35moe,
+ * gemma4, qwen3, llama) with its weights uploaded to one engine. A cache
+ * holds one sequence's state: KV rows of the attention layers, conv and
+ * delta-rule state of the recurrent layers, and the position. */
+#ifndef MEMRA_MODEL_H
+#define MEMRA_MODEL_H
+
+#include "common.h"
+#include "engine.h"
+#include "gguf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct memra_model memra_model_t;
+typedef struct memra_cache memra_cache_t;
+typedef struct memra_tokenizer memra_tokenizer_t;
+
+/* Load progress in [0, 1]. Return non-zero to cancel the load (the load
+ * then fails with MEMRA_E_AGAIN and frees everything). */
+typedef int (*memra_progress_fn)(float progress, void *user);
+
+typedef struct memra_model_params {
+    uint32_t size;              /* sizeof(memra_model_params_t), set by the init macro */
+    memra_engine_t *engine;     /* engine to load onto; NULL = a private CPU engine owned by the model */
+    int32_t n_layers;           /* trunk layers to load and run (0 = all, default 0); for tests and probes */
+    int32_t load_mtp;           /* also load MTP/NextN layers (default 0: recognised and skipped) */
+    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK or 512) */
+    memra_progress_fn progress; /* optional */
+    void *progress_user;
+} memra_model_params_t;
+
+MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t size);
+#define memra_model_default_params(p) memra_model_params_init((p), (uint32_t)sizeof(*(p)))
+
+/* Loads PATH. Errors: MEMRA_E_IO (cannot open), MEMRA_E_FORMAT (corrupt file,
+ * missing or misshapen tensor, wrong key type), MEMRA_E_UNSUPPORTED (unknown
+ * arch or tensor type), MEMRA_E_NOMEM / MEMRA_E_DEVICE (upload); the message
+ * names the key or tensor. On failure *out is NULL and nothing leaks.
+ * Thread-safety: any thread (distinct models are independent). */
+MEMRA_API memra_status_t memra_model_load(const char *path, const memra_model_params_t *params,
+                                          memra_model_t **out);
+
+/* Frees the model; NULL is a no-op. Fails with MEMRA_E_BUSY (and frees
+ * nothing) while caches of the model exist. One thread at a time per handle. */
+MEMRA_API memra_status_t memra_model_free(memra_model_t *model);
+
+/* Introspection: read-only, any thread. */
+MEMRA_API const char *memra_model_arch(const memra_model_t *model);
+MEMRA_API int32_t memra_model_n_layers(const memra_model_t *model);   /* trunk layers that run */
+MEMRA_API int32_t memra_model_n_vocab(const memra_model_t *model);
+MEMRA_API int32_t memra_model_n_embd(const memra_model_t *model);
+MEMRA_API int32_t memra_model_n_ctx_train(const memra_model_t *model);
+MEMRA_API int32_t memra_model_n_mtp_layers(const memra_model_t *model); /* MTP layers present in the file */
+MEMRA_API uint64_t memra_model_weight_bytes(const memra_model_t *model);
+
+typedef enum memra_layer_kind {
+    MEMRA_LAYER_ATTENTION = 0,  /* full causal attention */
+    MEMRA_LAYER_SLIDING = 1,    /* sliding-window attention */
+    MEMRA_LAYER_RECURRENT = 2,  /* Gated DeltaNet (linear attention) */
+} memra_layer_kind_t;
+
+/* Kind of trunk layer IL, or -1 if out of range. */
+MEMRA_API int32_t memra_model_layer_kind(const memra_model_t *model, int32_t il);
+/* The model's GGUF file (borrowed; lives as long as the model). */
+MEMRA_API const memra_gguf_t *memra_model_gguf(const memra_model_t *model);
+/* The model's tokenizer (borrowed), or NULL if the file has none. */
+MEMRA_API const memra_tokenizer_t *memra_model_tokenizer(const memra_model_t *model);
+/* Message of the last failed call on MODEL. One thread at a time per handle. */
+MEMRA_API const char *memra_model_last_error(const memra_model_t *model);
+
+/* ---- caches ---------------------------------------------------------- */
+
+/* Creates a cache for up to N_CTX tokens of one sequence (0 = the model's
+ * training context, capped at 4096). The cache lives on the model's
+ * engine(s); the model must outlive it. Thread-safety: one thread at a time
+ * per model. */
+MEMRA_API memra_status_t memra_cache_create(memra_model_t *model, int32_t n_ctx, memra_cache_t **out);
+/* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight. */
+MEMRA_API memra_status_t memra_cache_free(memra_cache_t *cache);
+MEMRA_API int32_t memra_cache_pos(const memra_cache_t *cache);      /* tokens consumed so far */
+MEMRA_API int32_t memra_cache_capacity(const memra_cache_t *cache);
+/* Forgets everything (position 0, recurrent state zeroed). */
+MEMRA_API memra_status_t memra_cache_clear(memra_cache_t *cache);
+
+/* A saved cache state: the position plus all recurrent (conv, delta-rule)
+ * state, which cannot be rolled back by trimming. KV rows are not copied:
+ * rows below the snapshot position stay valid in the cache as long as the
+ * cache was not rolled back below that position since the snapshot (the
+ * speculative-decoding pattern: snapshot, decode drafts, restore). */
+typedef struct memra_cache_snapshot memra_cache_snapshot_t;
+MEMRA_API memra_status_t memra_cache_snapshot(memra_cache_t *cache, memra_cache_snapshot_t **out);
+/* Restores SNAP into CACHE (MEMRA_E_MISUSE if it was taken from a cache of
+ * another model or capacity). */
+MEMRA_API memra_status_t memra_cache_restore(memra_cache_t *cache, const memra_cache_snapshot_t *snap);
+MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
+
+/* ---- forward --------------------------------------------------------- */
+
+#define MEMRA_FORWARD_ALL_ROWS 1u /* logits for every token, [n][n_vocab]; else only the last row */
+
+/* Runs N tokens at the cache's position (prefill, split into chunks of the
+ * model's prefill_chunk) and writes logits (NULL = none). Errors: a token
+ * outside [0, n_vocab) gives MEMRA_E_RANGE, pos + N beyond the capacity
+ * MEMRA_E_FULL; both leave the cache unchanged. A device error leaves the
+ * cache in an undefined state (clear it). One thread at a time per model. */
+MEMRA_API memra_status_t memra_forward(memra_model_t *model, memra_cache_t *cache, const int32_t *tokens,
+                                       int32_t n, uint32_t flags, float *logits);
+
+/* One token (decode): logits of n_vocab floats (NULL = none). */
+MEMRA_API memra_status_t memra_decode_step(memra_model_t *model, memra_cache_t *cache, int32_t token,
+                                           float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

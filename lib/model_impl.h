@@ -1,0 +1,183 @@
+/* Internal model framework: what an architecture binder (lib/arch_*.c)
+ * provides and what it may call.
+ *
+ * A forward pass is split into three arch callbacks so that the same code
+ * runs unsplit and as pipeline stages (each stage a contiguous range of
+ * layers on its own engine):
+ *   embed:  tokens -> carry rows            (on the first stage)
+ *   layer:  carry rows -> carry rows        (layer il, on the stage owning it)
+ *   head:   carry rows -> logits rows       (on the last stage)
+ * The "carry" is everything that must cross a stage boundary per token:
+ * the hidden state (n_embd floats) plus any arch extras (gemma4's
+ * per-layer inputs). Its width is m->carry_floats.
+ */
+#ifndef MEMRA_MODEL_IMPL_H
+#define MEMRA_MODEL_IMPL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "backend.h"
+#include "engine_impl.h"
+#include "memra/model.h"
+
+#define MEMRA_MAX_STAGES 16
+#define MEMRA_MAX_LAYERS 512
+
+typedef struct memra__stage {
+    memra_engine_t *engine;
+    memra__backend_t *be;
+    int32_t layer0, layer1;     /* owns trunk layers [layer0, layer1) */
+    void **allocs;              /* device allocations owned by the stage */
+    size_t n_allocs, cap_allocs;
+    uint64_t weight_bytes;
+    void *ws;                   /* workspace for one chunk */
+    size_t ws_cap;
+    int32_t *io;                /* device: tokens then positions of a chunk */
+    size_t io_cap;
+    float *carry;               /* device: [n][carry_floats] */
+    size_t carry_cap;
+    float *logits;              /* device (last stage): [n_out][n_vocab] */
+    size_t logits_cap;
+} memra__stage_t;
+
+/* Per-layer cache geometry, filled by bind. Zero means "none". */
+typedef struct memra__layer_cache {
+    int64_t k_floats, v_floats; /* KV row widths per token (this layer owns KV) */
+    int64_t conv_floats;        /* recurrent conv state */
+    int64_t ssm_floats;         /* recurrent delta-rule state */
+} memra__layer_cache_t;
+
+typedef struct memra__run memra__run_t;
+
+typedef struct memra__arch {
+    const char *name;
+    /* Reads config, checks and uploads every tensor (memra__w_*), fills
+     * n_layer/n_vocab/n_embd/carry_floats/layer_kind/layer_cache and
+     * m->arch_data. On failure it returns the status; the framework then
+     * calls unbind and frees all stage allocations. */
+    memra_status_t (*bind)(memra_model_t *m);
+    void (*unbind)(memra_model_t *m); /* frees arch_data (not device memory) */
+    /* Upper bound of workspace bytes one layer/embed/head call needs for
+     * n tokens on any stage. */
+    size_t (*workspace_bytes)(const memra_model_t *m, int32_t n_tokens);
+    memra_status_t (*embed)(memra__run_t *r);
+    memra_status_t (*layer)(memra__run_t *r, int32_t il);
+    memra_status_t (*head)(memra__run_t *r);
+} memra__arch_t;
+
+struct memra_model {
+    memra__err_t err;
+    const memra__arch_t *arch;
+    void *arch_data;
+    memra_gguf_t *gguf;
+    memra_tokenizer_t *tok;
+    memra_model_params_t params;
+    memra_engine_t *own_engine;  /* private CPU engine when params.engine was NULL */
+    char arch_name[32];
+
+    int32_t n_layer;             /* trunk layers that run */
+    int32_t n_layer_file;        /* trunk layers in the file */
+    int32_t n_mtp;               /* MTP layers in the file */
+    int32_t n_vocab, n_embd, n_ctx_train;
+    int64_t carry_floats;
+    int32_t prefill_chunk;
+    int8_t layer_kind[MEMRA_MAX_LAYERS];     /* memra_layer_kind_t */
+    memra__layer_cache_t layer_cache[MEMRA_MAX_LAYERS];
+
+    int32_t n_stages;
+    memra__stage_t stages[MEMRA_MAX_STAGES];
+
+    bool *tensor_used;           /* one flag per GGUF tensor */
+    atomic_int n_caches;
+};
+
+struct memra_cache {
+    memra__err_t err;
+    memra_model_t *model;
+    int32_t n_ctx;
+    int32_t pos;
+    float *k[MEMRA_MAX_LAYERS], *v[MEMRA_MAX_LAYERS];
+    float *conv[MEMRA_MAX_LAYERS], *ssm[MEMRA_MAX_LAYERS];
+    atomic_int in_flight;        /* pipelined steps not yet consumed */
+};
+
+/* One chunk of one forward on one stage. */
+struct memra__run {
+    memra_model_t *m;
+    memra__stage_t *st;
+    memra__backend_t *be;
+    const memra__backend_i *ops; /* == be->iface */
+    memra_cache_t *c;
+    int32_t n;                   /* tokens in this chunk */
+    int32_t pos0;                /* position of the first one */
+    const int32_t *tokens;       /* device [n] */
+    const int32_t *pos;          /* device [n]: pos0, pos0+1, ... */
+    float *carry;                /* device [n][m->carry_floats] */
+    int32_t out_row0, n_out;     /* head: logits for rows [out_row0, out_row0+n_out) */
+    float *logits;               /* device [n_out][n_vocab] */
+    uint8_t *ws;                 /* workspace, bump-allocated, reset per callback */
+    size_t ws_used, ws_cap;
+};
+
+/* Workspace: NULL (and an error on the model) if the arch's
+ * workspace_bytes under-estimated. 256-byte aligned. */
+void *memra__ws(memra__run_t *r, size_t bytes);
+static inline float *memra__wsf(memra__run_t *r, int64_t n_floats)
+{
+    return (float *)memra__ws(r, (size_t)n_floats * sizeof(float));
+}
+
+/* Fails the model with a formatted message (returns STATUS). */
+memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- config keys (llama.cpp's strict typing: a u32 key must be UINT32,
+ * a float FLOAT32, a flag BOOL). KEY is the part after "<arch>.", unless it
+ * starts with "general." or "tokenizer.". ---------------------------------- */
+memra_status_t memra__cfg_u32(memra_model_t *m, const char *key, uint32_t *out);
+memra_status_t memra__cfg_u32_or(memra_model_t *m, const char *key, uint32_t def, uint32_t *out);
+memra_status_t memra__cfg_f32(memra_model_t *m, const char *key, float *out);
+memra_status_t memra__cfg_f32_or(memra_model_t *m, const char *key, float def, float *out);
+bool memra__cfg_has(const memra_model_t *m, const char *key);
+/* get_key_or_arr: a UINT32 scalar (same for all N entries) or an array of
+ * exactly N INT32/UINT32/BOOL entries. Missing key: error if REQUIRED,
+ * else every entry = DEF. */
+memra_status_t memra__cfg_u32_per_layer(memra_model_t *m, const char *key, int32_t n, bool required,
+                                        uint32_t def, uint32_t *out);
+/* An integer array of exactly N entries (INT32/UINT32). */
+memra_status_t memra__cfg_i32_array(memra_model_t *m, const char *key, int32_t n, int32_t *out);
+
+/* ---- weights ------------------------------------------------------------
+ * The name is printf-formatted (e.g. "blk.%d.attn_q.weight"). SHAPE lists
+ * the expected ne (n_dims entries; trailing 1s are ignored on both sides,
+ * so {64} accepts a stored {64,1}); an entry of -1 accepts any value.
+ * The tensor is uploaded to STAGE's device (zero-copy on the CPU backend)
+ * and marked used. Optional tensors that are absent leave w->data NULL and
+ * return MEMRA_OK. A type the backend cannot compute is MEMRA_E_UNSUPPORTED. */
+#define MEMRA_W_REQUIRED 1u
+#define MEMRA_W_OPTIONAL 0u
+memra_status_t memra__w_get(memra_model_t *m, int32_t stage, memra_weight_t *w, unsigned flags,
+                            int n_dims, const int64_t *shape, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+/* A 1-D (or {n,1}) parameter as float32 on STAGE's device (converted from
+ * F16/BF16 if stored so); *out NULL when optional and absent. */
+memra_status_t memra__w_vec(memra_model_t *m, int32_t stage, const float **out, unsigned flags, int64_t n,
+                            const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+bool memra__w_exists(const memra_model_t *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Marks every "blk.IL.*" tensor used without loading it (MTP layers and
+ * layers beyond params.n_layers). */
+void memra__w_skip_layer(memra_model_t *m, int32_t il);
+/* Stage that owns trunk layer IL; the first and last stages. */
+int32_t memra__stage_of_layer(const memra_model_t *m, int32_t il);
+static inline int32_t memra__first_stage(const memra_model_t *m) { (void)m; return 0; }
+static inline int32_t memra__last_stage(const memra_model_t *m) { return m->n_stages - 1; }
+
+/* Architectures (lib/arch_*.c). */
+extern const memra__arch_t memra__arch_llama;    /* "llama" */
+extern const memra__arch_t memra__arch_qwen3;    /* "qwen3" */
+extern const memra__arch_t memra__arch_qwen35;   /* "qwen35" */
+extern const memra__arch_t memra__arch_qwen35moe;/* "qwen35moe" */
+extern const memra__arch_t memra__arch_gemma4;   /* "gemma4" */
+
+#endif
