@@ -162,6 +162,9 @@ typedef struct memra__backend memra__backend_t;
 typedef struct memra__backend_i {
     int api_version;
     const char *name;
+    /* Device pointers are host pointers (CPU backend): weights are used in
+     * place from the file mapping instead of being copied. */
+    bool host_memory;
 
     /* memory */
     void *(*alloc)(memra__backend_t *be, size_t nbytes);            /* NULL on failure */

@@ -11,5 +11,6 @@
 #include "common.h"
 #include "engine.h"
 #include "gguf.h"
+#include "model.h"
 
 #endif

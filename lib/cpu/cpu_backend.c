@@ -39,12 +39,24 @@ static memra_status_t cpu_sync(memra__backend_t *be)
 static const memra__backend_i cpu_iface = {
     .api_version = MEMRA_BACKEND_API_VERSION,
     .name = "cpu",
+    .host_memory = true,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
     .copy = cpu_copy,
     .synchronize = cpu_sync,
+    .matmul = memra__cpu_matmul,
+    .get_rows = memra__cpu_get_rows,
+    .norm = memra__cpu_norm,
+    .elementwise = memra__cpu_elementwise,
+    .rope = memra__cpu_rope,
+    .attention = memra__cpu_attention,
+    .conv = memra__cpu_conv,
+    .delta = memra__cpu_delta,
+    .route = memra__cpu_route,
+    .moe = memra__cpu_moe,
+    .argmax = memra__cpu_argmax,
 };
 
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out)

@@ -1,0 +1,215 @@
+/* Per-sequence caches: KV rows for attention layers, conv and delta-rule
+ * state for recurrent layers, each on the device of the stage that owns
+ * the layer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+
+struct memra_cache_snapshot {
+    const memra_model_t *model;
+    int32_t n_ctx;
+    int32_t pos;
+    float *conv[MEMRA_MAX_LAYERS], *ssm[MEMRA_MAX_LAYERS];
+};
+
+static memra__backend_t *layer_be(const memra_model_t *m, int32_t il)
+{
+    return m->stages[memra__stage_of_layer(m, il)].be;
+}
+
+static memra_status_t zero(memra__backend_t *be, float *p, int64_t n)
+{
+    if (!p || n <= 0)
+        return MEMRA_OK;
+    memra_ew_args_t a = {.op = MEMRA_EW_FILL, .y = p, .rows = 1, .cols = n, .s = 0.0f};
+    return be->iface->elementwise(be, &a);
+}
+
+static void release(memra_cache_t *c)
+{
+    const memra_model_t *m = c->model;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        be->iface->free(be, c->k[il]);
+        be->iface->free(be, c->v[il]);
+        be->iface->free(be, c->conv[il]);
+        be->iface->free(be, c->ssm[il]);
+    }
+}
+
+static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
+{
+    memra_model_t *m = c->model;
+    const memra__layer_cache_t *lc = &m->layer_cache[il];
+    memra__backend_t *be = layer_be(m, il);
+    struct {
+        float **dst;
+        int64_t n;
+        const char *what;
+    } parts[] = {
+        {&c->k[il], lc->k_floats * c->n_ctx, "K"},
+        {&c->v[il], lc->v_floats * c->n_ctx, "V"},
+        {&c->conv[il], lc->conv_floats, "conv state"},
+        {&c->ssm[il], lc->ssm_floats, "delta-rule state"},
+    };
+    for (size_t i = 0; i < MEMRA__ARRAY_LEN(parts); i++) {
+        if (parts[i].n <= 0)
+            continue;
+        *parts[i].dst = be->iface->alloc(be, (size_t)parts[i].n * sizeof(float));
+        if (!*parts[i].dst)
+            return memra__fail(&c->err, MEMRA_E_NOMEM, "cache: cannot allocate %lld floats of %s for layer %d",
+                               (long long)parts[i].n, parts[i].what, il);
+    }
+    memra_status_t st = zero(be, c->conv[il], lc->conv_floats);
+    if (!st)
+        st = zero(be, c->ssm[il], lc->ssm_floats);
+    return st;
+}
+
+memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
+{
+    if (!out)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_create: out is NULL");
+    *out = NULL;
+    if (!m)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_create: model is NULL");
+    if (n_ctx < 0)
+        return memra__model_fail(m, MEMRA_E_INVALID, "memra_cache_create: n_ctx %d < 0", n_ctx);
+    if (n_ctx == 0)
+        n_ctx = m->n_ctx_train > 0 && m->n_ctx_train < 4096 ? m->n_ctx_train : 4096;
+    memra_cache_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: out of memory");
+    c->model = m;
+    c->n_ctx = n_ctx;
+    memra_status_t st = MEMRA_OK;
+    for (int32_t il = 0; il < m->n_layer && !st; il++)
+        st = alloc_layer(c, il);
+    for (int32_t s = 0; s < m->n_stages && !st; s++)
+        st = m->stages[s].be->iface->synchronize(m->stages[s].be);
+    if (st) {
+        memra__model_fail(m, st, "%s", c->err.msg[0] ? c->err.msg : memra_last_error());
+        release(c);
+        free(c);
+        return st;
+    }
+    atomic_fetch_add(&m->n_caches, 1);
+    *out = c;
+    return MEMRA_OK;
+}
+
+memra_status_t memra_cache_free(memra_cache_t *c)
+{
+    if (!c)
+        return MEMRA_OK;
+    int inflight = atomic_load(&c->in_flight);
+    if (inflight > 0)
+        return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_free: %d pipelined step(s) still in flight", inflight);
+    memra_model_t *m = c->model;
+    release(c);
+    atomic_fetch_sub(&m->n_caches, 1);
+    free(c);
+    return MEMRA_OK;
+}
+
+int32_t memra_cache_pos(const memra_cache_t *c) { return c ? c->pos : 0; }
+int32_t memra_cache_capacity(const memra_cache_t *c) { return c ? c->n_ctx : 0; }
+
+memra_status_t memra_cache_clear(memra_cache_t *c)
+{
+    if (!c)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_clear: cache is NULL");
+    if (atomic_load(&c->in_flight) > 0)
+        return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_clear: pipelined steps in flight");
+    const memra_model_t *m = c->model;
+    memra_status_t st = MEMRA_OK;
+    for (int32_t il = 0; il < m->n_layer && !st; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        st = zero(be, c->conv[il], m->layer_cache[il].conv_floats);
+        if (!st)
+            st = zero(be, c->ssm[il], m->layer_cache[il].ssm_floats);
+    }
+    if (st)
+        return memra__fail(&c->err, st, "memra_cache_clear: %s", memra_last_error());
+    c->pos = 0;
+    return MEMRA_OK;
+}
+
+void memra_cache_snapshot_free(memra_cache_snapshot_t *s)
+{
+    if (!s)
+        return;
+    const memra_model_t *m = s->model;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        be->iface->free(be, s->conv[il]);
+        be->iface->free(be, s->ssm[il]);
+    }
+    free(s);
+}
+
+/* Copies the recurrent state between the cache and a snapshot. */
+static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv, float *const *dst_ssm,
+                                 float *const *src_conv, float *const *src_ssm)
+{
+    memra_status_t st = MEMRA_OK;
+    for (int32_t il = 0; il < m->n_layer && !st; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        const memra__layer_cache_t *lc = &m->layer_cache[il];
+        if (lc->conv_floats)
+            st = be->iface->copy(be, dst_conv[il], src_conv[il], (size_t)lc->conv_floats * sizeof(float));
+        if (!st && lc->ssm_floats)
+            st = be->iface->copy(be, dst_ssm[il], src_ssm[il], (size_t)lc->ssm_floats * sizeof(float));
+    }
+    for (int32_t s = 0; s < m->n_stages && !st; s++)
+        st = m->stages[s].be->iface->synchronize(m->stages[s].be);
+    return st;
+}
+
+memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
+{
+    if (!c || !out)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_snapshot: NULL argument");
+    *out = NULL;
+    if (atomic_load(&c->in_flight) > 0)
+        return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_snapshot: pipelined steps in flight");
+    const memra_model_t *m = c->model;
+    memra_cache_snapshot_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return memra__fail(&c->err, MEMRA_E_NOMEM, "memra_cache_snapshot: out of memory");
+    s->model = m;
+    s->n_ctx = c->n_ctx;
+    s->pos = c->pos;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        const memra__layer_cache_t *lc = &m->layer_cache[il];
+        if ((lc->conv_floats && !(s->conv[il] = be->iface->alloc(be, (size_t)lc->conv_floats * sizeof(float)))) ||
+            (lc->ssm_floats && !(s->ssm[il] = be->iface->alloc(be, (size_t)lc->ssm_floats * sizeof(float))))) {
+            memra_cache_snapshot_free(s);
+            return memra__fail(&c->err, MEMRA_E_NOMEM, "memra_cache_snapshot: out of device memory");
+        }
+    }
+    memra_status_t st = copy_state(m, s->conv, s->ssm, c->conv, c->ssm);
+    if (st) {
+        memra_cache_snapshot_free(s);
+        return memra__fail(&c->err, st, "memra_cache_snapshot: %s", memra_last_error());
+    }
+    *out = s;
+    return MEMRA_OK;
+}
+
+memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
+{
+    if (!c || !s)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_restore: NULL argument");
+    if (s->model != c->model || s->n_ctx != c->n_ctx)
+        return memra__fail(&c->err, MEMRA_E_MISUSE, "memra_cache_restore: snapshot belongs to another model or cache size");
+    if (atomic_load(&c->in_flight) > 0)
+        return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_restore: pipelined steps in flight");
+    memra_status_t st = copy_state(c->model, c->conv, c->ssm, s->conv, s->ssm);
+    if (st)
+        return memra__fail(&c->err, st, "memra_cache_restore: %s", memra_last_error());
+    c->pos = s->pos;
+    return MEMRA_OK;
+}

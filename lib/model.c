@@ -1,0 +1,243 @@
+/* Model loading: open the GGUF, pick the arch, let it bind config and
+ * weights, check that every tensor was consumed, and free it all again on
+ * any failure. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+
+/* The tokenizer lands separately; weak references keep the model loadable
+ * (without a tokenizer) in builds that do not have it yet. */
+memra_status_t memra_tokenizer_from_gguf(const memra_gguf_t *g, memra_tokenizer_t **out) __attribute__((weak));
+void memra_tokenizer_free(memra_tokenizer_t *tok) __attribute__((weak));
+
+/* Weak until every arch file is in the build, so a partial tree links. */
+#pragma weak memra__arch_llama
+#pragma weak memra__arch_qwen3
+#pragma weak memra__arch_qwen35
+#pragma weak memra__arch_qwen35moe
+#pragma weak memra__arch_gemma4
+
+static const memra__arch_t *const k_archs[] = {
+    &memra__arch_llama, &memra__arch_qwen3, &memra__arch_qwen35, &memra__arch_qwen35moe, &memra__arch_gemma4,
+};
+
+void memra_model_params_init(memra_model_params_t *p, uint32_t size)
+{
+    if (!p || size < sizeof(uint32_t))
+        return;
+    memra_model_params_t d = {.size = size < sizeof d ? size : (uint32_t)sizeof d};
+    memcpy(p, &d, d.size);
+}
+
+memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    memra__vfail(m ? &m->err : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void free_stage(memra__stage_t *st)
+{
+    if (!st->be)
+        return;
+    const memra__backend_i *ops = st->be->iface;
+    for (size_t i = 0; i < st->n_allocs; i++)
+        ops->free(st->be, st->allocs[i]);
+    free(st->allocs);
+    ops->free(st->be, st->ws);
+    ops->free(st->be, st->io);
+    ops->free(st->be, st->carry);
+    ops->free(st->be, st->logits);
+    if (st->engine)
+        atomic_fetch_sub(&st->engine->users, 1);
+    memset(st, 0, sizeof *st);
+}
+
+static void destroy(memra_model_t *m)
+{
+    if (m->arch && m->arch->unbind)
+        m->arch->unbind(m);
+    for (int32_t s = 0; s < m->n_stages; s++)
+        free_stage(&m->stages[s]);
+    memra_engine_destroy(m->own_engine);
+    if (memra_tokenizer_free)
+        memra_tokenizer_free(m->tok);
+    memra_gguf_close(m->gguf);
+    free(m->tensor_used);
+    free(m);
+}
+
+memra_status_t memra_model_free(memra_model_t *m)
+{
+    if (!m)
+        return MEMRA_OK;
+    int n = atomic_load(&m->n_caches);
+    if (n > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "memra_model_free: %d cache(s) of this model still exist; free them first", n);
+    destroy(m);
+    return MEMRA_OK;
+}
+
+static memra_model_params_t effective_params(const memra_model_params_t *in)
+{
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    if (in) {
+        size_t n = in->size < sizeof p ? in->size : sizeof p;
+        memcpy(&p, in, n);
+        p.size = sizeof p;
+    }
+    return p;
+}
+
+static int32_t chunk_size(const memra_model_params_t *p)
+{
+    if (p->prefill_chunk > 0)
+        return p->prefill_chunk;
+    const char *env = getenv("MEMRA_PRIME_CHUNK");
+    if (env) {
+        long v = strtol(env, NULL, 10);
+        if (v > 0 && v <= 1 << 20)
+            return (int32_t)v;
+    }
+    return 512;
+}
+
+static memra_status_t pick_arch(memra_model_t *m)
+{
+    int64_t i = memra_gguf_find_kv(m->gguf, "general.architecture");
+    const char *arch = NULL;
+    if (i < 0 || memra_gguf_kv_str(m->gguf, i, &arch, NULL) != MEMRA_OK)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "the file has no general.architecture string");
+    for (size_t k = 0; k < MEMRA__ARRAY_LEN(k_archs); k++) {
+        if (k_archs[k] && strcmp(k_archs[k]->name, arch) == 0) {
+            m->arch = k_archs[k];
+            snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
+            return MEMRA_OK;
+        }
+    }
+    return memra__model_fail(m, MEMRA_E_UNSUPPORTED,
+                             "unsupported architecture '%s' (memra runs llama, qwen3, qwen35, qwen35moe, gemma4)", arch);
+}
+
+static memra_status_t check_all_used(memra_model_t *m)
+{
+    int64_t n = memra_gguf_n_tensors(m->gguf), unused = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!m->tensor_used[i] && unused++ == 0)
+            first = i;
+    if (unused)
+        return memra__model_fail(m, MEMRA_E_FORMAT,
+                                 "%lld tensor(s) of the file are not used by arch '%s' (first: '%s'); wrong number of tensors",
+                                 (long long)unused, m->arch_name, memra_gguf_tensor_name(m->gguf, first));
+    return MEMRA_OK;
+}
+
+static memra_status_t load(memra_model_t *m, const char *path)
+{
+    memra_status_t st = memra_gguf_open(path, &m->gguf);
+    if (st)
+        return memra__model_fail(m, st, "%s", memra_last_error());
+    int64_t nt = memra_gguf_n_tensors(m->gguf);
+    m->tensor_used = calloc(nt ? (size_t)nt : 1, sizeof *m->tensor_used);
+    if (!m->tensor_used)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory");
+    if ((st = pick_arch(m)))
+        return st;
+    if (m->params.progress && m->params.progress(0.0f, m->params.progress_user))
+        return memra__model_fail(m, MEMRA_E_AGAIN, "load cancelled by the progress callback");
+
+    memra_engine_t *e = m->params.engine;
+    if (!e) {
+        memra_engine_params_t ep;
+        memra_engine_default_params(&ep);
+        if ((st = memra_engine_create(&ep, &m->own_engine)))
+            return memra__model_fail(m, st, "%s", memra_last_error());
+        e = m->own_engine;
+    }
+    /* One stage owning every layer until pipeline cuts are requested. */
+    m->n_stages = 1;
+    m->stages[0].engine = e;
+    m->stages[0].be = e->be;
+    m->stages[0].layer0 = 0;
+    m->stages[0].layer1 = MEMRA_MAX_LAYERS;
+    atomic_fetch_add(&e->users, 1);
+
+    if ((st = m->arch->bind(m)))
+        return st;
+    if (m->n_layer <= 0 || m->n_layer > MEMRA_MAX_LAYERS || m->n_embd <= 0 || m->n_vocab <= 0 || m->carry_floats < m->n_embd)
+        return memra__model_fail(m, MEMRA_E_INTERNAL, "arch '%s' bound an inconsistent config", m->arch_name);
+    m->stages[m->n_stages - 1].layer1 = m->n_layer;
+    if ((st = check_all_used(m)))
+        return st;
+
+    if (memra_tokenizer_from_gguf && memra_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
+        if ((st = memra_tokenizer_from_gguf(m->gguf, &m->tok)))
+            return memra__model_fail(m, st, "tokenizer: %s", memra_last_error());
+    }
+    if (m->params.progress && m->params.progress(1.0f, m->params.progress_user))
+        return memra__model_fail(m, MEMRA_E_AGAIN, "load cancelled by the progress callback");
+    return MEMRA_OK;
+}
+
+memra_status_t memra_model_load(const char *path, const memra_model_params_t *params, memra_model_t **out)
+{
+    if (!out)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_model_load: out is NULL");
+    *out = NULL;
+    if (!path)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_model_load: path is NULL");
+    if (params && params->size < sizeof(uint32_t) * 2)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_model_load: params->size is %u; use memra_model_default_params()",
+                           params->size);
+    memra_model_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return memra__fail(NULL, MEMRA_E_NOMEM, "memra_model_load: out of memory");
+    m->params = effective_params(params);
+    if (m->params.n_layers < 0) {
+        int32_t bad = m->params.n_layers;
+        free(m);
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_model_load: n_layers %d < 0", bad);
+    }
+    m->prefill_chunk = chunk_size(&m->params);
+    memra_status_t st = load(m, path);
+    if (st) {
+        /* keep the message: destroy() may log or overwrite the thread's copy */
+        char msg[MEMRA__ERRMSG_MAX + 1024];
+        snprintf(msg, sizeof msg, "%s: %s", path, m->err.msg);
+        destroy(m);
+        return memra__fail(NULL, st, "%s", msg);
+    }
+    *out = m;
+    return MEMRA_OK;
+}
+
+const char *memra_model_arch(const memra_model_t *m) { return m ? m->arch_name : NULL; }
+int32_t memra_model_n_layers(const memra_model_t *m) { return m ? m->n_layer : 0; }
+int32_t memra_model_n_vocab(const memra_model_t *m) { return m ? m->n_vocab : 0; }
+int32_t memra_model_n_embd(const memra_model_t *m) { return m ? m->n_embd : 0; }
+int32_t memra_model_n_ctx_train(const memra_model_t *m) { return m ? m->n_ctx_train : 0; }
+int32_t memra_model_n_mtp_layers(const memra_model_t *m) { return m ? m->n_mtp : 0; }
+const memra_gguf_t *memra_model_gguf(const memra_model_t *m) { return m ? m->gguf : NULL; }
+const memra_tokenizer_t *memra_model_tokenizer(const memra_model_t *m) { return m ? m->tok : NULL; }
+const char *memra_model_last_error(const memra_model_t *m) { return m ? m->err.msg : ""; }
+
+uint64_t memra_model_weight_bytes(const memra_model_t *m)
+{
+    uint64_t n = 0;
+    for (int32_t s = 0; m && s < m->n_stages; s++)
+        n += m->stages[s].weight_bytes;
+    return n;
+}
+
+int32_t memra_model_layer_kind(const memra_model_t *m, int32_t il)
+{
+    if (!m || il < 0 || il >= m->n_layer)
+        return -1;
+    return m->layer_kind[il];
+}
