@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what memra needs to build and test on Debian/Ubuntu (as root, or
+# with sudo). nvcc/CUDA is optional: with it the CUDA backend is compiled.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+pkgs=(meson ninja-build pkg-config gcc libcmocka-dev libpcre2-dev libutf8proc-dev python3 valgrind)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# One command runs every test: the regular build (CUDA compiled when nvcc is
+# present, GPU tests skip without a GPU) and an ASan+UBSan build of the unit
+# tests. Fixtures come from $MEMRA_FIXTURES or ../shared/fixtures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+cuda=auto
+[ "${MEMRA_REQUIRE_CUDA:-0}" = 1 ] && cuda=enabled
+[ -f build/build.ninja ] || meson setup build -Dcuda=$cuda
+ninja -C build
+meson test -C build --print-errorlogs --num-processes 2
+# Sanitizers: CPU-only build, unit suite.
+[ -f build-asan/build.ninja ] || meson setup build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit

@@ -1,0 +1,268 @@
+/* Every model fixture on the CPU reference backend against the Hugging
+ * Face logits that ship with it (../shared/fixtures/models):
+ *  - prefill (all rows) and token-by-token decode within 1e-3 max |Δ|;
+ *  - prefill with chunk sizes 1, 3, 16 and 512 bit-identical;
+ *  - the 16-token greedy continuation (teacher-forced with the reference
+ *    tokens) matches wherever our own top-2 margin exceeds 1e-3.
+ * MEMRA_TEST_FIXTURE=NAME runs one fixture. Measured deltas are printed
+ * (docs/ACCURACY.md quotes them). */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "memra/memra.h"
+#include "testutil.h"
+
+typedef struct fixture {
+    const char *name;  /* file stem, e.g. "q35-dense.f32" */
+    const char *ref;   /* reference stem, e.g. "q35-dense" or "q35-dense.q8_0" */
+    bool greedy;       /* ref.json has a greedy continuation */
+} fixture;
+
+static const fixture k_fixtures[] = {
+    {"llama-dense.f32", "llama-dense", true},   {"qwen3-dense.f32", "qwen3-dense", true},
+    {"q35-dense.f32", "q35-dense", true},       {"q35-dense.q8_0", "q35-dense.q8_0", false},
+    {"q35-moe.f32", "q35-moe", true},           {"g4-dense.f32", "g4-dense", true},
+    {"g4-dense.q8_0", "g4-dense.q8_0", false},  {"g4-e.f32", "g4-e", true},
+    {"g4-keqv.f32", "g4-keqv", true},           {"g4-moe.f32", "g4-moe", true},
+};
+
+#define TOL 1e-3
+#define MEMRA__ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Integer array after "KEY": [ ... ] in a small JSON file. */
+static int32_t *json_ints(const char *json, const char *key, int32_t *n)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *p = strstr(json, pat);
+    *n = 0;
+    if (!p || !(p = strchr(p + strlen(pat), '[')))
+        return NULL;
+    int32_t cap = 64, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    for (p++; *p && *p != ']';) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        if (k == cap)
+            v = realloc(v, (size_t)(cap *= 2) * sizeof *v);
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *n = k;
+    return v;
+}
+
+typedef struct ref_data {
+    int32_t *tokens, n_tokens;
+    int32_t *greedy, n_greedy;
+    float *logits;
+    int32_t n_vocab;
+} ref_data;
+
+static bool load_ref(const fixture *f, ref_data *r)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.ref.json", f->ref);
+    const char *jp = tu_fixture_path(rel);
+    snprintf(rel, sizeof rel, "models/%s.logits.f32", f->ref);
+    const char *lp = tu_fixture_path(rel);
+    if (!jp || !lp)
+        return false;
+    char *json = tu_read_file(jp, NULL);
+    size_t lsize = 0;
+    r->logits = tu_read_file(lp, &lsize);
+    assert_non_null(json);
+    assert_non_null(r->logits);
+    r->tokens = json_ints(json, "tokens", &r->n_tokens);
+    r->greedy = json_ints(json, "greedy_continuation", &r->n_greedy);
+    free(json);
+    assert_true(r->n_tokens > 0);
+    r->n_vocab = (int32_t)(lsize / sizeof(float) / (size_t)r->n_tokens);
+    assert_int_equal((size_t)r->n_vocab * (size_t)r->n_tokens * sizeof(float), lsize);
+    return true;
+}
+
+static void free_ref(ref_data *r)
+{
+    free(r->tokens);
+    free(r->greedy);
+    free(r->logits);
+}
+
+static memra_engine_t *g_engine;
+
+static memra_model_t *load_model(const fixture *f, int32_t chunk)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", f->name);
+    const char *path = tu_fixture_path(rel);
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.engine = g_engine;
+    p.prefill_chunk = chunk;
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(path, &p, &m);
+    if (st)
+        fail_msg("%s: load failed: %s (%s)", f->name, memra_strerror(st), memra_last_error());
+    return m;
+}
+
+static double max_delta(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = fabs((double)a[i] - (double)b[i]);
+        if (!(x <= d)) /* NaN counts as infinitely wrong */
+            d = isnan(x) ? INFINITY : x;
+    }
+    return d;
+}
+
+static int32_t argmax(const float *x, int32_t n, double *margin)
+{
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    double second = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (i != b && x[i] > second)
+            second = x[i];
+    *margin = (double)x[b] - second;
+    return b;
+}
+
+static bool selected(const fixture *f)
+{
+    const char *only = getenv("MEMRA_TEST_FIXTURE");
+    return !only || !*only || strcmp(only, f->name) == 0 || strcmp(only, f->ref) == 0;
+}
+
+static float *prefill_all(memra_model_t *m, const ref_data *r)
+{
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, r->n_tokens + 32, &c), MEMRA_OK);
+    float *out = malloc((size_t)r->n_tokens * (size_t)r->n_vocab * sizeof *out);
+    memra_status_t st = memra_forward(m, c, r->tokens, r->n_tokens, MEMRA_FORWARD_ALL_ROWS, out);
+    if (st)
+        fail_msg("forward failed: %s (%s)", memra_strerror(st), memra_model_last_error(m));
+    assert_int_equal(memra_cache_pos(c), r->n_tokens);
+    memra_cache_free(c);
+    return out;
+}
+
+static void check_fixture(const fixture *f)
+{
+    ref_data r = {0};
+    if (!selected(f)) {
+        TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", f->name);
+        return;
+    }
+    if (!load_ref(f, &r)) {
+        TU_SKIP("%s: fixture files not found (set MEMRA_FIXTURES)", f->name);
+        return;
+    }
+    size_t rowsz = (size_t)r.n_vocab;
+    memra_model_t *m = load_model(f, 0);
+    assert_int_equal(memra_model_n_vocab(m), r.n_vocab);
+
+    /* prefill, one call */
+    float *pre = prefill_all(m, &r);
+    double d_pre = max_delta(pre, r.logits, rowsz * (size_t)r.n_tokens);
+
+    /* decode, one token per step; also the greedy continuation */
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, r.n_tokens + r.n_greedy + 8, &c), MEMRA_OK);
+    float *dec = malloc(rowsz * (size_t)r.n_tokens * sizeof *dec);
+    for (int32_t t = 0; t < r.n_tokens; t++)
+        assert_int_equal(memra_decode_step(m, c, r.tokens[t], dec + (size_t)t * rowsz), MEMRA_OK);
+    double d_dec = max_delta(dec, r.logits, rowsz * (size_t)r.n_tokens);
+    double d_dp = max_delta(dec, pre, rowsz * (size_t)r.n_tokens);
+
+    int compared = 0, skipped = 0;
+    if (f->greedy && r.n_greedy > 0) {
+        float *row = malloc(rowsz * sizeof *row);
+        memcpy(row, dec + (size_t)(r.n_tokens - 1) * rowsz, rowsz * sizeof *row);
+        for (int32_t i = 0; i < r.n_greedy; i++) {
+            double margin;
+            int32_t top = argmax(row, r.n_vocab, &margin);
+            if (margin > 1e-3) {
+                if (top != r.greedy[i])
+                    fail_msg("%s: greedy step %d: got %d, reference %d (our margin %.3g)", f->name, i, top,
+                             r.greedy[i], margin);
+                compared++;
+            } else {
+                skipped++;
+            }
+            /* teacher forcing keeps every later step comparable */
+            if (i + 1 < r.n_greedy)
+                assert_int_equal(memra_decode_step(m, c, r.greedy[i], row), MEMRA_OK);
+        }
+        free(row);
+    }
+    memra_cache_free(c);
+
+    /* chunk invariance: bit-identical prefill whatever the chunk size */
+    static const int32_t chunks[] = {1, 3, 16, 512};
+    for (size_t k = 0; k < MEMRA__ARRAY_LEN_T(chunks); k++) {
+        memra_model_t *mc = load_model(f, chunks[k]);
+        float *alt = prefill_all(mc, &r);
+        if (memcmp(alt, pre, rowsz * (size_t)r.n_tokens * sizeof *alt) != 0)
+            fail_msg("%s: prefill with chunk %d differs from one-shot prefill (max |d| %.3g)", f->name, chunks[k],
+                     max_delta(alt, pre, rowsz * (size_t)r.n_tokens));
+        free(alt);
+        assert_int_equal(memra_model_free(mc), MEMRA_OK);
+    }
+
+    printf("ACCURACY %-16s prefill %.3e  decode %.3e  decode-vs-prefill %.3e  greedy %d compared, %d near-ties\n",
+           f->name, d_pre, d_dec, d_dp, compared, skipped);
+    if (!(d_pre <= TOL) || !(d_dec <= TOL))
+        fail_msg("%s: max |d| prefill %.3g, decode %.3g (limit %.0e)", f->name, d_pre, d_dec, TOL);
+    free(pre);
+    free(dec);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+    free_ref(&r);
+}
+
+static void test_fixture(void **state)
+{
+    check_fixture((const fixture *)*state);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    p.n_threads = 2;
+    return memra_engine_create(&p, &g_engine) == MEMRA_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return memra_engine_destroy(g_engine) == MEMRA_OK ? 0 : -1;
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[MEMRA__ARRAY_LEN_T(k_fixtures)];
+    for (size_t i = 0; i < MEMRA__ARRAY_LEN_T(k_fixtures); i++) {
+        tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_fixture, (void *)&k_fixtures[i]);
+        tests[i].name = k_fixtures[i].name;
+    }
+    if (!tu_fixtures())
+        fprintf(stderr, "test_models: fixture folder not found (set MEMRA_FIXTURES); every case skips\n");
+    return _cmocka_run_group_tests("models", tests, MEMRA__ARRAY_LEN_T(k_fixtures), setup, teardown);
+}
