@@ -12,5 +12,6 @@
 #include "engine.h"
 #include "gguf.h"
 #include "model.h"
+#include "check.h"
 
 #endif
