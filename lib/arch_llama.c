@@ -1,0 +1,480 @@
+/* llama and qwen3: the plain pre-norm transformer (model-spec §7).
+ *
+ *   x  = embed(token)
+ *   per layer:  x += Wo · Attn(rope(Wq·rms(x)), rope(Wk·rms(x)), Wv·rms(x))
+ *               x += FFN(rms(x))
+ *   logits = output · rms(x)
+ *
+ * One forward serves both architectures; they differ in
+ *   - RoPE pairing: llama NORM (adjacent pairs; the converter permuted the
+ *     Q/K rows so that this equals HF rotate_half), qwen3 NEOX;
+ *   - qwen3's per-head RMS norms of q and k, applied before RoPE;
+ *   - llama's optional tensors: rope_freqs (Llama-3 freq factors), biases on
+ *     the projections and the FFN, and Mixtral-style experts.
+ * Optional q/k/v/o biases and a fused attn_qkv are accepted for both.
+ *
+ * This file is the numerical reference the GPU path is judged against: it
+ * only calls backend ops and never touches activations on the host. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+
+typedef struct llama_layer {
+    int64_t n_head, n_head_kv, n_ff;
+    const float *attn_norm, *ffn_norm;
+    memra_weight_t wq, wk, wv, wqkv, wo;   /* wqkv.data set = fused projection */
+    const float *bq, *bk, *bv, *bqkv, *bo; /* optional biases */
+    const float *q_norm, *k_norm;          /* qwen3: per-head RMS weights {head_dim} */
+    /* dense FFN (SwiGLU) */
+    memra_weight_t ffn_gate, ffn_up, ffn_down;
+    const float *ffn_gate_b, *ffn_up_b, *ffn_down_b;
+    /* MoE FFN (llama with expert_count > 0) */
+    memra_weight_t ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps;
+} llama_layer_t;
+
+typedef struct llama_model {
+    bool qk_norm;                          /* qwen3 */
+    memra_rope_mode_t rope_mode;
+    int64_t n_embd, head_dim, n_rot;
+    int64_t n_expert, n_expert_used;
+    float eps, rope_base;
+    memra_weight_t tok_embd;               /* first stage */
+    memra_weight_t output;                 /* last stage (token_embd when tied) */
+    const float *output_norm;              /* last stage */
+    const float *rope_freqs[MEMRA_MAX_STAGES]; /* per stage, NULL if absent */
+    int64_t ws_layer_floats;               /* max over layers, for one token */
+    llama_layer_t *layers;
+} llama_model_t;
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        memra_status_t st_ = (expr);                                                               \
+        if (st_ != MEMRA_OK)                                                                       \
+            return st_;                                                                            \
+    } while (0)
+
+/* ---- binding -------------------------------------------------------------- */
+
+/* RoPE scaling must be off: the rope op has no freq_scale or YaRN terms.
+ * llama.cpp reads the factor whatever the type (0 and 1 mean unscaled). */
+static memra_status_t check_rope_scaling(memra_model_t *m)
+{
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->arch_name);
+    int64_t i = memra_gguf_find_kv(m->gguf, key);
+    const char *type = "none";
+    if (i >= 0 && memra_gguf_kv_str(m->gguf, i, &type, NULL) != MEMRA_OK)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "key %s: expected a string", key);
+    float linear, factor;
+    TRY(memra__cfg_f32_or(m, "rope.scale_linear", 0.0f, &linear));
+    TRY(memra__cfg_f32_or(m, "rope.scaling.factor", linear, &factor));
+    bool known = strcmp(type, "none") == 0 || strcmp(type, "linear") == 0;
+    if (!known || (factor != 0.0f && factor != 1.0f))
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: rope scaling '%s' with factor %g is not supported",
+                                 m->arch_name, type, (double)factor);
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_layer(memra_model_t *m, llama_model_t *lm, int32_t il)
+{
+    llama_layer_t *L = &lm->layers[il];
+    const int32_t s = memra__stage_of_layer(m, il);
+    const int64_t E = lm->n_embd, hd = lm->head_dim;
+    const int64_t nq = L->n_head * hd, nkv = L->n_head_kv * hd, ff = L->n_ff;
+
+    TRY(memra__w_vec(m, s, &L->attn_norm, MEMRA_W_REQUIRED, E, "blk.%d.attn_norm.weight", il));
+    if (memra__w_exists(m, "blk.%d.attn_qkv.weight", il)) {
+        TRY(memra__w_get(m, s, &L->wqkv, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nq + 2 * nkv},
+                         "blk.%d.attn_qkv.weight", il));
+        TRY(memra__w_vec(m, s, &L->bqkv, MEMRA_W_OPTIONAL, nq + 2 * nkv, "blk.%d.attn_qkv.bias", il));
+    } else {
+        TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nq}, "blk.%d.attn_q.weight", il));
+        TRY(memra__w_get(m, s, &L->wk, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nkv}, "blk.%d.attn_k.weight", il));
+        TRY(memra__w_get(m, s, &L->wv, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nkv}, "blk.%d.attn_v.weight", il));
+        TRY(memra__w_vec(m, s, &L->bq, MEMRA_W_OPTIONAL, nq, "blk.%d.attn_q.bias", il));
+        TRY(memra__w_vec(m, s, &L->bk, MEMRA_W_OPTIONAL, nkv, "blk.%d.attn_k.bias", il));
+        TRY(memra__w_vec(m, s, &L->bv, MEMRA_W_OPTIONAL, nkv, "blk.%d.attn_v.bias", il));
+    }
+    TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, 2, (int64_t[]){nq, E}, "blk.%d.attn_output.weight", il));
+    TRY(memra__w_vec(m, s, &L->bo, MEMRA_W_OPTIONAL, E, "blk.%d.attn_output.bias", il));
+    if (lm->qk_norm) {
+        TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_q_norm.weight", il));
+        TRY(memra__w_vec(m, s, &L->k_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_k_norm.weight", il));
+    }
+
+    TRY(memra__w_vec(m, s, &L->ffn_norm, MEMRA_W_REQUIRED, E, "blk.%d.ffn_norm.weight", il));
+    if (lm->n_expert == 0) {
+        TRY(memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ff}, "blk.%d.ffn_gate.weight", il));
+        TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ff}, "blk.%d.ffn_up.weight", il));
+        TRY(memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, 2, (int64_t[]){ff, E}, "blk.%d.ffn_down.weight", il));
+        TRY(memra__w_vec(m, s, &L->ffn_gate_b, MEMRA_W_OPTIONAL, ff, "blk.%d.ffn_gate.bias", il));
+        TRY(memra__w_vec(m, s, &L->ffn_up_b, MEMRA_W_OPTIONAL, ff, "blk.%d.ffn_up.bias", il));
+        TRY(memra__w_vec(m, s, &L->ffn_down_b, MEMRA_W_OPTIONAL, E, "blk.%d.ffn_down.bias", il));
+    } else {
+        const int64_t ne = lm->n_expert;
+        TRY(memra__w_get(m, s, &L->ffn_gate_inp, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ne},
+                         "blk.%d.ffn_gate_inp.weight", il));
+        TRY(memra__w_get(m, s, &L->ffn_gate_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){E, ff, ne},
+                         "blk.%d.ffn_gate_exps.weight", il));
+        TRY(memra__w_get(m, s, &L->ffn_up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){E, ff, ne},
+                         "blk.%d.ffn_up_exps.weight", il));
+        TRY(memra__w_get(m, s, &L->ffn_down_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){ff, E, ne},
+                         "blk.%d.ffn_down_exps.weight", il));
+    }
+    return MEMRA_OK;
+}
+
+/* Floats of workspace one token needs in layer L (attention_block + ffn_block). */
+static int64_t layer_ws_floats(const llama_model_t *lm, const llama_layer_t *L)
+{
+    const int64_t nq = L->n_head * lm->head_dim, nkv = L->n_head_kv * lm->head_dim;
+    int64_t attn = 2 * lm->n_embd + 2 * (nq + 2 * nkv) + nq;
+    int64_t ffn = 2 * lm->n_embd + (lm->n_expert ? 2 * lm->n_expert_used + lm->n_expert : 2 * L->n_ff);
+    return attn + ffn;
+}
+
+static memra_status_t bind_common(memra_model_t *m, bool qwen3)
+{
+    llama_model_t *lm = calloc(1, sizeof *lm);
+    if (!lm)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", m->arch_name);
+    m->arch_data = lm;
+    lm->qk_norm = qwen3;
+    lm->rope_mode = qwen3 ? MEMRA_ROPE_NEOX : MEMRA_ROPE_NORM;
+
+    uint32_t n_layer, n_embd, n_ctx;
+    TRY(memra__cfg_u32(m, "block_count", &n_layer));
+    TRY(memra__cfg_u32(m, "embedding_length", &n_embd));
+    TRY(memra__cfg_u32(m, "context_length", &n_ctx));
+    if (n_layer == 0 || n_layer > MEMRA_MAX_LAYERS || n_embd == 0)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: block_count %u / embedding_length %u out of range",
+                                 m->arch_name, n_layer, n_embd);
+    m->n_layer_file = (int32_t)n_layer;
+    m->n_layer = m->params.n_layers > 0 && m->params.n_layers < (int32_t)n_layer ? m->params.n_layers
+                                                                                 : (int32_t)n_layer;
+    m->n_embd = (int32_t)n_embd;
+    m->n_ctx_train = (int32_t)n_ctx;
+    m->carry_floats = n_embd;
+    lm->n_embd = n_embd;
+
+    lm->layers = calloc(n_layer, sizeof *lm->layers);
+    uint32_t *head = calloc(n_layer, sizeof *head), *head_kv = calloc(n_layer, sizeof *head_kv),
+             *ff = calloc(n_layer, sizeof *ff);
+    memra_status_t st = MEMRA_OK;
+    if (!lm->layers || !head || !head_kv || !ff)
+        st = memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", m->arch_name);
+    if (!st)
+        st = memra__cfg_u32_per_layer(m, "attention.head_count", (int32_t)n_layer, true, 0, head);
+    if (!st && memra__cfg_has(m, "attention.head_count_kv"))
+        st = memra__cfg_u32_per_layer(m, "attention.head_count_kv", (int32_t)n_layer, true, 0, head_kv);
+    else if (!st)
+        memcpy(head_kv, head, n_layer * sizeof *head);
+    if (!st)
+        st = memra__cfg_u32_per_layer(m, "feed_forward_length", (int32_t)n_layer, true, 0, ff);
+    for (uint32_t il = 0; !st && il < n_layer; il++) {
+        if (head[il] == 0 || head_kv[il] == 0 || head[il] % head_kv[il] != 0 || ff[il] == 0)
+            st = memra__model_fail(m, MEMRA_E_FORMAT,
+                                   "%s: layer %u: head_count %u, head_count_kv %u, feed_forward_length %u invalid",
+                                   m->arch_name, il, head[il], head_kv[il], ff[il]);
+        else {
+            lm->layers[il].n_head = head[il];
+            lm->layers[il].n_head_kv = head_kv[il];
+            lm->layers[il].n_ff = ff[il];
+        }
+    }
+    free(head);
+    free(head_kv);
+    free(ff);
+    TRY(st);
+
+    /* llama.cpp: head dims default to n_embd / n_head of layer 0, n_rot to
+     * the key head dim, and both archs require full rotary. */
+    uint32_t hd_k, hd_v, n_rot;
+    const uint32_t hd_def = n_embd / (uint32_t)lm->layers[0].n_head;
+    TRY(memra__cfg_u32_or(m, "attention.key_length", hd_def, &hd_k));
+    TRY(memra__cfg_u32_or(m, "attention.value_length", hd_def, &hd_v));
+    TRY(memra__cfg_u32_or(m, "rope.dimension_count", hd_k, &n_rot));
+    if (hd_k == 0 || hd_k != hd_v)
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: key_length %u != value_length %u", m->arch_name,
+                                 hd_k, hd_v);
+    if (n_rot != hd_k)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: invalid n_rot: rope.dimension_count %u != head dim %u",
+                                 m->arch_name, n_rot, hd_k);
+    lm->head_dim = hd_k;
+    lm->n_rot = n_rot;
+    TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &lm->eps));
+    TRY(memra__cfg_f32_or(m, "rope.freq_base", 10000.0f, &lm->rope_base));
+    TRY(check_rope_scaling(m));
+
+    uint32_t n_expert = 0, n_used = 0;
+    if (!qwen3) {
+        TRY(memra__cfg_u32_or(m, "expert_count", 0, &n_expert));
+        TRY(memra__cfg_u32_or(m, "expert_used_count", 0, &n_used));
+        if (n_expert > 0 && (n_used == 0 || n_used > n_expert))
+            return memra__model_fail(m, MEMRA_E_FORMAT, "%s: expert_used_count %u invalid for expert_count %u",
+                                     m->arch_name, n_used, n_expert);
+    }
+    lm->n_expert = n_expert;
+    lm->n_expert_used = n_used;
+
+    /* global tensors: embedding on the first stage, head on the last */
+    const int32_t first = memra__first_stage(m), last = memra__last_stage(m);
+    TRY(memra__w_get(m, first, &lm->tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){n_embd, -1},
+                     "token_embd.weight"));
+    const int64_t n_vocab = lm->tok_embd.ne[1];
+    m->n_vocab = (int32_t)n_vocab;
+    uint32_t vocab_key;
+    TRY(memra__cfg_u32_or(m, "vocab_size", (uint32_t)n_vocab, &vocab_key));
+    if (vocab_key != n_vocab)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: vocab_size %u != token_embd.weight rows %lld",
+                                 m->arch_name, vocab_key, (long long)n_vocab);
+    TRY(memra__w_vec(m, last, &lm->output_norm, MEMRA_W_REQUIRED, n_embd, "output_norm.weight"));
+    TRY(memra__w_get(m, last, &lm->output, MEMRA_W_OPTIONAL, 2, (int64_t[]){n_embd, n_vocab}, "output.weight"));
+    if (!lm->output.data && last == first)
+        lm->output = lm->tok_embd; /* tied */
+    else if (!lm->output.data)
+        TRY(memra__w_get(m, last, &lm->output, MEMRA_W_REQUIRED, 2, (int64_t[]){n_embd, n_vocab},
+                         "token_embd.weight"));
+    if (!qwen3) {
+        for (int32_t s = 0; s < m->n_stages; s++)
+            TRY(memra__w_vec(m, s, &lm->rope_freqs[s], MEMRA_W_OPTIONAL, n_rot / 2, "rope_freqs.weight"));
+    }
+
+    for (int32_t il = 0; il < (int32_t)n_layer; il++) {
+        if (il >= m->n_layer) {
+            memra__w_skip_layer(m, il);
+            continue;
+        }
+        llama_layer_t *L = &lm->layers[il];
+        TRY(bind_layer(m, lm, il));
+        m->layer_kind[il] = MEMRA_LAYER_ATTENTION;
+        m->layer_cache[il].k_floats = L->n_head_kv * lm->head_dim;
+        m->layer_cache[il].v_floats = L->n_head_kv * lm->head_dim;
+        int64_t w = layer_ws_floats(lm, L);
+        if (w > lm->ws_layer_floats)
+            lm->ws_layer_floats = w;
+    }
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_llama(memra_model_t *m) { return bind_common(m, false); }
+static memra_status_t bind_qwen3(memra_model_t *m) { return bind_common(m, true); }
+
+static void llama_unbind(memra_model_t *m)
+{
+    llama_model_t *lm = m->arch_data;
+    if (lm)
+        free(lm->layers);
+    free(lm);
+    m->arch_data = NULL;
+}
+
+static size_t llama_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
+{
+    const llama_model_t *lm = m->arch_data;
+    int64_t per_token = lm->ws_layer_floats > lm->n_embd ? lm->ws_layer_floats : lm->n_embd;
+    /* + alignment slack: every memra__ws block is rounded up to 256 bytes */
+    return (size_t)n_tokens * (size_t)per_token * sizeof(float) + 16 * 256;
+}
+
+/* ---- forward -------------------------------------------------------------- */
+
+#define WSF(ptr, n_floats)                                                                         \
+    do {                                                                                           \
+        if (!((ptr) = memra__wsf(r, (n_floats))))                                                  \
+            return r->m->err.status ? r->m->err.status : MEMRA_E_INTERNAL;                         \
+    } while (0)
+
+/* y[t][0..cols) += b (one bias row broadcast to every token). */
+static memra_status_t add_bias(memra__run_t *r, float *y, int64_t ldy, const float *b, int64_t n, int64_t cols)
+{
+    if (!b)
+        return MEMRA_OK;
+    memra_ew_args_t a = {.op = MEMRA_EW_ADD, .y = y, .a = y, .b = b, .rows = n, .cols = cols,
+                         .ys = ldy, .as = ldy, .bs = 0};
+    return r->ops->elementwise(r->be, &a);
+}
+
+/* y = W·x (+ b) for N rows. */
+static memra_status_t linear(memra__run_t *r, const memra_weight_t *w, const float *b, const float *x, int64_t ldx,
+                             float *y, int64_t ldy, int64_t n)
+{
+    TRY(r->ops->matmul(r->be, w, x, ldx, y, ldy, n));
+    return add_bias(r, y, ldy, b, n, w->ne[1]);
+}
+
+/* Strided column block copy: y[t][0..cols) = a[t][0..cols). */
+static memra_status_t copy_cols(memra__run_t *r, float *y, int64_t ldy, const float *a, int64_t lda, int64_t n,
+                                int64_t cols)
+{
+    memra_ew_args_t e = {.op = MEMRA_EW_COPY, .y = y, .a = a, .rows = n, .cols = cols, .ys = ldy, .as = lda};
+    return r->ops->elementwise(r->be, &e);
+}
+
+/* x[t] += y[t] (the residual add into the carry). */
+static memra_status_t residual(memra__run_t *r, const float *y, int64_t ldy)
+{
+    const int64_t cf = r->m->carry_floats;
+    memra_ew_args_t e = {.op = MEMRA_EW_ADD, .y = r->carry, .a = r->carry, .b = y, .rows = r->n,
+                         .cols = r->m->n_embd, .ys = cf, .as = cf, .bs = ldy};
+    return r->ops->elementwise(r->be, &e);
+}
+
+static memra_status_t llama_embed(memra__run_t *r)
+{
+    const llama_model_t *lm = r->m->arch_data;
+    return r->ops->get_rows(r->be, &lm->tok_embd, r->tokens, r->n, r->carry, r->m->carry_floats);
+}
+
+/* Self-attention block: carry += Wo · Attn(...) over the chunk's tokens. */
+static memra_status_t attention_block(memra__run_t *r, int32_t il)
+{
+    const memra_model_t *m = r->m;
+    const llama_model_t *lm = m->arch_data;
+    const llama_layer_t *L = &lm->layers[il];
+    const memra__backend_i *ops = r->ops;
+    memra__backend_t *be = r->be;
+    const int64_t n = r->n, E = lm->n_embd, hd = lm->head_dim;
+    const int64_t nq = L->n_head * hd, nkv = L->n_head_kv * hd;
+
+    float *xn, *q, *k, *v, *att, *y;
+    WSF(xn, n * E);
+    WSF(q, n * nq);
+    WSF(k, n * nkv);
+    WSF(v, n * nkv);
+    TRY(ops->norm(be, MEMRA_NORM_RMS, r->carry, m->carry_floats, L->attn_norm, xn, E, n, E, lm->eps));
+
+    if (L->wqkv.data) {
+        const int64_t w = nq + 2 * nkv;
+        float *qkv;
+        WSF(qkv, n * w);
+        TRY(linear(r, &L->wqkv, L->bqkv, xn, E, qkv, w, n));
+        TRY(copy_cols(r, q, nq, qkv, w, n, nq));
+        TRY(copy_cols(r, k, nkv, qkv + nq, w, n, nkv));
+        TRY(copy_cols(r, v, nkv, qkv + nq + nkv, w, n, nkv));
+    } else {
+        TRY(linear(r, &L->wq, L->bq, xn, E, q, nq, n));
+        TRY(linear(r, &L->wk, L->bk, xn, E, k, nkv, n));
+        TRY(linear(r, &L->wv, L->bv, xn, E, v, nkv, n));
+    }
+
+    if (lm->qk_norm) { /* every head is a row of hd floats */
+        TRY(ops->norm(be, MEMRA_NORM_RMS, q, hd, L->q_norm, q, hd, n * L->n_head, hd, lm->eps));
+        TRY(ops->norm(be, MEMRA_NORM_RMS, k, hd, L->k_norm, k, hd, n * L->n_head_kv, hd, lm->eps));
+    }
+
+    const int32_t stage = (int32_t)(r->st - m->stages);
+    memra_rope_args_t ra = {.x = q, .n_tokens = n, .n_heads = L->n_head, .head_dim = hd, .head_stride = hd,
+                            .token_stride = nq, .n_rot = lm->n_rot, .pos = r->pos, .base = lm->rope_base,
+                            .freq_factors = lm->rope_freqs[stage], .mode = lm->rope_mode};
+    TRY(ops->rope(be, &ra));
+    ra.x = k;
+    ra.n_heads = L->n_head_kv;
+    ra.token_stride = nkv;
+    TRY(ops->rope(be, &ra));
+
+    /* The cache keeps K after norm and RoPE; rows pos0.. of this chunk. */
+    float *kc = r->c->k[il], *vc = r->c->v[il];
+    const size_t bytes = (size_t)(n * nkv) * sizeof(float);
+    TRY(ops->copy(be, kc + (int64_t)r->pos0 * nkv, k, bytes));
+    TRY(ops->copy(be, vc + (int64_t)r->pos0 * nkv, v, bytes));
+
+    WSF(att, n * nq);
+    memra_attn_args_t aa = {.q = q, .k_cache = kc, .v_cache = vc, .out = att, .n_tokens = n, .pos0 = r->pos0,
+                            .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd, .q_stride = nq,
+                            .kv_stride = nkv, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    TRY(ops->attention(be, &aa));
+
+    WSF(y, n * E);
+    TRY(linear(r, &L->wo, L->bo, att, nq, y, E, n));
+    return residual(r, y, E);
+}
+
+/* Feed-forward block: carry += SwiGLU FFN (dense or mixture of experts). */
+static memra_status_t ffn_block(memra__run_t *r, int32_t il)
+{
+    const memra_model_t *m = r->m;
+    const llama_model_t *lm = m->arch_data;
+    const llama_layer_t *L = &lm->layers[il];
+    const memra__backend_i *ops = r->ops;
+    memra__backend_t *be = r->be;
+    const int64_t n = r->n, E = lm->n_embd, ff = L->n_ff;
+
+    float *xn, *y;
+    WSF(xn, n * E);
+    WSF(y, n * E);
+    TRY(ops->norm(be, MEMRA_NORM_RMS, r->carry, m->carry_floats, L->ffn_norm, xn, E, n, E, lm->eps));
+
+    if (lm->n_expert == 0) {
+        float *g, *u;
+        WSF(g, n * ff);
+        WSF(u, n * ff);
+        TRY(linear(r, &L->ffn_gate, L->ffn_gate_b, xn, E, g, ff, n));
+        TRY(linear(r, &L->ffn_up, L->ffn_up_b, xn, E, u, ff, n));
+        memra_ew_args_t sw = {.op = MEMRA_EW_SWIGLU, .y = g, .a = g, .b = u, .rows = n, .cols = ff,
+                              .ys = ff, .as = ff, .bs = ff};
+        TRY(ops->elementwise(be, &sw));
+        TRY(linear(r, &L->ffn_down, L->ffn_down_b, g, ff, y, E, n));
+    } else {
+        /* Mixtral routing (llama.cpp build_moe_ffn): softmax gate, top-k,
+         * weights renormalized over the selected experts. */
+        const int64_t ne = lm->n_expert, k = lm->n_expert_used;
+        float *logits, *w;
+        int32_t *ids;
+        WSF(logits, n * ne);
+        WSF(w, n * k);
+        ids = memra__ws(r, (size_t)(n * k) * sizeof(int32_t));
+        if (!ids)
+            return m->err.status ? m->err.status : MEMRA_E_INTERNAL;
+        TRY(ops->matmul(be, &L->ffn_gate_inp, xn, E, logits, ne, n));
+        memra_route_args_t ra = {.logits = logits, .ids = ids, .weights = w, .n_tokens = n, .n_expert = ne,
+                                 .k = k, .norm = true};
+        TRY(ops->route(be, &ra));
+        memra_moe_args_t ma = {.x = xn, .ids = ids, .weights = w, .gate = &L->ffn_gate_exps,
+                               .up = &L->ffn_up_exps, .down = &L->ffn_down_exps, .out = y, .n_tokens = n,
+                               .k = k, .n_embd = E, .n_ff = ff, .act = MEMRA_ACT_SILU};
+        TRY(ops->moe(be, &ma));
+    }
+    return residual(r, y, E);
+}
+
+static memra_status_t llama_layer(memra__run_t *r, int32_t il)
+{
+    TRY(attention_block(r, il));
+    return ffn_block(r, il);
+}
+
+static memra_status_t llama_head(memra__run_t *r)
+{
+    const memra_model_t *m = r->m;
+    const llama_model_t *lm = m->arch_data;
+    const int64_t E = lm->n_embd, cf = m->carry_floats;
+    float *xn;
+    WSF(xn, (int64_t)r->n_out * E);
+    TRY(r->ops->norm(r->be, MEMRA_NORM_RMS, r->carry + (int64_t)r->out_row0 * cf, cf, lm->output_norm, xn, E,
+                     r->n_out, E, lm->eps));
+    return r->ops->matmul(r->be, &lm->output, xn, E, r->logits, m->n_vocab, r->n_out);
+}
+
+const memra__arch_t memra__arch_llama = {
+    .name = "llama",
+    .bind = bind_llama,
+    .unbind = llama_unbind,
+    .workspace_bytes = llama_workspace_bytes,
+    .embed = llama_embed,
+    .layer = llama_layer,
+    .head = llama_head,
+};
+
+const memra__arch_t memra__arch_qwen3 = {
+    .name = "qwen3",
+    .bind = bind_qwen3,
+    .unbind = llama_unbind,
+    .workspace_bytes = llama_workspace_bytes,
+    .embed = llama_embed,
+    .layer = llama_layer,
+    .head = llama_head,
+};
