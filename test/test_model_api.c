@@ -1,0 +1,220 @@
+/* Model, cache and forward API: misuse, bad files, state after errors,
+ * snapshots. Uses the qwen3 fixture, or the bundled default model (the
+ * same file) when the fixtures are absent. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gguf_edit.h"
+#include "memra/memra.h"
+#include "testutil.h"
+
+static const char *model_path(void)
+{
+    const char *p = tu_fixture_path("models/qwen3-dense.f32.gguf");
+    if (p)
+        return p;
+    p = tu_data_path("default.gguf");
+    return access(p, R_OK) == 0 ? p : NULL;
+}
+
+#define NEED_MODEL(path)                                                        \
+    const char *path = model_path();                                            \
+    if (!path) {                                                                \
+        TU_SKIP("no qwen3 fixture and no bundled test/data/default.gguf");     \
+        return;                                                                 \
+    }
+
+static memra_model_t *load(const char *path)
+{
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(path, NULL, &m);
+    if (st)
+        fail_msg("load %s: %s (%s)", path, memra_strerror(st), memra_last_error());
+    return m;
+}
+
+static void test_introspection(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    assert_string_equal(memra_model_arch(m), "qwen3");
+    assert_int_equal(memra_model_n_layers(m), 4);
+    assert_int_equal(memra_model_n_embd(m), 64);
+    assert_int_equal(memra_model_n_vocab(m), 3026);
+    assert_int_equal(memra_model_layer_kind(m, 0), MEMRA_LAYER_ATTENTION);
+    assert_int_equal(memra_model_layer_kind(m, 4), -1);
+    assert_true(memra_model_weight_bytes(m) > 0);
+    assert_non_null(memra_model_gguf(m));
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+    assert_int_equal(memra_model_free(NULL), MEMRA_OK);
+}
+
+static void test_load_misuse(void **state)
+{
+    (void)state;
+    memra_model_t *m = (memra_model_t *)0x1;
+    assert_int_equal(memra_model_load(NULL, NULL, &m), MEMRA_E_INVALID);
+    assert_int_equal(memra_model_load("x", NULL, NULL), MEMRA_E_INVALID);
+    assert_int_equal(memra_model_load("/nonexistent.gguf", NULL, &m), MEMRA_E_IO);
+    assert_null(m);
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.size = 1;
+    assert_int_equal(memra_model_load("x", &p, &m), MEMRA_E_INVALID);
+}
+
+/* Rewrites the model with one edit and expects STATUS and a message
+ * containing NEEDLE. */
+static void expect_bad(const tu_gguf_edit *e, memra_status_t status, const char *needle)
+{
+    NEED_MODEL(path);
+    char dst[256];
+    snprintf(dst, sizeof dst, "/tmp/memra-model-api-%d.gguf", (int)getpid());
+    assert_int_equal(tu_gguf_rewrite(path, dst, e), MEMRA_OK);
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(dst, NULL, &m);
+    remove(dst);
+    assert_null(m);
+    if (st != status || !strstr(memra_last_error(), needle))
+        fail_msg("got %s '%s', want %s containing '%s'", memra_status_name(st), memra_last_error(),
+                 memra_status_name(status), needle);
+}
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    expect_bad(&(tu_gguf_edit){.set_arch = "mamba9"}, MEMRA_E_UNSUPPORTED, "mamba9");
+    expect_bad(&(tu_gguf_edit){.drop_key = "general.architecture"}, MEMRA_E_FORMAT, "general.architecture");
+    expect_bad(&(tu_gguf_edit){.drop_tensor = "blk.2.attn_k.weight"}, MEMRA_E_FORMAT, "blk.2.attn_k.weight");
+    expect_bad(&(tu_gguf_edit){.retype_key_i32 = "qwen3.block_count"}, MEMRA_E_FORMAT, "qwen3.block_count");
+    expect_bad(&(tu_gguf_edit){.drop_key = "qwen3.embedding_length"}, MEMRA_E_FORMAT, "qwen3.embedding_length");
+    expect_bad(&(tu_gguf_edit){.extra_tensor = "blk.0.surprise.weight"}, MEMRA_E_FORMAT, "blk.0.surprise.weight");
+    expect_bad(&(tu_gguf_edit){.reshape_tensor = "blk.1.ffn_up.weight"}, MEMRA_E_FORMAT, "blk.1.ffn_up.weight");
+}
+
+static void test_forward_errors_leave_cache(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+    assert_int_equal(memra_cache_capacity(c), 8);
+    int32_t n_vocab = memra_model_n_vocab(m);
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    int32_t toks[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    assert_int_equal(memra_forward(m, c, toks, 3, 0, logits), MEMRA_OK);
+    assert_int_equal(memra_cache_pos(c), 3);
+
+    int32_t bad[2] = {5, n_vocab};
+    assert_int_equal(memra_forward(m, c, bad, 2, 0, logits), MEMRA_E_RANGE);
+    assert_int_equal(memra_cache_pos(c), 3);
+    assert_int_equal(memra_decode_step(m, c, -1, logits), MEMRA_E_RANGE);
+    assert_int_equal(memra_forward(m, c, toks, 6, 0, logits), MEMRA_E_FULL);
+    assert_int_equal(memra_cache_pos(c), 3);
+    assert_non_null(strstr(memra_model_last_error(m), "capacity"));
+    assert_int_equal(memra_forward(m, c, toks, 0, 0, logits), MEMRA_E_INVALID);
+    assert_int_equal(memra_forward(m, c, NULL, 2, 0, logits), MEMRA_E_INVALID);
+    assert_int_equal(memra_forward(m, c, toks, 1, 0x80, logits), MEMRA_E_INVALID);
+    assert_int_equal(memra_forward(NULL, c, toks, 1, 0, logits), MEMRA_E_INVALID);
+
+    /* the cache still works after the errors: fill it exactly */
+    assert_int_equal(memra_forward(m, c, toks, 5, 0, logits), MEMRA_OK);
+    assert_int_equal(memra_cache_pos(c), 8);
+    assert_int_equal(memra_decode_step(m, c, 1, logits), MEMRA_E_FULL);
+
+    /* a model with live caches cannot be freed */
+    assert_int_equal(memra_model_free(m), MEMRA_E_BUSY);
+    assert_int_equal(memra_cache_clear(c), MEMRA_OK);
+    assert_int_equal(memra_cache_pos(c), 0);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
+    assert_int_equal(memra_cache_free(NULL), MEMRA_OK);
+    free(logits);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
+static void test_cache_of_other_model(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *a = load(path), *b = load(path);
+    memra_cache_t *cb = NULL;
+    assert_int_equal(memra_cache_create(b, 4, &cb), MEMRA_OK);
+    int32_t t = 1;
+    assert_int_equal(memra_forward(a, cb, &t, 1, 0, NULL), MEMRA_E_MISUSE);
+    assert_int_equal(memra_cache_create(a, -1, &cb), MEMRA_E_INVALID);
+    memra_cache_free(cb);
+    memra_model_free(a);
+    memra_model_free(b);
+}
+
+static void test_clear_and_snapshot_reproduce(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    int32_t nv = memra_model_n_vocab(m);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 32, &c), MEMRA_OK);
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    int32_t toks[6] = {10, 20, 30, 40, 50, 60};
+    assert_int_equal(memra_forward(m, c, toks, 4, 0, NULL), MEMRA_OK);
+    memra_cache_snapshot_t *snap = NULL;
+    assert_int_equal(memra_cache_snapshot(c, &snap), MEMRA_OK);
+    assert_int_equal(memra_forward(m, c, toks + 4, 2, 0, a), MEMRA_OK);
+    assert_int_equal(memra_cache_restore(c, snap), MEMRA_OK);
+    assert_int_equal(memra_cache_pos(c), 4);
+    assert_int_equal(memra_forward(m, c, toks + 4, 2, 0, b), MEMRA_OK);
+    assert_memory_equal(a, b, (size_t)nv * sizeof *a);
+    /* clear then replay from scratch gives the same logits again */
+    assert_int_equal(memra_cache_clear(c), MEMRA_OK);
+    assert_int_equal(memra_forward(m, c, toks, 6, 0, b), MEMRA_OK);
+    assert_memory_equal(a, b, (size_t)nv * sizeof *a);
+    memra_cache_snapshot_free(snap);
+    memra_cache_snapshot_free(NULL);
+    memra_cache_free(c);
+    free(a);
+    free(b);
+    memra_model_free(m);
+}
+
+static int cancel_at_start(float progress, void *user)
+{
+    (void)user;
+    return progress == 0.0f;
+}
+
+static void test_progress_cancel(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.progress = cancel_at_start;
+    memra_model_t *m = NULL;
+    assert_int_equal(memra_model_load(path, &p, &m), MEMRA_E_AGAIN);
+    assert_null(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_introspection),
+        cmocka_unit_test(test_load_misuse),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_forward_errors_leave_cache),
+        cmocka_unit_test(test_cache_of_other_model),
+        cmocka_unit_test(test_clear_and_snapshot_reproduce),
+        cmocka_unit_test(test_progress_cancel),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
