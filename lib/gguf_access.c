@@ -108,6 +108,11 @@ static memra_status_t scalar(const memra_gguf_t *g, int64_t i, const char *fn)
     return MEMRA_OK;
 }
 
+static memra_status_t null_out(const char *fn)
+{
+    return memra__fail(NULL, MEMRA_E_INVALID, "%s: out is NULL", fn);
+}
+
 static memra_status_t report(const memra_gguf_t *g, int64_t i, memra_status_t st, const char *want)
 {
     if (st == MEMRA_OK)
@@ -121,7 +126,7 @@ memra_status_t memra_gguf_kv_u64(const memra_gguf_t *g, int64_t i, uint64_t *out
 {
     memra_status_t st = scalar(g, i, "memra_gguf_kv_u64");
     if (st || !out)
-        return st ? st : MEMRA_E_INVALID;
+        return st ? st : null_out("memra_gguf_kv_u64");
     return report(g, i, get_u64(g->kv[i].type, g->kv[i].data, out), "uint64");
 }
 
@@ -129,7 +134,7 @@ memra_status_t memra_gguf_kv_i64(const memra_gguf_t *g, int64_t i, int64_t *out)
 {
     memra_status_t st = scalar(g, i, "memra_gguf_kv_i64");
     if (st || !out)
-        return st ? st : MEMRA_E_INVALID;
+        return st ? st : null_out("memra_gguf_kv_i64");
     return report(g, i, get_i64(g->kv[i].type, g->kv[i].data, out), "int64");
 }
 
@@ -137,7 +142,7 @@ memra_status_t memra_gguf_kv_f64(const memra_gguf_t *g, int64_t i, double *out)
 {
     memra_status_t st = scalar(g, i, "memra_gguf_kv_f64");
     if (st || !out)
-        return st ? st : MEMRA_E_INVALID;
+        return st ? st : null_out("memra_gguf_kv_f64");
     return report(g, i, get_f64(g->kv[i].type, g->kv[i].data, out), "float");
 }
 
@@ -145,7 +150,7 @@ memra_status_t memra_gguf_kv_bool(const memra_gguf_t *g, int64_t i, int *out)
 {
     memra_status_t st = scalar(g, i, "memra_gguf_kv_bool");
     if (st || !out)
-        return st ? st : MEMRA_E_INVALID;
+        return st ? st : null_out("memra_gguf_kv_bool");
     if (g->kv[i].type != MEMRA_GGUF_BOOL)
         return report(g, i, MEMRA_E_TYPE, "bool");
     *out = g->kv[i].data[0] != 0;
@@ -203,7 +208,7 @@ memra_status_t memra_gguf_arr_u64(const memra_gguf_t *g, int64_t i, uint64_t j, 
     memra_status_t st = MEMRA_OK;
     const uint8_t *p = elem(g, i, j, "memra_gguf_arr_u64", &st);
     if (!p || !out)
-        return p ? MEMRA_E_INVALID : st;
+        return p ? null_out("memra_gguf_arr_u64") : st;
     return report(g, i, get_u64(g->kv[i].arr_type, p, out), "uint64 elements");
 }
 
@@ -212,7 +217,7 @@ memra_status_t memra_gguf_arr_i64(const memra_gguf_t *g, int64_t i, uint64_t j, 
     memra_status_t st = MEMRA_OK;
     const uint8_t *p = elem(g, i, j, "memra_gguf_arr_i64", &st);
     if (!p || !out)
-        return p ? MEMRA_E_INVALID : st;
+        return p ? null_out("memra_gguf_arr_i64") : st;
     return report(g, i, get_i64(g->kv[i].arr_type, p, out), "int64 elements");
 }
 
@@ -221,7 +226,7 @@ memra_status_t memra_gguf_arr_f64(const memra_gguf_t *g, int64_t i, uint64_t j, 
     memra_status_t st = MEMRA_OK;
     const uint8_t *p = elem(g, i, j, "memra_gguf_arr_f64", &st);
     if (!p || !out)
-        return p ? MEMRA_E_INVALID : st;
+        return p ? null_out("memra_gguf_arr_f64") : st;
     return report(g, i, get_f64(g->kv[i].arr_type, p, out), "float elements");
 }
 
@@ -231,7 +236,7 @@ memra_status_t memra_gguf_arr_str(const memra_gguf_t *g, int64_t i, uint64_t j, 
     memra_status_t st = MEMRA_OK;
     const uint8_t *p = elem(g, i, j, "memra_gguf_arr_str", &st);
     if (!p || !out)
-        return p ? MEMRA_E_INVALID : st;
+        return p ? null_out("memra_gguf_arr_str") : st;
     if (g->kv[i].arr_type != MEMRA_GGUF_STRING)
         return report(g, i, MEMRA_E_TYPE, "string elements");
     *out = (const char *)p + 8;

@@ -355,8 +355,14 @@ static memra_status_t parse_header(cursor *c, shard_header *h)
         st = rd_uint(c, 8, &nkv, "key count");
     if (st)
         return st;
+    /* 0 and 1 are obsolete or garbage; a higher number may be a real
+     * future version, and a byte-swapped 2 or 3 is a big-endian file. */
+    if (version == 0x02000000u || version == 0x03000000u)
+        return memra__fail(NULL, MEMRA_E_UNSUPPORTED,
+                           "%s: GGUF version %llu: this looks like a big-endian file, which is not supported (at byte 4)",
+                           c->file, (unsigned long long)version);
     if (version < 2 || version > 3)
-        return memra__fail(NULL, version == 1 ? MEMRA_E_FORMAT : MEMRA_E_UNSUPPORTED,
+        return memra__fail(NULL, version < 2 ? MEMRA_E_FORMAT : MEMRA_E_UNSUPPORTED,
                            "%s: GGUF version %llu is not supported (2 and 3 are) (at byte 4)",
                            c->file, (unsigned long long)version);
     /* Each key needs >= 13 bytes and each tensor info >= 32, so counts that
@@ -437,19 +443,22 @@ static memra_status_t parse_tensor_infos(cursor *c, memra_gguf_t *g, int64_t bas
     return MEMRA_OK;
 }
 
-static memra_status_t find_u32(const memra_gguf_t *g, const gguf_kv *kv, int64_t n,
-                               const char *key, memra_gguf_type_t want, uint64_t *out, bool *found)
+/* Reads the integer key KEY of type WANT; *at receives its value's offset. */
+static memra_status_t find_u32(const cursor *c, const gguf_kv *kv, int64_t n, const char *key,
+                               memra_gguf_type_t want, uint64_t *out, bool *found, size_t *at)
 {
-    (void)g;
     *found = false;
     for (int64_t i = 0; i < n; i++) {
         if (strcmp(kv[i].key, key) != 0)
             continue;
+        size_t pos = (size_t)(kv[i].data - c->p);
         if (kv[i].type != want)
-            return memra__fail(NULL, MEMRA_E_FORMAT, "key '%s' must be %s, found %s", key,
-                               memra_gguf_type_name(want), memra_gguf_type_name(kv[i].type));
+            return format_error(c, pos, "key '%s' must be %s, found %s", key,
+                                memra_gguf_type_name(want), memra_gguf_type_name(kv[i].type));
         *out = rd_le(kv[i].data, (unsigned)gguf_scalar_size(want));
         *found = true;
+        if (at)
+            *at = pos;
         return MEMRA_OK;
     }
     return MEMRA_OK;
@@ -529,10 +538,18 @@ static bool split_prefix(const char *path, char *prefix, size_t cap, unsigned *n
     return true;
 }
 
-/* Parses one shard's header and tensor table. For shard 0 the KVs are kept;
- * for others they are parsed (and so validated) then only split.no is read. */
-static memra_status_t parse_shard(memra_gguf_t *g, uint32_t shard, const char *name,
-                                  uint64_t *split_count, uint64_t *split_tensors)
+/* What the first shard says about the split. */
+typedef struct split_info {
+    uint64_t count;      /* split.count, 1 when absent */
+    int64_t tensors;     /* split.tensors.count */
+    bool has_tensors;
+    size_t count_at, tensors_at;
+} split_info;
+
+/* Parses one shard's header and tensor table. For shard 0 the KVs are kept
+ * and SPLIT is filled; for others they are parsed (and so validated) then
+ * only split.no and general.alignment are read. */
+static memra_status_t parse_shard(memra_gguf_t *g, uint32_t shard, const char *name, split_info *split)
 {
     gguf_shard *sh = &g->shards[shard];
     cursor c = {.p = sh->base, .size = sh->size, .pos = 0, .file = name ? name : "<memory>"};
@@ -555,33 +572,39 @@ static memra_status_t parse_shard(memra_gguf_t *g, uint32_t shard, const char *n
     if (!st && shard == 0) {
         for (int64_t i = 0; i < kv_n && !st; i++)
             if (index_insert(&g->kv_index, g, kv_name, i) >= 0)
-                st = format_error(&c, 24, "duplicate key '%s'", kv[i].key);
+                st = format_error(&c, (size_t)(kv[i].data - c.p), "duplicate key '%s'", kv[i].key);
     }
     uint64_t v = 0, split_no = 0;
+    size_t at = 24;
     bool found = false;
     if (!st) {
-        st = find_u32(g, kv, kv_n, "general.alignment", MEMRA_GGUF_UINT32, &v, &found);
+        st = find_u32(&c, kv, kv_n, "general.alignment", MEMRA_GGUF_UINT32, &v, &found, &at);
         if (!st && found && (v == 0 || (v & (v - 1)) != 0))
-            st = format_error(&c, 24, "general.alignment %llu is not a power of two",
+            st = format_error(&c, at, "general.alignment %llu is not a power of two",
                               (unsigned long long)v);
         if (!st && shard == 0)
             g->alignment = found ? (uint32_t)v : GGUF_DEFAULT_ALIGNMENT;
         else if (!st && (found ? (uint32_t)v : GGUF_DEFAULT_ALIGNMENT) != g->alignment)
-            st = format_error(&c, 24, "shard alignment differs from the first shard");
+            st = format_error(&c, at, "shard alignment %llu differs from the first shard's %u",
+                              (unsigned long long)(found ? v : GGUF_DEFAULT_ALIGNMENT), g->alignment);
     }
+    at = 24;
     if (!st)
-        st = find_u32(g, kv, kv_n, "split.no", MEMRA_GGUF_UINT16, &split_no, &found);
+        st = find_u32(&c, kv, kv_n, "split.no", MEMRA_GGUF_UINT16, &split_no, &found, &at);
     if (!st && split_no != shard)
-        st = format_error(&c, 24, "split.no is %llu, expected %u%s", (unsigned long long)split_no,
+        st = format_error(&c, at, "split.no is %llu, expected %u%s", (unsigned long long)split_no,
                           shard, shard == 0 ? " (open the first shard of a split model)" : "");
     if (!st && shard == 0) {
-        st = find_u32(g, kv, kv_n, "split.count", MEMRA_GGUF_UINT16, split_count, &found);
+        st = find_u32(&c, kv, kv_n, "split.count", MEMRA_GGUF_UINT16, &split->count, &found,
+                      &split->count_at);
         if (!st && !found)
-            *split_count = 1;
+            split->count = 1;
         uint64_t tc = 0;
         if (!st)
-            st = find_u32(g, kv, kv_n, "split.tensors.count", MEMRA_GGUF_INT32, &tc, &found);
-        *split_tensors = found ? (uint64_t)(int64_t)(int32_t)tc : UINT64_MAX;
+            st = find_u32(&c, kv, kv_n, "split.tensors.count", MEMRA_GGUF_INT32, &tc, &found,
+                          &split->tensors_at);
+        split->has_tensors = !st && found;
+        split->tensors = (int32_t)(uint32_t)tc;
     }
     if (shard != 0) {
         for (int64_t i = 0; i < kv_n; i++) {
@@ -611,41 +634,42 @@ static memra_status_t parse_shard(memra_gguf_t *g, uint32_t shard, const char *n
 
 static memra_status_t open_common(memra_gguf_t *g, const char *path)
 {
-    uint64_t split_count = 1, split_tensors = UINT64_MAX, dummy1, dummy2;
+    split_info split = {.count = 1}, unused;
+    const char *file = path ? path : "<memory>";
     memra_status_t st;
-    if ((st = parse_shard(g, 0, path, &split_count, &split_tensors)))
+    if ((st = parse_shard(g, 0, path, &split)))
         return st;
-    if (split_count > 1) {
+    if (split.count > 1) {
         char prefix[4096];
         unsigned no, count;
         if (!path || !split_prefix(path, prefix, sizeof prefix, &no, &count) || no != 1 ||
-            count != split_count)
+            count != split.count)
             return memra__fail(NULL, MEMRA_E_FORMAT,
-                               "%s: split.count is %llu but the name is not PREFIX-00001-of-%05llu.gguf",
-                               path ? path : "<memory>", (unsigned long long)split_count,
-                               (unsigned long long)split_count);
-        if (split_count > GGUF_MAX_SHARDS)
-            return memra__fail(NULL, MEMRA_E_FORMAT, "%s: split.count %llu is too large", path,
-                               (unsigned long long)split_count);
-        gguf_shard *ns = realloc(g->shards, split_count * sizeof *ns);
+                               "%s: split.count is %llu but the name is not PREFIX-00001-of-%05llu.gguf (at byte %zu)",
+                               file, (unsigned long long)split.count,
+                               (unsigned long long)split.count, split.count_at);
+        if (split.count > GGUF_MAX_SHARDS)
+            return memra__fail(NULL, MEMRA_E_FORMAT, "%s: split.count %llu is too large (at byte %zu)",
+                               file, (unsigned long long)split.count, split.count_at);
+        gguf_shard *ns = realloc(g->shards, split.count * sizeof *ns);
         if (!ns)
             return memra__fail(NULL, MEMRA_E_NOMEM, "gguf: out of memory");
         g->shards = ns;
-        for (uint32_t s = 1; s < split_count; s++) {
+        for (uint32_t s = 1; s < split.count; s++) {
             char name[4200];
-            snprintf(name, sizeof name, "%s-%05u-of-%05u.gguf", prefix, s + 1, (unsigned)split_count);
+            snprintf(name, sizeof name, "%s-%05u-of-%05u.gguf", prefix, s + 1, (unsigned)split.count);
             g->shards[s] = (gguf_shard){0};
             if ((st = map_file(name, &g->shards[s])))
                 return st;
             g->n_shards = s + 1;
-            if ((st = parse_shard(g, s, name, &dummy1, &dummy2)))
+            if ((st = parse_shard(g, s, name, &unused)))
                 return st;
         }
     }
-    if (split_tensors != UINT64_MAX && split_tensors != (uint64_t)g->n_tensors)
+    if (split.has_tensors && split.tensors != g->n_tensors)
         return memra__fail(NULL, MEMRA_E_FORMAT,
-                           "%s: split.tensors.count is %llu but the shards hold %lld tensors", path,
-                           (unsigned long long)split_tensors, (long long)g->n_tensors);
+                           "%s: split.tensors.count is %lld but the shards hold %lld tensors (at byte %zu)",
+                           file, (long long)split.tensors, (long long)g->n_tensors, split.tensors_at);
     return MEMRA_OK;
 }
 

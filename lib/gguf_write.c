@@ -36,6 +36,8 @@ struct memra_gguf_writer {
 
 static bool buf_put(buf *b, const void *p, size_t n)
 {
+    if (n == 0) /* P may be NULL, which memcpy does not allow */
+        return true;
     if (b->cap - b->n < n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->n < n)
@@ -110,8 +112,10 @@ memra_status_t memra_gguf_writer_set_alignment(memra_gguf_writer_t *w, uint32_t 
 {
     if (!w || alignment == 0 || (alignment & (alignment - 1)))
         return memra__fail(NULL, MEMRA_E_INVALID, "gguf writer: alignment must be a power of two");
+    /* the general.alignment key is written by emit(), so that setting it
+     * twice still gives one key */
     w->alignment = alignment;
-    return alignment == 32 ? MEMRA_OK : memra_gguf_writer_add_u32(w, "general.alignment", alignment);
+    return MEMRA_OK;
 }
 
 void memra_gguf_writer_set_fill(memra_gguf_writer_t *w, memra_gguf_fill_fn fn, void *user)
@@ -258,6 +262,8 @@ typedef struct sink {
 static bool sink_put(sink *s, const void *p, size_t n)
 {
     s->pos += n;
+    if (n == 0) /* P may be NULL (no keys, empty tensor) */
+        return true;
     if (s->f)
         return fwrite(p, 1, n, s->f) == n;
     return buf_put(s->mem, p, n);
@@ -277,9 +283,9 @@ static bool sink_pad(sink *s, uint64_t a)
 static memra_status_t emit(memra_gguf_writer_t *w, sink *s)
 {
     buf hdr = {0};
-    bool ok = put_le(&hdr, 0x46554747u, 4) && put_le(&hdr, w->version, 4) &&
-              put_le(&hdr, (uint64_t)w->n_tensors, 8) && put_le(&hdr, w->n_kv, 8);
     uint64_t off = 0, a = w->alignment;
+    bool ok = put_le(&hdr, 0x46554747u, 4) && put_le(&hdr, w->version, 4) &&
+              put_le(&hdr, (uint64_t)w->n_tensors, 8) && put_le(&hdr, w->n_kv + (a != 32), 8);
     for (int64_t i = 0; ok && i < w->n_tensors; i++) {
         const wtensor *t = &w->tensors[i];
         ok = put_str(&hdr, t->name, strlen(t->name)) && put_le(&hdr, t->n_dims, 4);
@@ -292,9 +298,20 @@ static memra_status_t emit(memra_gguf_writer_t *w, sink *s)
         free(hdr.p);
         return nomem();
     }
-    /* header = magic..counts, then KVs, then tensor infos */
-    ok = sink_put(s, hdr.p, 24) && sink_put(s, w->kv.p, w->kv.n) && sink_put(s, hdr.p + 24, hdr.n - 24);
+    /* header = magic..counts, then KVs (general.alignment last), then tensor infos */
+    buf akv = {0};
+    if (ok && a != 32)
+        ok = put_str(&akv, "general.alignment", 17) && put_le(&akv, MEMRA_GGUF_UINT32, 4) &&
+             put_le(&akv, a, 4);
+    if (!ok) {
+        free(hdr.p);
+        free(akv.p);
+        return nomem();
+    }
+    ok = sink_put(s, hdr.p, 24) && sink_put(s, w->kv.p, w->kv.n) && sink_put(s, akv.p, akv.n) &&
+         sink_put(s, hdr.p + 24, hdr.n - 24);
     free(hdr.p);
+    free(akv.p);
     if (ok && w->n_tensors)
         ok = sink_pad(s, a);
     void *scratch = NULL;
