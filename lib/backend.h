@@ -34,7 +34,9 @@ typedef struct memra_weight {
 } memra_weight_t;
 
 /* Elementwise ops: y[r*ys + c] = f(a[r*as + c], b[r*bs + c], s). Rows of
- * `cols` elements; a stride of 0 for b broadcasts one row to every row. */
+ * `cols` elements; a stride of 0 for b broadcasts one row to every row.
+ * y may be a or b with the same strides (in place): each output element
+ * depends only on the inputs at its own index. */
 typedef enum memra_ew_op {
     MEMRA_EW_COPY,      /* y = a */
     MEMRA_EW_ADD,       /* y = a + b */
@@ -180,7 +182,8 @@ typedef struct memra__backend_i {
     /* y[r] = dequantized row ids[r] of W (ids on the device). */
     memra_status_t (*get_rows)(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
                                int64_t n, float *y, int64_t ldy);
-    /* Rows of `dim`: y = norm(x) [* w], x rows xs apart, y rows ys. w may be NULL. */
+    /* Rows of `dim`: y = norm(x) [* w], x rows xs apart, y rows ys. w may be NULL.
+     * y may be x (in place, xs == ys). */
     memra_status_t (*norm)(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
                            const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
     memra_status_t (*elementwise)(memra__backend_t *be, const memra_ew_args_t *a);
