@@ -1,0 +1,550 @@
+/* memra-synth: writes a random-weight GGUF with the exact metadata, tensor
+ * names, shapes and quant types of a released model (shared/docs/
+ * real-models.md), so engines can be benchmarked without downloads.
+ *
+ *   memra-synth --model qwen3.5-9b --type q8_0 --out FILE [--layers N] [--vocab N] [--seed S]
+ *   memra-synth --list
+ *
+ * The tokenizer is a small valid GPT-2-style BPE vocabulary (the 256 byte
+ * symbols, a few merges and chat specials) padded with unused tokens to the
+ * model's vocabulary size. Weights are random but sane: quantized blocks
+ * carry f16 scales sized so that dequantized weights have a standard
+ * deviation near 0.02, norms are near 1, ssm_a is negative. --layers and
+ * --vocab shrink a model for tests. Only <memra/memra.h> is used. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memra/memra.h>
+
+typedef enum { QWEN35, QWEN35MOE, GEMMA4 } family_t;
+
+typedef struct spec {
+    const char *name;
+    family_t fam;
+    int n_layer, n_embd, n_head, n_head_kv, n_ff;
+    int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    int n_v;            /* qwen35: GDN value heads */
+    int tied;
+    /* gemma4 */
+    int n_head_kv_full, kv_eq_v, swa_period, window, n_pl, n_kv_shared, n_ff_wide, wide_from;
+    int vocab;
+    int ctx;
+} spec_t;
+
+static const spec_t k_specs[] = {
+    {"qwen3.5-0.8b", QWEN35, 24, 1024, 8, 2, 3584, 0, 0, 0, 0, 16, 1, .vocab = 248320, .ctx = 262144},
+    {"qwen3.5-2b", QWEN35, 24, 2048, 8, 2, 6144, 0, 0, 0, 0, 16, 1, .vocab = 248320, .ctx = 262144},
+    {"qwen3.5-4b", QWEN35, 32, 2560, 16, 4, 9216, 0, 0, 0, 0, 32, 1, .vocab = 248320, .ctx = 262144},
+    {"qwen3.5-9b", QWEN35, 32, 4096, 16, 4, 12288, 0, 0, 0, 0, 32, 0, .vocab = 248320, .ctx = 262144},
+    {"qwen3.6-27b", QWEN35, 64, 5120, 24, 4, 17408, 0, 0, 0, 0, 48, 0, .vocab = 248320, .ctx = 262144},
+    {"qwen3.6-35b-a3b", QWEN35MOE, 40, 2048, 16, 2, 0, 256, 8, 512, 512, 32, 0, .vocab = 248320, .ctx = 262144},
+    {"gemma-4-e2b", GEMMA4, 35, 1536, 8, 1, 6144, 0, 0, 0, 0, 0, 1, .n_head_kv_full = 1, .swa_period = 5,
+     .window = 512, .n_pl = 256, .n_kv_shared = 20, .n_ff_wide = 12288, .wide_from = 15, .vocab = 262144, .ctx = 131072},
+    {"gemma-4-e4b", GEMMA4, 42, 2560, 8, 2, 10240, 0, 0, 0, 0, 0, 1, .n_head_kv_full = 2, .swa_period = 6,
+     .window = 512, .n_pl = 256, .n_kv_shared = 18, .vocab = 262144, .ctx = 131072},
+    {"gemma-4-26b-a4b", GEMMA4, 30, 2816, 16, 8, 2112, 128, 8, 704, 0, 0, 1, .n_head_kv_full = 2, .kv_eq_v = 1,
+     .swa_period = 6, .window = 1024, .vocab = 262144, .ctx = 262144},
+    {"gemma-4-31b", GEMMA4, 60, 5376, 32, 16, 21504, 0, 0, 0, 0, 0, 1, .n_head_kv_full = 4, .kv_eq_v = 1,
+     .swa_period = 6, .window = 1024, .vocab = 262144, .ctx = 262144},
+};
+
+/* ---- random numbers and f16 ------------------------------------------------ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next_u64(void)
+{
+    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float uniform(void) { return (float)((next_u64() >> 40) * (1.0 / 16777216.0)); }
+
+static uint16_t to_f16(float f)
+{
+    /* only normal, positive, moderate values are written here */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t e = ((x >> 23) & 0xFF) - 127 + 15;
+    uint32_t m = (x >> 13) & 0x3FF;
+    return (uint16_t)((x >> 16 & 0x8000) | (e << 10) | m);
+}
+
+static void fill_bytes(uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = next_u64();
+        memcpy(p + i, &v, 8);
+    }
+    for (; i < n; i++)
+        p[i] = (uint8_t)next_u64();
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+typedef enum { FILL_WEIGHT, FILL_NORM, FILL_SMALL, FILL_NEG, FILL_ONE, FILL_ROPE } fill_t;
+
+typedef struct tdesc {
+    char name[96];
+    memra_type_t type;
+    int n_dims;
+    int64_t ne[3];
+    fill_t fill;
+    float aux; /* FILL_ROPE: number of leading 1.0 entries */
+} tdesc;
+
+typedef struct plan {
+    tdesc *t;
+    int n, cap;
+} plan;
+
+static void add(plan *p, memra_type_t type, fill_t fill, int n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
+                const char *fmt, int il)
+{
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 256;
+        p->t = realloc(p->t, (size_t)p->cap * sizeof *p->t);
+    }
+    tdesc *t = &p->t[p->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, fmt, il);
+    /* quant blocks run along ne0: fall back to Q8_0 (or F32) where it does not divide */
+    if (type != MEMRA_TYPE_F32 && ne0 % memra_type_block_size(type) != 0)
+        type = ne0 % 32 == 0 ? MEMRA_TYPE_Q8_0 : MEMRA_TYPE_F32;
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->fill = fill;
+}
+
+/* Scale d so that a block's values have std ~0.02. */
+static void fill_quant(memra_type_t type, uint8_t *p, size_t nbytes)
+{
+    size_t bb = memra_type_block_bytes(type);
+    fill_bytes(p, nbytes);
+    for (size_t off = 0; off + bb <= nbytes; off += bb) {
+        uint8_t *b = p + off;
+        uint16_t d;
+        switch (type) {
+        case MEMRA_TYPE_Q8_0: /* uniform int8: std 73.6 */
+            d = to_f16(0.02f / 73.6f);
+            memcpy(b, &d, 2);
+            break;
+        case MEMRA_TYPE_Q4_0:
+            d = to_f16(0.02f / 4.6f);
+            memcpy(b, &d, 2);
+            break;
+        case MEMRA_TYPE_Q4_K: { /* d·sc·q − dmin·m; random 6-bit sc,m */
+            d = to_f16(0.02f / (31.5f * 4.6f));
+            uint16_t dmin = to_f16(0.02f / (31.5f * 8.0f));
+            memcpy(b, &d, 2);
+            memcpy(b + 2, &dmin, 2);
+            break;
+        }
+        case MEMRA_TYPE_Q5_K: {
+            d = to_f16(0.02f / (31.5f * 9.2f));
+            uint16_t dmin = to_f16(0.02f / (31.5f * 16.0f));
+            memcpy(b, &d, 2);
+            memcpy(b + 2, &dmin, 2);
+            break;
+        }
+        case MEMRA_TYPE_Q6_K: /* d last; int8 scales */
+            d = to_f16(0.02f / (64.0f * 18.5f));
+            memcpy(b + bb - 2, &d, 2);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static memra_status_t fill_cb(void *user, int64_t index, const char *name, void *dst, size_t nbytes)
+{
+    (void)name;
+    const tdesc *t = &((const plan *)user)->t[index];
+    if (t->type != MEMRA_TYPE_F32) {
+        fill_quant(t->type, dst, nbytes);
+        return MEMRA_OK;
+    }
+    float *f = dst;
+    size_t n = nbytes / sizeof *f;
+    for (size_t i = 0; i < n; i++) {
+        float u = uniform() * 2.0f - 1.0f;
+        switch (t->fill) {
+        case FILL_NORM: f[i] = 1.0f + 0.1f * u; break;
+        case FILL_NEG: f[i] = -expf(4.0f * uniform()); break;     /* ssm_a = −exp(A_log) */
+        case FILL_ONE: f[i] = 1.0f; break;
+        case FILL_ROPE: f[i] = (float)i < t->aux ? 1.0f : 1e30f; break;
+        case FILL_SMALL: f[i] = 0.1f * u; break;
+        default: f[i] = 0.035f * u; break;                        /* std 0.02 */
+        }
+    }
+    return MEMRA_OK;
+}
+
+/* ---- model layouts ----------------------------------------------------------- */
+
+static memra_type_t g_wtype, g_out_type, g_emb_type;
+
+static void plan_qwen35(const spec_t *s, plan *p, int n_layer, int vocab)
+{
+    int64_t e = s->n_embd, hd = 256, kd = 16 * 128, vd = (int64_t)s->n_v * 128, conv = 2 * kd + vd;
+    add(p, g_emb_type, FILL_WEIGHT, 2, e, vocab, 1, "token_embd.weight", 0);
+    add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "output_norm.weight", 0);
+    if (!s->tied)
+        add(p, g_out_type, FILL_WEIGHT, 2, e, vocab, 1, "output.weight", 0);
+    for (int il = 0; il < n_layer; il++) {
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.attn_norm.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.post_attention_norm.weight", il);
+        if (il % 4 == 3) {
+            add(p, g_wtype, FILL_WEIGHT, 2, e, 2 * s->n_head * hd, 1, "blk.%d.attn_q.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_head_kv * hd, 1, "blk.%d.attn_k.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_head_kv * hd, 1, "blk.%d.attn_v.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, s->n_head * hd, e, 1, "blk.%d.attn_output.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, hd, 1, 1, "blk.%d.attn_q_norm.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, hd, 1, 1, "blk.%d.attn_k_norm.weight", il);
+        } else {
+            add(p, g_wtype, FILL_WEIGHT, 2, e, conv, 1, "blk.%d.attn_qkv.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, vd, 1, "blk.%d.attn_gate.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_v, 1, "blk.%d.ssm_beta.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_v, 1, "blk.%d.ssm_alpha.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_SMALL, 2, 4, conv, 1, "blk.%d.ssm_conv1d.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_ONE, 1, s->n_v, 1, 1, "blk.%d.ssm_dt.bias", il);
+            add(p, MEMRA_TYPE_F32, FILL_NEG, 1, s->n_v, 1, 1, "blk.%d.ssm_a", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, 128, 1, 1, "blk.%d.ssm_norm.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, vd, e, 1, "blk.%d.ssm_out.weight", il);
+        }
+        if (s->fam == QWEN35) {
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_ff, 1, "blk.%d.ffn_gate.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_ff, 1, "blk.%d.ffn_up.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, s->n_ff, e, 1, "blk.%d.ffn_down.weight", il);
+        } else {
+            add(p, MEMRA_TYPE_F32, FILL_WEIGHT, 2, e, s->n_expert, 1, "blk.%d.ffn_gate_inp.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 3, e, s->n_ff_exp, s->n_expert, "blk.%d.ffn_gate_exps.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 3, e, s->n_ff_exp, s->n_expert, "blk.%d.ffn_up_exps.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 3, s->n_ff_exp, e, s->n_expert, "blk.%d.ffn_down_exps.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_WEIGHT, 2, e, 1, 1, "blk.%d.ffn_gate_inp_shexp.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_ff_shexp, 1, "blk.%d.ffn_gate_shexp.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_ff_shexp, 1, "blk.%d.ffn_up_shexp.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, s->n_ff_shexp, e, 1, "blk.%d.ffn_down_shexp.weight", il);
+        }
+    }
+}
+
+static int g4_is_swa(const spec_t *s, int il) { return il % s->swa_period != s->swa_period - 1; }
+
+static void plan_gemma4(const spec_t *s, plan *p, int n_layer, int vocab)
+{
+    int64_t e = s->n_embd;
+    add(p, g_emb_type, FILL_WEIGHT, 2, e, vocab, 1, "token_embd.weight", 0);
+    add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "output_norm.weight", 0);
+    p->t[p->n - 1].fill = FILL_NORM;
+    add(p, MEMRA_TYPE_F32, FILL_ROPE, 1, 256, 1, 1, "rope_freqs.weight", 0);
+    p->t[p->n - 1].aux = 64;
+    if (s->n_pl) {
+        add(p, g_wtype, FILL_WEIGHT, 2, (int64_t)s->n_pl * n_layer, vocab, 1, "per_layer_token_embd.weight", 0);
+        add(p, MEMRA_TYPE_BF16, FILL_WEIGHT, 2, e, (int64_t)s->n_pl * n_layer, 1, "per_layer_model_proj.weight", 0);
+        p->t[p->n - 1].type = MEMRA_TYPE_F32; /* keep it simple and exact */
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, s->n_pl, 1, 1, "per_layer_proj_norm.weight", 0);
+    }
+    for (int il = 0; il < n_layer; il++) {
+        int swa = g4_is_swa(s, il);
+        int64_t hd = swa ? 256 : 512, kvh = swa ? s->n_head_kv : s->n_head_kv_full;
+        int64_t ff = s->n_ff_wide && il >= s->wide_from ? s->n_ff_wide : s->n_ff;
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.attn_norm.weight", il);
+        add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_head * hd, 1, "blk.%d.attn_q.weight", il);
+        add(p, g_wtype, FILL_WEIGHT, 2, e, kvh * hd, 1, "blk.%d.attn_k.weight", il);
+        if (!(s->kv_eq_v && !swa))
+            add(p, g_wtype, FILL_WEIGHT, 2, e, kvh * hd, 1, "blk.%d.attn_v.weight", il);
+        add(p, g_wtype, FILL_WEIGHT, 2, s->n_head * hd, e, 1, "blk.%d.attn_output.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, hd, 1, 1, "blk.%d.attn_q_norm.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, hd, 1, 1, "blk.%d.attn_k_norm.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.post_attention_norm.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.ffn_norm.weight", il);
+        add(p, g_wtype, FILL_WEIGHT, 2, e, ff, 1, "blk.%d.ffn_gate.weight", il);
+        add(p, g_wtype, FILL_WEIGHT, 2, e, ff, 1, "blk.%d.ffn_up.weight", il);
+        add(p, g_wtype, FILL_WEIGHT, 2, ff, e, 1, "blk.%d.ffn_down.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.post_ffw_norm.weight", il);
+        add(p, MEMRA_TYPE_F32, FILL_ONE, 1, 1, 1, 1, "blk.%d.layer_output_scale.weight", il);
+        if (s->n_expert) {
+            add(p, MEMRA_TYPE_F32, FILL_WEIGHT, 2, e, s->n_expert, 1, "blk.%d.ffn_gate_inp.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.ffn_gate_inp.scale", il);
+            add(p, g_wtype, FILL_WEIGHT, 3, e, 2 * s->n_ff_exp, s->n_expert, "blk.%d.ffn_gate_up_exps.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 3, s->n_ff_exp, e, s->n_expert, "blk.%d.ffn_down_exps.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_ONE, 1, s->n_expert, 1, 1, "blk.%d.ffn_down_exps.scale", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.pre_ffw_norm_2.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.post_ffw_norm_1.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.post_ffw_norm_2.weight", il);
+        }
+        if (s->n_pl) {
+            add(p, g_wtype, FILL_WEIGHT, 2, e, s->n_pl, 1, "blk.%d.inp_gate.weight", il);
+            add(p, g_wtype, FILL_WEIGHT, 2, s->n_pl, e, 1, "blk.%d.proj.weight", il);
+            add(p, MEMRA_TYPE_F32, FILL_NORM, 1, e, 1, 1, "blk.%d.post_norm.weight", il);
+        }
+    }
+}
+
+/* ---- metadata ----------------------------------------------------------------- */
+
+#define TRY(x)                     \
+    do {                           \
+        memra_status_t st_ = (x);  \
+        if (st_)                   \
+            return st_;            \
+    } while (0)
+
+/* GPT-2 byte-to-unicode symbol of byte B, as UTF-8. */
+static void byte_symbol(int b, char out[4])
+{
+    int cp = b;
+    if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
+        int n = 0;
+        for (int x = 0; x < b; x++)
+            if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255)))
+                n++;
+        cp = 256 + n;
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        out[2] = 0;
+    }
+}
+
+static memra_status_t add_tokenizer(memra_gguf_writer_t *w, int vocab)
+{
+    static const char *merges[] = {"Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r"};
+    static const char *merged[] = {"Ġt", "Ġa", "he", "in", "re", "on", "Ġthe", "er"};
+    char **tok = calloc((size_t)vocab, sizeof *tok);
+    int32_t *type = calloc((size_t)vocab, sizeof *type);
+    if (!tok || !type)
+        return MEMRA_E_NOMEM;
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        tok[n] = malloc(4);
+        byte_symbol(b, tok[n]);
+        type[n++] = 1;
+    }
+    for (size_t i = 0; i < sizeof merged / sizeof *merged; i++) {
+        tok[n] = strdup(merged[i]);
+        type[n++] = 1;
+    }
+    static const char *specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    int first_special = n;
+    for (; n < vocab; n++) {
+        char buf[32];
+        if (n - first_special < 3)
+            snprintf(buf, sizeof buf, "%s", specials[n - first_special]);
+        else
+            snprintf(buf, sizeof buf, "<|unused_%d|>", n);
+        tok[n] = strdup(buf);
+        type[n] = n - first_special < 3 ? 3 : 5; /* CONTROL, UNUSED */
+    }
+    memra_status_t st = memra_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
+    if (!st)
+        st = memra_gguf_writer_add_str(w, "tokenizer.ggml.pre", "qwen2");
+    if (!st)
+        st = memra_gguf_writer_add_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tok, NULL, (uint64_t)vocab);
+    if (!st)
+        st = memra_gguf_writer_add_array(w, "tokenizer.ggml.token_type", MEMRA_GGUF_INT32, type, (uint64_t)vocab);
+    if (!st)
+        st = memra_gguf_writer_add_str_array(w, "tokenizer.ggml.merges", merges, NULL, sizeof merges / sizeof *merges);
+    if (!st)
+        st = memra_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)first_special + 2);
+    if (!st)
+        st = memra_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)first_special);
+    if (!st)
+        st = memra_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", 0);
+    for (int i = 0; i < vocab; i++)
+        free(tok[i]);
+    free(tok);
+    free(type);
+    return st;
+}
+
+static memra_status_t add_metadata(memra_gguf_writer_t *w, const spec_t *s, int n_layer, int vocab, int file_type)
+{
+    const char *arch = s->fam == QWEN35 ? "qwen35" : s->fam == QWEN35MOE ? "qwen35moe" : "gemma4";
+    char k[128];
+#define KEY(suffix) (snprintf(k, sizeof k, "%s." suffix, arch), k)
+    TRY(memra_gguf_writer_add_str(w, "general.architecture", arch));
+    TRY(memra_gguf_writer_add_str(w, "general.type", "model"));
+    TRY(memra_gguf_writer_add_str(w, "general.name", s->name));
+    TRY(memra_gguf_writer_add_u32(w, "general.file_type", (uint32_t)file_type));
+    TRY(memra_gguf_writer_add_u32(w, "general.quantization_version", 2));
+    TRY(memra_gguf_writer_add_u32(w, KEY("block_count"), (uint32_t)n_layer));
+    TRY(memra_gguf_writer_add_u32(w, KEY("context_length"), (uint32_t)s->ctx));
+    TRY(memra_gguf_writer_add_u32(w, KEY("embedding_length"), (uint32_t)s->n_embd));
+    TRY(memra_gguf_writer_add_u32(w, KEY("attention.head_count"), (uint32_t)s->n_head));
+    TRY(memra_gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-6f));
+    if (s->fam != GEMMA4) {
+        int32_t sections[4] = {11, 11, 10, 0};
+        if (s->fam == QWEN35)
+            TRY(memra_gguf_writer_add_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv));
+        TRY(memra_gguf_writer_add_array(w, KEY("rope.dimension_sections"), MEMRA_GGUF_INT32, sections, 4));
+        TRY(memra_gguf_writer_add_f32(w, KEY("rope.freq_base"), 1e7f));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.key_length"), 256));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.value_length"), 256));
+        TRY(memra_gguf_writer_add_u32(w, KEY("rope.dimension_count"), 64));
+        TRY(memra_gguf_writer_add_u32(w, KEY("ssm.conv_kernel"), 4));
+        TRY(memra_gguf_writer_add_u32(w, KEY("ssm.state_size"), 128));
+        TRY(memra_gguf_writer_add_u32(w, KEY("ssm.group_count"), 16));
+        TRY(memra_gguf_writer_add_u32(w, KEY("ssm.time_step_rank"), (uint32_t)s->n_v));
+        TRY(memra_gguf_writer_add_u32(w, KEY("ssm.inner_size"), (uint32_t)s->n_v * 128));
+        TRY(memra_gguf_writer_add_u32(w, KEY("full_attention_interval"), 4));
+        if (s->fam == QWEN35MOE) {
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_count"), (uint32_t)s->n_expert));
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used));
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp));
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)s->n_ff_shexp));
+        }
+    } else {
+        int32_t *kv = malloc((size_t)n_layer * sizeof *kv), *ff = malloc((size_t)n_layer * sizeof *ff);
+        uint8_t *swa = malloc((size_t)n_layer);
+        for (int il = 0; il < n_layer; il++) {
+            swa[il] = (uint8_t)g4_is_swa(s, il);
+            kv[il] = swa[il] ? s->n_head_kv : s->n_head_kv_full;
+            ff[il] = s->n_ff_wide && il >= s->wide_from ? s->n_ff_wide : s->n_ff;
+        }
+        memra_status_t st = s->n_head_kv == s->n_head_kv_full
+                                ? memra_gguf_writer_add_u32(w, KEY("attention.head_count_kv"), (uint32_t)s->n_head_kv)
+                                : memra_gguf_writer_add_array(w, KEY("attention.head_count_kv"), MEMRA_GGUF_INT32, kv,
+                                                              (uint64_t)n_layer);
+        if (!st)
+            st = s->n_ff_wide ? memra_gguf_writer_add_array(w, KEY("feed_forward_length"), MEMRA_GGUF_INT32, ff,
+                                                            (uint64_t)n_layer)
+                              : memra_gguf_writer_add_u32(w, KEY("feed_forward_length"), (uint32_t)s->n_ff);
+        if (!st)
+            st = memra_gguf_writer_add_array(w, KEY("attention.sliding_window_pattern"), MEMRA_GGUF_BOOL, swa,
+                                             (uint64_t)n_layer);
+        free(kv);
+        free(ff);
+        free(swa);
+        TRY(st);
+        int shared = s->n_kv_shared;
+        if (shared >= n_layer)
+            shared = n_layer / 2;
+        TRY(memra_gguf_writer_add_f32(w, KEY("rope.freq_base"), 1e6f));
+        TRY(memra_gguf_writer_add_f32(w, KEY("rope.freq_base_swa"), 1e4f));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.key_length"), 512));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.value_length"), 512));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.key_length_swa"), 256));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.value_length_swa"), 256));
+        TRY(memra_gguf_writer_add_u32(w, KEY("rope.dimension_count"), 512));
+        TRY(memra_gguf_writer_add_u32(w, KEY("rope.dimension_count_swa"), 256));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.sliding_window"), (uint32_t)s->window));
+        TRY(memra_gguf_writer_add_u32(w, KEY("attention.shared_kv_layers"), (uint32_t)shared));
+        TRY(memra_gguf_writer_add_u32(w, KEY("embedding_length_per_layer_input"), (uint32_t)s->n_pl));
+        TRY(memra_gguf_writer_add_f32(w, KEY("final_logit_softcapping"), 30.0f));
+        if (s->n_expert) {
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_count"), (uint32_t)s->n_expert));
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_used_count"), (uint32_t)s->n_expert_used));
+            TRY(memra_gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), (uint32_t)s->n_ff_exp));
+        }
+    }
+#undef KEY
+    return add_tokenizer(w, vocab);
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s --model NAME --type q8_0|q4_k --out FILE [--layers N] [--vocab N] [--seed S]\n"
+            "       %s --list\n",
+            argv0, argv0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = NULL, *type = "q8_0", *out = NULL;
+    int layers = 0, vocab = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--list") == 0) {
+            for (size_t k = 0; k < sizeof k_specs / sizeof *k_specs; k++)
+                printf("%s\n", k_specs[k].name);
+            return 0;
+        } else if (strcmp(a, "--model") == 0 && v) {
+            model = v, i++;
+        } else if (strcmp(a, "--type") == 0 && v) {
+            type = v, i++;
+        } else if (strcmp(a, "--out") == 0 && v) {
+            out = v, i++;
+        } else if (strcmp(a, "--layers") == 0 && v) {
+            layers = atoi(v), i++;
+        } else if (strcmp(a, "--vocab") == 0 && v) {
+            vocab = atoi(v), i++;
+        } else if (strcmp(a, "--seed") == 0 && v) {
+            g_rng = strtoull(v, NULL, 10) * 0x9E3779B97F4A7C15ull + 1, i++;
+        } else {
+            usage(argv[0]);
+            return 2;
+        }
+    }
+    const spec_t *s = NULL;
+    for (size_t k = 0; model && k < sizeof k_specs / sizeof *k_specs; k++)
+        if (strcmp(k_specs[k].name, model) == 0)
+            s = &k_specs[k];
+    if (!s || !out) {
+        if (model && !s)
+            fprintf(stderr, "%s: unknown model '%s' (see --list)\n", argv[0], model);
+        usage(argv[0]);
+        return 2;
+    }
+    int file_type;
+    if (strcmp(type, "q8_0") == 0) {
+        g_wtype = g_out_type = g_emb_type = MEMRA_TYPE_Q8_0;
+        file_type = 7;
+    } else if (strcmp(type, "q4_k") == 0) {
+        /* Q4_K_M-like: Q4_K weights, Q6_K head (tied: the embedding) */
+        g_wtype = MEMRA_TYPE_Q4_K;
+        g_out_type = MEMRA_TYPE_Q6_K;
+        g_emb_type = s->tied ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
+        file_type = 15;
+    } else {
+        fprintf(stderr, "%s: unknown type '%s' (q8_0 or q4_k)\n", argv[0], type);
+        return 2;
+    }
+    int n_layer = layers > 0 && layers < s->n_layer ? layers : s->n_layer;
+    int n_vocab = vocab >= 512 ? vocab : s->vocab;
+    plan p = {0};
+    if (s->fam == GEMMA4)
+        plan_gemma4(s, &p, n_layer, n_vocab);
+    else
+        plan_qwen35(s, &p, n_layer, n_vocab);
+
+    memra_gguf_writer_t *w = NULL;
+    memra_status_t st = memra_gguf_writer_create(&w);
+    if (!st)
+        st = add_metadata(w, s, n_layer, n_vocab, file_type);
+    uint64_t bytes = 0;
+    for (int i = 0; i < p.n && !st; i++) {
+        st = memra_gguf_writer_add_tensor(w, p.t[i].name, p.t[i].type, (uint32_t)p.t[i].n_dims, p.t[i].ne, NULL);
+        bytes += (uint64_t)(p.t[i].ne[0] / memra_type_block_size(p.t[i].type)) * memra_type_block_bytes(p.t[i].type) *
+                 (uint64_t)p.t[i].ne[1] * (uint64_t)(p.t[i].ne[2] ? p.t[i].ne[2] : 1);
+    }
+    memra_gguf_writer_set_fill(w, fill_cb, &p);
+    if (!st)
+        st = memra_gguf_writer_write(w, out);
+    memra_gguf_writer_destroy(w);
+    free(p.t);
+    if (st) {
+        fprintf(stderr, "%s: %s: %s\n", argv[0], memra_strerror(st), memra_last_error());
+        return 1;
+    }
+    fprintf(stderr, "%s: wrote %s (%s, %s, %d layers, vocab %d, %d tensors, %.3f GB of tensor data)\n", argv[0], out,
+            s->name, type, n_layer, n_vocab, p.n, (double)bytes / 1e9);
+    return 0;
+}
