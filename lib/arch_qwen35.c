@@ -1,0 +1,697 @@
+/* qwen35 (dense) and qwen35moe: hybrid Gated DeltaNet + gated full attention
+ * (docs/model-spec.md §5). One forward serves both archs; they differ only
+ * in the FFN (dense SwiGLU vs routed experts + a sigmoid-gated shared one).
+ *
+ * This file is the numerical reference the GPU path is judged against, so it
+ * is written op by op in the order of llama.cpp's graph (qwen35.cpp,
+ * qwen35moe.cpp, delta-net-base.cpp) and talks to the device only through
+ * lib/backend.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+
+typedef struct q35_layer {
+    bool recurrent;
+    int32_t stage;
+    const float *attn_norm, *post_norm;
+
+    /* gated full attention */
+    memra_weight_t wq, wk, wv, wo;      /* wq rows: per head [q (hd) | gate (hd)] */
+    const float *q_norm, *k_norm;
+
+    /* Gated DeltaNet */
+    memra_weight_t wqkv, wz, wbeta, walpha, wconv, wssm_out;
+    const float *dt_bias, *ssm_a, *ssm_norm;
+
+    /* dense FFN */
+    int64_t n_ff;
+    memra_weight_t ffn_gate, ffn_up, ffn_down;
+
+    /* MoE FFN */
+    memra_weight_t gate_inp, gate_exps, up_exps, gate_up_exps, down_exps;
+    memra_weight_t gate_inp_shexp, gate_shexp, up_shexp, down_shexp;
+} q35_layer_t;
+
+/* A NextN (MTP) block: a full-attention layer plus its projections. Loaded
+ * only with params.load_mtp, for the MTP draft head (not run here). */
+typedef struct q35_mtp {
+    q35_layer_t layer;
+    memra_weight_t eh_proj, embed_tokens, shared_head_head;
+    const float *enorm, *hnorm, *shared_head_norm;
+} q35_mtp_t;
+
+typedef struct q35 {
+    bool moe;
+    int64_t n_embd, n_vocab;
+    int64_t n_head, n_head_kv, head_dim, n_rot;
+    float eps, rope_base;
+    /* Gated DeltaNet geometry */
+    int64_t d_conv, d_k, d_v, n_k, n_v;
+    int64_t key_dim, value_dim, conv_dim;
+    /* MoE */
+    int64_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    int64_t n_ff_max;                   /* widest dense FFN, for the workspace */
+
+    memra_weight_t tok_embd;            /* first stage */
+    memra_weight_t output;              /* last stage (token_embd again when tied) */
+    const float *output_norm;
+    q35_layer_t *layers;                /* [n_layer] */
+    q35_mtp_t *mtp;                     /* [n_mtp] when loaded, else NULL */
+} q35_t;
+
+#define Q35_TRY(expr)                  \
+    do {                               \
+        memra_status_t st_ = (expr);   \
+        if (st_ != MEMRA_OK)           \
+            return st_;                \
+    } while (0)
+
+/* ---- binding ------------------------------------------------------------ */
+
+static memra_status_t cfg_dim(memra_model_t *m, const char *key, int64_t *out)
+{
+    uint32_t v;
+    Q35_TRY(memra__cfg_u32(m, key, &v));
+    if (v == 0)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.%s must be > 0", m->arch_name, m->arch_name,
+                                 key);
+    *out = v;
+    return MEMRA_OK;
+}
+
+/* IMROPE with text positions feeds p to the t, h and w streams and 0 to e.
+ * When every rotary pair falls in a t/h/w sector it is exactly NEOX; a pair
+ * on the e stream would need per-pair positions, which the rope op lacks. */
+static memra_status_t check_rope_sections(memra_model_t *m, const q35_t *q)
+{
+    int32_t s[4];
+    Q35_TRY(memra__cfg_i32_array(m, "rope.dimension_sections", 4, s));
+    int64_t sect_dims = 0;
+    for (int i = 0; i < 4; i++) {
+        if (s[i] < 0)
+            return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_sections has a negative entry",
+                                     m->arch_name, m->arch_name);
+        sect_dims += s[i];
+    }
+    if (sect_dims == 0)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_sections sums to 0", m->arch_name,
+                                 m->arch_name);
+    for (int64_t i = 0; i < q->n_rot / 2; i++) {
+        int64_t sector = i % sect_dims;
+        bool thw = (sector % 3 == 1 && sector < 3 * (int64_t)s[1]) ||
+                   (sector % 3 == 2 && sector < 3 * (int64_t)s[2]) ||
+                   (sector % 3 == 0 && sector < 3 * (int64_t)s[0]);
+        if (!thw)
+            return memra__model_fail(m, MEMRA_E_UNSUPPORTED,
+                                     "%s: rope.dimension_sections [%d,%d,%d,%d] put rotary pair %lld on the "
+                                     "4th position stream (unsupported for text)",
+                                     m->arch_name, s[0], s[1], s[2], s[3], (long long)i);
+    }
+    return MEMRA_OK;
+}
+
+static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_all)
+{
+    const char *a = m->arch_name;
+    uint32_t u;
+
+    Q35_TRY(memra__cfg_u32(m, "block_count", n_layer_all));
+    uint32_t n_mtp;
+    Q35_TRY(memra__cfg_u32_or(m, "nextn_predict_layers", 0, &n_mtp));
+    if (*n_layer_all == 0 || *n_layer_all > MEMRA_MAX_LAYERS)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.block_count = %u is out of range [1, %d]", a, a,
+                                 *n_layer_all, MEMRA_MAX_LAYERS);
+    if (n_mtp >= *n_layer_all)
+        return memra__model_fail(m, MEMRA_E_FORMAT,
+                                 "%s: %s.nextn_predict_layers = %u must be < %s.block_count = %u", a, a, n_mtp,
+                                 a, *n_layer_all);
+    m->n_mtp = (int32_t)n_mtp;
+    m->n_layer_file = (int32_t)(*n_layer_all - n_mtp);
+    m->n_layer = m->params.n_layers > 0 && m->params.n_layers < m->n_layer_file ? m->params.n_layers
+                                                                                 : m->n_layer_file;
+
+    Q35_TRY(cfg_dim(m, "embedding_length", &q->n_embd));
+    Q35_TRY(memra__cfg_u32(m, "context_length", &u));
+    m->n_ctx_train = (int32_t)(u > INT32_MAX ? INT32_MAX : u);
+    Q35_TRY(cfg_dim(m, "attention.head_count", &q->n_head));
+    Q35_TRY(cfg_dim(m, "attention.head_count_kv", &q->n_head_kv));
+    int64_t v_len = 0;
+    Q35_TRY(cfg_dim(m, "attention.key_length", &q->head_dim));
+    Q35_TRY(cfg_dim(m, "attention.value_length", &v_len));
+    if (v_len != q->head_dim)
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s.attention.key_length %lld != value_length %lld",
+                                 a, a, (long long)q->head_dim, (long long)v_len);
+    if (q->n_head % q->n_head_kv != 0)
+        return memra__model_fail(m, MEMRA_E_FORMAT,
+                                 "%s: %s.attention.head_count %lld is not a multiple of head_count_kv %lld", a,
+                                 a, (long long)q->n_head, (long long)q->n_head_kv);
+    Q35_TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &q->eps));
+    Q35_TRY(memra__cfg_f32(m, "rope.freq_base", &q->rope_base));
+    Q35_TRY(cfg_dim(m, "rope.dimension_count", &q->n_rot));
+    if (q->n_rot > q->head_dim || q->n_rot % 2 != 0)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_count %lld is odd or exceeds head dim %lld",
+                                 a, a, (long long)q->n_rot, (long long)q->head_dim);
+    Q35_TRY(check_rope_sections(m, q));
+
+    int64_t d_inner = 0;
+    Q35_TRY(cfg_dim(m, "ssm.conv_kernel", &q->d_conv));
+    Q35_TRY(cfg_dim(m, "ssm.state_size", &q->d_k));
+    Q35_TRY(cfg_dim(m, "ssm.group_count", &q->n_k));
+    Q35_TRY(cfg_dim(m, "ssm.time_step_rank", &q->n_v));
+    Q35_TRY(cfg_dim(m, "ssm.inner_size", &d_inner));
+    if (d_inner % q->n_v != 0 || d_inner / q->n_v != q->d_k)
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED,
+                                 "%s: value head dim %s.ssm.inner_size / time_step_rank = %lld / %lld must equal "
+                                 "ssm.state_size %lld",
+                                 a, a, (long long)d_inner, (long long)q->n_v, (long long)q->d_k);
+    q->d_v = q->d_k;
+    q->key_dim = q->n_k * q->d_k;
+    q->value_dim = q->n_v * q->d_v;
+    q->conv_dim = 2 * q->key_dim + q->value_dim;
+
+    if (q->moe) {
+        Q35_TRY(cfg_dim(m, "expert_count", &q->n_expert));
+        Q35_TRY(cfg_dim(m, "expert_used_count", &q->n_expert_used));
+        if (q->n_expert_used > q->n_expert)
+            return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.expert_used_count %lld > expert_count %lld", a, a,
+                                     (long long)q->n_expert_used, (long long)q->n_expert);
+        /* feed_forward_length is only a fallback for the expert widths
+         * (qwen35moe.cpp: n_ff_exp = n_ff / n_expert_used, n_ff_shexp = n_ff) */
+        uint32_t n_ff, ff_exp, ff_shexp;
+        Q35_TRY(memra__cfg_u32_or(m, "feed_forward_length", 0, &n_ff));
+        Q35_TRY(memra__cfg_u32_or(m, "expert_feed_forward_length", 0, &ff_exp));
+        Q35_TRY(memra__cfg_u32_or(m, "expert_shared_feed_forward_length", 0, &ff_shexp));
+        q->n_ff_exp = ff_exp ? ff_exp : n_ff / q->n_expert_used;
+        q->n_ff_shexp = ff_shexp ? ff_shexp : n_ff;
+        if (q->n_ff_exp == 0 || q->n_ff_shexp == 0)
+            return memra__model_fail(m, MEMRA_E_FORMAT,
+                                     "%s: %s.expert_feed_forward_length / expert_shared_feed_forward_length "
+                                     "missing (and no feed_forward_length fallback)",
+                                     a, a);
+    }
+    return MEMRA_OK;
+}
+
+/* Layer types (qwen35.cpp:21-27): an explicit per-layer flag array wins;
+ * otherwise every interval-th layer is full attention. MTP layers are never
+ * recurrent. */
+static memra_status_t read_layer_types(memra_model_t *m, uint32_t n_layer_all, bool *recurrent)
+{
+    if (memra__cfg_has(m, "attention.recurrent_layers")) {
+        uint32_t *flags = calloc(n_layer_all, sizeof *flags);
+        if (!flags)
+            return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", m->arch_name);
+        memra_status_t st =
+            memra__cfg_u32_per_layer(m, "attention.recurrent_layers", (int32_t)n_layer_all, true, 0, flags);
+        for (uint32_t il = 0; st == MEMRA_OK && il < n_layer_all; il++)
+            recurrent[il] = flags[il] != 0 && (int32_t)il < m->n_layer_file;
+        free(flags);
+        return st;
+    }
+    uint32_t interval;
+    Q35_TRY(memra__cfg_u32_or(m, "full_attention_interval", 4, &interval));
+    if (interval == 0)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.full_attention_interval must be > 0", m->arch_name,
+                                 m->arch_name);
+    for (uint32_t il = 0; il < n_layer_all; il++)
+        recurrent[il] = (int32_t)il < m->n_layer_file && (il + 1) % interval != 0;
+    return MEMRA_OK;
+}
+
+#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), ((const int64_t[]){__VA_ARGS__})
+
+static memra_status_t bind_attention(memra_model_t *m, const q35_t *q, q35_layer_t *L, int32_t il)
+{
+    const int64_t E = q->n_embd, hd = q->head_dim;
+    const int32_t s = L->stage;
+    Q35_TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, SHAPE(E, 2 * q->n_head * hd), "blk.%d.attn_q.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wk, MEMRA_W_REQUIRED, SHAPE(E, q->n_head_kv * hd), "blk.%d.attn_k.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wv, MEMRA_W_REQUIRED, SHAPE(E, q->n_head_kv * hd), "blk.%d.attn_v.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, SHAPE(q->n_head * hd, E), "blk.%d.attn_output.weight", il));
+    Q35_TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_q_norm.weight", il));
+    Q35_TRY(memra__w_vec(m, s, &L->k_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_k_norm.weight", il));
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_deltanet(memra_model_t *m, const q35_t *q, q35_layer_t *L, int32_t il)
+{
+    const int64_t E = q->n_embd;
+    const int32_t s = L->stage;
+    Q35_TRY(memra__w_get(m, s, &L->wqkv, MEMRA_W_REQUIRED, SHAPE(E, q->conv_dim), "blk.%d.attn_qkv.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wz, MEMRA_W_REQUIRED, SHAPE(E, q->value_dim), "blk.%d.attn_gate.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wbeta, MEMRA_W_REQUIRED, SHAPE(E, q->n_v), "blk.%d.ssm_beta.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->walpha, MEMRA_W_REQUIRED, SHAPE(E, q->n_v), "blk.%d.ssm_alpha.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wconv, MEMRA_W_REQUIRED, SHAPE(q->d_conv, q->conv_dim), "blk.%d.ssm_conv1d.weight",
+                         il));
+    /* the conv op reads its kernel as plain float32 (llama.cpp's ssm_conv does too) */
+    if (L->wconv.type != MEMRA_TYPE_F32)
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: blk.%d.ssm_conv1d.weight is %s, expected F32",
+                                 m->arch_name, il, memra_type_name(L->wconv.type));
+    Q35_TRY(memra__w_vec(m, s, &L->dt_bias, MEMRA_W_REQUIRED, q->n_v, "blk.%d.ssm_dt.bias", il));
+    Q35_TRY(memra__w_vec(m, s, &L->ssm_a, MEMRA_W_REQUIRED, q->n_v, "blk.%d.ssm_a", il));
+    Q35_TRY(memra__w_vec(m, s, &L->ssm_norm, MEMRA_W_REQUIRED, q->d_v, "blk.%d.ssm_norm.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->wssm_out, MEMRA_W_REQUIRED, SHAPE(q->value_dim, E), "blk.%d.ssm_out.weight", il));
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_ffn(memra_model_t *m, q35_t *q, q35_layer_t *L, int32_t il)
+{
+    const int64_t E = q->n_embd;
+    const int32_t s = L->stage;
+    if (!q->moe) {
+        Q35_TRY(memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, SHAPE(E, L->n_ff), "blk.%d.ffn_gate.weight", il));
+        Q35_TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, SHAPE(E, L->n_ff), "blk.%d.ffn_up.weight", il));
+        Q35_TRY(memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, SHAPE(L->n_ff, E), "blk.%d.ffn_down.weight", il));
+        return MEMRA_OK;
+    }
+    const int64_t X = q->n_expert, F = q->n_ff_exp, Fs = q->n_ff_shexp;
+    Q35_TRY(memra__w_get(m, s, &L->gate_inp, MEMRA_W_REQUIRED, SHAPE(E, X), "blk.%d.ffn_gate_inp.weight", il));
+    /* the fused gate|up stack is tried first, as llama.cpp's loader does */
+    Q35_TRY(memra__w_get(m, s, &L->gate_up_exps, MEMRA_W_OPTIONAL, SHAPE(E, 2 * F, X), "blk.%d.ffn_gate_up_exps.weight",
+                         il));
+    if (!L->gate_up_exps.data) {
+        Q35_TRY(memra__w_get(m, s, &L->gate_exps, MEMRA_W_REQUIRED, SHAPE(E, F, X), "blk.%d.ffn_gate_exps.weight", il));
+        Q35_TRY(memra__w_get(m, s, &L->up_exps, MEMRA_W_REQUIRED, SHAPE(E, F, X), "blk.%d.ffn_up_exps.weight", il));
+    }
+    Q35_TRY(memra__w_get(m, s, &L->down_exps, MEMRA_W_REQUIRED, SHAPE(F, E, X), "blk.%d.ffn_down_exps.weight", il));
+    /* stored {n_embd, 1} by the converter: a one-row matrix */
+    Q35_TRY(memra__w_get(m, s, &L->gate_inp_shexp, MEMRA_W_REQUIRED, SHAPE(E), "blk.%d.ffn_gate_inp_shexp.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->gate_shexp, MEMRA_W_REQUIRED, SHAPE(E, Fs), "blk.%d.ffn_gate_shexp.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->up_shexp, MEMRA_W_REQUIRED, SHAPE(E, Fs), "blk.%d.ffn_up_shexp.weight", il));
+    Q35_TRY(memra__w_get(m, s, &L->down_shexp, MEMRA_W_REQUIRED, SHAPE(Fs, E), "blk.%d.ffn_down_shexp.weight", il));
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_layer(memra_model_t *m, q35_t *q, q35_layer_t *L, int32_t il)
+{
+    Q35_TRY(memra__w_vec(m, L->stage, &L->attn_norm, MEMRA_W_REQUIRED, q->n_embd, "blk.%d.attn_norm.weight", il));
+    Q35_TRY(memra__w_vec(m, L->stage, &L->post_norm, MEMRA_W_REQUIRED, q->n_embd, "blk.%d.post_attention_norm.weight",
+                         il));
+    Q35_TRY(L->recurrent ? bind_deltanet(m, q, L, il) : bind_attention(m, q, L, il));
+    return bind_ffn(m, q, L, il);
+}
+
+static memra_status_t bind_mtp(memra_model_t *m, q35_t *q, q35_mtp_t *t, int32_t il)
+{
+    const int64_t E = q->n_embd;
+    const int32_t s = t->layer.stage;
+    Q35_TRY(bind_layer(m, q, &t->layer, il));
+    Q35_TRY(memra__w_get(m, s, &t->eh_proj, MEMRA_W_REQUIRED, SHAPE(2 * E, E), "blk.%d.nextn.eh_proj.weight", il));
+    Q35_TRY(memra__w_vec(m, s, &t->enorm, MEMRA_W_REQUIRED, E, "blk.%d.nextn.enorm.weight", il));
+    Q35_TRY(memra__w_vec(m, s, &t->hnorm, MEMRA_W_REQUIRED, E, "blk.%d.nextn.hnorm.weight", il));
+    Q35_TRY(memra__w_vec(m, s, &t->shared_head_norm, MEMRA_W_OPTIONAL, E, "blk.%d.nextn.shared_head_norm.weight", il));
+    Q35_TRY(memra__w_get(m, s, &t->embed_tokens, MEMRA_W_OPTIONAL, SHAPE(E, q->n_vocab),
+                         "blk.%d.nextn.embed_tokens.weight", il));
+    Q35_TRY(memra__w_get(m, s, &t->shared_head_head, MEMRA_W_OPTIONAL, SHAPE(E, q->n_vocab),
+                         "blk.%d.nextn.shared_head_head.weight", il));
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_globals(memra_model_t *m, q35_t *q)
+{
+    const int32_t first = memra__first_stage(m), last = memra__last_stage(m);
+    Q35_TRY(memra__w_get(m, first, &q->tok_embd, MEMRA_W_REQUIRED, SHAPE(q->n_embd, -1), "token_embd.weight"));
+    q->n_vocab = q->tok_embd.ne[1];
+    if (q->n_vocab <= 0 || q->n_vocab > INT32_MAX)
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: token_embd.weight has %lld rows", m->arch_name,
+                                 (long long)q->n_vocab);
+    Q35_TRY(memra__w_vec(m, last, &q->output_norm, MEMRA_W_REQUIRED, q->n_embd, "output_norm.weight"));
+    Q35_TRY(memra__w_get(m, last, &q->output, MEMRA_W_OPTIONAL, SHAPE(q->n_embd, q->n_vocab), "output.weight"));
+    if (!q->output.data) { /* tied head */
+        if (last == first)
+            q->output = q->tok_embd;
+        else
+            Q35_TRY(memra__w_get(m, last, &q->output, MEMRA_W_REQUIRED, SHAPE(q->n_embd, q->n_vocab),
+                                 "token_embd.weight"));
+    }
+    return MEMRA_OK;
+}
+
+static memra_status_t bind_common(memra_model_t *m, bool moe)
+{
+    q35_t *q = calloc(1, sizeof *q);
+    if (!q)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", m->arch_name);
+    m->arch_data = q;
+    q->moe = moe;
+
+    uint32_t n_layer_all;
+    bool recurrent[MEMRA_MAX_LAYERS];
+    Q35_TRY(read_config(m, q, &n_layer_all));
+    Q35_TRY(read_layer_types(m, n_layer_all, recurrent));
+
+    uint32_t n_ff[MEMRA_MAX_LAYERS] = {0};
+    if (!moe) {
+        Q35_TRY(memra__cfg_u32_per_layer(m, "feed_forward_length", (int32_t)n_layer_all, true, 0, n_ff));
+        for (uint32_t il = 0; il < n_layer_all; il++) {
+            if (n_ff[il] == 0)
+                return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.feed_forward_length is 0 for layer %u",
+                                         m->arch_name, m->arch_name, il);
+            if (n_ff[il] > q->n_ff_max)
+                q->n_ff_max = n_ff[il];
+        }
+    }
+
+    m->n_embd = (int32_t)q->n_embd;
+    m->carry_floats = q->n_embd;
+    Q35_TRY(bind_globals(m, q));
+    m->n_vocab = (int32_t)q->n_vocab;
+
+    q->layers = calloc((size_t)m->n_layer, sizeof *q->layers);
+    if (!q->layers)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", m->arch_name);
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        q35_layer_t *L = &q->layers[il];
+        L->recurrent = recurrent[il];
+        L->stage = memra__stage_of_layer(m, il);
+        L->n_ff = n_ff[il];
+        m->layer_kind[il] = L->recurrent ? MEMRA_LAYER_RECURRENT : MEMRA_LAYER_ATTENTION;
+        memra__layer_cache_t *lc = &m->layer_cache[il];
+        memset(lc, 0, sizeof *lc);
+        if (L->recurrent) {
+            lc->conv_floats = (q->d_conv - 1) * q->conv_dim;
+            lc->ssm_floats = q->n_v * q->d_k * q->d_v;
+        } else {
+            lc->k_floats = lc->v_floats = q->n_head_kv * q->head_dim;
+        }
+        Q35_TRY(bind_layer(m, q, L, il));
+    }
+    /* trunk layers cut off by params.n_layers */
+    for (int32_t il = m->n_layer; il < m->n_layer_file; il++)
+        memra__w_skip_layer(m, il);
+
+    if (m->n_mtp > 0 && m->params.load_mtp) {
+        q->mtp = calloc((size_t)m->n_mtp, sizeof *q->mtp);
+        if (!q->mtp)
+            return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", m->arch_name);
+        for (int32_t i = 0; i < m->n_mtp; i++) {
+            int32_t il = m->n_layer_file + i;
+            q->mtp[i].layer.stage = memra__last_stage(m); /* it reads the final hidden state */
+            q->mtp[i].layer.n_ff = n_ff[il];
+            Q35_TRY(bind_mtp(m, q, &q->mtp[i], il));
+        }
+    } else {
+        for (int32_t i = 0; i < m->n_mtp; i++)
+            memra__w_skip_layer(m, m->n_layer_file + i);
+    }
+    return MEMRA_OK;
+}
+
+static memra_status_t q35_bind(memra_model_t *m) { return bind_common(m, false); }
+static memra_status_t q35moe_bind(memra_model_t *m) { return bind_common(m, true); }
+
+static void q35_unbind(memra_model_t *m)
+{
+    q35_t *q = m->arch_data;
+    if (!q)
+        return;
+    free(q->layers);
+    free(q->mtp);
+    free(q);
+    m->arch_data = NULL;
+}
+
+/* ---- workspace ---------------------------------------------------------- */
+
+/* Floats one callback bump-allocates for N tokens, per part of the layer;
+ * kept next to the code that allocates them (same order). */
+static int64_t ws_attention(const q35_t *q, int64_t n)
+{
+    const int64_t qdim = q->n_head * q->head_dim;
+    return n * (2 * qdim)                        /* qg */
+         + n * qdim                              /* q */
+         + n * q->n_head_kv * q->head_dim        /* k before its norm */
+         + n * qdim;                             /* o */
+}
+
+static int64_t ws_deltanet(const q35_t *q, int64_t n)
+{
+    return n * q->conv_dim                       /* mixed */
+         + n * q->value_dim                      /* z */
+         + 3 * n * q->n_v                        /* beta, alpha, g */
+         + n * q->conv_dim                       /* conv out */
+         + 2 * n * 2 * q->key_dim                /* q|k gathered, q|k normed */
+         + 3 * n * q->value_dim;                 /* o, normed o, gated */
+}
+
+static int64_t ws_ffn(const q35_t *q, int64_t n)
+{
+    if (!q->moe)
+        return 3 * n * q->n_ff_max + n * q->n_embd;
+    return n * q->n_expert                       /* router logits */
+         + 2 * n * q->n_expert_used              /* ids, weights */
+         + 4 * n                                 /* shared gate, its id, weights */
+         + 3 * n * q->n_embd;                    /* routed out, shared out, sum */
+}
+
+static size_t q35_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
+{
+    const q35_t *q = m->arch_data;
+    const int64_t n = n_tokens;
+    int64_t mix = ws_attention(q, n) > ws_deltanet(q, n) ? ws_attention(q, n) : ws_deltanet(q, n);
+    int64_t layer = 3 * n * q->n_embd + mix + ws_ffn(q, n);
+    int64_t head = n * q->n_embd;
+    int64_t floats = layer > head ? layer : head;
+    /* each allocation is rounded up to 256 bytes; a layer makes < 32 */
+    return (size_t)floats * sizeof(float) + 32 * 256;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+static inline q35_t *Q(const memra__run_t *r) { return r->m->arch_data; }
+
+#define WS(var, nfl)                                  \
+    float *var = memra__wsf(r, (nfl));                \
+    if (!var)                                         \
+        return MEMRA_E_INTERNAL /* workspace_bytes under-estimated */
+
+static memra_status_t ew(memra__run_t *r, memra_ew_op_t op, float *y, int64_t ys, const float *a, int64_t as,
+                         const float *b, int64_t bs, int64_t rows, int64_t cols)
+{
+    memra_ew_args_t e = {.op = op, .y = y, .a = a, .b = b, .rows = rows, .cols = cols, .ys = ys, .as = as, .bs = bs};
+    return r->ops->elementwise(r->be, &e);
+}
+
+static memra_status_t matmul(memra__run_t *r, const memra_weight_t *w, const float *x, int64_t ldx, float *y)
+{
+    return r->ops->matmul(r->be, w, x, ldx, y, w->ne[1], r->n);
+}
+
+static memra_status_t q35_embed(memra__run_t *r)
+{
+    return r->ops->get_rows(r->be, &Q(r)->tok_embd, r->tokens, r->n, r->carry, r->m->carry_floats);
+}
+
+/* Gated full attention (qwen35.cpp:255-334): per-head RMS-normed q and k,
+ * NEOX rope on the first n_rot dims (IMROPE with text positions), causal GQA
+ * over the KV cache, output gated by sigmoid of the per-head gate rows. */
+static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t il, const float *h, float *out)
+{
+    const q35_t *q = Q(r);
+    const int64_t n = r->n, E = q->n_embd, hd = q->head_dim, H = q->n_head, Hkv = q->n_head_kv;
+    const int64_t kv_w = r->m->layer_cache[il].k_floats;
+    float *k_rows = r->c->k[il] + (int64_t)r->pos0 * kv_w;
+    float *v_rows = r->c->v[il] + (int64_t)r->pos0 * kv_w;
+    const memra__backend_i *ops = r->ops;
+
+    WS(qg, n * 2 * H * hd);
+    WS(qn, n * H * hd);
+    WS(kraw, n * Hkv * hd);
+    WS(o, n * H * hd);
+
+    Q35_TRY(matmul(r, &L->wq, h, E, qg));
+    Q35_TRY(matmul(r, &L->wk, h, E, kraw));
+    /* V goes straight into the cache rows of this chunk */
+    Q35_TRY(ops->matmul(r->be, &L->wv, h, E, v_rows, kv_w, n));
+
+    /* q of head h is rows [2h·hd, 2h·hd+hd) of qg: n·H rows of hd, 2hd apart */
+    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, qg, 2 * hd, L->q_norm, qn, hd, n * H, hd, q->eps));
+    /* K is cached after its norm and rope */
+    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, kraw, hd, L->k_norm, k_rows, hd, n * Hkv, hd, q->eps));
+
+    memra_rope_args_t rq = {.x = qn, .n_tokens = n, .n_heads = H, .head_dim = hd, .head_stride = hd,
+                            .token_stride = H * hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
+                            .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX};
+    Q35_TRY(ops->rope(r->be, &rq));
+    memra_rope_args_t rk = rq;
+    rk.x = k_rows;
+    rk.n_heads = Hkv;
+    rk.token_stride = kv_w;
+    Q35_TRY(ops->rope(r->be, &rk));
+
+    memra_attn_args_t at = {.q = qn, .k_cache = r->c->k[il], .v_cache = r->c->v[il], .out = o, .n_tokens = n,
+                            .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv, .head_dim = hd, .q_stride = H * hd,
+                            .kv_stride = kv_w, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    Q35_TRY(ops->attention(r->be, &at));
+
+    /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
+    Q35_TRY(ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd));
+    return matmul(r, &L->wo, o, H * hd, out);
+}
+
+/* Gated DeltaNet (qwen35.cpp:336-468): projections, causal depthwise conv
+ * with SiLU over the q|k|v channels, L2-normed q and k, the gated delta rule
+ * (value head j reads key head j mod n_k: the converter's tiled order), then
+ * RMSNorm per value head gated by silu(z). */
+static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il, const float *h, float *out)
+{
+    const q35_t *q = Q(r);
+    const int64_t n = r->n, E = q->n_embd, C = q->conv_dim, KD = q->key_dim, VD = q->value_dim, nv = q->n_v;
+    const memra__backend_i *ops = r->ops;
+
+    WS(mixed, n * C);
+    WS(z, n * VD);
+    WS(beta, n * nv);
+    WS(alpha, n * nv);
+    WS(g, n * nv);
+    WS(conv, n * C);
+    WS(qk_raw, n * 2 * KD);
+    WS(qk, n * 2 * KD);
+    WS(o, n * VD);
+    WS(on, n * VD);
+    WS(y, n * VD);
+
+    Q35_TRY(matmul(r, &L->wqkv, h, E, mixed));
+    Q35_TRY(matmul(r, &L->wz, h, E, z));
+    Q35_TRY(matmul(r, &L->wbeta, h, E, beta));
+    Q35_TRY(matmul(r, &L->walpha, h, E, alpha));
+    Q35_TRY(ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv));
+    /* g = softplus(alpha + dt_bias) · ssm_a, with ssm_a = −exp(A_log) < 0 */
+    memra_ew_args_t sp = {.op = MEMRA_EW_SOFTPLUS_MUL, .y = g, .a = alpha, .b = L->dt_bias, .aux = L->ssm_a,
+                          .rows = n, .cols = nv, .ys = nv, .as = nv, .bs = 0};
+    Q35_TRY(ops->elementwise(r->be, &sp));
+
+    memra_conv_args_t cv = {.x = mixed, .x_stride = C, .state = r->c->conv[il], .w = (const float *)L->wconv.data,
+                            .out = conv, .n_tokens = n, .channels = C, .kernel = q->d_conv};
+    Q35_TRY(ops->conv(r->be, &cv));
+
+    /* L2 norm of every q and k head (eps = rms eps): gather the q|k part of
+     * each conv row so that the heads are uniformly spaced rows of d_k */
+    Q35_TRY(ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD));
+    Q35_TRY(ops->norm(r->be, MEMRA_NORM_L2, qk_raw, q->d_k, NULL, qk, q->d_k, n * 2 * q->n_k, q->d_k, q->eps));
+
+    memra_delta_args_t dr = {.q = qk, .k = qk + KD, .v = conv + 2 * KD, .g = g, .beta = beta,
+                             .qk_stride = 2 * KD, .v_stride = C, .gb_stride = nv, .state = r->c->ssm[il],
+                             .out = o, .n_tokens = n, .n_k = q->n_k, .n_v = nv, .d = q->d_k,
+                             .scale = 1.0f / sqrtf((float)q->d_k)};
+    Q35_TRY(ops->delta(r->be, &dr));
+
+    /* gated RMSNorm: rms(o_j)·ssm_norm ⊙ silu(z_j), per value head */
+    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, o, q->d_v, L->ssm_norm, on, q->d_v, n * nv, q->d_v, q->eps));
+    Q35_TRY(ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD));
+    return matmul(r, &L->wssm_out, y, VD, out);
+}
+
+static memra_status_t swiglu_ffn(memra__run_t *r, const memra_weight_t *gate, const memra_weight_t *up,
+                                 const memra_weight_t *down, const float *x, float *out)
+{
+    const int64_t n = r->n, E = Q(r)->n_embd, F = gate->ne[1];
+    WS(gt, n * F);
+    WS(ut, n * F);
+    WS(act, n * F);
+    Q35_TRY(matmul(r, gate, x, E, gt));
+    Q35_TRY(matmul(r, up, x, E, ut));
+    Q35_TRY(ew(r, MEMRA_EW_SWIGLU, act, F, gt, F, ut, F, n, F));
+    return matmul(r, down, act, F, out);
+}
+
+/* qwen35moe.cpp:494-548: softmax router, top-k, renormalized weights, SwiGLU
+ * experts; plus the shared expert scaled by sigmoid(ffn_gate_inp_shexp · x). */
+static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float *x, float *out)
+{
+    const q35_t *q = Q(r);
+    const int64_t n = r->n, E = q->n_embd, X = q->n_expert, K = q->n_expert_used;
+    const memra__backend_i *ops = r->ops;
+
+    WS(logits, n * X);
+    int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
+    WS(wts, n * K);
+    WS(routed, n * E);
+    WS(sg, n);
+    int32_t *sh_id = memra__ws(r, (size_t)n * sizeof(int32_t));
+    WS(sh_one, n);
+    WS(shared, n * E);
+    if (!ids || !sh_id)
+        return MEMRA_E_INTERNAL;
+
+    Q35_TRY(matmul(r, &L->gate_inp, x, E, logits));
+    memra_route_args_t rt = {.logits = logits, .ids = ids, .weights = wts, .n_tokens = n, .n_expert = X, .k = K,
+                             .norm = true};
+    Q35_TRY(ops->route(r->be, &rt));
+    memra_moe_args_t mo = {.x = x, .ids = ids, .weights = wts, .down = &L->down_exps, .out = routed,
+                           .n_tokens = n, .k = K, .n_embd = E, .n_ff = q->n_ff_exp, .act = MEMRA_ACT_SILU};
+    if (L->gate_up_exps.data) {
+        mo.gate_up = &L->gate_up_exps;
+    } else {
+        mo.gate = &L->gate_exps;
+        mo.up = &L->up_exps;
+    }
+    Q35_TRY(ops->moe(r->be, &mo));
+
+    /* The shared expert's gate is one scalar per token, and elementwise ops
+     * broadcast only whole rows. So the shared expert runs as a one-expert
+     * MoE whose per-token weight is sigmoid(gate): routing one logit per
+     * token over a single expert yields id 0 everywhere. */
+    Q35_TRY(matmul(r, &L->gate_inp_shexp, x, E, sg));
+    memra_route_args_t one = {.logits = sg, .ids = sh_id, .weights = sh_one, .n_tokens = n, .n_expert = 1, .k = 1,
+                              .norm = false};
+    Q35_TRY(ops->route(r->be, &one));
+    Q35_TRY(ew(r, MEMRA_EW_SIGMOID, sg, 1, sg, 1, NULL, 0, n, 1));
+    memra_moe_args_t se = {.x = x, .ids = sh_id, .weights = sg, .gate = &L->gate_shexp, .up = &L->up_shexp,
+                           .down = &L->down_shexp, .out = shared, .n_tokens = n, .k = 1, .n_embd = E,
+                           .n_ff = q->n_ff_shexp, .act = MEMRA_ACT_SILU};
+    Q35_TRY(ops->moe(r->be, &se));
+    return ew(r, MEMRA_EW_ADD, out, E, routed, E, shared, E, n, E);
+}
+
+static memra_status_t q35_layer(memra__run_t *r, int32_t il)
+{
+    const q35_t *q = Q(r);
+    const q35_layer_t *L = &q->layers[il];
+    const int64_t n = r->n, E = q->n_embd, cf = r->m->carry_floats;
+    float *x = r->carry; /* hidden state: the first n_embd floats of each carry row */
+    const memra__backend_i *ops = r->ops;
+
+    WS(h, n * E);
+    WS(delta, n * E);
+    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->attn_norm, h, E, n, E, q->eps));
+    Q35_TRY(L->recurrent ? deltanet(r, L, il, h, delta) : attention(r, L, il, h, delta));
+    Q35_TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E));
+
+    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->post_norm, h, E, n, E, q->eps));
+    Q35_TRY(q->moe ? moe_ffn(r, L, h, delta) : swiglu_ffn(r, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, delta));
+    return ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E);
+}
+
+static memra_status_t q35_head(memra__run_t *r)
+{
+    const q35_t *q = Q(r);
+    const int64_t cf = r->m->carry_floats;
+    WS(hn, (int64_t)r->n_out * q->n_embd);
+    Q35_TRY(r->ops->norm(r->be, MEMRA_NORM_RMS, r->carry + (int64_t)r->out_row0 * cf, cf, q->output_norm, hn,
+                         q->n_embd, r->n_out, q->n_embd, q->eps));
+    return r->ops->matmul(r->be, &q->output, hn, q->n_embd, r->logits, q->n_vocab, r->n_out);
+}
+
+const memra__arch_t memra__arch_qwen35 = {
+    .name = "qwen35",
+    .bind = q35_bind,
+    .unbind = q35_unbind,
+    .workspace_bytes = q35_workspace_bytes,
+    .embed = q35_embed,
+    .layer = q35_layer,
+    .head = q35_head,
+};
+
+const memra__arch_t memra__arch_qwen35moe = {
+    .name = "qwen35moe",
+    .bind = q35moe_bind,
+    .unbind = q35_unbind,
+    .workspace_bytes = q35_workspace_bytes,
+    .embed = q35_embed,
+    .layer = q35_layer,
+    .head = q35_head,
+};
