@@ -3,6 +3,8 @@
 #ifndef MEMRA_CPU_BACKEND_H
 #define MEMRA_CPU_BACKEND_H
 
+#include <math.h>
+
 #include "backend.h"
 #include "pool.h"
 
@@ -14,5 +16,60 @@ static inline memra__pool_t *memra__cpu_pool(memra__backend_t *be)
 {
     return ((memra__cpu_ctx_t *)be->ctx)->pool;
 }
+
+/* The one summation order every CPU op uses for a dot product: sequential,
+ * in float64. Sharing it is what makes an output depend only on its own
+ * inputs, never on batch size, chunking or thread count. */
+static inline double memra__cpu_dot(const float *a, const float *b, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)a[i] * (double)b[i];
+    return s;
+}
+
+/* Activations in float64; callers round once to float. elementwise and moe
+ * share them so that a fused MoE equals the composition of the plain ops. */
+static inline double memra__cpu_sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+static inline double memra__cpu_silu(double x)
+{
+    return x / (1.0 + exp(-x));
+}
+
+/* The tanh form 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) of model-spec §3.3,
+ * exact in float64 (ggml's f16 lookup table is deliberately not copied). */
+static inline double memra__cpu_gelu(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
+static inline double memra__cpu_act(memra_act_t act, double x)
+{
+    return act == MEMRA_ACT_GELU ? memra__cpu_gelu(x) : memra__cpu_silu(x);
+}
+
+/* Checks that W can be read by the CPU ops: a computable type, whole blocks
+ * per row, rows and matrices laid out without overlap. */
+memra_status_t memra__cpu_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op);
+
+/* The op slots (lib/cpu/ops_*.c); semantics in lib/backend.h. */
+memra_status_t memra__cpu_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x,
+                                 int64_t ldx, float *y, int64_t ldy, int64_t n_rows);
+memra_status_t memra__cpu_get_rows(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
+                                   int64_t n, float *y, int64_t ldy);
+memra_status_t memra__cpu_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
+                               const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
+memra_status_t memra__cpu_elementwise(memra__backend_t *be, const memra_ew_args_t *a);
+memra_status_t memra__cpu_rope(memra__backend_t *be, const memra_rope_args_t *a);
+memra_status_t memra__cpu_attention(memra__backend_t *be, const memra_attn_args_t *a);
+memra_status_t memra__cpu_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
+memra_status_t memra__cpu_conv(memra__backend_t *be, const memra_conv_args_t *a);
+memra_status_t memra__cpu_delta(memra__backend_t *be, const memra_delta_args_t *a);
+memra_status_t memra__cpu_route(memra__backend_t *be, const memra_route_args_t *a);
+memra_status_t memra__cpu_moe(memra__backend_t *be, const memra_moe_args_t *a);
 
 #endif

@@ -1,0 +1,96 @@
+/* Causal (optionally sliding-window) attention with GQA, and argmax.
+ *
+ * Each (token, head) is computed on its own, in float64: scores
+ * scale·(q·k) with memra__cpu_dot, a max-subtracted softmax, the weighted
+ * sum of V, one rounding to float. A query's result depends only on its
+ * position and the cache, never on how many tokens share the call. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "cpu_backend.h"
+
+typedef struct attn_job {
+    const memra_attn_args_t *a;
+    atomic_int nomem;
+} attn_job;
+
+static void attn_part(void *ctx, int64_t begin, int64_t end)
+{
+    attn_job *j = ctx;
+    const memra_attn_args_t *a = j->a;
+    const int64_t hd = a->head_dim, group = a->n_head / a->n_kv_head;
+    const int64_t n_keys = a->pos0 + a->n_tokens;
+    double *w = malloc((size_t)n_keys * sizeof *w);
+    double *acc = malloc((size_t)hd * sizeof *acc);
+    if (!w || !acc) {
+        atomic_store(&j->nomem, 1);
+        free(w);
+        free(acc);
+        return;
+    }
+    for (int64_t u = begin; u < end; u++) {
+        const int64_t t = u / a->n_head, h = u % a->n_head, kvh = h / group;
+        const int64_t p = a->pos0 + t;
+        const int64_t lo = a->n_swa > 0 && p - a->n_swa + 1 > 0 ? p - a->n_swa + 1 : 0;
+        const float *q = a->q + t * a->q_stride + h * hd;
+        double max = -INFINITY;
+        for (int64_t k = lo; k <= p; k++) {
+            const float *kr = a->k_cache + k * a->kv_stride + kvh * hd;
+            w[k - lo] = (double)a->scale * memra__cpu_dot(q, kr, hd);
+            if (w[k - lo] > max)
+                max = w[k - lo];
+        }
+        double sum = 0.0;
+        for (int64_t d = 0; d < hd; d++)
+            acc[d] = 0.0;
+        for (int64_t k = lo; k <= p; k++) {
+            const double e = exp(w[k - lo] - max);
+            const float *vr = a->v_cache + k * a->kv_stride + kvh * hd;
+            sum += e;
+            for (int64_t d = 0; d < hd; d++)
+                acc[d] += e * (double)vr[d];
+        }
+        float *o = a->out + t * a->n_head * hd + h * hd;
+        for (int64_t d = 0; d < hd; d++)
+            o[d] = (float)(acc[d] / sum);
+    }
+    free(w);
+    free(acc);
+}
+
+memra_status_t memra__cpu_attention(memra__backend_t *be, const memra_attn_args_t *a)
+{
+    if (!a || a->n_tokens < 0 || a->pos0 < 0 || a->n_head <= 0 || a->n_kv_head <= 0 || a->head_dim <= 0 ||
+        a->n_swa < 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: bad shape");
+    if (a->n_head % a->n_kv_head)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: %lld heads not a multiple of %lld kv heads",
+                           (long long)a->n_head, (long long)a->n_kv_head);
+    if (a->n_tokens == 0)
+        return MEMRA_OK;
+    if (!a->q || !a->k_cache || !a->v_cache || !a->out)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: missing buffer");
+    if ((a->n_tokens > 1 && a->q_stride < a->n_head * a->head_dim) ||
+        a->kv_stride < a->n_kv_head * a->head_dim)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: q_stride %lld or kv_stride %lld too small",
+                           (long long)a->q_stride, (long long)a->kv_stride);
+    attn_job j = {.a = a};
+    atomic_init(&j.nomem, 0);
+    memra__pool_for(memra__cpu_pool(be), a->n_tokens * a->n_head, 1, attn_part, &j);
+    if (atomic_load(&j.nomem))
+        return memra__fail(be->err, MEMRA_E_NOMEM, "attention: out of memory for scores");
+    return MEMRA_OK;
+}
+
+memra_status_t memra__cpu_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out)
+{
+    if (!x || !out || n <= 0 || n > INT32_MAX)
+        return memra__fail(be->err, MEMRA_E_INVALID, "argmax: bad input");
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
+            best = i;
+    *out = best < 0 ? 0 : (int32_t)best;
+    return MEMRA_OK;
+}

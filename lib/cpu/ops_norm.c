@@ -1,0 +1,192 @@
+/* Row-local ops: norm, elementwise and rope.
+ *
+ * norm and elementwise compute in float64 from the float inputs and round
+ * once to float (for a single + or * that equals the float op exactly).
+ * rope instead follows ggml's float32 kernel step by step (model-spec §3.1),
+ * because its incrementally built angle is a documented bit-exactness detail
+ * of llama.cpp that the fixtures carry. */
+#include <math.h>
+
+#include "cpu_backend.h"
+
+/* ---- norm ---------------------------------------------------------------- */
+
+typedef struct norm_job {
+    memra_norm_kind_t kind;
+    const float *x, *w;
+    float *y;
+    int64_t xs, ys, dim;
+    float eps;
+} norm_job;
+
+static void norm_part(void *ctx, int64_t begin, int64_t end)
+{
+    const norm_job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        const float *x = j->x + r * j->xs;
+        float *y = j->y + r * j->ys;
+        double sum = 0.0;
+        for (int64_t i = 0; i < j->dim; i++)
+            sum += (double)x[i] * (double)x[i];
+        double scale;
+        if (j->kind == MEMRA_NORM_RMS)
+            scale = 1.0 / sqrt(sum / (double)j->dim + (double)j->eps);
+        else
+            scale = 1.0 / fmax(sqrt(sum), (double)j->eps);
+        /* y may be x: every x[i] has been read above */
+        for (int64_t i = 0; i < j->dim; i++)
+            y[i] = (float)((double)x[i] * scale * (j->w ? (double)j->w[i] : 1.0));
+    }
+}
+
+memra_status_t memra__cpu_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
+                               const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps)
+{
+    if (kind != MEMRA_NORM_RMS && kind != MEMRA_NORM_L2)
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: unknown kind %d", (int)kind);
+    if (n_rows < 0 || dim <= 0 || (n_rows > 0 && (!x || !y)))
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: bad shape or buffers");
+    if (n_rows > 1 && (xs < dim || ys < dim))
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: row strides %lld/%lld below dim %lld",
+                           (long long)xs, (long long)ys, (long long)dim);
+    if (!(eps >= 0.0f))
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: eps must be >= 0");
+    norm_job j = {.kind = kind, .x = x, .w = w, .y = y, .xs = xs, .ys = ys, .dim = dim, .eps = eps};
+    memra__pool_for(memra__cpu_pool(be), n_rows, 1, norm_part, &j);
+    return MEMRA_OK;
+}
+
+/* ---- elementwise --------------------------------------------------------- */
+
+/* Numerically stable softplus: log(1 + e^x) without overflow or loss. */
+static double softplus(double x)
+{
+    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
+}
+
+static float ew_one(const memra_ew_args_t *a, int64_t r, int64_t c)
+{
+    const double s = a->s;
+    const double x = a->op == MEMRA_EW_FILL ? 0.0 : (double)a->a[r * a->as + c];
+    double b = 0.0;
+    switch (a->op) {
+    case MEMRA_EW_ADD:
+    case MEMRA_EW_MUL:
+    case MEMRA_EW_ADD_SCALED:
+    case MEMRA_EW_SWIGLU:
+    case MEMRA_EW_GEGLU:
+    case MEMRA_EW_MUL_SIGMOID:
+    case MEMRA_EW_SOFTPLUS_MUL:
+        b = (double)a->b[r * a->bs + c];
+        break;
+    default:
+        break;
+    }
+    switch (a->op) {
+    case MEMRA_EW_COPY: return (float)x;
+    case MEMRA_EW_ADD: return (float)(x + b);
+    case MEMRA_EW_MUL: return (float)(x * b);
+    case MEMRA_EW_SCALE: return (float)(x * s);
+    case MEMRA_EW_ADD_SCALED: return (float)(x + b * s);
+    case MEMRA_EW_SILU: return (float)memra__cpu_silu(x);
+    case MEMRA_EW_GELU: return (float)memra__cpu_gelu(x);
+    case MEMRA_EW_SIGMOID: return (float)memra__cpu_sigmoid(x);
+    case MEMRA_EW_SWIGLU: return (float)(memra__cpu_silu(x) * b);
+    case MEMRA_EW_GEGLU: return (float)(memra__cpu_gelu(x) * b);
+    case MEMRA_EW_MUL_SIGMOID: return (float)(x * memra__cpu_sigmoid(b));
+    case MEMRA_EW_SOFTCAP: return (float)(s * tanh(x / s));
+    case MEMRA_EW_SOFTPLUS_MUL: return (float)(softplus(x + b) * (double)a->aux[c]);
+    case MEMRA_EW_FILL: return a->s;
+    }
+    return NAN; /* unreachable: the op was validated */
+}
+
+/* Split over all elements, not rows: decode calls are one long row. */
+static void ew_part(void *ctx, int64_t begin, int64_t end)
+{
+    const memra_ew_args_t *a = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t r = i / a->cols, c = i % a->cols;
+        a->y[r * a->ys + c] = ew_one(a, r, c);
+    }
+}
+
+static bool ew_needs_b(memra_ew_op_t op)
+{
+    switch (op) {
+    case MEMRA_EW_ADD:
+    case MEMRA_EW_MUL:
+    case MEMRA_EW_ADD_SCALED:
+    case MEMRA_EW_SWIGLU:
+    case MEMRA_EW_GEGLU:
+    case MEMRA_EW_MUL_SIGMOID:
+    case MEMRA_EW_SOFTPLUS_MUL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+memra_status_t memra__cpu_elementwise(memra__backend_t *be, const memra_ew_args_t *a)
+{
+    if (!a || (unsigned)a->op > (unsigned)MEMRA_EW_FILL)
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: unknown op");
+    if (a->rows < 0 || a->cols < 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: negative shape");
+    if (a->rows == 0 || a->cols == 0)
+        return MEMRA_OK;
+    if (!a->y || (a->op != MEMRA_EW_FILL && !a->a) || (ew_needs_b(a->op) && !a->b) ||
+        (a->op == MEMRA_EW_SOFTPLUS_MUL && !a->aux))
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: op %d is missing an input", (int)a->op);
+    if (a->rows > 1 && (a->ys < a->cols || a->as < 0 || a->bs < 0))
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: bad row strides");
+    if (a->op == MEMRA_EW_SOFTCAP && a->s == 0.0f)
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: softcap of 0");
+    memra__pool_for(memra__cpu_pool(be), a->rows * a->cols, 4096, ew_part, (void *)a);
+    return MEMRA_OK;
+}
+
+/* ---- rope ---------------------------------------------------------------- */
+
+static void rope_part(void *ctx, int64_t begin, int64_t end)
+{
+    const memra_rope_args_t *a = ctx;
+    const int64_t half = a->n_rot / 2;
+    const float theta_scale = powf(a->base, -2.0f / (float)a->n_rot);
+    /* NORM pairs (2i, 2i+1), NEOX pairs (i, i + n_rot/2) */
+    const int64_t step = a->mode == MEMRA_ROPE_NEOX ? 1 : 2;
+    const int64_t other = a->mode == MEMRA_ROPE_NEOX ? half : 1;
+    for (int64_t t = begin; t < end; t++) {
+        float *xt = a->x + t * a->token_stride;
+        float theta = (float)a->pos[t];
+        for (int64_t i = 0; i < half; i++) {
+            const float ff = a->freq_factors ? a->freq_factors[i] : 1.0f;
+            const float cos_t = cosf(theta / ff), sin_t = sinf(theta / ff);
+            for (int64_t h = 0; h < a->n_heads; h++) {
+                float *p = xt + h * a->head_stride + i * step;
+                const float x0 = p[0], x1 = p[other];
+                p[0] = x0 * cos_t - x1 * sin_t;
+                p[other] = x0 * sin_t + x1 * cos_t;
+            }
+            theta *= theta_scale;
+        }
+    }
+}
+
+memra_status_t memra__cpu_rope(memra__backend_t *be, const memra_rope_args_t *a)
+{
+    if (!a || (a->mode != MEMRA_ROPE_NORM && a->mode != MEMRA_ROPE_NEOX))
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: unknown mode");
+    if (a->n_tokens < 0 || a->n_heads < 0 || a->head_dim <= 0 || a->n_rot < 0 || a->n_rot % 2 ||
+        a->n_rot > a->head_dim)
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: bad shape (n_rot %lld, head_dim %lld)",
+                           (long long)a->n_rot, (long long)a->head_dim);
+    if (a->n_tokens == 0 || a->n_heads == 0 || a->n_rot == 0)
+        return MEMRA_OK;
+    if (!a->x || !a->pos)
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: missing x or pos");
+    if (!(a->base > 0.0f))
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: base must be > 0");
+    memra__pool_for(memra__cpu_pool(be), a->n_tokens, 1, rope_part, (void *)a);
+    return MEMRA_OK;
+}

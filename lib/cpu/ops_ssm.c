@@ -1,0 +1,119 @@
+/* The recurrent pieces of qwen35's Gated DeltaNet (model-spec §5.4): the
+ * causal depthwise conv with SiLU and the gated delta rule.
+ *
+ * Both carry state across calls, and a batch of n tokens must leave exactly
+ * what n one-token calls leave (chunked prefill and speculative decoding
+ * rely on it). So nothing is kept in higher precision across a token
+ * boundary: the conv state is a copy of inputs, the delta state is rounded
+ * to float after every token, as one-token calls would store it. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "cpu_backend.h"
+
+/* ---- conv ---------------------------------------------------------------- */
+
+/* Element idx of the per-channel sequence [state (K-1) | x_0 .. x_{n-1}]. */
+static float conv_seq(const memra_conv_args_t *a, int64_t c, int64_t idx)
+{
+    const int64_t k1 = a->kernel - 1;
+    return idx < k1 ? a->state[c * k1 + idx] : a->x[(idx - k1) * a->x_stride + c];
+}
+
+static void conv_part(void *ctx, int64_t begin, int64_t end)
+{
+    const memra_conv_args_t *a = ctx;
+    const int64_t K = a->kernel, k1 = K - 1;
+    for (int64_t c = begin; c < end; c++) {
+        const float *w = a->w + c * K;
+        /* output t reads sequence positions t .. t+K-1; tap K-1 is x_t */
+        for (int64_t t = 0; t < a->n_tokens; t++) {
+            double sum = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                sum += (double)conv_seq(a, c, t + k) * (double)w[k];
+            a->out[t * a->channels + c] = (float)memra__cpu_silu(sum);
+        }
+        /* new state = last K-1 entries of the sequence; ascending j reads
+         * index n+j >= j, so the in-place shift never reads a new value */
+        for (int64_t j = 0; j < k1; j++)
+            a->state[c * k1 + j] = conv_seq(a, c, a->n_tokens + j);
+    }
+}
+
+memra_status_t memra__cpu_conv(memra__backend_t *be, const memra_conv_args_t *a)
+{
+    if (!a || a->n_tokens < 0 || a->channels <= 0 || a->kernel <= 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "conv: bad shape");
+    if (a->n_tokens == 0)
+        return MEMRA_OK;
+    if (!a->x || !a->w || !a->out || (a->kernel > 1 && !a->state))
+        return memra__fail(be->err, MEMRA_E_INVALID, "conv: missing buffer");
+    if (a->n_tokens > 1 && a->x_stride < a->channels)
+        return memra__fail(be->err, MEMRA_E_INVALID, "conv: x_stride %lld below %lld channels",
+                           (long long)a->x_stride, (long long)a->channels);
+    memra__pool_for(memra__cpu_pool(be), a->channels, 16, conv_part, (void *)a);
+    return MEMRA_OK;
+}
+
+/* ---- gated delta rule ---------------------------------------------------- */
+
+typedef struct delta_job {
+    const memra_delta_args_t *a;
+    atomic_int nomem;
+} delta_job;
+
+static void delta_part(void *ctx, int64_t begin, int64_t end)
+{
+    delta_job *jb = ctx;
+    const memra_delta_args_t *a = jb->a;
+    const int64_t d = a->d;
+    double *delta = malloc((size_t)d * sizeof *delta);
+    if (!delta) {
+        atomic_store(&jb->nomem, 1);
+        return;
+    }
+    for (int64_t j = begin; j < end; j++) {
+        const int64_t kh = j % a->n_k;
+        /* S[i][m] (i key, m value) lives at m*d + i: row m of `s` is column m of S */
+        float *s = a->state + j * d * d;
+        for (int64_t t = 0; t < a->n_tokens; t++) {
+            const float *q = a->q + t * a->qk_stride + kh * d;
+            const float *k = a->k + t * a->qk_stride + kh * d;
+            const float *v = a->v + t * a->v_stride + j * d;
+            const double decay = exp((double)a->g[t * a->gb_stride + j]);
+            const double beta = a->beta[t * a->gb_stride + j];
+            /* S = exp(g)·S;  u = Sᵀk;  δ = β(v − u) */
+            for (int64_t m = 0; m < d; m++)
+                delta[m] = beta * ((double)v[m] - decay * memra__cpu_dot(s + m * d, k, d));
+            /* S += k δᵀ (one rounding of exp(g)·S + kδᵀ);  o = Sᵀ(q·scale) */
+            float *o = a->out + t * a->n_v * d + j * d;
+            for (int64_t m = 0; m < d; m++) {
+                float *row = s + m * d;
+                for (int64_t i = 0; i < d; i++)
+                    row[i] = (float)(decay * (double)row[i] + (double)k[i] * delta[m]);
+                o[m] = (float)((double)a->scale * memra__cpu_dot(row, q, d));
+            }
+        }
+    }
+    free(delta);
+}
+
+memra_status_t memra__cpu_delta(memra__backend_t *be, const memra_delta_args_t *a)
+{
+    if (!a || a->n_tokens < 0 || a->n_k <= 0 || a->n_v <= 0 || a->d <= 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "delta: bad shape");
+    if (a->n_tokens == 0)
+        return MEMRA_OK;
+    if (!a->q || !a->k || !a->v || !a->g || !a->beta || !a->state || !a->out)
+        return memra__fail(be->err, MEMRA_E_INVALID, "delta: missing buffer");
+    if (a->n_tokens > 1 &&
+        (a->qk_stride < a->n_k * a->d || a->v_stride < a->n_v * a->d || a->gb_stride < a->n_v))
+        return memra__fail(be->err, MEMRA_E_INVALID, "delta: row strides too small");
+    delta_job jb = {.a = a};
+    atomic_init(&jb.nomem, 0);
+    memra__pool_for(memra__cpu_pool(be), a->n_v, 1, delta_part, &jb);
+    if (atomic_load(&jb.nomem))
+        return memra__fail(be->err, MEMRA_E_NOMEM, "delta: out of memory");
+    return MEMRA_OK;
+}
