@@ -36,7 +36,10 @@ typedef struct memra_weight {
 /* Elementwise ops: y[r*ys + c] = f(a[r*as + c], b[r*bs + c], s). Rows of
  * `cols` elements; a stride of 0 for b broadcasts one row to every row.
  * y may be a or b with the same strides (in place): each output element
- * depends only on the inputs at its own index. */
+ * depends only on the inputs at its own index. Ops that do not read b (or a,
+ * for FILL) accept NULL there. CPU: each element in float64 from the float
+ * inputs, rounded once; GELU is the exact tanh form of model-spec §3.3 (not
+ * ggml's f16 table), softplus the overflow-safe log(1+e^x). */
 typedef enum memra_ew_op {
     MEMRA_EW_COPY,      /* y = a */
     MEMRA_EW_ADD,       /* y = a + b */
@@ -66,7 +69,7 @@ typedef struct memra_ew_args {
 
 typedef enum memra_norm_kind {
     MEMRA_NORM_RMS,            /* x / sqrt(mean(x^2) + eps) [* w] */
-    MEMRA_NORM_L2,             /* x / max(||x||, eps) */
+    MEMRA_NORM_L2,             /* x / max(||x||, eps) [* w] */
 } memra_norm_kind_t;
 
 typedef enum memra_rope_mode {
@@ -78,12 +81,14 @@ typedef struct memra_rope_args {
     float *x;                  /* in place */
     int64_t n_tokens, n_heads, head_dim;
     int64_t head_stride, token_stride;
-    int64_t n_rot;             /* rotated dims (<= head_dim); the rest is copied */
+    int64_t n_rot;             /* rotated dims (even, <= head_dim); the rest is left as is */
     const int32_t *pos;        /* device: position of each token */
     float base;
     const float *freq_factors; /* device, n_rot/2 entries, or NULL */
     memra_rope_mode_t mode;
 } memra_rope_args_t;
+/* CPU: ggml's float32 recipe bit for bit (θ_0 = p, θ_{i+1} = θ_i·powf(base,
+ * -2/n_rot), cosf/sinf(θ_i / ff_i)), not a float64 angle: model-spec §3.1. */
 
 /* Causal attention of n_tokens queries at positions pos0 .. pos0+n-1 over
  * cached keys/values 0 .. pos0+n-1 of one sequence. q: [n][n_head*head_dim]
@@ -102,6 +107,9 @@ typedef struct memra_attn_args {
     float scale;
     int64_t n_swa;
 } memra_attn_args_t;
+/* out rows are n_head*head_dim apart and must not overlap q or the cache. A
+ * query's output depends only on its position and the cache, never on
+ * n_tokens (CPU: bit-identical prefill and decode). */
 
 /* Depthwise causal conv over channels (qwen35 Gated DeltaNet), with SiLU.
  * x: [n][C] (row stride x_stride); state: [C][K-1] oldest first, updated;
@@ -114,6 +122,10 @@ typedef struct memra_conv_args {
     float *out;
     int64_t n_tokens, channels, kernel;
 } memra_conv_args_t;
+/* Output t reads [state | x_0 .. x_{n-1}] at t .. t+K-1; afterwards state is
+ * the last K-1 entries of that sequence, so n tokens in one call equal n
+ * one-token calls (bit for bit on CPU). out rows are `channels` apart and
+ * must not overlap x or state; kernel 1 needs no state. */
 
 /* Gated delta rule recurrence (model-spec §5.4), token by token.
  * q, k: [n][n_k*d] (already L2-normed; q NOT yet scaled), v: [n][n_v*d],
@@ -129,6 +141,9 @@ typedef struct memra_delta_args {
     int64_t n_tokens, n_k, n_v, d;
     float scale;               /* applied to q: 1/sqrt(d) */
 } memra_delta_args_t;
+/* out rows are n_v*d apart. Per token: S = e^g·S; u = Sᵀk; δ = β(v−u);
+ * S += kδᵀ; o = Sᵀ(q·scale). The state is float32 between tokens, so a batch
+ * equals one-token calls (bit for bit on CPU). */
 
 /* MoE routing: probs = softmax(logits[t]); top-k by prob (ties: lower id);
  * w = probs[sel] (divided by max(sum, 6.103515625e-5) when norm). */
@@ -139,6 +154,8 @@ typedef struct memra_route_args {
     int64_t n_tokens, n_expert, k;
     bool norm;
 } memra_route_args_t;
+/* k <= n_expert. CPU: probs rounded to float before the top-k (ties are
+ * compared on those floats); NaN logits are MEMRA_E_RANGE. */
 
 typedef enum memra_act {
     MEMRA_ACT_SILU,
@@ -157,6 +174,9 @@ typedef struct memra_moe_args {
     int64_t n_tokens, k, n_embd, n_ff;
     memra_act_t act;
 } memra_moe_args_t;
+/* n_expert is down->ne[2]; ids must be in [0, n_expert) (CPU: MEMRA_E_RANGE).
+ * CPU: exactly matmul(gate), matmul(up), elementwise SWIGLU/GEGLU,
+ * matmul(down), then the float64 sum over j = 0..k-1 rounded once. */
 
 typedef struct memra__backend memra__backend_t;
 
@@ -176,10 +196,15 @@ typedef struct memra__backend_i {
     memra_status_t (*copy)(memra__backend_t *be, void *dst, const void *src, size_t n);
     memra_status_t (*synchronize)(memra__backend_t *be);
 
-    /* y[r][0..ne1) = W · x[r], r < n_rows. x rows ldx apart, y rows ldy. */
+    /* y[r][0..ne1) = W · x[r], r < n_rows. x rows ldx apart, y rows ldy.
+     * Matrix 0 of a 3-D W; y must not overlap x. y[r][o] depends only on
+     * W row o and x[r], never on n_rows (CPU: (float) of the sequential
+     * float64 dot, = memra__dot_row), so any prefill chunking gives the
+     * same bits. */
     memra_status_t (*matmul)(memra__backend_t *be, const memra_weight_t *w, const float *x,
                              int64_t ldx, float *y, int64_t ldy, int64_t n_rows);
-    /* y[r] = dequantized row ids[r] of W (ids on the device). */
+    /* y[r] = dequantized row ids[r] of W (ids on the device, in [0, ne1);
+     * the CPU backend checks: MEMRA_E_RANGE). */
     memra_status_t (*get_rows)(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
                                int64_t n, float *y, int64_t ldy);
     /* Rows of `dim`: y = norm(x) [* w], x rows xs apart, y rows ys. w may be NULL.
@@ -193,7 +218,8 @@ typedef struct memra__backend_i {
     memra_status_t (*delta)(memra__backend_t *be, const memra_delta_args_t *a);
     memra_status_t (*route)(memra__backend_t *be, const memra_route_args_t *a);
     memra_status_t (*moe)(memra__backend_t *be, const memra_moe_args_t *a);
-    /* (optional) index of the max of x[0..n) into *out (host). */
+    /* (optional) index of the max of x[0..n) into *out (host). Ties: the
+     * lowest index; NaN entries never win (all NaN: 0). */
     memra_status_t (*argmax)(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
 } memra__backend_i;
 
