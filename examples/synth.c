@@ -432,9 +432,11 @@ static memra_status_t add_metadata(memra_gguf_writer_t *w, const spec_t *s, int 
         free(ff);
         free(swa);
         TRY(st);
+        /* a shrunk model keeps at least one full period of KV-owning layers,
+         * so every shared layer has a source of its own type */
         int shared = s->n_kv_shared;
-        if (shared >= n_layer)
-            shared = n_layer / 2;
+        if (shared > n_layer - s->swa_period)
+            shared = n_layer - s->swa_period > 0 ? n_layer - s->swa_period : 0;
         TRY(memra_gguf_writer_add_f32(w, KEY("rope.freq_base"), 1e6f));
         TRY(memra_gguf_writer_add_f32(w, KEY("rope.freq_base_swa"), 1e4f));
         TRY(memra_gguf_writer_add_u32(w, KEY("attention.key_length"), 512));

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine_impl.h"
@@ -116,6 +117,7 @@ memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_en
         return st;
     }
     e->be->err = &e->err;
+    e->be->fast = memra__engine_fast(e);
     *out = e;
     return MEMRA_OK;
 }
@@ -198,4 +200,47 @@ bool memra__engine_fast(const memra_engine_t *e)
         return e->params.fast != 0;
     const char *env = getenv("MEMRA_FAST");
     return !(env && strcmp(env, "0") == 0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+memra_status_t memra_engine_copy_bandwidth(memra_engine_t *e, size_t bytes, int32_t reps, double *bytes_per_s)
+{
+    if (!e || !bytes_per_s || bytes == 0 || reps < 1 || reps > 1000)
+        return memra__fail(e ? &e->err : NULL, MEMRA_E_INVALID, "memra_engine_copy_bandwidth: bad arguments");
+    memra__backend_t *be = e->be;
+    void *a = be->iface->alloc(be, bytes), *b = be->iface->alloc(be, bytes);
+    double *t = malloc((size_t)reps * sizeof *t);
+    memra_status_t st = a && b && t ? MEMRA_OK : memra__fail(&e->err, MEMRA_E_NOMEM, "copy bandwidth: cannot allocate 2 x %zu bytes", bytes);
+    /* first touch (and warm-up) so page faults and clocks do not count */
+    if (!st)
+        st = be->iface->copy(be, b, a, bytes);
+    if (!st)
+        st = be->iface->synchronize(be);
+    for (int32_t r = 0; r < reps && !st; r++) {
+        double t0 = now_s();
+        st = be->iface->copy(be, b, a, bytes);
+        if (!st)
+            st = be->iface->synchronize(be);
+        t[r] = now_s() - t0;
+    }
+    if (!st) {
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        *bytes_per_s = 2.0 * (double)bytes / t[reps / 2];
+    }
+    be->iface->free(be, a);
+    be->iface->free(be, b);
+    free(t);
+    return st;
 }

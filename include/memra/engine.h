@@ -58,6 +58,13 @@ typedef struct memra_engine_info {
 /* Fills INFO (its size field must be set). Thread-safety: any thread. */
 MEMRA_API memra_status_t memra_engine_get_info(const memra_engine_t *engine, memra_engine_info_t *info);
 
+/* Measures the device's memory bandwidth: a device-to-device copy of BYTES
+ * bytes, REPS times (after one warm-up); *bytes_per_s receives the median
+ * rate counting bytes read plus bytes written. Benchmarks state decode speed
+ * as a fraction of this. One thread at a time per handle. */
+MEMRA_API memra_status_t memra_engine_copy_bandwidth(memra_engine_t *engine, size_t bytes, int32_t reps,
+                                                     double *bytes_per_s);
+
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
 MEMRA_API int32_t memra_cuda_device_count(void);
 

@@ -1,0 +1,201 @@
+/* memra-bench: llama-bench-like prefill and decode throughput.
+ *
+ *   memra-bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-r 5] [--device cpu|cuda:N]
+ *               [--threads N] [--chunk N] [--json]
+ *
+ * pp: one forward over P random tokens from an empty cache (last-row
+ * logits). tg: after DEPTH tokens of context (untimed), N single-token
+ * decode steps, each returning its logits to the host. Each test runs R
+ * times after one warm-up; median and standard deviation are reported.
+ * Decode is also stated against the roofline this program measures itself:
+ * bytes the weights make each token read, over the engine's measured copy
+ * bandwidth (memra_engine_copy_bandwidth). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <memra/memra.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct stats {
+    double median, stdev;
+} stats;
+
+static stats summarize(double *v, int n)
+{
+    stats s = {0, 0};
+    double mean = 0;
+    for (int i = 0; i < n; i++)
+        mean += v[i] / n;
+    for (int i = 0; i < n; i++)
+        s.stdev += (v[i] - mean) * (v[i] - mean) / (n > 1 ? n - 1 : 1);
+    s.stdev = sqrt(s.stdev);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return s;
+}
+
+/* Bytes one decode step reads from the weights: every tensor once, except
+ * the embedding table, of which only one row is read unless it is also the
+ * (tied) output head. */
+static double decode_bytes(const memra_gguf_t *g, const char *arch)
+{
+    double total = 0, used_frac = 1;
+    char key[96];
+    uint64_t n_exp = 0, n_used = 0;
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    memra_gguf_kv_u64(g, memra_gguf_find_kv(g, key), &n_exp);
+    snprintf(key, sizeof key, "%s.expert_used_count", arch);
+    memra_gguf_kv_u64(g, memra_gguf_find_kv(g, key), &n_used);
+    if (n_exp > 0 && n_used > 0)
+        used_frac = (double)n_used / (double)n_exp; /* MoE: only the routed experts are read */
+    int64_t emb = memra_gguf_find_tensor(g, "token_embd.weight");
+    int tied = memra_gguf_find_tensor(g, "output.weight") < 0;
+    for (int64_t i = 0; i < memra_gguf_n_tensors(g); i++) {
+        const char *name = memra_gguf_tensor_name(g, i);
+        if (strncmp(name, "blk.", 4) == 0 && strstr(name, ".nextn."))
+            continue;
+        if (strcmp(name, "per_layer_token_embd.weight") == 0 || (i == emb && !tied)) {
+            int64_t ne[4];
+            memra_gguf_tensor_shape(g, i, ne);
+            total += (double)memra_gguf_tensor_nbytes(g, i) / (double)ne[1];
+            continue;
+        }
+        total += (double)memra_gguf_tensor_nbytes(g, i) * (strstr(name, "_exps.") ? used_frac : 1.0);
+    }
+    return total;
+}
+
+static void usage(const char *a0)
+{
+    fprintf(stderr, "usage: %s -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [--device cpu|cuda:N] [--threads N] "
+                    "[--chunk N] [--json]\n", a0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL, *device = "cpu";
+    int p = 512, n = 128, depth = 0, reps = 5, threads = 0, chunk = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!v) { usage(argv[0]); return 2; }
+        if (!strcmp(a, "-m")) path = v;
+        else if (!strcmp(a, "-p")) p = atoi(v);
+        else if (!strcmp(a, "-n")) n = atoi(v);
+        else if (!strcmp(a, "-d")) depth = atoi(v);
+        else if (!strcmp(a, "-r")) reps = atoi(v);
+        else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--chunk")) chunk = atoi(v);
+        else { usage(argv[0]); return 2; }
+        i++;
+    }
+    if (!path || p < 0 || n < 0 || depth < 0 || reps < 1) {
+        usage(argv[0]);
+        return 2;
+    }
+    memra_engine_params_t ep;
+    memra_engine_default_params(&ep);
+    ep.n_threads = threads;
+    memra_engine_t *e = NULL;
+    memra_model_t *m = NULL;
+    memra_cache_t *c = NULL;
+    memra_status_t st = memra_engine_params_set_device(&ep, device);
+    if (!st)
+        st = memra_engine_create(&ep, &e);
+    memra_model_params_t mp;
+    memra_model_default_params(&mp);
+    mp.engine = e;
+    mp.prefill_chunk = chunk;
+    double t_load = now_s();
+    if (!st)
+        st = memra_model_load(path, &mp, &m);
+    t_load = now_s() - t_load;
+    int32_t ctx = depth + (p > n ? p : n) + 8;
+    if (!st)
+        st = memra_cache_create(m, ctx, &c);
+    if (st) {
+        fprintf(stderr, "%s: %s: %s\n", argv[0], memra_strerror(st), memra_last_error());
+        return 1;
+    }
+    int32_t nv = memra_model_n_vocab(m);
+    int32_t len = depth + p + n + 8;
+    int32_t *tok = malloc((size_t)len * sizeof *tok);
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    uint64_t rng = 12345;
+    for (int32_t i = 0; i < len; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((rng >> 33) % (uint64_t)(nv > 256 ? 256 : nv)); /* ordinary byte tokens */
+    }
+    double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    for (int r = -1; r < reps && !st; r++) { /* r = -1: warm-up */
+        if (p > 0) {
+            memra_cache_clear(c);
+            double t0 = now_s();
+            st = memra_forward(m, c, tok, p, 0, logits);
+            double dt = now_s() - t0;
+            if (r >= 0)
+                pp[r] = p / dt;
+        }
+        if (!st && n > 0) {
+            memra_cache_clear(c);
+            if (depth > 0)
+                st = memra_forward(m, c, tok + p, depth, 0, NULL);
+            double t0 = now_s();
+            for (int i = 0; i < n && !st; i++)
+                st = memra_decode_step(m, c, tok[depth + i], logits);
+            double dt = now_s() - t0;
+            if (r >= 0)
+                tg[r] = n / dt;
+        }
+    }
+    if (st) {
+        fprintf(stderr, "%s: %s: %s\n", argv[0], memra_strerror(st), memra_model_last_error(m));
+        return 1;
+    }
+    stats spp = summarize(pp, reps), stg = summarize(tg, reps);
+    double bw = 0;
+    memra_engine_copy_bandwidth(e, (size_t)1 << 30, 10, &bw);
+    double bytes = decode_bytes(memra_model_gguf(m), memra_model_arch(m));
+    double roof = bw > 0 ? bw / bytes : 0;
+    memra_engine_info_t info = {.size = sizeof info};
+    memra_engine_get_info(e, &info);
+    if (json) {
+        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"device\":\"%s\",\"load_s\":%.3f,"
+               "\"pp\":{\"n_prompt\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},"
+               "\"tg\":{\"n_gen\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"reps\":%d,"
+               "\"decode_bytes_per_token\":%.0f,\"copy_bw_bytes_s\":%.4g,\"roofline_tok_s\":%.2f,\"roofline_frac\":%.4f}\n",
+               path, memra_model_arch(m), info.device_name, t_load, p, spp.median, spp.stdev, n, depth, stg.median,
+               stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0);
+    } else {
+        printf("model   %s (%s), %.2f GB weights read per decode token\n", path, memra_model_arch(m), bytes / 1e9);
+        printf("device  %s (%s)\n", info.device_name, info.backend_name);
+        printf("pp%-5d %10.2f tok/s  ± %.2f\n", p, spp.median, spp.stdev);
+        printf("tg%-5d %10.2f tok/s  ± %.2f  (depth %d)\n", n, stg.median, stg.stdev, depth);
+        printf("copy bandwidth %.1f GB/s (read+write) -> roofline %.1f tok/s, decode at %.1f%% of it\n", bw / 1e9,
+               roof, roof > 0 ? 100.0 * stg.median / roof : 0.0);
+    }
+    free(tok);
+    free(logits);
+    free(pp);
+    free(tg);
+    memra_cache_free(c);
+    memra_model_free(m);
+    memra_engine_destroy(e);
+    return 0;
+}
