@@ -6,6 +6,9 @@
 # lib/libmemra.sym, and the MEMRA_API declarations in the public headers.
 set -eu
 so=$1 sym=$2 inc=$3
+for f in "$so" "$sym" "$inc"; do
+    [ -e "$f" ] || { echo "$f: not found"; exit 1; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -26,7 +29,7 @@ sort -u "$tmp/sym_all" > "$tmp/sym"
 for h in "$inc"/*.h; do
     awk '
         /^[ \t]*#/ { next }
-        /MEMRA_API/ { d = ""; on = 1 }
+        /^[ \t]*(MEMRA_DEPRECATED\([^)]*\)[ \t]*)?MEMRA_API[ \t]/ { d = ""; on = 1 }
         on { d = d " " $0; if ($0 ~ /;/) { print d; on = 0 } }' "$h"
 done | sed -n \
     -e 's/^[^(]*[^A-Za-z0-9_(]\([A-Za-z_][A-Za-z0-9_]*\)[ \t]*(.*/\1/p' \
