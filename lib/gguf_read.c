@@ -531,7 +531,22 @@ static bool split_prefix(const char *path, char *prefix, size_t cap, unsigned *n
     if (n < tail)
         return false;
     const char *t = path + n - tail;
-    if (sscanf(t, "-%5u-of-%5u.gguf", no, count) != 2 || t[6] != '-' || n - tail + 1 > cap)
+    /* exact digits: sscanf would also take signs, spaces and a wrong suffix */
+    static const char shape[] = "-#####-of-#####.gguf";
+    *no = *count = 0;
+    for (size_t i = 0; i < tail; i++) {
+        if (shape[i] != '#') {
+            if (t[i] != shape[i])
+                return false;
+        } else if (t[i] < '0' || t[i] > '9') {
+            return false;
+        } else if (i < 6) {
+            *no = *no * 10 + (unsigned)(t[i] - '0');
+        } else {
+            *count = *count * 10 + (unsigned)(t[i] - '0');
+        }
+    }
+    if (n - tail + 1 > cap)
         return false;
     memcpy(prefix, path, n - tail);
     prefix[n - tail] = '\0';

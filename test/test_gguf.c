@@ -1425,6 +1425,20 @@ static void test_split(void **state)
     assert_int_equal(rename(sd.path[0], other), 0);
     expect_status(memra_gguf_open(other, &g), MEMRA_E_FORMAT);
     expect_msg("split.count");
+    /* ... or one that only looks like it */
+    static const char *const near[] = {"model-00001-of-00003.ggux", "model-0001x-of-00003.gguf",
+                                       "model-+0001-of-00003.gguf", "model-00001-of- 0003.gguf",
+                                       "model-00001_of-00003.gguf"};
+    for (size_t k = 0; k < N_OF(near); k++) {
+        char prev[400];
+        snprintf(prev, sizeof prev, "%s", other);
+        snprintf(other, sizeof other, "%s/%s", sd.dir, near[k]);
+        assert_int_equal(rename(prev, other), 0);
+        g_case = near[k];
+        expect_status(memra_gguf_open(other, &g), MEMRA_E_FORMAT);
+        expect_msg("split.count");
+    }
+    g_case = "";
     assert_int_equal(rename(other, sd.path[0]), 0);
 
     /* a missing shard */
