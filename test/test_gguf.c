@@ -1484,6 +1484,58 @@ static void test_split_duplicate(void **state)
     split_cleanup(&sd);
 }
 
+/* Later shards with many tensors make the name index grow and rehash. */
+static void test_split_many(void **state)
+{
+    (void)state;
+    split_dir sd;
+    split_setup(&sd);
+    static const int per_shard[2] = {1, 40};
+    int next = 0;
+    for (int s = 0; s < 2; s++) {
+        memra_gguf_writer_t *w = writer();
+        uint16_t no = (uint16_t)s, count = 2;
+        memra_gguf_writer_add_scalar(w, "split.no", MEMRA_GGUF_UINT16, &no);
+        memra_gguf_writer_add_scalar(w, "split.count", MEMRA_GGUF_UINT16, &count);
+        memra_gguf_writer_add_i32(w, "split.tensors.count", 41);
+        for (int t = 0; t < per_shard[s]; t++, next++) {
+            char name[32];
+            snprintf(name, sizeof name, "blk.%d.w", next);
+            assert_int_equal(memra_gguf_writer_add_tensor(w, name, MEMRA_TYPE_F32, 1, (int64_t[]){4},
+                                                          k_split_data[next % 5]), MEMRA_OK);
+        }
+        shard_path(&sd, sd.path[s], sizeof sd.path[s], s + 1, 2);
+        expect_status(memra_gguf_writer_write(w, sd.path[s]), MEMRA_OK);
+        memra_gguf_writer_destroy(w);
+    }
+    memra_gguf_t *g = NULL;
+    expect_status(memra_gguf_open(sd.path[0], &g), MEMRA_OK);
+    assert_int_equal(memra_gguf_n_tensors(g), 41);
+    for (int t = 0; t < 41; t++) {
+        char name[32];
+        snprintf(name, sizeof name, "blk.%d.w", t);
+        assert_int_equal(memra_gguf_find_tensor(g, name), t);
+        assert_int_equal(memra_gguf_tensor_shard(g, t), t == 0 ? 0 : 1);
+        assert_int_equal(memra_gguf_tensor_offset(g, t), t == 0 ? 0 : (uint64_t)(t - 1) * 32);
+        assert_memory_equal(memra_gguf_tensor_data(g, t), k_split_data[t % 5], 16);
+    }
+    assert_int_equal(memra_gguf_find_tensor(g, "blk.41.w"), -1);
+    memra_gguf_close(g);
+    split_cleanup(&sd);
+
+    /* more shards than the reader accepts */
+    split_setup(&sd);
+    memra_gguf_writer_t *w = writer();
+    uint16_t count = 2000;
+    memra_gguf_writer_add_scalar(w, "split.count", MEMRA_GGUF_UINT16, &count);
+    shard_path(&sd, sd.path[0], sizeof sd.path[0], 1, 2000);
+    expect_status(memra_gguf_writer_write(w, sd.path[0]), MEMRA_OK);
+    memra_gguf_writer_destroy(w);
+    expect_status(memra_gguf_open(sd.path[0], &g), MEMRA_E_FORMAT);
+    expect_msg("too large");
+    split_cleanup(&sd);
+}
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 static int check_fixture(const char *path)
@@ -1596,6 +1648,7 @@ int main(void)
         cmocka_unit_test(test_byte_flips),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_duplicate),
+        cmocka_unit_test(test_split_many),
         cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
