@@ -64,14 +64,16 @@ static uint64_t next_u64(void)
 
 static float uniform(void) { return (float)((next_u64() >> 40) * (1.0 / 16777216.0)); }
 
+/* Positive scales only; values below the smallest normal half (block
+ * scales of Q6_K/Q5_K are) become subnormals, as they would in a real file. */
 static uint16_t to_f16(float f)
 {
-    /* only normal, positive, moderate values are written here */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t e = ((x >> 23) & 0xFF) - 127 + 15;
-    uint32_t m = (x >> 13) & 0x3FF;
-    return (uint16_t)((x >> 16 & 0x8000) | (e << 10) | m);
+    if (f >= 6.103515625e-05f) {
+        uint32_t x;
+        memcpy(&x, &f, 4);
+        return (uint16_t)(((((x >> 23) & 0xFF) - 112) << 10) | ((x >> 13) & 0x3FF));
+    }
+    return (uint16_t)(f / 5.9604644775390625e-08f + 0.5f); /* multiples of 2^-24 */
 }
 
 static void fill_bytes(uint8_t *p, size_t n)

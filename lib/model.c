@@ -13,13 +13,6 @@
 memra_status_t memra_tokenizer_from_gguf(const memra_gguf_t *g, memra_tokenizer_t **out) __attribute__((weak));
 void memra_tokenizer_free(memra_tokenizer_t *tok) __attribute__((weak));
 
-/* Weak until every arch file is in the build, so a partial tree links. */
-#pragma weak memra__arch_llama
-#pragma weak memra__arch_qwen3
-#pragma weak memra__arch_qwen35
-#pragma weak memra__arch_qwen35moe
-#pragma weak memra__arch_gemma4
-
 static const memra__arch_t *const k_archs[] = {
     &memra__arch_llama, &memra__arch_qwen3, &memra__arch_qwen35, &memra__arch_qwen35moe, &memra__arch_gemma4,
 };
@@ -115,7 +108,7 @@ static memra_status_t pick_arch(memra_model_t *m)
     if (i < 0 || memra_gguf_kv_str(m->gguf, i, &arch, NULL) != MEMRA_OK)
         return memra__model_fail(m, MEMRA_E_FORMAT, "the file has no general.architecture string");
     for (size_t k = 0; k < MEMRA__ARRAY_LEN(k_archs); k++) {
-        if (k_archs[k] && strcmp(k_archs[k]->name, arch) == 0) {
+        if (strcmp(k_archs[k]->name, arch) == 0) {
             m->arch = k_archs[k];
             snprintf(m->arch_name, sizeof m->arch_name, "%s", arch);
             return MEMRA_OK;
