@@ -1,0 +1,3 @@
+module memra.example/generate
+
+go 1.19
