@@ -104,6 +104,42 @@ static memra_status_t cu_sync(memra__backend_t *be)
     return MEMRA_OK;
 }
 
+void *memra__cuda_ws(memra__backend_t *be, size_t bytes)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    if (bytes <= c->ws_size)
+        return c->ws;
+    /* grow by a quarter more than asked, so a slowly growing need does not
+     * reallocate on every call; cudaFree waits for the ops still using it */
+    size_t want = bytes + bytes / 4;
+    want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    cudaSetDevice(c->device);
+    if (c->ws) {
+        cudaStreamSynchronize(c->stream);
+        cudaFree(c->ws);
+    }
+    c->ws = NULL;
+    c->ws_size = 0;
+    if (cudaMalloc(&c->ws, want) != cudaSuccess) {
+        cudaGetLastError();
+        c->ws = NULL;
+        memra__fail(be->err, MEMRA_E_NOMEM, "cuda: workspace of %zu bytes: cudaMalloc failed", want);
+        return NULL;
+    }
+    c->ws_size = want;
+    return c->ws;
+}
+
+long memra__cuda_env_long(const char *name, long def)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    long r = strtol(v, &end, 10);
+    return *end ? def : r;
+}
+
 static memra__backend_i make_iface(void)
 {
     memra__backend_i i;
@@ -116,6 +152,17 @@ static memra__backend_i make_iface(void)
     i.download = cu_download;
     i.copy = cu_copy;
     i.synchronize = cu_sync;
+    i.matmul = memra__cuda_matmul;
+    i.get_rows = memra__cuda_get_rows;
+    i.norm = memra__cuda_norm;
+    i.elementwise = memra__cuda_elementwise;
+    i.rope = memra__cuda_rope;
+    i.attention = memra__cuda_attention;
+    i.conv = memra__cuda_conv;
+    i.delta = memra__cuda_delta;
+    i.route = memra__cuda_route;
+    i.moe = memra__cuda_moe;
+    i.argmax = memra__cuda_argmax;
     return i;
 }
 
@@ -152,6 +199,20 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         return memra__fail(NULL, MEMRA_E_DEVICE, "cuda device %d: cublasCreate failed", device);
     }
     cublasSetStream(c->cublas, c->stream);
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+        c->sm_count = prop.multiProcessorCount;
+    /* argmax: 64 (value, index) partials and the answer; pinned host int */
+    if (cudaMalloc(&c->argmax_part, 64 * 8 + 16) != cudaSuccess ||
+        cudaMallocHost((void **)&c->argmax_host, sizeof(int32_t)) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(c->argmax_part);
+        cublasDestroy(c->cublas);
+        cudaStreamDestroy(c->stream);
+        free(be);
+        free(c);
+        return memra__fail(NULL, MEMRA_E_NOMEM, "cuda device %d: out of memory for the argmax buffers", device);
+    }
     *out = be;
     return MEMRA_OK;
 }
@@ -165,6 +226,9 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     cudaStreamSynchronize(c->stream);
     cublasDestroy(c->cublas);
     cudaStreamDestroy(c->stream);
+    cudaFree(c->ws);
+    cudaFree(c->argmax_part);
+    cudaFreeHost(c->argmax_host);
     free(c);
     free(be);
 }

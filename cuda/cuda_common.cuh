@@ -11,8 +11,16 @@ extern "C" {
 
 typedef struct memra__cuda_ctx {
     int device;
+    int sm_count;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    /* Scratch shared by the ops of this engine (stream order keeps their
+     * uses apart); grown on demand, see memra__cuda_ws. */
+    void *ws;
+    size_t ws_size;
+    /* argmax: per-block partials on the device, the answer in pinned host memory */
+    void *argmax_part;
+    int32_t *argmax_host;
 } memra__cuda_ctx_t;
 
 static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
@@ -29,5 +37,50 @@ static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
             return memra__fail((be) ? (be)->err : NULL, MEMRA_E_DEVICE, "%s:%d: %s: %s",     \
                                __FILE__, __LINE__, #expr, cudaGetErrorString(memra_e_));      \
     } while (0)
+
+/* After a kernel launch: a bad configuration shows up here, not later. */
+#define MEMRA_CUDA_LAUNCHED(be) MEMRA_CUDA_TRY(be, cudaGetLastError())
+
+/* Scratch of at least BYTES (256-byte aligned), valid until the next call;
+ * NULL with the engine's error set when it cannot be had. Growing waits for
+ * the stream (cudaFree), so earlier ops that read the old buffer finish. */
+void *memra__cuda_ws(memra__backend_t *be, size_t bytes);
+
+/* Env knob as an integer, DEF when unset or unparsable. */
+long memra__cuda_env_long(const char *name, long def);
+
+static inline unsigned memra__cuda_blocks(int64_t work, int64_t per_block, int64_t cap)
+{
+    int64_t b = (work + per_block - 1) / per_block;
+    if (b < 1)
+        b = 1;
+    if (b > cap)
+        b = cap;
+    return (unsigned)b;
+}
+
+/* The op slots (cuda/ops_*.cu); semantics in lib/backend.h. */
+memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx,
+                                  float *y, int64_t ldy, int64_t n_rows);
+memra_status_t memra__cuda_get_rows(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids, int64_t n,
+                                    float *y, int64_t ldy);
+memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
+                                const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
+memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a);
+memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a);
+memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a);
+memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a);
+memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a);
+memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a);
+memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a);
+memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
+
+/* Grouped matvec shared by matmul and moe (cuda/ops_matmul.cu): problem p
+ * computes y_p[row] = W_{ids[p]}[row] · x_{p / xdiv} for every row < ne1. */
+memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
+                                          int64_t n_expert, int64_t n_problems, const float *x, int64_t ldx,
+                                          int64_t xdiv, float *y, int64_t ldy);
+/* Weight validation shared by the matmul-like ops. */
+memra_status_t memra__cuda_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op);
 
 #endif

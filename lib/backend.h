@@ -227,6 +227,9 @@ struct memra__backend {
     const memra__backend_i *iface;
     void *ctx;
     memra__err_t *err; /* the owning engine's error slot */
+    /* The engine's effective "fast" setting (memra__engine_fast): the CUDA
+     * backend may then run prefill matmuls with f16/bf16 inputs. */
+    bool fast;
 };
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */

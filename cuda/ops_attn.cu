@@ -1,0 +1,423 @@
+/* Causal / sliding-window attention with GQA (flash-decoding), and argmax.
+ *
+ * A block computes one (query token, head, key split): scores of a tile of
+ * keys into shared memory, an online softmax over the tiles, P·V into
+ * per-thread float32 accumulators. Queries with several splits are merged
+ * by a second kernel. The split of a query depends only on its own key
+ * range (FA_SPLIT_KEYS keys each), never on the other queries of the call,
+ * so a query's output is the same whatever the chunking; MEMRA_FA_SPLIT=N
+ * instead splits every query into N parts. */
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+
+#define FA_THREADS 128
+#define FA_TILE 128          /* keys per score tile */
+#define FA_SPLIT_KEYS 256    /* default keys per split */
+#define FA_MAX_C4 2          /* float4 columns per thread: head_dim <= 1024 */
+#define FA_WS_CAP ((size_t)256 << 20)
+
+struct fa_args {
+    memra_attn_args_t a;
+    int64_t t0;          /* first token of this wave */
+    int64_t max_splits;  /* gridDim.y */
+    int64_t fixed_split; /* MEMRA_FA_SPLIT, or 0 */
+    float *part;         /* [token of wave][head][split][hd + 2] */
+};
+
+static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int64_t *lo, int64_t *len, int64_t *nsplit,
+                                                int64_t *chunk)
+{
+    const int64_t p = f.a.pos0 + t;
+    *lo = f.a.n_swa > 0 && p - f.a.n_swa + 1 > 0 ? p - f.a.n_swa + 1 : 0;
+    *len = p - *lo + 1;
+    if (f.fixed_split > 0) {
+        *nsplit = f.fixed_split < *len ? f.fixed_split : *len;
+        *chunk = (*len + *nsplit - 1) / *nsplit;
+        *nsplit = (*len + *chunk - 1) / *chunk;
+    } else {
+        *chunk = FA_SPLIT_KEYS;
+        *nsplit = (*len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
+    }
+}
+
+static __device__ __forceinline__ float block_max(float v, float *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int i = 1; i < FA_THREADS / 32; i++)
+        r = fmaxf(r, red[i]);
+    return r;
+}
+
+static __device__ __forceinline__ float block_sum(float v, float *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float r = red[0];
+#pragma unroll
+    for (int i = 1; i < FA_THREADS / 32; i++)
+        r += red[i];
+    return r;
+}
+
+template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(const fa_args f)
+{
+    extern __shared__ __align__(16) float fa_smem[];
+    const memra_attn_args_t &a = f.a;
+    const int hd = (int)a.head_dim;
+    const int64_t h = blockIdx.x, s = blockIdx.y, tw = blockIdx.z, t = f.t0 + tw;
+    int64_t lo, len, nsplit, chunk;
+    fa_range(f, t, &lo, &len, &nsplit, &chunk);
+    if (s >= nsplit)
+        return;
+    const int64_t k_begin = lo + s * chunk, k_end = min(lo + len, k_begin + chunk);
+    const int64_t kvh = h / (a.n_head / a.n_kv_head);
+    float *q_s = fa_smem;              /* hd */
+    float *sc = q_s + hd;              /* FA_TILE */
+    float *red = sc + FA_TILE;         /* 32 */
+    float *accr = red + 32;            /* reduction of the key groups: kg * hd */
+    const float *q = a.q + t * a.q_stride + h * hd;
+    for (int i = threadIdx.x; i < hd; i += FA_THREADS)
+        q_s[i] = q[i];
+    const float *kb = a.k_cache + kvh * hd, *vb = a.v_cache + kvh * hd;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nc4 = hd / 4;
+    /* P·V layout: thread = (key group g, float4 column) */
+    const int kg = VEC ? (nc4 >= FA_THREADS ? 1 : FA_THREADS / nc4) : 1;
+    const int g = VEC ? (nc4 >= FA_THREADS ? 0 : threadIdx.x / nc4) : 0;
+    const int c4_0 = VEC ? (nc4 >= FA_THREADS ? threadIdx.x : threadIdx.x % nc4) : threadIdx.x;
+    const bool pv_on = g < kg;
+    float4 acc[FA_MAX_C4];
+    float accs[8]; /* scalar path: columns threadIdx.x + i*FA_THREADS */
+#pragma unroll
+    for (int i = 0; i < FA_MAX_C4; i++)
+        acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        accs[i] = 0.f;
+    float m = -INFINITY, l = 0.0f;
+    __syncthreads();
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += FA_TILE) {
+        const int nt = (int)min((int64_t)FA_TILE, k_end - k0);
+        /* scores: a warp per key */
+        for (int kk = warp; kk < nt; kk += FA_THREADS / 32) {
+            const float *kr = kb + (k0 + kk) * a.kv_stride;
+            float d = 0.0f;
+            if (VEC) {
+                for (int c = lane; c < nc4; c += 32) {
+                    const float4 kv = __ldg((const float4 *)kr + c);
+                    const float4 qv = ((const float4 *)q_s)[c];
+                    d = fmaf(qv.x, kv.x, d);
+                    d = fmaf(qv.y, kv.y, d);
+                    d = fmaf(qv.z, kv.z, d);
+                    d = fmaf(qv.w, kv.w, d);
+                }
+            } else {
+                for (int c = lane; c < hd; c += 32)
+                    d = fmaf(q_s[c], __ldg(kr + c), d);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                d += __shfl_xor_sync(0xffffffffu, d, o);
+            if (lane == 0)
+                sc[kk] = a.scale * d;
+        }
+        __syncthreads();
+        float tmax = -INFINITY;
+        for (int kk = threadIdx.x; kk < nt; kk += FA_THREADS)
+            tmax = fmaxf(tmax, sc[kk]);
+        const float m_new = fmaxf(m, block_max(tmax, red));
+        float psum = 0.0f;
+        for (int kk = threadIdx.x; kk < nt; kk += FA_THREADS) {
+            const float p = expf(sc[kk] - m_new);
+            sc[kk] = p;
+            psum += p;
+        }
+        const float tsum = block_sum(psum, red); /* its barriers also publish sc */
+        const float alpha = expf(m - m_new);
+        l = l * alpha + tsum;
+        m = m_new;
+        if (VEC) {
+            if (pv_on) {
+#pragma unroll
+                for (int i = 0; i < FA_MAX_C4; i++) {
+                    acc[i].x *= alpha;
+                    acc[i].y *= alpha;
+                    acc[i].z *= alpha;
+                    acc[i].w *= alpha;
+                }
+                for (int kk = g; kk < nt; kk += kg) {
+                    const float p = sc[kk];
+                    const float4 *vr = (const float4 *)(vb + (k0 + kk) * a.kv_stride);
+#pragma unroll
+                    for (int i = 0; i < FA_MAX_C4; i++) {
+                        const int c4 = c4_0 + i * FA_THREADS;
+                        if (c4 < nc4) {
+                            const float4 v = __ldg(vr + c4);
+                            acc[i].x = fmaf(p, v.x, acc[i].x);
+                            acc[i].y = fmaf(p, v.y, acc[i].y);
+                            acc[i].z = fmaf(p, v.z, acc[i].z);
+                            acc[i].w = fmaf(p, v.w, acc[i].w);
+                        }
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                accs[i] *= alpha;
+            for (int kk = 0; kk < nt; kk++) {
+                const float p = sc[kk];
+                const float *vr = vb + (k0 + kk) * a.kv_stride;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const int c = threadIdx.x + i * FA_THREADS;
+                    if (c < hd)
+                        accs[i] = fmaf(p, __ldg(vr + c), accs[i]);
+                }
+            }
+        }
+        __syncthreads(); /* sc is rewritten by the next tile */
+    }
+    /* merge the key groups in a fixed order */
+    if (VEC) {
+        if (pv_on) {
+#pragma unroll
+            for (int i = 0; i < FA_MAX_C4; i++) {
+                const int c4 = c4_0 + i * FA_THREADS;
+                if (c4 < nc4)
+                    ((float4 *)(accr + g * hd))[c4] = acc[i];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int c = threadIdx.x + i * FA_THREADS;
+            if (c < hd)
+                accr[c] = accs[i];
+        }
+    }
+    __syncthreads();
+    const bool direct = nsplit == 1;
+    float *o = direct ? a.out + t * a.n_head * hd + h * hd
+                      : f.part + ((tw * a.n_head + h) * f.max_splits + s) * (int64_t)(hd + 2);
+    for (int d = threadIdx.x; d < hd; d += FA_THREADS) {
+        float v = accr[d];
+        for (int gg = 1; gg < kg; gg++)
+            v += accr[gg * hd + d];
+        o[d] = direct ? v / l : v;
+    }
+    if (!direct && threadIdx.x == 0) {
+        o[hd] = m;
+        o[hd + 1] = l;
+    }
+}
+
+__global__ void fa_combine_kernel(const fa_args f)
+{
+    const memra_attn_args_t &a = f.a;
+    const int hd = (int)a.head_dim;
+    const int64_t h = blockIdx.x, tw = blockIdx.y, t = f.t0 + tw;
+    int64_t lo, len, nsplit, chunk;
+    fa_range(f, t, &lo, &len, &nsplit, &chunk);
+    if (nsplit == 1)
+        return;
+    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * (int64_t)(hd + 2);
+    float M = -INFINITY;
+    for (int64_t s = 0; s < nsplit; s++)
+        M = fmaxf(M, p[s * (hd + 2) + hd]);
+    float L = 0.0f;
+    for (int64_t s = 0; s < nsplit; s++)
+        L += p[s * (hd + 2) + hd + 1] * expf(p[s * (hd + 2) + hd] - M);
+    float *o = a.out + t * a.n_head * hd + h * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float v = 0.0f;
+        for (int64_t s = 0; s < nsplit; s++)
+            v = fmaf(p[s * (hd + 2) + d], expf(p[s * (hd + 2) + hd] - M), v);
+        o[d] = v / L;
+    }
+}
+
+memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
+{
+    if (!a || a->n_tokens < 0 || a->pos0 < 0 || a->n_head <= 0 || a->n_kv_head <= 0 || a->head_dim <= 0 ||
+        a->n_swa < 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: bad shape");
+    if (a->n_head % a->n_kv_head)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: %lld heads not a multiple of %lld kv heads",
+                           (long long)a->n_head, (long long)a->n_kv_head);
+    if (a->n_tokens == 0)
+        return MEMRA_OK;
+    if (!a->q || !a->k_cache || !a->v_cache || !a->out)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: missing buffer");
+    if ((a->n_tokens > 1 && a->q_stride < a->n_head * a->head_dim) || a->kv_stride < a->n_kv_head * a->head_dim)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: q_stride %lld or kv_stride %lld too small",
+                           (long long)a->q_stride, (long long)a->kv_stride);
+    const int64_t hd = a->head_dim;
+    const bool vec = hd % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->k_cache % 16 == 0 &&
+                     (uintptr_t)a->v_cache % 16 == 0;
+    if (hd > (vec ? 4 * FA_MAX_C4 * FA_THREADS : 8 * FA_THREADS))
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    static long fixed = -2;
+    if (fixed == -2)
+        fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
+    const int64_t n_keys = a->pos0 + a->n_tokens;
+    const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
+    int64_t max_splits;
+    if (fixed > 0) {
+        /* every query splits into at most min(fixed, its length) parts */
+        max_splits = fixed < max_len ? fixed : max_len;
+    } else {
+        max_splits = (max_len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
+    }
+    if (max_splits > 65535)
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: %lld key splits", (long long)max_splits);
+    fa_args f;
+    f.a = *a;
+    f.max_splits = max_splits;
+    f.fixed_split = fixed > 0 ? fixed : 0;
+    f.part = NULL;
+    const size_t per_token = (size_t)a->n_head * max_splits * (hd + 2) * sizeof(float);
+    int64_t wave = a->n_tokens;
+    if (max_splits > 1) {
+        int64_t cap = (int64_t)(FA_WS_CAP / per_token);
+        if (cap < 1)
+            cap = 1;
+        if (wave > cap)
+            wave = cap;
+        f.part = (float *)memra__cuda_ws(be, per_token * wave);
+        if (!f.part)
+            return MEMRA_E_NOMEM;
+    }
+    if (wave > 65535)
+        wave = 65535;
+    const int kg = vec ? (hd / 4 >= FA_THREADS ? 1 : FA_THREADS / (hd / 4)) : 1;
+    const size_t smem = (size_t)(hd + FA_TILE + 32 + kg * hd) * sizeof(float);
+    if (smem > 48 * 1024) {
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
+    for (int64_t t0 = 0; t0 < a->n_tokens; t0 += wave) {
+        const int64_t nt = a->n_tokens - t0 < wave ? a->n_tokens - t0 : wave;
+        f.t0 = t0;
+        const dim3 grid((unsigned)a->n_head, (unsigned)max_splits, (unsigned)nt);
+        if (vec)
+            fa_kernel<true><<<grid, FA_THREADS, smem, c->stream>>>(f);
+        else
+            fa_kernel<false><<<grid, FA_THREADS, smem, c->stream>>>(f);
+        MEMRA_CUDA_LAUNCHED(be);
+        if (max_splits > 1) {
+            fa_combine_kernel<<<dim3((unsigned)a->n_head, (unsigned)nt), 128, 0, c->stream>>>(f);
+            MEMRA_CUDA_LAUNCHED(be);
+        }
+    }
+    return MEMRA_OK;
+}
+
+/* ---- argmax ------------------------------------------------------------------ */
+
+#define AM_BLOCKS 64
+#define AM_THREADS 512
+
+struct am_pair {
+    float v;
+    int32_t i;
+};
+
+/* (v, i) beats (w, j): larger value, then lower index; NaN never wins. */
+static __device__ __forceinline__ bool am_better(float v, int32_t i, float w, int32_t j)
+{
+    if (i < 0)
+        return false;
+    if (j < 0)
+        return true;
+    return v > w || (v == w && i < j);
+}
+
+static __device__ __forceinline__ void am_block(float &bv, int32_t &bi, am_pair *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (am_better(ov, oi, bv, bi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = {bv, bi};
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+            if (am_better(red[w].v, red[w].i, bv, bi)) {
+                bv = red[w].v;
+                bi = red[w].i;
+            }
+    }
+}
+
+__global__ void argmax_part_kernel(const float *x, int64_t n, am_pair *part)
+{
+    __shared__ am_pair red[AM_THREADS / 32];
+    float bv = -INFINITY;
+    int32_t bi = -1;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float v = x[i];
+        if (!isnan(v) && am_better(v, (int32_t)i, bv, bi)) {
+            bv = v;
+            bi = (int32_t)i;
+        }
+    }
+    am_block(bv, bi, red);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = {bv, bi};
+}
+
+__global__ void argmax_final_kernel(const am_pair *part, int n_part, int32_t *out)
+{
+    __shared__ am_pair red[32];
+    float bv = -INFINITY;
+    int32_t bi = -1;
+    for (int i = threadIdx.x; i < n_part; i += blockDim.x)
+        if (am_better(part[i].v, part[i].i, bv, bi)) {
+            bv = part[i].v;
+            bi = part[i].i;
+        }
+    am_block(bv, bi, red);
+    if (threadIdx.x == 0)
+        *out = bi < 0 ? 0 : bi;
+}
+
+memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out)
+{
+    if (!x || !out || n <= 0 || n > INT32_MAX)
+        return memra__fail(be->err, MEMRA_E_INVALID, "argmax: bad input");
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const unsigned blocks = memra__cuda_blocks(n, AM_THREADS * 4, AM_BLOCKS);
+    am_pair *part = (am_pair *)c->argmax_part;
+    int32_t *res = (int32_t *)(part + AM_BLOCKS);
+    argmax_part_kernel<<<blocks, AM_THREADS, 0, c->stream>>>(x, n, part);
+    MEMRA_CUDA_LAUNCHED(be);
+    argmax_final_kernel<<<1, 64, 0, c->stream>>>(part, (int)blocks, res);
+    MEMRA_CUDA_LAUNCHED(be);
+    MEMRA_CUDA_TRY(be, cudaMemcpyAsync(c->argmax_host, res, sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream));
+    MEMRA_CUDA_TRY(be, cudaStreamSynchronize(c->stream));
+    *out = *c->argmax_host;
+    return MEMRA_OK;
+}

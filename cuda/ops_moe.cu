@@ -1,0 +1,249 @@
+/* MoE routing and the routed expert FFN, on the device end to end: the
+ * expert ids that route writes are read by the grouped matvec kernels
+ * directly, so nothing waits for the host.
+ *
+ * route computes in float64 like the reference (lib/cpu/ops_moe.c) and
+ * rounds the probabilities once, so the selection (ties: lower id) agrees.
+ * moe is the composition of the plain ops: per (token, slot) matvecs of the
+ * selected expert's gate/up rows, act(g)*u in float64, the down matvec,
+ * then the weighted sum over slots in slot order in float64. */
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+#define ROUTE_THREADS 256
+#define ROUTE_SUM_MIN 6.103515625e-5
+#define MOE_WS_CAP ((size_t)256 << 20)
+
+/* ---- route ------------------------------------------------------------------ */
+
+static __device__ __forceinline__ bool route_better(float p, int e, float bp, int be)
+{
+    if (e < 0)
+        return false;
+    if (be < 0)
+        return true;
+    return p > bp || (p == bp && e < be);
+}
+
+__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
+{
+    extern __shared__ float r_p[];
+    __shared__ double r_red[ROUTE_THREADS / 32];
+    __shared__ float r_bp[ROUTE_THREADS / 32];
+    __shared__ int r_be[ROUTE_THREADS / 32];
+    __shared__ float s_prev_p;
+    __shared__ int s_prev_e;
+    const int64_t ne = a.n_expert;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x) {
+        const float *l = a.logits + t * ne;
+        double mx = -INFINITY;
+        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+            mx = fmax(mx, (double)l[e]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (lane == 0)
+            r_red[warp] = mx;
+        __syncthreads();
+        mx = r_red[0];
+        for (int i = 1; i < ROUTE_THREADS / 32; i++)
+            mx = fmax(mx, r_red[i]);
+        __syncthreads();
+        double sum = 0.0;
+        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+            sum += exp((double)l[e] - mx);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0)
+            r_red[warp] = sum;
+        __syncthreads();
+        sum = 0.0;
+        for (int i = 0; i < ROUTE_THREADS / 32; i++)
+            sum += r_red[i];
+        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+            r_p[e] = (float)(exp((double)l[e] - mx) / sum);
+        if (threadIdx.x == 0) {
+            s_prev_p = INFINITY;
+            s_prev_e = -1;
+        }
+        __syncthreads();
+        int32_t *ids = a.ids + t * a.k;
+        float *w = a.weights + t * a.k;
+        double wsum = 0.0;
+        for (int64_t s = 0; s < a.k; s++) {
+            /* the best expert strictly after the previous pick in the order
+             * (prob descending, id ascending) */
+            const float pp = s_prev_p;
+            const int pe = s_prev_e;
+            float bp = 0.0f;
+            int be = -1;
+            for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS) {
+                const float p = r_p[e];
+                const bool after = p < pp || (p == pp && (int)e > pe);
+                if (after && route_better(p, (int)e, bp, be)) {
+                    bp = p;
+                    be = (int)e;
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+                const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                if (route_better(op, oe, bp, be)) {
+                    bp = op;
+                    be = oe;
+                }
+            }
+            if (lane == 0) {
+                r_bp[warp] = bp;
+                r_be[warp] = be;
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int i = 1; i < ROUTE_THREADS / 32; i++)
+                    if (route_better(r_bp[i], r_be[i], bp, be)) {
+                        bp = r_bp[i];
+                        be = r_be[i];
+                    }
+                if (be < 0) { /* only NaN left */
+                    be = 0;
+                    bp = r_p[0];
+                }
+                ids[s] = be;
+                w[s] = bp;
+                wsum += (double)bp;
+                s_prev_p = bp;
+                s_prev_e = be;
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0 && a.norm)
+            for (int64_t s = 0; s < a.k; s++)
+                w[s] = (float)((double)w[s] / fmax(wsum, ROUTE_SUM_MIN));
+        __syncthreads();
+    }
+}
+
+memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a)
+{
+    if (!a || a->n_tokens < 0 || a->n_expert <= 0 || a->n_expert > INT32_MAX || a->k <= 0 || a->k > a->n_expert)
+        return memra__fail(be->err, MEMRA_E_INVALID, "route: bad shape");
+    if (a->n_tokens == 0)
+        return MEMRA_OK;
+    if (!a->logits || !a->ids || !a->weights)
+        return memra__fail(be->err, MEMRA_E_INVALID, "route: missing buffer");
+    const size_t smem = (size_t)a->n_expert * sizeof(float);
+    if (smem > 200 * 1024)
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
+    if (smem > 48 * 1024)
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    route_kernel<<<memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream>>>(*a);
+    MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* ---- moe -------------------------------------------------------------------- */
+
+static __device__ __forceinline__ double moe_act(int act, double x)
+{
+    if (act == MEMRA_ACT_GELU)
+        return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+    return x / (1.0 + exp(-x));
+}
+
+/* h[p][f] = act(g[p][f]) * u[p][f], g and u rows of their own strides */
+__global__ void moe_act_kernel(const float *g, int64_t lg, const float *u, int64_t lu, float *h, int64_t n_p,
+                               int64_t n_ff, int act)
+{
+    for (int64_t p = blockIdx.y; p < n_p; p += gridDim.y)
+        for (int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; f < n_ff; f += (int64_t)gridDim.x * blockDim.x)
+            h[p * n_ff + f] = (float)(moe_act(act, (double)g[p * lg + f]) * (double)u[p * lu + f]);
+}
+
+/* out[t][i] = sum_j w[t][j] * scale[e] * y[t*k+j][i], slot order, float64 */
+__global__ void moe_sum_kernel(const float *y, const int32_t *ids, const float *w, const float *scale, int64_t n_expert,
+                               float *out, int64_t n_tokens, int64_t k, int64_t n_embd)
+{
+    for (int64_t t = blockIdx.y; t < n_tokens; t += gridDim.y)
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_embd;
+             i += (int64_t)gridDim.x * blockDim.x) {
+            double acc = 0.0;
+            for (int64_t s = 0; s < k; s++) {
+                const int32_t e = ids[t * k + s];
+                const double sc = scale && e >= 0 && e < n_expert ? (double)scale[e] : 1.0;
+                acc = __dadd_rn(acc, __dmul_rn(__dmul_rn((double)w[t * k + s], sc), (double)y[(t * k + s) * n_embd + i]));
+            }
+            out[t * n_embd + i] = (float)acc;
+        }
+}
+
+memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
+{
+    if (!a || a->n_tokens < 0 || a->k <= 0 || a->n_embd <= 0 || a->n_ff <= 0 ||
+        (a->act != MEMRA_ACT_SILU && a->act != MEMRA_ACT_GELU))
+        return memra__fail(be->err, MEMRA_E_INVALID, "moe: bad shape or activation");
+    if (!a->gate_up == !(a->gate && a->up) || (a->gate_up && (a->gate || a->up)))
+        return memra__fail(be->err, MEMRA_E_INVALID, "moe: give either gate_up or both gate and up");
+    const memra_weight_t *ws[3] = {a->gate_up ? a->gate_up : a->gate, a->gate_up ? NULL : a->up, a->down};
+    for (int i = 0; i < 3; i++) {
+        if (!ws[i] && i == 1)
+            continue;
+        memra_status_t st = memra__cuda_check_weight(be, ws[i], "moe");
+        if (st)
+            return st;
+    }
+    const int64_t ne = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
+    const int64_t gate_rows = a->gate_up ? 2 * a->n_ff : a->n_ff;
+    for (int i = 0; i < 2; i++)
+        if (ws[i] && (ws[i]->ne[0] != a->n_embd || ws[i]->ne[1] != gate_rows || (ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1) != ne))
+            return memra__fail(be->err, MEMRA_E_INVALID, "moe: gate/up weight shape does not match");
+    if (a->down->ne[0] != a->n_ff || a->down->ne[1] != a->n_embd)
+        return memra__fail(be->err, MEMRA_E_INVALID, "moe: down weight shape does not match");
+    if (a->n_tokens == 0)
+        return MEMRA_OK;
+    if (!a->x || !a->ids || !a->weights || !a->out)
+        return memra__fail(be->err, MEMRA_E_INVALID, "moe: missing buffer");
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const int64_t k = a->k, n_ff = a->n_ff, n_embd = a->n_embd;
+    const size_t per_tok = (size_t)k * (size_t)(gate_rows + (a->gate_up ? 0 : n_ff) + n_ff + n_embd) * sizeof(float);
+    int64_t pass = (int64_t)(MOE_WS_CAP / per_tok);
+    if (pass < 1)
+        pass = 1;
+    if (pass > a->n_tokens)
+        pass = a->n_tokens;
+    if (pass * k > 65535) /* one grouped launch per pass */
+        pass = 65535 / k > 0 ? 65535 / k : 1;
+    float *g = (float *)memra__cuda_ws(be, per_tok * (size_t)pass + 1024);
+    if (!g)
+        return MEMRA_E_NOMEM;
+    float *u = g + pass * k * gate_rows;
+    float *h = u + (a->gate_up ? 0 : pass * k * n_ff);
+    float *y = h + pass * k * n_ff;
+    for (int64_t t0 = 0; t0 < a->n_tokens; t0 += pass) {
+        const int64_t nt = a->n_tokens - t0 < pass ? a->n_tokens - t0 : pass, np = nt * k;
+        const int32_t *ids = a->ids + t0 * k;
+        memra_status_t st = memra__cuda_matvec_grouped(be, ws[0], ids, ne, np, a->x + t0 * n_embd, n_embd, k, g,
+                                                       gate_rows);
+        if (!st && !a->gate_up)
+            st = memra__cuda_matvec_grouped(be, a->up, ids, ne, np, a->x + t0 * n_embd, n_embd, k, u, n_ff);
+        if (st)
+            return st;
+        const float *uu = a->gate_up ? g + n_ff : u;
+        const int64_t lu = a->gate_up ? gate_rows : n_ff;
+        moe_act_kernel<<<dim3(memra__cuda_blocks(n_ff, 256, 64), memra__cuda_blocks(np, 1, 65535)), 256, 0,
+                         c->stream>>>(g, gate_rows, uu, lu, h, np, n_ff, (int)a->act);
+        MEMRA_CUDA_LAUNCHED(be);
+        st = memra__cuda_matvec_grouped(be, a->down, ids, ne, np, h, n_ff, 1, y, n_embd);
+        if (st)
+            return st;
+        moe_sum_kernel<<<dim3(memra__cuda_blocks(n_embd, 256, 64), memra__cuda_blocks(nt, 1, 65535)), 256, 0,
+                         c->stream>>>(y, ids, a->weights + t0 * k, a->expert_scale, ne, a->out + t0 * n_embd, nt, k,
+                                      n_embd);
+        MEMRA_CUDA_LAUNCHED(be);
+    }
+    return MEMRA_OK;
+}

@@ -1,0 +1,239 @@
+/* Row-local ops: norm, elementwise and rope.
+ *
+ * Like the CPU reference (lib/cpu/ops_norm.c), norm and the transcendental
+ * elementwise ops compute in float64 and round once; + and * in float equal
+ * that exactly. rope follows the reference's float32 angle recurrence step
+ * by step, with the same host-computed powf, so angles are bit-identical. */
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+/* ---- norm ------------------------------------------------------------------ */
+
+#define NORM_THREADS 256
+
+__global__ void __launch_bounds__(NORM_THREADS)
+    norm_kernel(int kind, const float *x, int64_t xs, const float *w, float *y, int64_t ys, int64_t n_rows,
+                int64_t dim, float eps)
+{
+    __shared__ double red[NORM_THREADS / 32];
+    __shared__ double s_scale;
+    for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        const float *xr = x + r * xs;
+        float *yr = y + r * ys;
+        double sum = 0.0;
+        for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
+            sum += (double)xr[i] * (double)xr[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if ((threadIdx.x & 31) == 0)
+            red[threadIdx.x >> 5] = sum;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double t = 0.0;
+            for (int i = 0; i < NORM_THREADS / 32; i++)
+                t += red[i];
+            s_scale = kind == MEMRA_NORM_RMS ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
+        }
+        __syncthreads();
+        const double scale = s_scale;
+        /* in place is safe: each thread rewrites only the elements it read */
+        for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
+            yr[i] = (float)((double)xr[i] * scale * (w ? (double)w[i] : 1.0));
+        __syncthreads();
+    }
+}
+
+memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
+                                const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps)
+{
+    if (kind != MEMRA_NORM_RMS && kind != MEMRA_NORM_L2)
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: unknown kind %d", (int)kind);
+    if (n_rows < 0 || dim <= 0 || (n_rows > 0 && (!x || !y)))
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: bad shape or buffers");
+    if (n_rows > 1 && (xs < dim || ys < dim))
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: row strides %lld/%lld below dim %lld", (long long)xs,
+                           (long long)ys, (long long)dim);
+    if (!(eps >= 0.0f))
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm: eps must be >= 0");
+    if (n_rows == 0)
+        return MEMRA_OK;
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    norm_kernel<<<memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream>>>((int)kind, x, xs, w, y, ys,
+                                                                                      n_rows, dim, eps);
+    MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* ---- elementwise ------------------------------------------------------------- */
+
+static __device__ __forceinline__ double d_sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+static __device__ __forceinline__ double d_silu(double x)
+{
+    return x / (1.0 + exp(-x));
+}
+
+static __device__ __forceinline__ double d_gelu(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
+static __device__ __forceinline__ double d_softplus(double x)
+{
+    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
+}
+
+static __device__ __forceinline__ float ew_one(int op, float a, float b, float aux, float s)
+{
+    switch (op) {
+    case MEMRA_EW_COPY: return a;
+    case MEMRA_EW_ADD: return a + b;
+    case MEMRA_EW_MUL: return a * b;
+    case MEMRA_EW_SCALE: return a * s;
+    case MEMRA_EW_ADD_SCALED: return (float)((double)a + (double)b * (double)s);
+    case MEMRA_EW_SILU: return (float)d_silu(a);
+    case MEMRA_EW_GELU: return (float)d_gelu(a);
+    case MEMRA_EW_SIGMOID: return (float)d_sigmoid(a);
+    case MEMRA_EW_SWIGLU: return (float)(d_silu(a) * (double)b);
+    case MEMRA_EW_GEGLU: return (float)(d_gelu(a) * (double)b);
+    case MEMRA_EW_MUL_SIGMOID: return (float)((double)a * d_sigmoid(b));
+    case MEMRA_EW_SOFTCAP: return (float)((double)s * tanh((double)a / (double)s));
+    case MEMRA_EW_SOFTPLUS_MUL: return (float)(d_softplus((double)a + (double)b) * (double)aux);
+    case MEMRA_EW_FILL: return s;
+    }
+    return __int_as_float(0x7fc00000);
+}
+
+static __device__ __forceinline__ bool ew_reads_b(int op)
+{
+    switch (op) {
+    case MEMRA_EW_ADD:
+    case MEMRA_EW_MUL:
+    case MEMRA_EW_ADD_SCALED:
+    case MEMRA_EW_SWIGLU:
+    case MEMRA_EW_GEGLU:
+    case MEMRA_EW_MUL_SIGMOID:
+    case MEMRA_EW_SOFTPLUS_MUL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* blockIdx.y (with a grid-stride loop) walks rows, x-threads columns, so
+ * no 64-bit division per element. */
+__global__ void ew_kernel(const memra_ew_args_t a)
+{
+    const bool rb = ew_reads_b(a.op), ra = a.op != MEMRA_EW_FILL;
+    for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+        const float *ar = a.a + r * a.as;
+        const float *br = rb ? a.b + r * a.bs : NULL;
+        float *yr = a.y + r * a.ys;
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < a.cols;
+             c += (int64_t)gridDim.x * blockDim.x) {
+            const float av = ra ? ar[c] : 0.0f;
+            const float bv = rb ? br[c] : 0.0f;
+            const float xv = a.op == MEMRA_EW_SOFTPLUS_MUL ? a.aux[c] : 0.0f;
+            yr[c] = ew_one(a.op, av, bv, xv, a.s);
+        }
+    }
+}
+
+static bool ew_needs_b(memra_ew_op_t op)
+{
+    switch (op) {
+    case MEMRA_EW_ADD:
+    case MEMRA_EW_MUL:
+    case MEMRA_EW_ADD_SCALED:
+    case MEMRA_EW_SWIGLU:
+    case MEMRA_EW_GEGLU:
+    case MEMRA_EW_MUL_SIGMOID:
+    case MEMRA_EW_SOFTPLUS_MUL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a)
+{
+    if (!a || (unsigned)a->op > (unsigned)MEMRA_EW_FILL)
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: unknown op");
+    if (a->rows < 0 || a->cols < 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: negative shape");
+    if (a->rows == 0 || a->cols == 0)
+        return MEMRA_OK;
+    if (!a->y || (a->op != MEMRA_EW_FILL && !a->a) || (ew_needs_b(a->op) && !a->b) ||
+        (a->op == MEMRA_EW_SOFTPLUS_MUL && !a->aux))
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: op %d is missing an input", (int)a->op);
+    if (a->rows > 1 && (a->ys < a->cols || a->as < 0 || a->bs < 0))
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: bad row strides");
+    if (a->op == MEMRA_EW_SOFTCAP && a->s == 0.0f)
+        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: softcap of 0");
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const unsigned bx = memra__cuda_blocks(a->cols, 256, 4096);
+    unsigned by = memra__cuda_blocks(a->rows, 1, 65535);
+    /* keep the grid bounded for many short rows */
+    while ((uint64_t)bx * by > (1u << 20) && by > 1)
+        by = (by + 1) / 2;
+    ew_kernel<<<dim3(bx, by), 256, 0, c->stream>>>(*a);
+    MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* ---- rope ------------------------------------------------------------------- */
+
+/* Block per token; thread i rebuilds the angle of pair i with the same i
+ * float multiplications the reference makes. */
+__global__ void rope_kernel(const memra_rope_args_t a, float theta_scale)
+{
+    const int64_t half = a.n_rot / 2;
+    const int64_t step = a.mode == MEMRA_ROPE_NEOX ? 1 : 2;
+    const int64_t other = a.mode == MEMRA_ROPE_NEOX ? half : 1;
+    for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x) {
+        float *xt = a.x + t * a.token_stride;
+        for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+            float theta = (float)a.pos[t];
+            for (int64_t k = 0; k < i; k++)
+                theta = __fmul_rn(theta, theta_scale);
+            const float ff = a.freq_factors ? a.freq_factors[i] : 1.0f;
+            const float ang = __fdiv_rn(theta, ff);
+            /* float64 then one rounding: the correctly rounded cosf/sinf */
+            const float cos_t = (float)cos((double)ang), sin_t = (float)sin((double)ang);
+            for (int64_t h = 0; h < a.n_heads; h++) {
+                float *p = xt + h * a.head_stride + i * step;
+                const float x0 = p[0], x1 = p[other];
+                p[0] = __fsub_rn(__fmul_rn(x0, cos_t), __fmul_rn(x1, sin_t));
+                p[other] = __fadd_rn(__fmul_rn(x0, sin_t), __fmul_rn(x1, cos_t));
+            }
+        }
+    }
+}
+
+memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a)
+{
+    if (!a || (a->mode != MEMRA_ROPE_NORM && a->mode != MEMRA_ROPE_NEOX))
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: unknown mode");
+    if (a->n_tokens < 0 || a->n_heads < 0 || a->head_dim <= 0 || a->n_rot < 0 || a->n_rot % 2 ||
+        a->n_rot > a->head_dim)
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: bad shape (n_rot %lld, head_dim %lld)",
+                           (long long)a->n_rot, (long long)a->head_dim);
+    if (a->n_tokens == 0 || a->n_heads == 0 || a->n_rot == 0)
+        return MEMRA_OK;
+    if (!a->x || !a->pos)
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: missing x or pos");
+    if (!(a->base > 0.0f))
+        return memra__fail(be->err, MEMRA_E_INVALID, "rope: base must be > 0");
+    /* host powf: the same libm result the CPU reference starts from */
+    const float theta_scale = powf(a->base, -2.0f / (float)a->n_rot);
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const int threads = a->n_rot / 2 >= 128 ? 128 : (int)((a->n_rot / 2 + 31) / 32 * 32);
+    rope_kernel<<<memra__cuda_blocks(a->n_tokens, 1, 65535), threads, 0, c->stream>>>(*a, theta_scale);
+    MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}

@@ -1,0 +1,314 @@
+/* Device decoders of the ggml block formats, bit-identical to lib/quant.c:
+ * every product and sum is rounded where the C reference rounds it
+ * (__fmul_rn etc. keep nvcc from fusing them into FMAs).
+ *
+ * The unit of work is a "sub-block" of 32 consecutive elements: a whole
+ * block of the 32-element formats, one eighth of a K-quant/IQ4_XS
+ * super-block, and for the float types a pseudo-block of 32 elements. */
+#ifndef MEMRA_CUDA_QUANT_CUH
+#define MEMRA_CUDA_QUANT_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+extern "C" {
+#include "memra/gguf.h"
+}
+
+template <int T> struct mq_traits;
+#define MQ_TRAITS(T, QK, BYTES)                                                                    \
+    template <> struct mq_traits<T> {                                                              \
+        static constexpr int qk = QK;       /* elements per block */                              \
+        static constexpr int bytes = BYTES; /* bytes per block */                                  \
+        static constexpr int subs = QK / 32;                                                       \
+    }
+MQ_TRAITS(MEMRA_TYPE_F32, 32, 128);
+MQ_TRAITS(MEMRA_TYPE_F16, 32, 64);
+MQ_TRAITS(MEMRA_TYPE_BF16, 32, 64);
+MQ_TRAITS(MEMRA_TYPE_Q4_0, 32, 18);
+MQ_TRAITS(MEMRA_TYPE_Q4_1, 32, 20);
+MQ_TRAITS(MEMRA_TYPE_Q5_0, 32, 22);
+MQ_TRAITS(MEMRA_TYPE_Q5_1, 32, 24);
+MQ_TRAITS(MEMRA_TYPE_Q8_0, 32, 34);
+MQ_TRAITS(MEMRA_TYPE_MXFP4, 32, 17);
+MQ_TRAITS(MEMRA_TYPE_IQ4_NL, 32, 18);
+MQ_TRAITS(MEMRA_TYPE_Q2_K, 256, 84);
+MQ_TRAITS(MEMRA_TYPE_Q3_K, 256, 110);
+MQ_TRAITS(MEMRA_TYPE_Q4_K, 256, 144);
+MQ_TRAITS(MEMRA_TYPE_Q5_K, 256, 176);
+MQ_TRAITS(MEMRA_TYPE_Q6_K, 256, 210);
+MQ_TRAITS(MEMRA_TYPE_IQ4_XS, 256, 136);
+#undef MQ_TRAITS
+
+/* Calls MACRO(T) for the type T of a runtime value (all computable types). */
+#define MQ_DISPATCH(type, MACRO)                                                                   \
+    switch (type) {                                                                                \
+    case MEMRA_TYPE_F32: MACRO(MEMRA_TYPE_F32); break;                                             \
+    case MEMRA_TYPE_F16: MACRO(MEMRA_TYPE_F16); break;                                             \
+    case MEMRA_TYPE_BF16: MACRO(MEMRA_TYPE_BF16); break;                                           \
+    case MEMRA_TYPE_Q4_0: MACRO(MEMRA_TYPE_Q4_0); break;                                           \
+    case MEMRA_TYPE_Q4_1: MACRO(MEMRA_TYPE_Q4_1); break;                                           \
+    case MEMRA_TYPE_Q5_0: MACRO(MEMRA_TYPE_Q5_0); break;                                           \
+    case MEMRA_TYPE_Q5_1: MACRO(MEMRA_TYPE_Q5_1); break;                                           \
+    case MEMRA_TYPE_Q8_0: MACRO(MEMRA_TYPE_Q8_0); break;                                           \
+    case MEMRA_TYPE_MXFP4: MACRO(MEMRA_TYPE_MXFP4); break;                                         \
+    case MEMRA_TYPE_IQ4_NL: MACRO(MEMRA_TYPE_IQ4_NL); break;                                       \
+    case MEMRA_TYPE_Q2_K: MACRO(MEMRA_TYPE_Q2_K); break;                                           \
+    case MEMRA_TYPE_Q3_K: MACRO(MEMRA_TYPE_Q3_K); break;                                           \
+    case MEMRA_TYPE_Q4_K: MACRO(MEMRA_TYPE_Q4_K); break;                                           \
+    case MEMRA_TYPE_Q5_K: MACRO(MEMRA_TYPE_Q5_K); break;                                           \
+    case MEMRA_TYPE_Q6_K: MACRO(MEMRA_TYPE_Q6_K); break;                                           \
+    case MEMRA_TYPE_IQ4_XS: MACRO(MEMRA_TYPE_IQ4_XS); break;                                       \
+    default: break;                                                                                \
+    }
+
+static __device__ __constant__ int8_t mq_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                      1,    13,   25,  38,  53,  69,  89,  113};
+static __device__ __constant__ int8_t mq_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static __device__ __forceinline__ uint32_t mq_rd16(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+}
+
+static __device__ __forceinline__ uint32_t mq_rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static __device__ __forceinline__ float mq_fp16(const uint8_t *p)
+{
+    return __half2float(__ushort_as_half((unsigned short)mq_rd16(p)));
+}
+
+static __device__ __forceinline__ float mq_bf16(uint32_t h)
+{
+    return __uint_as_float(h << 16);
+}
+
+static __device__ __forceinline__ float mq_e8m0_half(uint8_t e)
+{
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return __uint_as_float(bits);
+}
+
+static __device__ __forceinline__ void mq_scale_min_k4(int j, const uint8_t *s, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Decodes sub-block SUB (0 .. subs-1) of the block at B into Y[32]. */
+template <int T> __device__ __forceinline__ void mq_deq32(const uint8_t *b, int sub, float *y);
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_F32>(const uint8_t *b, int, float *y)
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        y[i] = __uint_as_float(mq_rd32(b + 4 * i));
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_F16>(const uint8_t *b, int, float *y)
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        y[i] = mq_fp16(b + 2 * i);
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_BF16>(const uint8_t *b, int, float *y)
+{
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        y[i] = mq_bf16(mq_rd16(b + 2 * i));
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q4_0>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_fp16(b);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint8_t q = b[2 + j];
+        y[j] = __fmul_rn((float)((q & 0xF) - 8), d);
+        y[j + 16] = __fmul_rn((float)((q >> 4) - 8), d);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q4_1>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_fp16(b), m = mq_fp16(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint8_t q = b[4 + j];
+        y[j] = __fadd_rn(__fmul_rn((float)(q & 0xF), d), m);
+        y[j + 16] = __fadd_rn(__fmul_rn((float)(q >> 4), d), m);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q5_0>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_fp16(b);
+    const uint32_t qh = mq_rd32(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint8_t q = b[6 + j];
+        const int h0 = (int)((qh >> j) & 1) << 4, h1 = (int)((qh >> (j + 16)) & 1) << 4;
+        y[j] = __fmul_rn((float)(((q & 0xF) | h0) - 16), d);
+        y[j + 16] = __fmul_rn((float)(((q >> 4) | h1) - 16), d);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q5_1>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_fp16(b), m = mq_fp16(b + 2);
+    const uint32_t qh = mq_rd32(b + 4);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint8_t q = b[8 + j];
+        const int h0 = (int)((qh >> j) & 1) << 4, h1 = (int)((qh >> (j + 16)) & 1) << 4;
+        y[j] = __fadd_rn(__fmul_rn((float)((q & 0xF) | h0), d), m);
+        y[j + 16] = __fadd_rn(__fmul_rn((float)((q >> 4) | h1), d), m);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q8_0>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_fp16(b);
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        y[j] = __fmul_rn((float)(int8_t)b[2 + j], d);
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_MXFP4>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_e8m0_half(b[0]);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint8_t q = b[1 + j];
+        y[j] = __fmul_rn((float)mq_mxfp4[q & 0xF], d);
+        y[j + 16] = __fmul_rn((float)mq_mxfp4[q >> 4], d);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_IQ4_NL>(const uint8_t *b, int, float *y)
+{
+    const float d = mq_fp16(b);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint8_t q = b[2 + j];
+        y[j] = __fmul_rn(d, (float)mq_iq4nl[q & 0xF]);
+        y[j + 16] = __fmul_rn(d, (float)mq_iq4nl[q >> 4]);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q2_K>(const uint8_t *b, int s, float *y)
+{
+    const float d = mq_fp16(b + 80), dmin = mq_fp16(b + 82);
+    const uint8_t *q = b + 16 + 32 * (s >> 2);
+    const int shift = 2 * (s & 3);
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const uint8_t sc = b[2 * s + half];
+        const float dl = __fmul_rn(d, (float)(sc & 0xF)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+#pragma unroll
+        for (int l = 0; l < 16; l++)
+            y[16 * half + l] = __fsub_rn(__fmul_rn(dl, (float)((q[16 * half + l] >> shift) & 3)), ml);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q3_K>(const uint8_t *b, int s, float *y)
+{
+    const uint8_t *hm = b, *q = b + 32 + 32 * (s >> 2), *sb = b + 96;
+    const float d_all = mq_fp16(b + 108);
+    const int shift = 2 * (s & 3);
+    const unsigned m = 1u << s;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int k = 2 * s + half;
+        const int lo = k < 8 ? (sb[k] & 0xF) : (sb[k - 8] >> 4);
+        const int hi = (sb[8 + k % 4] >> (2 * (k / 4))) & 3;
+        const float dl = __fmul_rn(d_all, (float)((lo | (hi << 4)) - 32));
+#pragma unroll
+        for (int l = 0; l < 16; l++) {
+            const int v = ((q[16 * half + l] >> shift) & 3) - ((hm[16 * half + l] & m) ? 0 : 4);
+            y[16 * half + l] = __fmul_rn(dl, (float)v);
+        }
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q4_K>(const uint8_t *b, int s, float *y)
+{
+    const float d = mq_fp16(b), dmin = mq_fp16(b + 2);
+    int sc, m;
+    mq_scale_min_k4(s, b + 4, &sc, &m);
+    const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
+    const uint8_t *q = b + 16 + 32 * (s >> 1);
+    const int sh = (s & 1) * 4;
+#pragma unroll
+    for (int l = 0; l < 32; l++)
+        y[l] = __fsub_rn(__fmul_rn(d1, (float)((q[l] >> sh) & 0xF)), m1);
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q5_K>(const uint8_t *b, int s, float *y)
+{
+    const float d = mq_fp16(b), dmin = mq_fp16(b + 2);
+    int sc, m;
+    mq_scale_min_k4(s, b + 4, &sc, &m);
+    const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
+    const uint8_t *qh = b + 16, *ql = b + 48 + 32 * (s >> 1);
+    const int sh = (s & 1) * 4;
+    const unsigned u = 1u << s;
+#pragma unroll
+    for (int l = 0; l < 32; l++)
+        y[l] = __fsub_rn(__fmul_rn(d1, (float)(((ql[l] >> sh) & 0xF) + ((qh[l] & u) ? 16 : 0))), m1);
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_Q6_K>(const uint8_t *b, int s, float *y)
+{
+    const int h = s >> 2, j = s & 3;
+    const uint8_t *ql = b + 64 * h + 32 * (j & 1), *qh = b + 128 + 32 * h;
+    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * j;
+    const float d = mq_fp16(b + 208);
+    const int nsh = j >= 2 ? 4 : 0, hsh = 2 * j;
+    const float d0 = __fmul_rn(d, (float)sc[0]), d1 = __fmul_rn(d, (float)sc[1]);
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const int q = (((ql[l] >> nsh) & 0xF) | (((qh[l] >> hsh) & 3) << 4)) - 32;
+        y[l] = __fmul_rn(l < 16 ? d0 : d1, (float)q);
+    }
+}
+
+template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_IQ4_XS>(const uint8_t *b, int s, float *y)
+{
+    const float d = mq_fp16(b);
+    const uint32_t sh = mq_rd16(b + 2);
+    const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((sh >> (2 * s)) & 3) << 4);
+    const float dl = __fmul_rn(d, (float)(ls - 32));
+    const uint8_t *qs = b + 8 + 16 * s;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        y[j] = __fmul_rn(dl, (float)mq_iq4nl[qs[j] & 0xF]);
+        y[j + 16] = __fmul_rn(dl, (float)mq_iq4nl[qs[j] >> 4]);
+    }
+}
+
+/* The float types of weights (direct loads instead of sub-blocks). */
+template <int T> struct mq_is_float { static constexpr bool value = false; };
+template <> struct mq_is_float<MEMRA_TYPE_F32> { static constexpr bool value = true; };
+template <> struct mq_is_float<MEMRA_TYPE_F16> { static constexpr bool value = true; };
+template <> struct mq_is_float<MEMRA_TYPE_BF16> { static constexpr bool value = true; };
+
+/* Element I of a float-type row. */
+template <int T> __device__ __forceinline__ float mq_float_at(const uint8_t *row, int64_t i)
+{
+    if (T == MEMRA_TYPE_F32)
+        return ((const float *)row)[i];
+    const uint16_t h = ((const uint16_t *)row)[i];
+    return T == MEMRA_TYPE_F16 ? __half2float(__ushort_as_half(h)) : mq_bf16(h);
+}
+
+#endif
