@@ -91,7 +91,11 @@ void memra__log(memra_log_level_t level, const char *fmt, ...)
 
 memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap)
 {
-    vsnprintf(tls_last_error, sizeof tls_last_error, fmt, ap);
+    /* format into a local buffer first: callers often pass
+     * memra_last_error() itself as an argument */
+    char msg[MEMRA__ERRMSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(tls_last_error, msg, sizeof msg);
     if (err) {
         err->status = status;
         memcpy(err->msg, tls_last_error, sizeof err->msg);
