@@ -4,13 +4,14 @@
  *
  *   memra-synth --model qwen3.5-9b --type q8_0 --out FILE [--layers N] [--vocab N] [--seed S]
  *   memra-synth --list
+ *   memra-synth --model NAME --type T --dry-run   (prints parameter count and bytes)
  *
  * The tokenizer is a small valid GPT-2-style BPE vocabulary (the 256 byte
  * symbols, a few merges and chat specials) padded with unused tokens to the
  * model's vocabulary size. Weights are random but sane: quantized blocks
  * carry f16 scales sized so that dequantized weights have a standard
- * deviation near 0.02, norms are near 1, ssm_a is negative. --layers and
- * --vocab shrink a model for tests. Only <memra/memra.h> is used. */
+ * deviation near 0.02, norms are near 1, ssm_a is negative. --layers,
+ * --vocab and --experts shrink a model for tests. Only <memra/memra.h> is used. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,16 @@ static memra_status_t fill_cb(void *user, int64_t index, const char *name, void 
 {
     (void)name;
     const tdesc *t = &((const plan *)user)->t[index];
+    if (t->type == MEMRA_TYPE_BF16) {
+        uint16_t *h = dst;
+        for (size_t i = 0; i < nbytes / 2; i++) {
+            float f = 0.035f * (uniform() * 2.0f - 1.0f);
+            uint32_t x;
+            memcpy(&x, &f, 4);
+            h[i] = (uint16_t)(x >> 16);
+        }
+        return MEMRA_OK;
+    }
     if (t->type != MEMRA_TYPE_F32) {
         fill_quant(t->type, dst, nbytes);
         return MEMRA_OK;
@@ -253,7 +264,6 @@ static void plan_gemma4(const spec_t *s, plan *p, int n_layer, int vocab)
     if (s->n_pl) {
         add(p, g_wtype, FILL_WEIGHT, 2, (int64_t)s->n_pl * n_layer, vocab, 1, "per_layer_token_embd.weight", 0);
         add(p, MEMRA_TYPE_BF16, FILL_WEIGHT, 2, e, (int64_t)s->n_pl * n_layer, 1, "per_layer_model_proj.weight", 0);
-        p->t[p->n - 1].type = MEMRA_TYPE_F32; /* keep it simple and exact */
         add(p, MEMRA_TYPE_F32, FILL_NORM, 1, s->n_pl, 1, 1, "per_layer_proj_norm.weight", 0);
     }
     for (int il = 0; il < n_layer; il++) {
@@ -464,7 +474,7 @@ static memra_status_t add_metadata(memra_gguf_writer_t *w, const spec_t *s, int 
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s --model NAME --type q8_0|q4_k --out FILE [--layers N] [--vocab N] [--seed S]\n"
+            "usage: %s --model NAME --type q8_0|q4_k --out FILE [--layers N] [--vocab N] [--experts N] [--seed S] [--dry-run]\n"
             "       %s --list\n",
             argv0, argv0);
 }
@@ -472,7 +482,7 @@ static void usage(const char *argv0)
 int main(int argc, char **argv)
 {
     const char *model = NULL, *type = "q8_0", *out = NULL;
-    int layers = 0, vocab = 0;
+    int layers = 0, vocab = 0, dry = 0, experts = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -480,6 +490,8 @@ int main(int argc, char **argv)
             for (size_t k = 0; k < sizeof k_specs / sizeof *k_specs; k++)
                 printf("%s\n", k_specs[k].name);
             return 0;
+        } else if (strcmp(a, "--dry-run") == 0) {
+            dry = 1;
         } else if (strcmp(a, "--model") == 0 && v) {
             model = v, i++;
         } else if (strcmp(a, "--type") == 0 && v) {
@@ -488,6 +500,8 @@ int main(int argc, char **argv)
             out = v, i++;
         } else if (strcmp(a, "--layers") == 0 && v) {
             layers = atoi(v), i++;
+        } else if (strcmp(a, "--experts") == 0 && v) {
+            experts = atoi(v), i++;
         } else if (strcmp(a, "--vocab") == 0 && v) {
             vocab = atoi(v), i++;
         } else if (strcmp(a, "--seed") == 0 && v) {
@@ -501,7 +515,7 @@ int main(int argc, char **argv)
     for (size_t k = 0; model && k < sizeof k_specs / sizeof *k_specs; k++)
         if (strcmp(k_specs[k].name, model) == 0)
             s = &k_specs[k];
-    if (!s || !out) {
+    if (!s || (!out && !dry)) {
         if (model && !s)
             fprintf(stderr, "%s: unknown model '%s' (see --list)\n", argv[0], model);
         usage(argv[0]);
@@ -521,6 +535,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: unknown type '%s' (q8_0 or q4_k)\n", argv[0], type);
         return 2;
     }
+    spec_t shrunk = *s;
+    if (experts > 0 && s->n_expert > experts) {
+        shrunk.n_expert = experts;
+        if (shrunk.n_expert_used > experts)
+            shrunk.n_expert_used = experts;
+        s = &shrunk;
+    }
     int n_layer = layers > 0 && layers < s->n_layer ? layers : s->n_layer;
     int n_vocab = vocab >= 512 ? vocab : s->vocab;
     plan p = {0};
@@ -529,6 +550,21 @@ int main(int argc, char **argv)
     else
         plan_qwen35(s, &p, n_layer, n_vocab);
 
+    if (dry) {
+        /* the plan only: parameter count and tensor bytes, to compare with
+         * the published sizes in shared/docs/real-models.md */
+        uint64_t params = 0, nbytes = 0;
+        for (int i = 0; i < p.n; i++) {
+            uint64_t ne = (uint64_t)p.t[i].ne[0] * (uint64_t)p.t[i].ne[1] * (uint64_t)p.t[i].ne[2];
+            params += ne;
+            nbytes += ne / (uint64_t)memra_type_block_size(p.t[i].type) * memra_type_block_bytes(p.t[i].type);
+        }
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"layers\":%d,\"vocab\":%d,\"tensors\":%d,"
+               "\"params\":%llu,\"bytes\":%llu}\n",
+               s->name, type, n_layer, n_vocab, p.n, (unsigned long long)params, (unsigned long long)nbytes);
+        free(p.t);
+        return 0;
+    }
     memra_gguf_writer_t *w = NULL;
     memra_status_t st = memra_gguf_writer_create(&w);
     if (!st)
