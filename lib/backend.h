@@ -221,6 +221,27 @@ typedef struct memra__backend_i {
     /* (optional) index of the max of x[0..n) into *out (host). Ties: the
      * lowest index; NaN entries never win (all NaN: 0). */
     memra_status_t (*argmax)(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
+
+    /* Pipeline transport between stages (lib/pipeline.c). Host-memory
+     * backends need none of these: a boundary is a memcpy there.
+     * (optional) copy_peer queues on SRC_BE's stream a copy of N bytes from
+     * SRC (SRC_BE's device) to DST (DST_BE's device). Without it the driver
+     * bounces through host memory. */
+    memra_status_t (*copy_peer)(memra__backend_t *src_be, void *dst, memra__backend_t *dst_be, const void *src,
+                                size_t n);
+    /* (optional, all four or none) events. event_record marks the end of the
+     * work queued so far on BE; event_wait makes work queued later on BE wait
+     * for EV, which may have been recorded on another backend's device; a
+     * wait on an event never recorded returns at once (CUDA's rule). The
+     * driver records before it signals the other stage's thread. Without
+     * them the driver synchronizes a stage before handing a boundary slot
+     * over. Stage workers call a backend from their own threads (one thread
+     * at a time per engine): a device backend must make its device current
+     * in every slot, not only in alloc. */
+    void *(*event_create)(memra__backend_t *be);                    /* NULL on failure */
+    void (*event_destroy)(memra__backend_t *be, void *ev);
+    memra_status_t (*event_record)(memra__backend_t *be, void *ev);
+    memra_status_t (*event_wait)(memra__backend_t *be, void *ev);
 } memra__backend_i;
 
 struct memra__backend {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "pipeline_impl.h"
 
 void *memra__ws(memra__run_t *r, size_t bytes)
 {
@@ -21,8 +21,7 @@ void *memra__ws(memra__run_t *r, size_t bytes)
     return r->ws + at;
 }
 
-/* Grows a device buffer of STAGE to at least NEED bytes. */
-static memra_status_t ensure(memra_model_t *m, memra__stage_t *st, void **p, size_t *cap, size_t need)
+memra_status_t memra__stage_buf(memra_model_t *m, memra__stage_t *st, void **p, size_t *cap, size_t need)
 {
     if (*cap >= need && *p)
         return MEMRA_OK;
@@ -35,36 +34,30 @@ static memra_status_t ensure(memra_model_t *m, memra__stage_t *st, void **p, siz
     return MEMRA_OK;
 }
 
-static memra_status_t prepare_stage(memra_model_t *m, memra__stage_t *st, const int32_t *io_host, int32_t n,
-                                    int32_t n_out, bool last)
+memra_status_t memra__cross(memra_model_t *m, int32_t ai, const float *src, int32_t bi, float *dst, size_t bytes)
 {
-    size_t ws = m->arch->workspace_bytes(m, n) + 256;
-    memra_status_t s = ensure(m, st, &st->ws, &st->ws_cap, ws);
-    if (!s)
-        s = ensure(m, st, (void **)&st->io, &st->io_cap, 2 * (size_t)n * sizeof(int32_t));
-    if (!s)
-        s = ensure(m, st, (void **)&st->carry, &st->carry_cap, (size_t)n * (size_t)m->carry_floats * sizeof(float));
-    if (!s && last && n_out > 0)
-        s = ensure(m, st, (void **)&st->logits, &st->logits_cap, (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
-    if (!s && (s = st->be->iface->upload(st->be, st->io, io_host, 2 * (size_t)n * sizeof(int32_t))))
-        memra__model_fail(m, s, "token upload failed: %s", memra_last_error());
-    return s;
-}
-
-/* Moves the carry rows of one chunk from stage A to stage B. */
-static memra_status_t cross(memra_model_t *m, memra__stage_t *a, memra__stage_t *b, int32_t n)
-{
-    size_t bytes = (size_t)n * (size_t)m->carry_floats * sizeof(float);
+    memra__stage_t *a = &m->stages[ai], *b = &m->stages[bi];
+    const memra__backend_i *ao = a->be->iface, *bo = b->be->iface;
     if (a->be == b->be)
-        return b->be->iface->copy(b->be, b->carry, a->carry, bytes);
+        return ao->copy(a->be, dst, src, bytes);
+    /* host memory on both sides (CPU engines): the boundary is a memcpy */
+    if (ao->host_memory && bo->host_memory) {
+        memcpy(dst, src, bytes);
+        return MEMRA_OK;
+    }
+    if (ao->copy_peer && ao->copy_peer == bo->copy_peer)
+        return ao->copy_peer(a->be, dst, b->be, src, bytes);
     void *tmp = malloc(bytes);
     if (!tmp)
-        return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory for a stage boundary");
-    memra_status_t s = a->be->iface->download(a->be, tmp, a->carry, bytes);
+        return memra__fail(NULL, MEMRA_E_NOMEM, "out of memory for a stage boundary");
+    memra_status_t s = ao->download(a->be, tmp, src, bytes);
     if (!s)
-        s = a->be->iface->synchronize(a->be);
+        s = ao->synchronize(a->be);
     if (!s)
-        s = b->be->iface->upload(b->be, b->carry, tmp, bytes);
+        s = bo->upload(b->be, dst, tmp, bytes);
+    /* upload may be asynchronous on a device: tmp must outlive it */
+    if (!s)
+        s = bo->synchronize(b->be);
     free(tmp);
     return s;
 }
@@ -72,20 +65,48 @@ static memra_status_t cross(memra_model_t *m, memra__stage_t *a, memra__stage_t 
 static memra_status_t call(memra__run_t *r, int what, int32_t il)
 {
     r->ws_used = 0;
-    memra_status_t s;
     switch (what) {
-    case 0: s = r->m->arch->embed(r); break;
-    case 1: s = r->m->arch->layer(r, il); break;
-    default: s = r->m->arch->head(r); break;
+    case 0: return r->m->arch->embed(r);
+    case 1: return r->m->arch->layer(r, il);
+    default: return r->m->arch->head(r);
     }
-    if (s && r->m->err.status != s)
-        memra__model_fail(r->m, s, "%s", memra_last_error());
+}
+
+memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
+                                float *carry, int32_t out_row0, int32_t n_out)
+{
+    memra__stage_t *st = &m->stages[si];
+    bool last = si == m->n_stages - 1;
+    size_t ws = m->arch->workspace_bytes(m, n) + 256;
+    memra_status_t s = memra__stage_buf(m, st, &st->ws, &st->ws_cap, ws);
+    if (!s)
+        s = memra__stage_buf(m, st, (void **)&st->io, &st->io_cap, 2 * (size_t)n * sizeof(int32_t));
+    if (!s && last && n_out > 0)
+        s = memra__stage_buf(m, st, (void **)&st->logits, &st->logits_cap,
+                             (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
+    if (s)
+        return s;
+    if ((s = st->be->iface->upload(st->be, st->io, io_host, 2 * (size_t)n * sizeof(int32_t))))
+        return memra__relay(NULL, s, "token upload failed: ");
+    memra__run_t r = {
+        .m = m, .st = st, .be = st->be, .ops = st->be->iface, .c = c,
+        .n = n, .pos0 = io_host[n], .tokens = st->io, .pos = st->io + n,
+        .carry = carry, .out_row0 = out_row0, .n_out = n_out,
+        .logits = st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
+    };
+    if (si == 0)
+        s = call(&r, 0, 0);
+    for (int32_t il = st->layer0; il < st->layer1 && !s; il++)
+        s = call(&r, 1, il);
+    if (!s && last && n_out > 0)
+        s = call(&r, 2, 0);
     return s;
 }
 
-/* One chunk: N tokens at the cache position; logits rows [out_row0,
- * out_row0+n_out) go to HOST_LOGITS (n_out may be 0). */
-static memra_status_t run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
+/* One chunk, walked stage by stage on the calling thread: N tokens at the
+ * cache position; logits rows [out_row0, out_row0+n_out) go to HOST_LOGITS
+ * (n_out may be 0). */
+memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
                                 int32_t out_row0, int32_t n_out, float *host_logits)
 {
     int32_t *io = malloc(2 * (size_t)n * sizeof *io);
@@ -94,36 +115,25 @@ static memra_status_t run_chunk(memra_model_t *m, memra_cache_t *c, const int32_
     memcpy(io, tokens, (size_t)n * sizeof *io);
     for (int32_t i = 0; i < n; i++)
         io[n + i] = c->pos + i;
+    size_t carry_bytes = (size_t)n * (size_t)m->carry_floats * sizeof(float);
     memra_status_t s = MEMRA_OK;
     for (int32_t si = 0; si < m->n_stages && !s; si++) {
         memra__stage_t *st = &m->stages[si];
-        bool last = si == m->n_stages - 1;
-        if ((s = prepare_stage(m, st, io, n, n_out, last)))
+        if ((s = memra__stage_buf(m, st, (void **)&st->carry, &st->carry_cap, carry_bytes)))
             break;
-        memra__run_t r = {
-            .m = m, .st = st, .be = st->be, .ops = st->be->iface, .c = c,
-            .n = n, .pos0 = c->pos, .tokens = st->io, .pos = st->io + n,
-            .carry = st->carry, .out_row0 = out_row0, .n_out = n_out,
-            .logits = st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
-        };
-        if (si == 0)
-            s = call(&r, 0, 0);
-        else
-            s = cross(m, &m->stages[si - 1], st, n);
-        for (int32_t il = st->layer0; il < st->layer1 && !s; il++)
-            s = call(&r, 1, il);
-        if (!s && last && n_out > 0) {
-            s = call(&r, 2, 0);
-            if (!s)
-                s = st->be->iface->download(st->be, host_logits, st->logits,
-                                            (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
-        }
+        if (si > 0 && (s = memra__cross(m, si - 1, m->stages[si - 1].carry, si, st->carry, carry_bytes)))
+            break;
+        if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out)))
+            break;
+        if (si == m->n_stages - 1 && n_out > 0)
+            s = st->be->iface->download(st->be, host_logits, st->logits,
+                                        (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
         if (!s)
             s = st->be->iface->synchronize(st->be);
     }
     free(io);
-    if (s && !m->err.msg[0])
-        memra__model_fail(m, s, "forward failed: %s", memra_last_error());
+    if (s && m->err.status != s)
+        memra__relay(&m->err, s, "forward failed: ");
     return s;
 }
 
@@ -140,6 +150,9 @@ memra_status_t memra_forward(memra_model_t *m, memra_cache_t *c, const int32_t *
         return memra__model_fail(m, MEMRA_E_INVALID, "memra_forward: unknown flags 0x%x", flags);
     if (atomic_load(&c->in_flight) > 0)
         return memra__model_fail(m, MEMRA_E_BUSY, "memra_forward: pipelined steps are in flight on this cache");
+    if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "memra_forward: pipelined steps of this model are in flight "
+                                 "(wait on or free their pendings first)");
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= m->n_vocab)
             return memra__model_fail(m, MEMRA_E_RANGE, "memra_forward: token %d at index %d is outside the vocabulary [0, %d)",
@@ -155,7 +168,7 @@ memra_status_t memra_forward(memra_model_t *m, memra_cache_t *c, const int32_t *
         int32_t out0 = all ? 0 : k - 1;
         int32_t n_out = !logits ? 0 : all ? k : final ? 1 : 0;
         float *dst = !logits ? NULL : all ? logits + (size_t)done * (size_t)m->n_vocab : logits;
-        memra_status_t s = run_chunk(m, c, tokens + done, k, out0, n_out, dst);
+        memra_status_t s = memra__run_chunk(m, c, tokens + done, k, out0, n_out, dst);
         if (s)
             return s;
         c->pos += k;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "pipeline_impl.h"
 
 /* The tokenizer lands separately; weak references keep the model loadable
  * (without a tokenizer) in builds that do not have it yet. */
@@ -21,7 +21,10 @@ void memra_model_params_init(memra_model_params_t *p, uint32_t size)
 {
     if (!p || size < sizeof(uint32_t))
         return;
-    memra_model_params_t d = {.size = size < sizeof d ? size : (uint32_t)sizeof d};
+    memra_model_params_t d = {
+        .size = size < sizeof d ? size : (uint32_t)sizeof d,
+        .shard = -1, .streams = -1, .overlap = -1, .share_device = -1, /* -1: env MEMRA_PP_*, then default */
+    };
     memcpy(p, &d, d.size);
 }
 
@@ -55,8 +58,10 @@ static void destroy(memra_model_t *m)
 {
     if (m->arch && m->arch->unbind)
         m->arch->unbind(m);
+    memra__pp_stop(m); /* workers and boundary slots go before the stages they use */
     for (int32_t s = 0; s < m->n_stages; s++)
         free_stage(&m->stages[s]);
+    memra__pp_free(m); /* private stage engines, once no stage uses them */
     memra_engine_destroy(m->own_engine);
     if (memra_tokenizer_free)
         memra_tokenizer_free(m->tok);
@@ -145,27 +150,18 @@ static memra_status_t load(memra_model_t *m, const char *path)
     if (m->params.progress && m->params.progress(0.0f, m->params.progress_user))
         return memra__model_fail(m, MEMRA_E_AGAIN, "load cancelled by the progress callback");
 
-    memra_engine_t *e = m->params.engine;
-    if (!e) {
-        memra_engine_params_t ep;
-        memra_engine_default_params(&ep);
-        if ((st = memra_engine_create(&ep, &m->own_engine)))
-            return memra__model_fail(m, st, "%s", memra_last_error());
-        e = m->own_engine;
-    }
-    /* One stage owning every layer until pipeline cuts are requested. */
-    m->n_stages = 1;
-    m->stages[0].engine = e;
-    m->stages[0].be = e->be;
-    m->stages[0].layer0 = 0;
-    m->stages[0].layer1 = MEMRA_MAX_LAYERS;
-    atomic_fetch_add(&e->users, 1);
+    /* Stages: count, engines and layer ranges from params and MEMRA_PP_*
+     * env (one stage on params.engine, or a private CPU engine, by default),
+     * known before bind so each binder places a weight on its layer's stage. */
+    if ((st = memra__pp_setup(m)))
+        return st;
 
     if ((st = m->arch->bind(m)))
         return st;
     if (m->n_layer <= 0 || m->n_layer > MEMRA_MAX_LAYERS || m->n_embd <= 0 || m->n_vocab <= 0 || m->carry_floats < m->n_embd)
         return memra__model_fail(m, MEMRA_E_INTERNAL, "arch '%s' bound an inconsistent config", m->arch_name);
-    m->stages[m->n_stages - 1].layer1 = m->n_layer;
+    if ((st = memra__pp_finish(m)))
+        return st;
     if ((st = check_all_used(m)))
         return st;
 

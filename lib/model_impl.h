@@ -21,7 +21,7 @@
 #include "engine_impl.h"
 #include "memra/model.h"
 
-#define MEMRA_MAX_STAGES 16
+#define MEMRA_MAX_STAGES MEMRA_MAX_PP_STAGES
 #define MEMRA_MAX_LAYERS 512
 
 typedef struct memra__stage {
@@ -64,6 +64,12 @@ typedef struct memra__arch {
     memra_status_t (*embed)(memra__run_t *r);
     memra_status_t (*layer)(memra__run_t *r, int32_t il);
     memra_status_t (*head)(memra__run_t *r);
+    /* (optional) false when no pipeline stage may start at trunk layer IL
+     * (e.g. a KV-sharing layer would sit on another stage than its source).
+     * Called before bind, with only the GGUF open (read keys with
+     * memra__cfg_*); the default split skips such cuts, explicit ones are
+     * refused. NULL = any cut. */
+    bool (*cut_ok)(memra_model_t *m, int32_t il);
 } memra__arch_t;
 
 struct memra_model {
@@ -87,6 +93,7 @@ struct memra_model {
 
     int32_t n_stages;
     memra__stage_t stages[MEMRA_MAX_STAGES];
+    struct memra__pp *pp;        /* stage plan, private engines, workers (lib/pipeline.c) */
 
     bool *tensor_used;           /* one flag per GGUF tensor */
     atomic_int n_caches;

@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "gguf.h"
 #include "model.h"
+#include "pipeline.h"
 #include "sampler.h"
 #include "check.h"
 

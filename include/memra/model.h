@@ -1,7 +1,8 @@
 /* memra: models, caches and the forward pass.
  *
  * A model is a GGUF file bound to an architecture (qwen35, qwen35moe,
- * gemma4, qwen3, llama) with its weights uploaded to one engine. A cache
+ * gemma4, qwen3, llama) with its weights uploaded to one engine, or split
+ * into pipeline stages over several (pipeline.h). A cache
  * holds one sequence's state: KV rows of the attention layers, conv and
  * delta-rule state of the recurrent layers, and the position. */
 #ifndef MEMRA_MODEL_H
@@ -23,6 +24,8 @@ typedef struct memra_tokenizer memra_tokenizer_t;
  * then fails with MEMRA_E_AGAIN and frees everything). */
 typedef int (*memra_progress_fn)(float progress, void *user);
 
+#define MEMRA_MAX_PP_STAGES 16 /* pipeline stages per model */
+
 typedef struct memra_model_params {
     uint32_t size;              /* sizeof(memra_model_params_t), set by the init macro */
     memra_engine_t *engine;     /* engine to load onto; NULL = a private CPU engine owned by the model */
@@ -31,6 +34,24 @@ typedef struct memra_model_params {
     int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK or 512) */
     memra_progress_fn progress; /* optional */
     void *progress_user;
+    /* Pipeline stages (include/memra/pipeline.h, docs/PIPELINE.md). A field
+     * left at its default takes its env variable, then the built-in default;
+     * an explicit value wins over the env. */
+    int32_t n_stages;           /* stages, 1..MEMRA_MAX_PP_STAGES (0 = env MEMRA_PP_STAGES or 1, default 0) */
+    const char *devices;        /* "cpu" / "cuda:N" per stage, comma-separated, or one name for all stages
+                                   (NULL = env MEMRA_PP_DEVICES when split; else stage 0 on `engine`, later
+                                   stages on private engines: CPU, or CUDA ordinals after stage 0's) */
+    memra_engine_t *stage_engines[MEMRA_MAX_PP_STAGES]; /* caller engines per stage; non-NULL entries win over devices */
+    int32_t splits[MEMRA_MAX_PP_STAGES - 1]; /* first layer of stages 2..N (all 0 = env MEMRA_PP_SPLITS, else
+                                                an even split by weight bytes) */
+    int32_t shard;              /* 1 = each stage uploads only its layers; 0 = every stage on stage 0's engine
+                                   (-1 = env MEMRA_PP_SHARD or 1, default -1) */
+    int32_t streams;            /* 1 = a worker and stream per stage (pipelined deferred steps); 0 = one stream,
+                                   serial (-1 = env MEMRA_PP_STREAMS or 1, default -1) */
+    int32_t overlap;            /* 1 = double-buffered boundary slots, 0 = one slot
+                                   (-1 = env MEMRA_PP_OVERLAP or 1, default -1) */
+    int32_t share_device;       /* 1 = allow two pipelined stages on one GPU (-1 = env MEMRA_PP_SHARE_DEVICE
+                                   or 0, default -1) */
 } memra_model_params_t;
 
 MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t size);
@@ -38,8 +59,10 @@ MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t si
 
 /* Loads PATH. Errors: MEMRA_E_IO (cannot open), MEMRA_E_FORMAT (corrupt file,
  * missing or misshapen tensor, wrong key type), MEMRA_E_UNSUPPORTED (unknown
- * arch or tensor type), MEMRA_E_NOMEM / MEMRA_E_DEVICE (upload); the message
- * names the key or tensor. On failure *out is NULL and nothing leaks.
+ * arch or tensor type), MEMRA_E_NOMEM / MEMRA_E_DEVICE (upload),
+ * MEMRA_E_INVALID (bad stage spec in params or MEMRA_PP_* env: count,
+ * device, cut, two pipelined stages on one GPU); the message names the key,
+ * tensor or spec. On failure *out is NULL and nothing leaks.
  * Thread-safety: any thread (distinct models are independent). */
 MEMRA_API memra_status_t memra_model_load(const char *path, const memra_model_params_t *params,
                                           memra_model_t **out);
@@ -105,7 +128,8 @@ MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
 /* Runs N tokens at the cache's position (prefill, split into chunks of the
  * model's prefill_chunk) and writes logits (NULL = none). Errors: a token
  * outside [0, n_vocab) gives MEMRA_E_RANGE, pos + N beyond the capacity
- * MEMRA_E_FULL; both leave the cache unchanged. A device error leaves the
+ * MEMRA_E_FULL; both leave the cache unchanged; MEMRA_E_BUSY while deferred
+ * steps of the model are in flight (pipeline.h). A device error leaves the
  * cache in an undefined state (clear it). One thread at a time per model. */
 MEMRA_API memra_status_t memra_forward(memra_model_t *model, memra_cache_t *cache, const int32_t *tokens,
                                        int32_t n, uint32_t flags, float *logits);

@@ -51,7 +51,16 @@ def main(argv):
         total += len(seed)
     syn = os.path.join(out, "synthetic.seed.gguf")
     gj.synthetic(syn)
-    print("%d seeds, %d bytes, in %s" % (n + 1, total + os.path.getsize(syn), out))
+    total += os.path.getsize(syn)
+    # the first shard of a one-shard split, as gguf-split writes it: the fuzzer
+    # mutates split.count / split.tensors.count from here
+    split = gj.write_gguf([("split.no", gj.U16, 0), ("split.count", gj.U16, 1),
+                           ("split.tensors.count", gj.I32, 2)],
+                          [("a", 0, [4], bytes(16)), ("b", 8, [32, 2], bytes(68))])
+    with open(os.path.join(out, "split.seed.gguf"), "wb") as f:
+        f.write(split)
+    total += len(split)
+    print("%d seeds, %d bytes, in %s" % (n + 2, total, out))
     return 0
 
 

@@ -1,0 +1,93 @@
+/* memra: pipeline parallelism. A model loaded with n_stages > 1 (model.h
+ * params, or env MEMRA_PP_STAGES) is split into contiguous layer ranges,
+ * each on its own engine. Synchronous calls (memra_forward,
+ * memra_decode_step) walk the stages one after the other; deferred decode
+ * steps are queued and run by one worker per stage, so stage k works on
+ * token t while stage k-1 works on token t+1. Either way every logit is
+ * bit-identical to the unsplit model (memra_check_pipeline_parity proves
+ * it). docs/PIPELINE.md describes the knobs. */
+#ifndef MEMRA_PIPELINE_H
+#define MEMRA_PIPELINE_H
+
+#include "common.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- introspection ----------------------------------------------------- */
+
+/* Number of stages (1 for an unsplit model, 0 for NULL). Any thread. */
+MEMRA_API int32_t memra_model_n_stages(const memra_model_t *model);
+
+typedef struct memra_stage_info {
+    uint32_t size;          /* set by the caller: sizeof(memra_stage_info_t) */
+    int32_t layer0, layer1; /* the stage runs trunk layers [layer0, layer1) */
+    int32_t backend;        /* memra_backend_t of the stage's engine */
+    int32_t device;         /* device ordinal (CPU: 0) */
+    int32_t engine_index;   /* index of the first stage on the same engine (== stage when it has its own) */
+    int32_t reserved;
+    uint64_t weight_bytes;  /* weights placed on this stage */
+} memra_stage_info_t;
+
+/* Fills INFO for STAGE (its size field must be set). MEMRA_E_RANGE for a
+ * stage outside [0, n_stages). Thread-safety: any thread. */
+MEMRA_API memra_status_t memra_model_stage_info(const memra_model_t *model, int32_t stage, memra_stage_info_t *info);
+
+typedef struct memra_pipeline_info {
+    uint32_t size;          /* set by the caller: sizeof(memra_pipeline_info_t) */
+    int32_t n_stages;
+    int32_t shard;          /* effective knobs after params and env: 1 = each stage holds its own layers */
+    int32_t streams;        /* 1 = one worker/stream per stage, 0 = serial */
+    int32_t overlap;        /* 1 = two boundary slots per stage (double-buffered), 0 = one */
+    int32_t share_device;   /* 1 = several stages may run on one GPU */
+    int32_t fence[MEMRA_MAX_PP_STAGES + 1]; /* stage s runs layers [fence[s], fence[s+1]) */
+} memra_pipeline_info_t;
+
+/* Fills INFO (its size field must be set). Thread-safety: any thread. */
+MEMRA_API memra_status_t memra_model_pipeline_info(const memra_model_t *model, memra_pipeline_info_t *info);
+
+/* ---- deferred decode ------------------------------------------------------ */
+
+/* A queued decode step: a request, consumed exactly once, by
+ * memra_pending_wait (which frees it) or memra_pending_free. */
+typedef struct memra_pending memra_pending_t;
+
+/* Queues one decode step of TOKEN on CACHE and returns at once with
+ * *OUT, whose logits come from memra_pending_wait. The cache position
+ * advances at queue time, so the next step may be queued right away;
+ * several steps may be in flight (a window) and they complete in queue
+ * order. While steps are in flight, memra_forward/memra_decode_step on the
+ * model, and clear/snapshot/restore/free of the cache, fail with
+ * MEMRA_E_BUSY. Errors at queue time (MEMRA_E_RANGE token, MEMRA_E_FULL
+ * cache, MEMRA_E_MISUSE cache of another model) leave *OUT NULL and the
+ * cache unchanged. With streams=0 (env MEMRA_PP_STREAMS=0) the step runs
+ * before this returns. Thread-safety: one thread at a time per model. */
+MEMRA_API memra_status_t memra_decode_step_deferred(memra_model_t *model, memra_cache_t *cache, int32_t token,
+                                                    memra_pending_t **out);
+
+/* MEMRA_OK when the step has finished (memra_pending_wait will not block),
+ * MEMRA_E_AGAIN while it has not; MEMRA_E_MISUSE for a handle that is not a
+ * live pending (already consumed). Does not consume the pending.
+ * Thread-safety: any thread, one at a time per pending. */
+MEMRA_API memra_status_t memra_pending_poll(const memra_pending_t *pending);
+
+/* Blocks until the step has finished, writes its n_vocab logits to LOGITS
+ * (NULL = discard) and frees the pending. Returns the step's status: a
+ * failed step (device error, or an earlier failed step on the same cache)
+ * leaves the cache undefined (clear it). MEMRA_E_MISUSE (nothing freed) for
+ * a handle that is not a live pending. Thread-safety: any thread, one at a
+ * time per pending. */
+MEMRA_API memra_status_t memra_pending_wait(memra_pending_t *pending, float *logits);
+
+/* Cancels a pending: the step cannot be taken back (later steps depend on
+ * its cache writes), so this drains it and discards its logits, then frees
+ * it. NULL is a no-op; MEMRA_E_MISUSE for a handle that is not a live
+ * pending. Thread-safety: any thread, one at a time per pending. */
+MEMRA_API memra_status_t memra_pending_free(memra_pending_t *pending);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,130 @@
+/* Internal pipeline state: the stage plan made at load (lib/pipeline.c),
+ * the per-stage workers that run deferred decode steps (lib/pp_sched.c)
+ * and the pending handles (lib/pending.c). */
+#ifndef MEMRA_PIPELINE_IMPL_H
+#define MEMRA_PIPELINE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "memra/check.h"
+#include "memra/pipeline.h"
+#include "model_impl.h"
+
+/* Deferred steps queued and not finished by the last stage; queueing one
+ * more waits for the oldest to finish (back-pressure, never an error). */
+#define MEMRA__PP_RING 64
+
+struct memra_pending {
+    uint32_t magic;              /* MEMRA__PENDING_MAGIC while live */
+    memra_model_t *m;
+    memra_cache_t *c;
+    uint64_t seq;                /* queue order on the model */
+    int32_t io[2];               /* token, position */
+    bool done;                   /* the last stage finished it (under pp->mu) */
+    memra_status_t status;       /* first failure on any stage (under pp->mu) */
+    char msg[MEMRA__ERRMSG_MAX];
+    float *logits;               /* host, n_vocab floats */
+    struct memra_pending *next_live; /* registry of live handles (lib/pending.c) */
+};
+#define MEMRA__PENDING_MAGIC 0x70656e64u
+
+typedef struct memra__pp {
+    /* plan (effective knobs after params and env) */
+    int32_t shard, streams, overlap, share_device;
+    int32_t n_est;                             /* trunk layers the cuts assumed */
+    memra_engine_t *own[MEMRA_MAX_STAGES];     /* private engines, destroyed with the model */
+    int32_t group[MEMRA_MAX_STAGES];           /* first stage on the same engine */
+
+    /* scheduler (lib/pp_sched.c); everything below is guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool sync_init;
+    bool started, quit;
+    int32_t n_threads;                         /* workers started (one per stage) */
+    pthread_t threads[MEMRA_MAX_STAGES];
+    pthread_mutex_t eng_mu[MEMRA_MAX_STAGES];  /* per engine group: one stage at a time on an engine */
+    int32_t n_slots;                           /* boundary slots per stage: 2 = double-buffered */
+    float *slot[MEMRA_MAX_STAGES][2];          /* on stage s's device: its input carry (s >= 1) */
+    void *ev_filled[MEMRA_MAX_STAGES][2];      /* recorded by stage s-1 after filling slot (optional) */
+    void *ev_freed[MEMRA_MAX_STAGES][2];       /* recorded by stage s after reading slot (optional) */
+    struct memra_pending *ring[MEMRA__PP_RING];
+    uint64_t tail;                             /* next sequence number */
+    uint64_t done[MEMRA_MAX_STAGES];           /* jobs stage s has finished */
+    atomic_int unconsumed;                     /* pendings not yet waited on or freed */
+} memra__pp_t;
+
+/* Re-raises the calling thread's last error on ERR (may be NULL) as ST,
+ * after an optional printf-style prefix. The message is copied first:
+ * memra__fail formats into the very buffer memra_last_error() returns. */
+memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *prefix_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- plan (lib/pipeline.c) ------------------------------------------------ */
+
+/* Before bind: resolves stage count, engines (ENGINE = params.engine) and
+ * cuts from params and MEMRA_PP_* env; sets m->n_stages and each stage's
+ * engine and layer range. */
+memra_status_t memra__pp_setup(memra_model_t *m);
+/* After bind: checks the bound layer count against the plan. */
+memra_status_t memra__pp_finish(memra_model_t *m);
+/* Destroys the private engines and the plan (after the stages are freed). */
+void memra__pp_free(memra_model_t *m);
+
+/* Spec parsers, exposed for tests. Devices: one name for every stage or
+ * exactly N comma-separated names ("cpu", "cuda", "cuda:K"). Splits:
+ * exactly N-1 comma-separated first layers of stages 2..N. WHAT names the
+ * source in messages. */
+memra_status_t memra__pp_parse_devices(const char *what, const char *spec, int32_t n,
+                                       memra_engine_params_t *out);
+memra_status_t memra__pp_parse_splits(const char *what, const char *spec, int32_t n_stages, int32_t *cuts);
+/* Checks N-1 cuts: strictly increasing in [1, n_layer) and accepted by OK
+ * (NULL = all). */
+memra_status_t memra__pp_check_cuts(const char *what, const int32_t *cuts, int32_t n_stages, int32_t n_layer,
+                                    const bool *ok);
+/* Default cuts: contiguous ranges minimizing the largest stage's bytes
+ * (FIRST_EXTRA on stage 0: embeddings; LAST_EXTRA on the last: head);
+ * cut before layer il only where OK[il] (NULL = anywhere). */
+memra_status_t memra__pp_even_cuts(const uint64_t *layer_bytes, int32_t n_layer, uint64_t first_extra,
+                                   uint64_t last_extra, int32_t n_stages, const bool *ok, int32_t *cuts);
+
+/* ---- scheduler (lib/pp_sched.c) ------------------------------------------ */
+
+/* Stops the workers and frees the boundary slots (before the stages). */
+void memra__pp_stop(memra_model_t *m);
+/* Queues P (token and position filled in) on M's workers. */
+memra_status_t memra__pp_submit(memra_model_t *m, struct memra_pending *p);
+/* Blocks until P is done (under the workers' lock). */
+void memra__pp_wait_done(memra_model_t *m, struct memra_pending *p);
+bool memra__pp_is_done(memra_model_t *m, const struct memra_pending *p);
+
+/* ---- driver (lib/forward.c) ----------------------------------------------- */
+
+/* Runs stage SI's part of N tokens at IO_HOST (tokens then positions) on
+ * CARRY (device, [n][carry_floats]): embed on the first stage, its layers,
+ * and the head into st->logits on the last when N_OUT > 0. Queues work and
+ * does not synchronize. */
+memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
+                                float *carry, int32_t out_row0, int32_t n_out);
+/* Copies BYTES of carry from stage A's buffer SRC to stage B's DST
+ * (memcpy on host memory, copy on one device, copy_peer, else a host
+ * bounce). Queued on A; a host bounce synchronizes A. */
+memra_status_t memra__cross(memra_model_t *m, int32_t a, const float *src, int32_t b, float *dst, size_t bytes);
+/* One chunk walked stage by stage on the calling thread (memra_forward,
+ * and deferred steps with streams=0): N tokens at the cache position;
+ * logits rows [out_row0, out_row0+n_out) to HOST_LOGITS. Synchronizes.
+ * A failure is also recorded on the model's error slot. */
+memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
+                                int32_t out_row0, int32_t n_out, float *host_logits);
+/* Grows a device buffer of stage ST to at least NEED bytes. */
+memra_status_t memra__stage_buf(memra_model_t *m, memra__stage_t *st, void **p, size_t *cap, size_t need);
+
+/* ---- checks (lib/check_margin.c) ------------------------------------------ */
+
+/* Fills the rows, summary and verdict of R from the window's logits, DEC
+ * (decode) and PRE (prefill), [window][n_vocab] each; R's n_tokens, n_vocab,
+ * window and budget must be set. Exposed for tests. */
+void memra__margin_fill(memra_margin_report_t *r, const float *dec, const float *pre);
+
+#endif

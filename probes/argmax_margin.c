@@ -1,0 +1,183 @@
+/* memra-argmax-margin-probe MODEL PROMPT_FILE [window=24] [device=cpu|cuda:N] [budget=1e-3] [chunk=N]
+ *
+ * Prints memra_check_argmax_margin's table. PROMPT_FILE holds either token
+ * ids (integers separated by spaces, commas or newlines; brackets allowed)
+ * or text, tokenized with the model's tokenizer (BOS as the model adds it).
+ * Exit 0 when the check ran (whatever the verdict), 2 on errors. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memra/memra.h>
+
+/* Weak: the probe still builds (ids-only) against a library without the
+ * tokenizer. */
+memra_status_t memra_tokenizer_load(const char *path, memra_tokenizer_t **out) __attribute__((weak));
+memra_status_t memra_tokenize(const memra_tokenizer_t *tok, const char *text, size_t text_len, int32_t *ids,
+                              int32_t n_max, uint32_t flags, int32_t *n_out) __attribute__((weak));
+void memra_tokenizer_free(memra_tokenizer_t *tok) __attribute__((weak));
+#ifndef MEMRA_TOKENIZE_ADD_SPECIAL
+#define MEMRA_TOKENIZE_ADD_SPECIAL (1u << 0)
+#endif
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: memra-argmax-margin-probe MODEL PROMPT_FILE [window=24] [device=cpu|cuda:N] "
+                    "[budget=1e-3] [chunk=N]\n");
+    return 2;
+}
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *nb = realloc(buf, (cap *= 2) + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = '\0';
+    *n = len;
+    return buf;
+}
+
+/* Token ids when the file is only integers and separators, else NULL. */
+static int32_t *parse_ids(const char *s, int32_t *n)
+{
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p) && !strchr(",[]-", *p))
+            return NULL;
+    int32_t cap = 256, k = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    for (const char *p = s; ids && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        if (k == cap) {
+            int32_t *ni = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+            if (!ni) {
+                free(ids);
+                return NULL;
+            }
+            ids = ni;
+        }
+        ids[k++] = (int32_t)v;
+        p = end;
+    }
+    *n = k;
+    return ids;
+}
+
+static int32_t *tokenize(const char *model, const char *text, size_t len, int32_t *n)
+{
+    if (!memra_tokenizer_load || !memra_tokenize) {
+        fprintf(stderr, "memra-argmax-margin-probe: this libmemra has no tokenizer; give token ids\n");
+        return NULL;
+    }
+    memra_tokenizer_t *tok = NULL;
+    if (memra_tokenizer_load(model, &tok)) {
+        fprintf(stderr, "memra-argmax-margin-probe: tokenizer: %s\n", memra_last_error());
+        return NULL;
+    }
+    int32_t need = 0;
+    memra_tokenize(tok, text, len, NULL, 0, MEMRA_TOKENIZE_ADD_SPECIAL, &need);
+    int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
+    if (ids && memra_tokenize(tok, text, len, ids, need, MEMRA_TOKENIZE_ADD_SPECIAL, n)) {
+        fprintf(stderr, "memra-argmax-margin-probe: tokenize: %s\n", memra_last_error());
+        free(ids);
+        ids = NULL;
+    }
+    memra_tokenizer_free(tok);
+    return ids;
+}
+
+static void print_report(const memra_margin_report_t *r)
+{
+    printf("argmax margin: %s, vocab %d, %d prompt tokens, window %d, budget %.3g\n", r->arch, r->n_vocab,
+           r->n_tokens, r->window, (double)r->budget);
+    printf("%5s  %8s %8s %11s  %8s %8s %11s  %10s %5s\n", "pos", "dec top1", "dec top2", "dec margin", "pre top1",
+           "pre top2", "pre margin", "spread", "agree");
+    for (int32_t i = 0; i < r->window; i++) {
+        const memra_margin_row_t *w = &r->rows[i];
+        printf("%5d  %8d %8d %11.4g  %8d %8d %11.4g  %10.3g %5s%s\n", w->pos, w->top1_decode, w->top2_decode,
+               (double)w->margin_decode, w->top1_prefill, w->top2_prefill, (double)w->margin_prefill,
+               (double)w->spread, w->agree ? "yes" : "NO", i == r->window - 1 ? "  <- decision" : "");
+    }
+    printf("agree %d/%d, max spread %.3g (max |decode - prefill| over all ids %.3g), smallest margin %.4g\n",
+           r->n_agree, r->window, (double)r->max_spread, (double)r->max_abs_diff, (double)r->min_margin);
+    printf("decision position %d: margin %.4g, rank %d of %d (%.1f%% of the window below it)\n", r->decision_pos,
+           (double)r->decision_margin, r->decision_rank, r->window, (double)r->decision_percentile);
+    printf("verdict: %s: %s\n", memra_margin_verdict_name(r->verdict), r->reason);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return usage();
+    memra_margin_params_t p;
+    memra_margin_default_params(&p);
+    int32_t window = 24;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        const char *v = eq ? eq + 1 : a;
+        char *end = NULL;
+        if (!eq || !strncmp(a, "window=", 7))
+            window = (int32_t)strtol(v, &end, 10);
+        else if (!strncmp(a, "device=", 7))
+            p.device = v, end = (char *)v + strlen(v);
+        else if (!strncmp(a, "budget=", 7))
+            p.budget = strtof(v, &end);
+        else if (!strncmp(a, "chunk=", 6))
+            p.prefill_chunk = (int32_t)strtol(v, &end, 10);
+        if (!end || end == v || *end) {
+            fprintf(stderr, "memra-argmax-margin-probe: bad argument '%s'\n", a);
+            return usage();
+        }
+    }
+    size_t len = 0;
+    char *text = read_all(argv[2], &len);
+    if (!text) {
+        fprintf(stderr, "memra-argmax-margin-probe: cannot read %s\n", argv[2]);
+        return 2;
+    }
+    int32_t n = 0;
+    int32_t *ids = parse_ids(text, &n);
+    if (!ids)
+        ids = tokenize(argv[1], text, len, &n);
+    free(text);
+    if (!ids || n < 1) {
+        fprintf(stderr, "memra-argmax-margin-probe: no prompt tokens in %s\n", argv[2]);
+        free(ids);
+        return 2;
+    }
+    memra_margin_report_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return 2;
+    r->size = sizeof *r;
+    memra_status_t st = memra_check_argmax_margin(argv[1], ids, n, window, &p, r);
+    free(ids);
+    if (st) {
+        fprintf(stderr, "memra-argmax-margin-probe: %s: %s\n", memra_status_name(st), memra_last_error());
+        free(r);
+        return 2;
+    }
+    print_report(r);
+    free(r);
+    return 0;
+}
