@@ -34,23 +34,30 @@ static memra_status_t wrong_type(memra_model_t *m, const char *k, int64_t i, con
                              t == MEMRA_GGUF_ARRAY ? "ARRAY" : memra_gguf_type_name(t), want);
 }
 
-static memra_status_t get_u32(memra_model_t *m, const char *key, bool required, uint32_t def, uint32_t *out)
+/* Finds KEY and checks it has type WANT. *idx = -1 when it is absent
+ * and not required. */
+static memra_status_t find_typed(memra_model_t *m, const char *key, bool required, memra_gguf_type_t want,
+                                 int64_t *idx)
 {
     char buf[256];
     const char *k = full_key(m, key, buf, sizeof buf);
-    int64_t i = memra_gguf_find_kv(m->gguf, k);
-    if (i < 0) {
-        if (required)
-            return memra__model_fail(m, MEMRA_E_FORMAT, "required key '%s' is missing", k);
-        *out = def;
-        return MEMRA_OK;
-    }
-    if (memra_gguf_kv_type(m->gguf, i) != MEMRA_GGUF_UINT32)
-        return wrong_type(m, k, i, "UINT32");
-    uint64_t v = 0;
-    memra_gguf_kv_u64(m->gguf, i, &v);
-    *out = (uint32_t)v;
+    *idx = memra_gguf_find_kv(m->gguf, k);
+    if (*idx < 0)
+        return required ? memra__model_fail(m, MEMRA_E_FORMAT, "required key '%s' is missing", k) : MEMRA_OK;
+    if (memra_gguf_kv_type(m->gguf, *idx) != want)
+        return wrong_type(m, k, *idx, memra_gguf_type_name(want));
     return MEMRA_OK;
+}
+
+static memra_status_t get_u32(memra_model_t *m, const char *key, bool required, uint32_t def, uint32_t *out)
+{
+    int64_t i;
+    uint64_t v = def;
+    memra_status_t st = find_typed(m, key, required, MEMRA_GGUF_UINT32, &i);
+    if (!st && i >= 0)
+        memra_gguf_kv_u64(m->gguf, i, &v);
+    *out = (uint32_t)v;
+    return st;
 }
 
 memra_status_t memra__cfg_u32(memra_model_t *m, const char *key, uint32_t *out)
@@ -65,21 +72,13 @@ memra_status_t memra__cfg_u32_or(memra_model_t *m, const char *key, uint32_t def
 
 static memra_status_t get_f32(memra_model_t *m, const char *key, bool required, float def, float *out)
 {
-    char buf[256];
-    const char *k = full_key(m, key, buf, sizeof buf);
-    int64_t i = memra_gguf_find_kv(m->gguf, k);
-    if (i < 0) {
-        if (required)
-            return memra__model_fail(m, MEMRA_E_FORMAT, "required key '%s' is missing", k);
-        *out = def;
-        return MEMRA_OK;
-    }
-    if (memra_gguf_kv_type(m->gguf, i) != MEMRA_GGUF_FLOAT32)
-        return wrong_type(m, k, i, "FLOAT32");
-    double v = 0;
-    memra_gguf_kv_f64(m->gguf, i, &v);
+    int64_t i;
+    double v = def;
+    memra_status_t st = find_typed(m, key, required, MEMRA_GGUF_FLOAT32, &i);
+    if (!st && i >= 0)
+        memra_gguf_kv_f64(m->gguf, i, &v);
     *out = (float)v;
-    return MEMRA_OK;
+    return st;
 }
 
 memra_status_t memra__cfg_f32(memra_model_t *m, const char *key, float *out)
