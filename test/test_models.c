@@ -34,6 +34,18 @@ static const fixture k_fixtures[] = {
 };
 
 #define TOL 1e-3
+
+/* MEMRA_TEST_PREFILL_TOL=X (X > 0): prefill is held to X instead of TOL, and
+ * chunked prefills must agree within X instead of bit for bit. For the GPU
+ * engine in fast mode, whose prefill matmuls take f16 inputs (so a chunk of
+ * 1 or a few rows, run as f32 matvecs, differs from a larger one). Decode
+ * keeps TOL. */
+static double prefill_tol(void)
+{
+    const char *e = getenv("MEMRA_TEST_PREFILL_TOL");
+    const double v = e && *e ? atof(e) : 0.0;
+    return v > 0 ? v : 0.0;
+}
 #define MEMRA__ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Integer array after "KEY": [ ... ] in a small JSON file. */
@@ -214,21 +226,31 @@ static void check_fixture(const fixture *f)
     memra_cache_free(c);
 
     /* chunk invariance: bit-identical prefill whatever the chunk size */
+    const double ptol = prefill_tol();
+    double d_chunk = 0;
+    int32_t bad_chunk = 0; /* reported after the ACCURACY line */
     static const int32_t chunks[] = {1, 3, 16, 512};
     for (size_t k = 0; k < MEMRA__ARRAY_LEN_T(chunks); k++) {
         memra_model_t *mc = load_model(f, chunks[k]);
         float *alt = prefill_all(mc, &r);
-        if (memcmp(alt, pre, rowsz * (size_t)r.n_tokens * sizeof *alt) != 0)
-            fail_msg("%s: prefill with chunk %d differs from one-shot prefill (max |d| %.3g)", f->name, chunks[k],
-                     max_delta(alt, pre, rowsz * (size_t)r.n_tokens));
+        const double dc = max_delta(alt, pre, rowsz * (size_t)r.n_tokens);
+        if (!(dc <= d_chunk))
+            d_chunk = dc;
+        if (!bad_chunk && (ptol > 0 ? !(dc <= ptol) : memcmp(alt, pre, rowsz * (size_t)r.n_tokens * sizeof *alt) != 0))
+            bad_chunk = chunks[k];
         free(alt);
         assert_int_equal(memra_model_free(mc), MEMRA_OK);
     }
 
-    printf("ACCURACY %-16s prefill %.3e  decode %.3e  decode-vs-prefill %.3e  greedy %d compared, %d near-ties\n",
-           f->name, d_pre, d_dec, d_dp, compared, skipped);
-    if (!(d_pre <= TOL) || !(d_dec <= TOL))
-        fail_msg("%s: max |d| prefill %.3g, decode %.3g (limit %.0e)", f->name, d_pre, d_dec, TOL);
+    printf("ACCURACY %-16s prefill %.3e  decode %.3e  decode-vs-prefill %.3e  greedy %d compared, %d near-ties"
+           "  chunks %.3e\n",
+           f->name, d_pre, d_dec, d_dp, compared, skipped, d_chunk);
+    if (bad_chunk)
+        fail_msg("%s: prefill with chunk %d differs from one-shot prefill (max |d| over chunks %.3g)", f->name,
+                 bad_chunk, d_chunk);
+    if (!(d_pre <= (ptol > 0 ? ptol : TOL)) || !(d_dec <= TOL))
+        fail_msg("%s: max |d| prefill %.3g, decode %.3g (limits %.0e, %.0e)", f->name, d_pre, d_dec,
+                 ptol > 0 ? ptol : TOL, TOL);
     free(pre);
     free(dec);
     assert_int_equal(memra_model_free(m), MEMRA_OK);

@@ -14,6 +14,62 @@ extern "C" {
 
 /* ---- kernel check (CUDA ops vs the CPU reference) ---------------------- */
 
+/* Runs every backend op on a CUDA engine and on the CPU reference with the
+ * same seeded random inputs, at fixture shapes and real-model shapes, and
+ * compares. Outputs are poisoned (a NaN sentinel) with guard zones around
+ * them and in row-stride gaps, so unwritten elements and stray writes fail.
+ * Each case states its bound: "exact" (bit-identical), "ulp" (max error in
+ * units in the last place of the reference), or "nmse" (sum (got-ref)^2 /
+ * sum ref^2). Matmul runs on an exact-mode engine and, for prefill shapes,
+ * on a fast-mode engine (f16 inputs) with a looser NMSE bound. */
+typedef struct memra_kernel_check_params {
+    uint32_t size;          /* set by the init macro */
+    int32_t device;         /* CUDA ordinal (default 0) */
+    uint64_t seed;          /* random inputs (default 1) */
+    const char *test;       /* only cases whose name starts with this, e.g. "matmul" or "attention.swa"
+                               (NULL or "" = all) */
+    int32_t bench;          /* 1 = also time each case's CUDA op (default 0) */
+    int32_t bench_iters;    /* calls timed per case (default 20) */
+    int32_t big;            /* 1 = include the real-model shapes (default 1) */
+} memra_kernel_check_params_t;
+
+MEMRA_API void memra_kernel_check_params_init(memra_kernel_check_params_t *params, uint32_t size);
+#define memra_kernel_check_default_params(p) memra_kernel_check_params_init((p), (uint32_t)sizeof(*(p)))
+
+#define MEMRA_KERNEL_CHECK_MAX_LINES 320
+
+typedef struct memra_kernel_check_line {
+    char name[48];          /* op.variant, e.g. "matmul.q8_0.decode" */
+    char shape[96];         /* the case's shape, human-readable */
+    double max_abs_err;     /* max |got - ref| over the written elements */
+    double nmse;            /* sum (got - ref)^2 / sum ref^2 */
+    double max_ulp;         /* max |got - ref| / ulp(ref) */
+    double tol;             /* the bound of tol_kind */
+    char tol_kind[8];       /* "exact", "ulp" or "nmse" */
+    int32_t guard_ok;       /* every output written, nothing outside it touched */
+    int32_t pass;
+    double bench_us;        /* mean CUDA time per call (bench), else 0 */
+    double bench_gbs;       /* bytes the op must move / bench_us, where counted, else 0 */
+    char note[64];          /* why it failed, or "" */
+} memra_kernel_check_line_t;
+
+typedef struct memra_kernel_check_report {
+    uint32_t size;          /* set by the caller: sizeof(memra_kernel_check_report_t) */
+    char device_name[256];
+    int32_t n_lines, n_failed;
+    int32_t truncated;      /* more cases ran than lines fit */
+    int32_t all_green;      /* every case passed (and at least one ran) */
+    memra_kernel_check_line_t lines[MEMRA_KERNEL_CHECK_MAX_LINES];
+} memra_kernel_check_report_t;
+
+/* Fills REPORT (its size field must be set). MEMRA_OK when all green,
+ * MEMRA_E_MISMATCH when a case failed (the report says which),
+ * MEMRA_E_NO_DEVICE without a CUDA build or GPU, other errors (out of
+ * memory, device) with the message in memra_last_error(). Prints nothing.
+ * Thread-safety: any thread. */
+MEMRA_API memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params,
+                                             memra_kernel_check_report_t *report);
+
 /* ---- pipeline parity ---------------------------------------------------- */
 
 /* Runs P prompt tokens (prefill, every row's logits) plus N greedy decode
