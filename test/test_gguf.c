@@ -1536,6 +1536,37 @@ static void test_split_many(void **state)
     split_cleanup(&sd);
 }
 
+/* The committed fuzz seeds (test/fuzz/seeds) stay valid files. */
+static void test_fuzz_seeds(void **state)
+{
+    (void)state;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", tu_data_path("../fuzz/seeds"));
+    DIR *d = opendir(dir);
+    if (!d)
+        TU_SKIP("%s not found", dir);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t size = 0;
+        uint8_t *data = tu_read_file(path, &size);
+        assert_non_null(data);
+        g_case = e->d_name;
+        memra_gguf_t *g = open_ok(data, size);
+        assert_int_equal(gguf_walk(g, data, size), 0);
+        memra_gguf_close(g);
+        free(data);
+        n++;
+    }
+    closedir(d);
+    g_case = "";
+    assert_true(n > 0);
+}
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 static int check_fixture(const char *path)
@@ -1649,6 +1680,7 @@ int main(void)
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_duplicate),
         cmocka_unit_test(test_split_many),
+        cmocka_unit_test(test_fuzz_seeds),
         cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

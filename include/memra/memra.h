@@ -14,6 +14,7 @@
 #include "model.h"
 #include "pipeline.h"
 #include "sampler.h"
+#include "tokenizer.h"
 #include "check.h"
 
 #endif

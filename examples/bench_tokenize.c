@@ -1,0 +1,258 @@
+/* memra-bench-tokenize: single-thread encode throughput.
+ *
+ *   memra-bench-tokenize [-m VOCAB.gguf] [-f TEXT_FILE] [-s MB] [-r REPEATS] [--parse-special]
+ *                        [--dump FILE]
+ *
+ * Without -f it generates SIZE MB (default 4) of mixed text from a fixed
+ * seed: Zipf-distributed pseudo-English prose with numbers and punctuation,
+ * C-like code, and accented Latin, Cyrillic, Greek, CJK and emoji. Without -m
+ * it uses the Qwen3 vocabulary of the fixtures. Prints the best of REPEATS
+ * (default 3) runs, by wall clock and by the thread's CPU time (steadier on a
+ * busy machine); MB/s means 10^6 bytes per second. --dump writes the text it
+ * used to FILE. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <memra/memra.h>
+
+typedef struct buf {
+    char *v;
+    size_t n, cap;
+} buf_t;
+
+static void put(buf_t *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        b->v = realloc(b->v, b->cap);
+        if (!b->v) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+    }
+    memcpy(b->v + b->n, s, n);
+    b->n += n;
+}
+
+static void puts_(buf_t *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static unsigned long long g_rng = 0x9E3779B97F4A7C15ull;
+
+static unsigned rnd(unsigned n)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (unsigned)((g_rng >> 11) % n);
+}
+
+/* Zipf-like pick among N items: rank r has weight about 1/(r+1). */
+static unsigned zipf(unsigned n)
+{
+    double u = (double)(rnd(1u << 30) + 1) / (double)(1u << 30);
+    unsigned r = (unsigned)pow((double)n + 1, u) - 1;
+    return r < n ? r : n - 1;
+}
+
+enum { N_WORDS = 20000 };
+static char g_words[N_WORDS][16];
+
+static void make_words(void)
+{
+    static const char *const on[] = {"b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s",
+                                     "t", "v", "w", "st", "th", "ch", "sh", "pr", "tr", "gr", "bl", ""};
+    static const char *const nu[] = {"a", "e", "i", "o", "u", "ea", "ou", "io", "ai", "y"};
+    static const char *const co[] = {"", "n", "r", "s", "t", "l", "nd", "st", "ng", "ck", "m"};
+    for (int w = 0; w < N_WORDS; w++) {
+        char *o = g_words[w];
+        int syl = 1 + (w > 50) + (w > 2000) + (int)rnd(2);
+        o[0] = '\0';
+        for (int s = 0; s < syl && strlen(o) < 10; s++) {
+            strcat(o, on[rnd(26)]);
+            strcat(o, nu[rnd(10)]);
+            strcat(o, co[rnd(11)]);
+        }
+    }
+}
+
+static void prose(buf_t *b)
+{
+    int n = 8 + (int)rnd(20);
+    for (int i = 0; i < n; i++) {
+        const char *w = g_words[zipf(N_WORDS)];
+        char tmp[32];
+        snprintf(tmp, sizeof tmp, "%s", w);
+        if (i == 0)
+            tmp[0] = (char)(tmp[0] >= 'a' && tmp[0] <= 'z' ? tmp[0] - 32 : tmp[0]);
+        if (i)
+            puts_(b, " ");
+        puts_(b, tmp);
+        unsigned r = rnd(100);
+        if (r < 6)
+            puts_(b, ",");
+        else if (r < 8) {
+            snprintf(tmp, sizeof tmp, " %u", rnd(100000));
+            puts_(b, tmp);
+        } else if (r < 9)
+            puts_(b, "'s");
+    }
+    static const char *const end[] = {". ", ". ", "? ", "! ", ".\n", ".\n\n"};
+    puts_(b, end[rnd(6)]);
+}
+
+static void code(buf_t *b)
+{
+    static const char *const lines[] = {
+        "for (int i = 0; i < n; ++i) {\n", "    sum += a[i] * b[i];\n", "}\n", "if (x == NULL)\n",
+        "        return -1;\n", "def f(x):\n    return x * 2\n", "    self.value = value  # cache\n",
+        "static const char *name = \"memra\";\n", "\tprintf(\"%d\\n\", count);\n", "x = [1, 2, 3, 0x7fff]\n"};
+    int n = 2 + (int)rnd(6);
+    for (int i = 0; i < n; i++)
+        puts_(b, lines[rnd(10)]);
+}
+
+static void intl(buf_t *b)
+{
+    static const char *const s[] = {
+        "Le café était très agréable, naïve idée. ", "Über die Brücke gehen wir schnell. ",
+        "Быстрая коричневая лиса прыгает через ленивую собаку. ", "Η γρήγορη καφέ αλεπού πηδά. ",
+        "我想在苹果公司工作，今天天气很好。", "日本語のテキストも少し入れます。", "한국어 문장도 있습니다. ",
+        "emoji 🦙🚀 and ✅ 👩‍👩‍👧 flags 🇯🇵 ", "Ñandú, pingüino, acción — “quoted” text… "};
+    int n = 1 + (int)rnd(3);
+    for (int i = 0; i < n; i++)
+        puts_(b, s[rnd(9)]);
+}
+
+static char *generate(size_t size, size_t *len)
+{
+    buf_t b = {0};
+    make_words();
+    while (b.n < size) {
+        unsigned r = rnd(10);
+        if (r < 6)
+            prose(&b);
+        else if (r < 8)
+            code(&b);
+        else
+            intl(&b);
+    }
+    *len = b.n;
+    return b.v;
+}
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double now(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    buf_t b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        put(&b, chunk, n);
+    fclose(f);
+    *len = b.n;
+    return b.v ? b.v : calloc(1, 1);
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = NULL, *file = NULL, *dump = NULL;
+    double mb = 4;
+    int repeats = 3;
+    uint32_t flags = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc)
+            model = argv[++i];
+        else if (!strcmp(argv[i], "-f") && i + 1 < argc)
+            file = argv[++i];
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc)
+            mb = atof(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+            dump = argv[++i];
+        else if (!strcmp(argv[i], "--parse-special"))
+            flags |= MEMRA_TOKENIZE_PARSE_SPECIAL;
+        else {
+            fprintf(stderr, "usage: %s [-m VOCAB.gguf] [-f TEXT] [-s MB] [-r REPEATS] [--parse-special] [--dump FILE]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    char def[4096];
+    if (!model) {
+        const char *fx = getenv("MEMRA_FIXTURES");
+        snprintf(def, sizeof def, "%s/tokenizer/vocab-qwen3.gguf", fx && *fx ? fx : "../shared/fixtures");
+        model = def;
+    }
+    double t0 = now();
+    memra_tokenizer_t *tok = NULL;
+    if (memra_tokenizer_load(model, &tok) != MEMRA_OK) {
+        fprintf(stderr, "memra-bench-tokenize: %s\n", memra_last_error());
+        return 1;
+    }
+    double t_load = now() - t0;
+    size_t len = 0;
+    char *text = file ? read_file(file, &len) : generate((size_t)(mb * 1e6), &len);
+    if (!text) {
+        fprintf(stderr, "memra-bench-tokenize: cannot read %s\n", file);
+        return 1;
+    }
+    if (dump) {
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) {
+            fprintf(stderr, "memra-bench-tokenize: cannot write %s\n", dump);
+            return 1;
+        }
+    }
+    int32_t n = 0;
+    memra_status_t st = memra_tokenize(tok, text, len, NULL, 0, flags, &n);
+    if (st != MEMRA_OK && st != MEMRA_E_RANGE) {
+        fprintf(stderr, "memra-bench-tokenize: %s\n", memra_last_error());
+        return 1;
+    }
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    double best = 1e30, best_cpu = 1e30;
+    for (int r = 0; r < repeats; r++) {
+        double t = now(), c = clock_s(CLOCK_THREAD_CPUTIME_ID);
+        st = memra_tokenize(tok, text, len, ids, n, flags, &n);
+        c = clock_s(CLOCK_THREAD_CPUTIME_ID) - c;
+        t = now() - t;
+        if (st != MEMRA_OK) {
+            fprintf(stderr, "memra-bench-tokenize: %s\n", memra_last_error());
+            return 1;
+        }
+        if (t < best)
+            best = t;
+        if (c < best_cpu)
+            best_cpu = c;
+    }
+    printf("%s (%s/%s): load %.0f ms; %zu bytes -> %d tokens (%.2f bytes/token)\n"
+           "best of %d: wall %.1f ms = %.1f MB/s (%.2f M tokens/s); cpu %.1f ms = %.1f MB/s\n",
+           model, memra_tokenizer_model(tok), memra_tokenizer_pre(tok), t_load * 1e3, len, (int)n,
+           (double)len / (n ? n : 1), repeats, best * 1e3, (double)len / best / 1e6, (double)n / best / 1e6,
+           best_cpu * 1e3, (double)len / best_cpu / 1e6);
+    free(ids);
+    free(text);
+    memra_tokenizer_free(tok);
+    return 0;
+}
