@@ -6,12 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memra/tokenizer.h"
 #include "pipeline_impl.h"
 
-/* The tokenizer lands separately; weak references keep the model loadable
- * (without a tokenizer) in builds that do not have it yet. */
-memra_status_t memra_tokenizer_from_gguf(const memra_gguf_t *g, memra_tokenizer_t **out) __attribute__((weak));
-void memra_tokenizer_free(memra_tokenizer_t *tok) __attribute__((weak));
 
 static const memra__arch_t *const k_archs[] = {
     &memra__arch_llama, &memra__arch_qwen3, &memra__arch_qwen35, &memra__arch_qwen35moe, &memra__arch_gemma4,
@@ -63,8 +60,7 @@ static void destroy(memra_model_t *m)
         free_stage(&m->stages[s]);
     memra__pp_free(m); /* private stage engines, once no stage uses them */
     memra_engine_destroy(m->own_engine);
-    if (memra_tokenizer_free)
-        memra_tokenizer_free(m->tok);
+    memra_tokenizer_free(m->tok);
     memra_gguf_close(m->gguf);
     free(m->tensor_used);
     free(m);
@@ -165,7 +161,7 @@ static memra_status_t load(memra_model_t *m, const char *path)
     if ((st = check_all_used(m)))
         return st;
 
-    if (memra_tokenizer_from_gguf && memra_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
+    if (memra_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
         if ((st = memra_tokenizer_from_gguf(m->gguf, &m->tok)))
             return memra__model_fail(m, st, "tokenizer: %s", memra_last_error());
     }
