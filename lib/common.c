@@ -121,7 +121,7 @@ void memra__err_clear(memra__err_t *err)
     }
 }
 
-bool memra__utf8_valid(const char *str, size_t n)
+size_t memra__utf8_bad_offset(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
@@ -132,32 +132,61 @@ bool memra__utf8_valid(const char *str, size_t n)
             continue;
         }
         size_t len;
-        uint32_t cp;
+        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
         if (c >= 0xC2 && c <= 0xDF) {
             len = 2;
-            cp = c & 0x1F;
         } else if (c >= 0xE0 && c <= 0xEF) {
             len = 3;
-            cp = c & 0x0F;
+            if (c == 0xE0)
+                lo = 0xA0; /* overlong */
+            if (c == 0xED)
+                hi = 0x9F; /* surrogates */
         } else if (c >= 0xF0 && c <= 0xF4) {
             len = 4;
-            cp = c & 0x07;
+            if (c == 0xF0)
+                lo = 0x90; /* overlong */
+            if (c == 0xF4)
+                hi = 0x8F; /* > U+10FFFF */
         } else {
-            return false;
+            return i;
         }
-        if (n - i < len)
-            return false;
-        for (size_t k = 1; k < len; k++) {
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
+            return i;
+        for (size_t k = 2; k < len; k++)
             if ((s[i + k] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
+                return i;
         i += len;
     }
-    return true;
+    return n;
+}
+
+bool memra__utf8_valid(const char *s, size_t n)
+{
+    return memra__utf8_bad_offset(s, n) == n;
+}
+
+size_t memra__utf8_put(char *o, uint32_t cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }
 
 void memra_free(void *p)

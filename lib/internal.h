@@ -40,8 +40,13 @@ static inline bool memra__add_ok(uint64_t a, uint64_t b, uint64_t *out)
     return !__builtin_add_overflow(a, b, out);
 }
 
-/* Strict UTF-8 validation (no overlongs, no surrogates, <= U+10FFFF). */
+/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF): the offset of
+ * the first sequence that breaks it, or N if S[0..N) is valid. */
+size_t memra__utf8_bad_offset(const char *s, size_t n);
 bool memra__utf8_valid(const char *s, size_t n);
+/* Writes CP (below 2^21; not checked for surrogates) as 1..4 bytes of UTF-8;
+ * returns the count. */
+size_t memra__utf8_put(char *out, uint32_t cp);
 
 /* IEEE half / bfloat16 conversion (exact, all classes). */
 float memra__fp16_to_f32(uint16_t h);

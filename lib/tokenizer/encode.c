@@ -5,46 +5,6 @@
 
 #include "tokenizer/tok_impl.h"
 
-/* Offset of the first byte that breaks strict UTF-8, or N if valid. */
-static size_t utf8_bad_offset(const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0)
-                lo = 0xA0; /* overlong */
-            if (c == 0xED)
-                hi = 0x9F; /* surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0)
-                lo = 0x90; /* overlong */
-            if (c == 0xF4)
-                hi = 0x8F; /* > U+10FFFF */
-        } else {
-            return i;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t k = 2; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
-                return i;
-        i += len;
-    }
-    return n;
-}
-
 static memra_status_t push(memra__ids_t *out, int32_t id)
 {
     if (memra__ids_push(out, id) != MEMRA_OK)
@@ -141,7 +101,7 @@ memra_status_t memra_tokenize(const memra_tokenizer_t *tok, const char *text, si
     if (text_len > (size_t)INT32_MAX)
         return memra__tok_fail(tok, MEMRA_E_INVALID, "memra_tokenize: text of %zu bytes is longer than 2 GiB",
                                text_len);
-    size_t bad = utf8_bad_offset(text, text_len);
+    size_t bad = memra__utf8_bad_offset(text, text_len);
     if (bad < text_len)
         return memra__tok_fail(tok, MEMRA_E_INVALID,
                                "memra_tokenize: invalid UTF-8 at byte %zu (0x%02X)", bad,

@@ -144,30 +144,6 @@ static void gpt2_alphabet(uint16_t cp[256])
     }
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Next code point of S[*i..N); invalid bytes read as U+FFFD one at a time. */
 static uint32_t get_utf8(const unsigned char *s, size_t n, size_t *i)
 {
@@ -233,7 +209,7 @@ static memra_status_t append_gpt2_decoded(memra__bytes_t *b, const int16_t *inv,
             continue;
         }
         char u[4], hex[16];
-        size_t ul = put_utf8(u, cp);
+        size_t ul = memra__utf8_put(u, cp);
         if (memra__bytes_append(b, "[UNK_BYTE_0x", 12) != MEMRA_OK)
             return MEMRA_E_NOMEM;
         for (size_t k = 0; k < ul; k++) {
@@ -437,7 +413,7 @@ static void byte_tables(memra_tokenizer_t *tok)
     gpt2_alphabet(tok->byte_cp);
     for (int b = 0; b < 256; b++) {
         char u[4];
-        size_t ul = put_utf8(u, tok->byte_cp[b]);
+        size_t ul = memra__utf8_put(u, tok->byte_cp[b]);
         tok->byte_sid[b] = memra__strtab_find(&tok->strs, u, ul);
         /* Fallback: each byte of the encoded char as a one-byte token. */
         for (size_t k = 0; k < 2; k++) {
