@@ -272,12 +272,6 @@ static memra_status_t byte_encode(const memra_tokenizer_t *tok, memra__bpe_scrat
     return MEMRA_OK;
 }
 
-static inline size_t utf8_len(unsigned char c)
-{
-    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lut[c >> 4];
-}
-
 static memra_status_t word(const memra_tokenizer_t *tok, memra__bpe_scratch_t *s, const char *w, size_t n,
                            memra__ids_t *out)
 {
@@ -319,7 +313,7 @@ static memra_status_t word(const memra_tokenizer_t *tok, memra__bpe_scratch_t *s
         return st;
     int32_t m = 0;
     for (size_t i = 0; i < n; m++) {
-        size_t l = utf8_len((unsigned char)w[i]);
+        size_t l = memra__utf8_seq_len((unsigned char)w[i]);
         if (l > n - i)
             l = n - i;
         sym_t *y = &s->sy[m];

@@ -90,19 +90,13 @@ static sbig_t pop(spm_state_t *s)
     return top;
 }
 
-static inline size_t utf8_len(unsigned char c)
-{
-    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lut[c >> 4];
-}
-
 static memra_status_t run(spm_state_t *s, size_t n, memra__ids_t *out)
 {
     const memra_tokenizer_t *tok = s->tok;
     int32_t m = 0;
     s->n_heap = 0;
     for (size_t i = 0; i < n; m++) {
-        size_t l = utf8_len((unsigned char)s->text[i]);
+        size_t l = memra__utf8_seq_len((unsigned char)s->text[i]);
         if (l > n - i)
             l = n - i;
         s->sy[m].start = (uint32_t)i;
