@@ -123,8 +123,7 @@ static memra_status_t kv_bool(const memra_gguf_t *g, const char *key, bool *val,
 
 static int32_t find_text(const memra_tokenizer_t *tok, const char *s)
 {
-    int32_t id = memra__strtab_find(&tok->strs, s, strlen(s));
-    return id < tok->n_vocab ? id : -1;
+    return memra_tokenizer_token_id(tok, s, strlen(s));
 }
 
 static bool text_is(const memra_tokenizer_t *tok, int32_t id, const char *s)
@@ -416,18 +415,14 @@ static void byte_tables(memra_tokenizer_t *tok)
         size_t ul = memra__utf8_put(u, tok->byte_cp[b]);
         tok->byte_sid[b] = memra__strtab_find(&tok->strs, u, ul);
         /* Fallback: each byte of the encoded char as a one-byte token. */
-        for (size_t k = 0; k < 2; k++) {
-            int32_t id = k < ul ? memra__strtab_find(&tok->strs, u + k, 1) : -1;
-            tok->byte_fb[b][k] = id < tok->n_vocab ? id : -1;
-        }
+        for (size_t k = 0; k < 2; k++)
+            tok->byte_fb[b][k] = k < ul ? memra_tokenizer_token_id(tok, u + k, 1) : -1;
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", (unsigned)b);
         int32_t id = find_text(tok, hex);
         if (id < 0 && tok->kind == MEMRA__TOK_SPM) {
             char c = (char)b;
-            id = memra__strtab_find(&tok->strs, &c, 1);
-            if (id >= tok->n_vocab)
-                id = -1;
+            id = memra_tokenizer_token_id(tok, &c, 1);
         }
         tok->byte_tok[b] = id;
     }
@@ -805,10 +800,8 @@ memra_status_t memra_tokenizer_from_gguf(const memra_gguf_t *gguf, memra_tokeniz
     pthread_mutex_init(&tok->err_lock, NULL);
     memra_status_t st = build(tok, gguf);
     if (st != MEMRA_OK) {
-        char msg[MEMRA__ERRMSG_MAX];
-        snprintf(msg, sizeof msg, "%s", memra_last_error());
         memra_tokenizer_free(tok);
-        return memra__fail(NULL, st, "tokenizer: %s", msg);
+        return memra__fail(NULL, st, "tokenizer: %s", memra_last_error());
     }
     *out = tok;
     return MEMRA_OK;
@@ -826,11 +819,8 @@ memra_status_t memra_tokenizer_load(const char *path, memra_tokenizer_t **out)
         return st;
     st = memra_tokenizer_from_gguf(g, out);
     memra_gguf_close(g);
-    if (st != MEMRA_OK) {
-        char msg[MEMRA__ERRMSG_MAX];
-        snprintf(msg, sizeof msg, "%s", memra_last_error());
-        return memra__fail(NULL, st, "%s: %s", path, msg);
-    }
+    if (st != MEMRA_OK)
+        return memra__fail(NULL, st, "%s: %s", path, memra_last_error());
     return MEMRA_OK;
 }
 
