@@ -70,6 +70,19 @@ static inline void scale_min_k4(int j, const uint8_t *s, uint8_t *sc, uint8_t *m
     }
 }
 
+/* Q4_K/Q5_K chunk C (64 values): scale and min of its low-nibble half in
+ * DM[0..1], of its high-nibble half in DM[2..3]. */
+static inline void chunk_scales_k4(int c, const uint8_t *s, float d, float dmin, float dm[4])
+{
+    uint8_t sc, m;
+    scale_min_k4(2 * c, s, &sc, &m);
+    dm[0] = d * sc;
+    dm[1] = dmin * m;
+    scale_min_k4(2 * c + 1, s, &sc, &m);
+    dm[2] = d * sc;
+    dm[3] = dmin * m;
+}
+
 /* ---- decoders: NB blocks from SRC to Y ------------------------------------ */
 
 static void deq_f32(const uint8_t *src, float *y, int64_t nb)
@@ -263,15 +276,12 @@ static void deq_q4_k(const uint8_t *b, float *y, int64_t nb)
         const uint8_t *s = b + 4;
         const uint8_t *q = b + 16;
         for (int c = 0; c < 4; c++, q += 32) {
-            uint8_t sc, m;
-            scale_min_k4(2 * c, s, &sc, &m);
-            const float d1 = d * sc, m1 = dmin * m;
-            scale_min_k4(2 * c + 1, s, &sc, &m);
-            const float d2 = d * sc, m2 = dmin * m;
+            float dm[4];
+            chunk_scales_k4(c, s, d, dmin, dm);
             for (int l = 0; l < 32; l++)
-                *y++ = d1 * (q[l] & 0xF) - m1;
+                *y++ = dm[0] * (q[l] & 0xF) - dm[1];
             for (int l = 0; l < 32; l++)
-                *y++ = d2 * (q[l] >> 4) - m2;
+                *y++ = dm[2] * (q[l] >> 4) - dm[3];
         }
     }
 }
@@ -288,15 +298,12 @@ static void deq_q5_k(const uint8_t *b, float *y, int64_t nb)
         const uint8_t *ql = b + 48;
         unsigned u1 = 1, u2 = 2;
         for (int c = 0; c < 4; c++, ql += 32, u1 <<= 2, u2 <<= 2) {
-            uint8_t sc, m;
-            scale_min_k4(2 * c, s, &sc, &m);
-            const float d1 = d * sc, m1 = dmin * m;
-            scale_min_k4(2 * c + 1, s, &sc, &m);
-            const float d2 = d * sc, m2 = dmin * m;
+            float dm[4];
+            chunk_scales_k4(c, s, d, dmin, dm);
             for (int l = 0; l < 32; l++)
-                *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+                *y++ = dm[0] * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - dm[1];
             for (int l = 0; l < 32; l++)
-                *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+                *y++ = dm[2] * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - dm[3];
         }
     }
 }
@@ -412,90 +419,53 @@ static void quant_q8_0(const float *x, uint8_t *b, int64_t n)
     }
 }
 
-/* Q4_0 scales by the signed extreme so that it maps to -8 exactly, which
- * uses the full asymmetric range [-8, 7]; +8.5 then truncation rounds. */
-static void quant_q4_0(const float *x, uint8_t *b, int64_t n)
+/* Q4_0/Q5_0 (WITH_MIN false) and Q4_1/Q5_1 (true), as ggml's
+ * quantize_row_q{4,5}_{0,1}_ref. Block: d, [m], [qh: the 32 fifth bits],
+ * qs: low nibbles of elements j and j+16 in byte j.
+ * _0 scales by the signed extreme so that it maps to -2^(BITS-1) exactly,
+ * which uses the full asymmetric range; _1 spans [min, max]. Adding
+ * 2^(BITS-1) + 0.5 (resp. 0.5) then truncating rounds. The clamp only
+ * matters for _0: ggml's _1 code has none, as (x-min)*id + 0.5 stays below
+ * 2^BITS by construction. */
+static void quant_legacy(const float *x, uint8_t *b, int64_t n, int bits, bool with_min)
 {
-    for (int64_t i = 0; i < n / QK; i++, x += QK, b += 18) {
-        float max;
-        (void)block_absmax(x, QK, &max);
-        const float d = max / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        wr16(b, memra__f32_to_fp16(d));
-        for (int j = 0; j < QK / 2; j++) {
-            int q0 = (int)(int8_t)(x[j] * id + 8.5f);
-            int q1 = (int)(int8_t)(x[j + QK / 2] * id + 8.5f);
-            q0 = q0 < 15 ? q0 : 15;
-            q1 = q1 < 15 ? q1 : 15;
-            b[2 + j] = (uint8_t)(q0 | (q1 << 4));
+    const int qmax = (1 << bits) - 1, half = 1 << (bits - 1);
+    const size_t head = with_min ? 4 : 2, qh_bytes = bits == 5 ? 4 : 0;
+    for (int64_t i = 0; i < n / QK; i++, x += QK, b += head + qh_bytes + QK / 2) {
+        float min = 0.0f, max, d;
+        if (with_min) {
+            block_minmax(x, QK, &min, &max);
+            d = (max - min) / (float)qmax;
+        } else {
+            (void)block_absmax(x, QK, &max);
+            d = max / -(float)half;
         }
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float add = with_min ? 0.5f : (float)half + 0.5f;
+        wr16(b, memra__f32_to_fp16(d));
+        if (with_min)
+            wr16(b + 2, memra__f32_to_fp16(min));
+        uint8_t *qh = b + head, *qs = qh + qh_bytes;
+        uint32_t hbits = 0;
+        for (int j = 0; j < QK / 2; j++) {
+            /* x - 0.0f is x bit for bit, so the _0 formats need no branch here */
+            int q0 = (int)(int8_t)((x[j] - min) * id + add);
+            int q1 = (int)(int8_t)((x[j + QK / 2] - min) * id + add);
+            q0 = q0 < qmax ? q0 : qmax;
+            q1 = q1 < qmax ? q1 : qmax;
+            qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+            hbits |= (uint32_t)((q0 >> 4) & 1) << j;
+            hbits |= (uint32_t)((q1 >> 4) & 1) << (j + QK / 2);
+        }
+        for (size_t k = 0; k < qh_bytes; k++)
+            qh[k] = (uint8_t)(hbits >> (8 * k));
     }
 }
 
-static void quant_q4_1(const float *x, uint8_t *b, int64_t n)
-{
-    for (int64_t i = 0; i < n / QK; i++, x += QK, b += 20) {
-        float min, max;
-        block_minmax(x, QK, &min, &max);
-        const float d = (max - min) / 15.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        wr16(b, memra__f32_to_fp16(d));
-        wr16(b + 2, memra__f32_to_fp16(min));
-        for (int j = 0; j < QK / 2; j++) {
-            int q0 = (int)(int8_t)((x[j] - min) * id + 0.5f);
-            int q1 = (int)(int8_t)((x[j + QK / 2] - min) * id + 0.5f);
-            q0 = q0 < 15 ? q0 : 15;
-            q1 = q1 < 15 ? q1 : 15;
-            b[4 + j] = (uint8_t)(q0 | (q1 << 4));
-        }
-    }
-}
-
-static void quant_q5_0(const float *x, uint8_t *b, int64_t n)
-{
-    for (int64_t i = 0; i < n / QK; i++, x += QK, b += 22) {
-        float max;
-        (void)block_absmax(x, QK, &max);
-        const float d = max / -16.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint32_t qh = 0;
-        wr16(b, memra__f32_to_fp16(d));
-        for (int j = 0; j < QK / 2; j++) {
-            int q0 = (int)(int8_t)(x[j] * id + 16.5f);
-            int q1 = (int)(int8_t)(x[j + QK / 2] * id + 16.5f);
-            q0 = q0 < 31 ? q0 : 31;
-            q1 = q1 < 31 ? q1 : 31;
-            b[6 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
-            qh |= (uint32_t)((q0 >> 4) & 1) << j;
-            qh |= (uint32_t)((q1 >> 4) & 1) << (j + QK / 2);
-        }
-        for (int k = 0; k < 4; k++)
-            b[2 + k] = (uint8_t)(qh >> (8 * k));
-    }
-}
-
-static void quant_q5_1(const float *x, uint8_t *b, int64_t n)
-{
-    for (int64_t i = 0; i < n / QK; i++, x += QK, b += 24) {
-        float min, max;
-        block_minmax(x, QK, &min, &max);
-        const float d = (max - min) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        uint32_t qh = 0;
-        wr16(b, memra__f32_to_fp16(d));
-        wr16(b + 2, memra__f32_to_fp16(min));
-        for (int j = 0; j < QK / 2; j++) {
-            /* ggml clamps nothing here: (x-min)*id + 0.5 <= 31.5 by construction */
-            const int q0 = (int)(uint8_t)((x[j] - min) * id + 0.5f);
-            const int q1 = (int)(uint8_t)((x[j + QK / 2] - min) * id + 0.5f);
-            b[8 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
-            qh |= (uint32_t)((q0 >> 4) & 1) << j;
-            qh |= (uint32_t)((q1 >> 4) & 1) << (j + QK / 2);
-        }
-        for (int k = 0; k < 4; k++)
-            b[4 + k] = (uint8_t)(qh >> (8 * k));
-    }
-}
+static void quant_q4_0(const float *x, uint8_t *b, int64_t n) { quant_legacy(x, b, n, 4, false); }
+static void quant_q4_1(const float *x, uint8_t *b, int64_t n) { quant_legacy(x, b, n, 4, true); }
+static void quant_q5_0(const float *x, uint8_t *b, int64_t n) { quant_legacy(x, b, n, 5, false); }
+static void quant_q5_1(const float *x, uint8_t *b, int64_t n) { quant_legacy(x, b, n, 5, true); }
 
 /* ---- type table ----------------------------------------------------------- */
 
