@@ -64,12 +64,10 @@ static double softplus(double x)
     return fmax(x, 0.0) + log1p(exp(-fabs(x)));
 }
 
-static float ew_one(const memra_ew_args_t *a, int64_t r, int64_t c)
+/* The binary ops: they read b. */
+static bool ew_needs_b(memra_ew_op_t op)
 {
-    const double s = a->s;
-    const double x = a->op == MEMRA_EW_FILL ? 0.0 : (double)a->a[r * a->as + c];
-    double b = 0.0;
-    switch (a->op) {
+    switch (op) {
     case MEMRA_EW_ADD:
     case MEMRA_EW_MUL:
     case MEMRA_EW_ADD_SCALED:
@@ -77,11 +75,17 @@ static float ew_one(const memra_ew_args_t *a, int64_t r, int64_t c)
     case MEMRA_EW_GEGLU:
     case MEMRA_EW_MUL_SIGMOID:
     case MEMRA_EW_SOFTPLUS_MUL:
-        b = (double)a->b[r * a->bs + c];
-        break;
+        return true;
     default:
-        break;
+        return false;
     }
+}
+
+static float ew_one(const memra_ew_args_t *a, int64_t r, int64_t c)
+{
+    const double s = a->s;
+    const double x = a->op == MEMRA_EW_FILL ? 0.0 : (double)a->a[r * a->as + c];
+    const double b = ew_needs_b(a->op) ? (double)a->b[r * a->bs + c] : 0.0;
     switch (a->op) {
     case MEMRA_EW_COPY: return (float)x;
     case MEMRA_EW_ADD: return (float)(x + b);
@@ -108,22 +112,6 @@ static void ew_part(void *ctx, int64_t begin, int64_t end)
     for (int64_t i = begin; i < end; i++) {
         const int64_t r = i / a->cols, c = i % a->cols;
         a->y[r * a->ys + c] = ew_one(a, r, c);
-    }
-}
-
-static bool ew_needs_b(memra_ew_op_t op)
-{
-    switch (op) {
-    case MEMRA_EW_ADD:
-    case MEMRA_EW_MUL:
-    case MEMRA_EW_ADD_SCALED:
-    case MEMRA_EW_SWIGLU:
-    case MEMRA_EW_GEGLU:
-    case MEMRA_EW_MUL_SIGMOID:
-    case MEMRA_EW_SOFTPLUS_MUL:
-        return true;
-    default:
-        return false;
     }
 }
 
