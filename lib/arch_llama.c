@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "arch_common.h"
 
 typedef struct llama_layer {
     int64_t n_head, n_head_kv, n_ff;
@@ -49,13 +49,6 @@ typedef struct llama_model {
     llama_layer_t *layers;
 } llama_model_t;
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        memra_status_t st_ = (expr);                                                               \
-        if (st_ != MEMRA_OK)                                                                       \
-            return st_;                                                                            \
-    } while (0)
-
 /* ---- binding -------------------------------------------------------------- */
 
 /* RoPE scaling must be off: the rope op has no freq_scale or YaRN terms.
@@ -69,8 +62,8 @@ static memra_status_t check_rope_scaling(memra_model_t *m)
     if (i >= 0 && memra_gguf_kv_str(m->gguf, i, &type, NULL) != MEMRA_OK)
         return memra__model_fail(m, MEMRA_E_FORMAT, "key %s: expected a string", key);
     float linear, factor;
-    TRY(memra__cfg_f32_or(m, "rope.scale_linear", 0.0f, &linear));
-    TRY(memra__cfg_f32_or(m, "rope.scaling.factor", linear, &factor));
+    MEMRA__TRY(memra__cfg_f32_or(m, "rope.scale_linear", 0.0f, &linear));
+    MEMRA__TRY(memra__cfg_f32_or(m, "rope.scaling.factor", linear, &factor));
     bool known = strcmp(type, "none") == 0 || strcmp(type, "linear") == 0;
     if (!known || (factor != 0.0f && factor != 1.0f))
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: rope scaling '%s' with factor %g is not supported",
@@ -85,44 +78,46 @@ static memra_status_t bind_layer(memra_model_t *m, llama_model_t *lm, int32_t il
     const int64_t E = lm->n_embd, hd = lm->head_dim;
     const int64_t nq = L->n_head * hd, nkv = L->n_head_kv * hd, ff = L->n_ff;
 
-    TRY(memra__w_vec(m, s, &L->attn_norm, MEMRA_W_REQUIRED, E, "blk.%d.attn_norm.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->attn_norm, MEMRA_W_REQUIRED, E, "blk.%d.attn_norm.weight", il));
     if (memra__w_exists(m, "blk.%d.attn_qkv.weight", il)) {
-        TRY(memra__w_get(m, s, &L->wqkv, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nq + 2 * nkv},
-                         "blk.%d.attn_qkv.weight", il));
-        TRY(memra__w_vec(m, s, &L->bqkv, MEMRA_W_OPTIONAL, nq + 2 * nkv, "blk.%d.attn_qkv.bias", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->wqkv, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nq + 2 * nkv},
+                                "blk.%d.attn_qkv.weight", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->bqkv, MEMRA_W_OPTIONAL, nq + 2 * nkv, "blk.%d.attn_qkv.bias", il));
     } else {
-        TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nq}, "blk.%d.attn_q.weight", il));
-        TRY(memra__w_get(m, s, &L->wk, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nkv}, "blk.%d.attn_k.weight", il));
-        TRY(memra__w_get(m, s, &L->wv, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nkv}, "blk.%d.attn_v.weight", il));
-        TRY(memra__w_vec(m, s, &L->bq, MEMRA_W_OPTIONAL, nq, "blk.%d.attn_q.bias", il));
-        TRY(memra__w_vec(m, s, &L->bk, MEMRA_W_OPTIONAL, nkv, "blk.%d.attn_k.bias", il));
-        TRY(memra__w_vec(m, s, &L->bv, MEMRA_W_OPTIONAL, nkv, "blk.%d.attn_v.bias", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nq}, "blk.%d.attn_q.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->wk, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nkv}, "blk.%d.attn_k.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->wv, MEMRA_W_REQUIRED, 2, (int64_t[]){E, nkv}, "blk.%d.attn_v.weight", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->bq, MEMRA_W_OPTIONAL, nq, "blk.%d.attn_q.bias", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->bk, MEMRA_W_OPTIONAL, nkv, "blk.%d.attn_k.bias", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->bv, MEMRA_W_OPTIONAL, nkv, "blk.%d.attn_v.bias", il));
     }
-    TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, 2, (int64_t[]){nq, E}, "blk.%d.attn_output.weight", il));
-    TRY(memra__w_vec(m, s, &L->bo, MEMRA_W_OPTIONAL, E, "blk.%d.attn_output.bias", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, 2, (int64_t[]){nq, E}, "blk.%d.attn_output.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->bo, MEMRA_W_OPTIONAL, E, "blk.%d.attn_output.bias", il));
     if (lm->qk_norm) {
-        TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_q_norm.weight", il));
-        TRY(memra__w_vec(m, s, &L->k_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_k_norm.weight", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_q_norm.weight", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->k_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_k_norm.weight", il));
     }
 
-    TRY(memra__w_vec(m, s, &L->ffn_norm, MEMRA_W_REQUIRED, E, "blk.%d.ffn_norm.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->ffn_norm, MEMRA_W_REQUIRED, E, "blk.%d.ffn_norm.weight", il));
     if (lm->n_expert == 0) {
-        TRY(memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ff}, "blk.%d.ffn_gate.weight", il));
-        TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ff}, "blk.%d.ffn_up.weight", il));
-        TRY(memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, 2, (int64_t[]){ff, E}, "blk.%d.ffn_down.weight", il));
-        TRY(memra__w_vec(m, s, &L->ffn_gate_b, MEMRA_W_OPTIONAL, ff, "blk.%d.ffn_gate.bias", il));
-        TRY(memra__w_vec(m, s, &L->ffn_up_b, MEMRA_W_OPTIONAL, ff, "blk.%d.ffn_up.bias", il));
-        TRY(memra__w_vec(m, s, &L->ffn_down_b, MEMRA_W_OPTIONAL, E, "blk.%d.ffn_down.bias", il));
+        MEMRA__TRY(
+            memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ff}, "blk.%d.ffn_gate.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ff}, "blk.%d.ffn_up.weight", il));
+        MEMRA__TRY(
+            memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, 2, (int64_t[]){ff, E}, "blk.%d.ffn_down.weight", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->ffn_gate_b, MEMRA_W_OPTIONAL, ff, "blk.%d.ffn_gate.bias", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->ffn_up_b, MEMRA_W_OPTIONAL, ff, "blk.%d.ffn_up.bias", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->ffn_down_b, MEMRA_W_OPTIONAL, E, "blk.%d.ffn_down.bias", il));
     } else {
         const int64_t ne = lm->n_expert;
-        TRY(memra__w_get(m, s, &L->ffn_gate_inp, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ne},
-                         "blk.%d.ffn_gate_inp.weight", il));
-        TRY(memra__w_get(m, s, &L->ffn_gate_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){E, ff, ne},
-                         "blk.%d.ffn_gate_exps.weight", il));
-        TRY(memra__w_get(m, s, &L->ffn_up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){E, ff, ne},
-                         "blk.%d.ffn_up_exps.weight", il));
-        TRY(memra__w_get(m, s, &L->ffn_down_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){ff, E, ne},
-                         "blk.%d.ffn_down_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_gate_inp, MEMRA_W_REQUIRED, 2, (int64_t[]){E, ne},
+                                "blk.%d.ffn_gate_inp.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_gate_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){E, ff, ne},
+                                "blk.%d.ffn_gate_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){E, ff, ne},
+                                "blk.%d.ffn_up_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_down_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){ff, E, ne},
+                                "blk.%d.ffn_down_exps.weight", il));
     }
     return MEMRA_OK;
 }
@@ -146,9 +141,9 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
     lm->rope_mode = qwen3 ? MEMRA_ROPE_NEOX : MEMRA_ROPE_NORM;
 
     uint32_t n_layer, n_embd, n_ctx;
-    TRY(memra__cfg_u32(m, "block_count", &n_layer));
-    TRY(memra__cfg_u32(m, "embedding_length", &n_embd));
-    TRY(memra__cfg_u32(m, "context_length", &n_ctx));
+    MEMRA__TRY(memra__cfg_u32(m, "block_count", &n_layer));
+    MEMRA__TRY(memra__cfg_u32(m, "embedding_length", &n_embd));
+    MEMRA__TRY(memra__cfg_u32(m, "context_length", &n_ctx));
     if (n_layer == 0 || n_layer > MEMRA_MAX_LAYERS || n_embd == 0)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: block_count %u / embedding_length %u out of range",
                                  m->arch_name, n_layer, n_embd);
@@ -188,15 +183,15 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
     free(head);
     free(head_kv);
     free(ff);
-    TRY(st);
+    MEMRA__TRY(st);
 
     /* llama.cpp: head dims default to n_embd / n_head of layer 0, n_rot to
      * the key head dim, and both archs require full rotary. */
     uint32_t hd_k, hd_v, n_rot;
     const uint32_t hd_def = n_embd / (uint32_t)lm->layers[0].n_head;
-    TRY(memra__cfg_u32_or(m, "attention.key_length", hd_def, &hd_k));
-    TRY(memra__cfg_u32_or(m, "attention.value_length", hd_def, &hd_v));
-    TRY(memra__cfg_u32_or(m, "rope.dimension_count", hd_k, &n_rot));
+    MEMRA__TRY(memra__cfg_u32_or(m, "attention.key_length", hd_def, &hd_k));
+    MEMRA__TRY(memra__cfg_u32_or(m, "attention.value_length", hd_def, &hd_v));
+    MEMRA__TRY(memra__cfg_u32_or(m, "rope.dimension_count", hd_k, &n_rot));
     if (hd_k == 0 || hd_k != hd_v)
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: key_length %u != value_length %u", m->arch_name,
                                  hd_k, hd_v);
@@ -205,14 +200,14 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
                                  m->arch_name, n_rot, hd_k);
     lm->head_dim = hd_k;
     lm->n_rot = n_rot;
-    TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &lm->eps));
-    TRY(memra__cfg_f32_or(m, "rope.freq_base", 10000.0f, &lm->rope_base));
-    TRY(check_rope_scaling(m));
+    MEMRA__TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &lm->eps));
+    MEMRA__TRY(memra__cfg_f32_or(m, "rope.freq_base", 10000.0f, &lm->rope_base));
+    MEMRA__TRY(check_rope_scaling(m));
 
     uint32_t n_expert = 0, n_used = 0;
     if (!qwen3) {
-        TRY(memra__cfg_u32_or(m, "expert_count", 0, &n_expert));
-        TRY(memra__cfg_u32_or(m, "expert_used_count", 0, &n_used));
+        MEMRA__TRY(memra__cfg_u32_or(m, "expert_count", 0, &n_expert));
+        MEMRA__TRY(memra__cfg_u32_or(m, "expert_used_count", 0, &n_used));
         if (n_expert > 0 && (n_used == 0 || n_used > n_expert))
             return memra__model_fail(m, MEMRA_E_FORMAT, "%s: expert_used_count %u invalid for expert_count %u",
                                      m->arch_name, n_used, n_expert);
@@ -222,25 +217,25 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
 
     /* global tensors: embedding on the first stage, head on the last */
     const int32_t first = memra__first_stage(m), last = memra__last_stage(m);
-    TRY(memra__w_get(m, first, &lm->tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){n_embd, -1},
-                     "token_embd.weight"));
+    MEMRA__TRY(
+        memra__w_get(m, first, &lm->tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){n_embd, -1}, "token_embd.weight"));
     const int64_t n_vocab = lm->tok_embd.ne[1];
     m->n_vocab = (int32_t)n_vocab;
     uint32_t vocab_key;
-    TRY(memra__cfg_u32_or(m, "vocab_size", (uint32_t)n_vocab, &vocab_key));
+    MEMRA__TRY(memra__cfg_u32_or(m, "vocab_size", (uint32_t)n_vocab, &vocab_key));
     if (vocab_key != n_vocab)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: vocab_size %u != token_embd.weight rows %lld",
                                  m->arch_name, vocab_key, (long long)n_vocab);
-    TRY(memra__w_vec(m, last, &lm->output_norm, MEMRA_W_REQUIRED, n_embd, "output_norm.weight"));
-    TRY(memra__w_get(m, last, &lm->output, MEMRA_W_OPTIONAL, 2, (int64_t[]){n_embd, n_vocab}, "output.weight"));
+    MEMRA__TRY(memra__w_vec(m, last, &lm->output_norm, MEMRA_W_REQUIRED, n_embd, "output_norm.weight"));
+    MEMRA__TRY(memra__w_get(m, last, &lm->output, MEMRA_W_OPTIONAL, 2, (int64_t[]){n_embd, n_vocab}, "output.weight"));
     if (!lm->output.data && last == first)
         lm->output = lm->tok_embd; /* tied */
     else if (!lm->output.data)
-        TRY(memra__w_get(m, last, &lm->output, MEMRA_W_REQUIRED, 2, (int64_t[]){n_embd, n_vocab},
-                         "token_embd.weight"));
+        MEMRA__TRY(
+            memra__w_get(m, last, &lm->output, MEMRA_W_REQUIRED, 2, (int64_t[]){n_embd, n_vocab}, "token_embd.weight"));
     if (!qwen3) {
         for (int32_t s = 0; s < m->n_stages; s++)
-            TRY(memra__w_vec(m, s, &lm->rope_freqs[s], MEMRA_W_OPTIONAL, n_rot / 2, "rope_freqs.weight"));
+            MEMRA__TRY(memra__w_vec(m, s, &lm->rope_freqs[s], MEMRA_W_OPTIONAL, n_rot / 2, "rope_freqs.weight"));
     }
 
     for (int32_t il = 0; il < (int32_t)n_layer; il++) {
@@ -249,7 +244,7 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
             continue;
         }
         llama_layer_t *L = &lm->layers[il];
-        TRY(bind_layer(m, lm, il));
+        MEMRA__TRY(bind_layer(m, lm, il));
         m->layer_kind[il] = MEMRA_LAYER_ATTENTION;
         m->layer_cache[il].k_floats = L->n_head_kv * lm->head_dim;
         m->layer_cache[il].v_floats = L->n_head_kv * lm->head_dim;
@@ -282,12 +277,6 @@ static size_t llama_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
 
 /* ---- forward -------------------------------------------------------------- */
 
-#define WSF(ptr, n_floats)                                                                         \
-    do {                                                                                           \
-        if (!((ptr) = memra__wsf(r, (n_floats))))                                                  \
-            return r->m->err.status ? r->m->err.status : MEMRA_E_INTERNAL;                         \
-    } while (0)
-
 /* y[t][0..cols) += b (one bias row broadcast to every token). */
 static memra_status_t add_bias(memra__run_t *r, float *y, int64_t ldy, const float *b, int64_t n, int64_t cols)
 {
@@ -302,7 +291,7 @@ static memra_status_t add_bias(memra__run_t *r, float *y, int64_t ldy, const flo
 static memra_status_t linear(memra__run_t *r, const memra_weight_t *w, const float *b, const float *x, int64_t ldx,
                              float *y, int64_t ldy, int64_t n)
 {
-    TRY(r->ops->matmul(r->be, w, x, ldx, y, ldy, n));
+    MEMRA__TRY(r->ops->matmul(r->be, w, x, ldx, y, ldy, n));
     return add_bias(r, y, ldy, b, n, w->ne[1]);
 }
 
@@ -340,56 +329,54 @@ static memra_status_t attention_block(memra__run_t *r, int32_t il)
     const int64_t n = r->n, E = lm->n_embd, hd = lm->head_dim;
     const int64_t nq = L->n_head * hd, nkv = L->n_head_kv * hd;
 
-    float *xn, *q, *k, *v, *att, *y;
-    WSF(xn, n * E);
-    WSF(q, n * nq);
-    WSF(k, n * nkv);
-    WSF(v, n * nkv);
-    TRY(ops->norm(be, MEMRA_NORM_RMS, r->carry, m->carry_floats, L->attn_norm, xn, E, n, E, lm->eps));
+    MEMRA__WS(xn, n * E);
+    MEMRA__WS(q, n * nq);
+    MEMRA__WS(k, n * nkv);
+    MEMRA__WS(v, n * nkv);
+    MEMRA__TRY(ops->norm(be, MEMRA_NORM_RMS, r->carry, m->carry_floats, L->attn_norm, xn, E, n, E, lm->eps));
 
     if (L->wqkv.data) {
         const int64_t w = nq + 2 * nkv;
-        float *qkv;
-        WSF(qkv, n * w);
-        TRY(linear(r, &L->wqkv, L->bqkv, xn, E, qkv, w, n));
-        TRY(copy_cols(r, q, nq, qkv, w, n, nq));
-        TRY(copy_cols(r, k, nkv, qkv + nq, w, n, nkv));
-        TRY(copy_cols(r, v, nkv, qkv + nq + nkv, w, n, nkv));
+        MEMRA__WS(qkv, n * w);
+        MEMRA__TRY(linear(r, &L->wqkv, L->bqkv, xn, E, qkv, w, n));
+        MEMRA__TRY(copy_cols(r, q, nq, qkv, w, n, nq));
+        MEMRA__TRY(copy_cols(r, k, nkv, qkv + nq, w, n, nkv));
+        MEMRA__TRY(copy_cols(r, v, nkv, qkv + nq + nkv, w, n, nkv));
     } else {
-        TRY(linear(r, &L->wq, L->bq, xn, E, q, nq, n));
-        TRY(linear(r, &L->wk, L->bk, xn, E, k, nkv, n));
-        TRY(linear(r, &L->wv, L->bv, xn, E, v, nkv, n));
+        MEMRA__TRY(linear(r, &L->wq, L->bq, xn, E, q, nq, n));
+        MEMRA__TRY(linear(r, &L->wk, L->bk, xn, E, k, nkv, n));
+        MEMRA__TRY(linear(r, &L->wv, L->bv, xn, E, v, nkv, n));
     }
 
     if (lm->qk_norm) { /* every head is a row of hd floats */
-        TRY(ops->norm(be, MEMRA_NORM_RMS, q, hd, L->q_norm, q, hd, n * L->n_head, hd, lm->eps));
-        TRY(ops->norm(be, MEMRA_NORM_RMS, k, hd, L->k_norm, k, hd, n * L->n_head_kv, hd, lm->eps));
+        MEMRA__TRY(ops->norm(be, MEMRA_NORM_RMS, q, hd, L->q_norm, q, hd, n * L->n_head, hd, lm->eps));
+        MEMRA__TRY(ops->norm(be, MEMRA_NORM_RMS, k, hd, L->k_norm, k, hd, n * L->n_head_kv, hd, lm->eps));
     }
 
     const int32_t stage = (int32_t)(r->st - m->stages);
     memra_rope_args_t ra = {.x = q, .n_tokens = n, .n_heads = L->n_head, .head_dim = hd, .head_stride = hd,
                             .token_stride = nq, .n_rot = lm->n_rot, .pos = r->pos, .base = lm->rope_base,
                             .freq_factors = lm->rope_freqs[stage], .mode = lm->rope_mode};
-    TRY(ops->rope(be, &ra));
+    MEMRA__TRY(ops->rope(be, &ra));
     ra.x = k;
     ra.n_heads = L->n_head_kv;
     ra.token_stride = nkv;
-    TRY(ops->rope(be, &ra));
+    MEMRA__TRY(ops->rope(be, &ra));
 
     /* The cache keeps K after norm and RoPE; rows pos0.. of this chunk. */
     float *kc = r->c->k[il], *vc = r->c->v[il];
     const size_t bytes = (size_t)(n * nkv) * sizeof(float);
-    TRY(ops->copy(be, kc + (int64_t)r->pos0 * nkv, k, bytes));
-    TRY(ops->copy(be, vc + (int64_t)r->pos0 * nkv, v, bytes));
+    MEMRA__TRY(ops->copy(be, kc + (int64_t)r->pos0 * nkv, k, bytes));
+    MEMRA__TRY(ops->copy(be, vc + (int64_t)r->pos0 * nkv, v, bytes));
 
-    WSF(att, n * nq);
+    MEMRA__WS(att, n * nq);
     memra_attn_args_t aa = {.q = q, .k_cache = kc, .v_cache = vc, .out = att, .n_tokens = n, .pos0 = r->pos0,
                             .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd, .q_stride = nq,
                             .kv_stride = nkv, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
-    TRY(ops->attention(be, &aa));
+    MEMRA__TRY(ops->attention(be, &aa));
 
-    WSF(y, n * E);
-    TRY(linear(r, &L->wo, L->bo, att, nq, y, E, n));
+    MEMRA__WS(y, n * E);
+    MEMRA__TRY(linear(r, &L->wo, L->bo, att, nq, y, E, n));
     return residual(r, y, E);
 }
 
@@ -403,60 +390,50 @@ static memra_status_t ffn_block(memra__run_t *r, int32_t il)
     memra__backend_t *be = r->be;
     const int64_t n = r->n, E = lm->n_embd, ff = L->n_ff;
 
-    float *xn, *y;
-    WSF(xn, n * E);
-    WSF(y, n * E);
-    TRY(ops->norm(be, MEMRA_NORM_RMS, r->carry, m->carry_floats, L->ffn_norm, xn, E, n, E, lm->eps));
+    MEMRA__WS(xn, n * E);
+    MEMRA__WS(y, n * E);
+    MEMRA__TRY(ops->norm(be, MEMRA_NORM_RMS, r->carry, m->carry_floats, L->ffn_norm, xn, E, n, E, lm->eps));
 
     if (lm->n_expert == 0) {
-        float *g, *u;
-        WSF(g, n * ff);
-        WSF(u, n * ff);
-        TRY(linear(r, &L->ffn_gate, L->ffn_gate_b, xn, E, g, ff, n));
-        TRY(linear(r, &L->ffn_up, L->ffn_up_b, xn, E, u, ff, n));
+        MEMRA__WS(g, n * ff);
+        MEMRA__WS(u, n * ff);
+        MEMRA__TRY(linear(r, &L->ffn_gate, L->ffn_gate_b, xn, E, g, ff, n));
+        MEMRA__TRY(linear(r, &L->ffn_up, L->ffn_up_b, xn, E, u, ff, n));
         memra_ew_args_t sw = {.op = MEMRA_EW_SWIGLU, .y = g, .a = g, .b = u, .rows = n, .cols = ff,
                               .ys = ff, .as = ff, .bs = ff};
-        TRY(ops->elementwise(be, &sw));
-        TRY(linear(r, &L->ffn_down, L->ffn_down_b, g, ff, y, E, n));
+        MEMRA__TRY(ops->elementwise(be, &sw));
+        MEMRA__TRY(linear(r, &L->ffn_down, L->ffn_down_b, g, ff, y, E, n));
     } else {
         /* Mixtral routing (llama.cpp build_moe_ffn): softmax gate, top-k,
          * weights renormalized over the selected experts. */
         const int64_t ne = lm->n_expert, k = lm->n_expert_used;
-        float *logits, *w;
-        int32_t *ids;
-        WSF(logits, n * ne);
-        WSF(w, n * k);
-        ids = memra__ws(r, (size_t)(n * k) * sizeof(int32_t));
+        MEMRA__WS(logits, n * ne);
+        MEMRA__WS(w, n * k);
+        int32_t *ids = memra__ws(r, (size_t)(n * k) * sizeof(int32_t));
         if (!ids)
-            return m->err.status ? m->err.status : MEMRA_E_INTERNAL;
-        TRY(ops->matmul(be, &L->ffn_gate_inp, xn, E, logits, ne, n));
+            return MEMRA_E_INTERNAL;
+        MEMRA__TRY(ops->matmul(be, &L->ffn_gate_inp, xn, E, logits, ne, n));
         memra_route_args_t ra = {.logits = logits, .ids = ids, .weights = w, .n_tokens = n, .n_expert = ne,
                                  .k = k, .norm = true};
-        TRY(ops->route(be, &ra));
+        MEMRA__TRY(ops->route(be, &ra));
         memra_moe_args_t ma = {.x = xn, .ids = ids, .weights = w, .gate = &L->ffn_gate_exps,
                                .up = &L->ffn_up_exps, .down = &L->ffn_down_exps, .out = y, .n_tokens = n,
                                .k = k, .n_embd = E, .n_ff = ff, .act = MEMRA_ACT_SILU};
-        TRY(ops->moe(be, &ma));
+        MEMRA__TRY(ops->moe(be, &ma));
     }
     return residual(r, y, E);
 }
 
 static memra_status_t llama_layer(memra__run_t *r, int32_t il)
 {
-    TRY(attention_block(r, il));
+    MEMRA__TRY(attention_block(r, il));
     return ffn_block(r, il);
 }
 
 static memra_status_t llama_head(memra__run_t *r)
 {
-    const memra_model_t *m = r->m;
-    const llama_model_t *lm = m->arch_data;
-    const int64_t E = lm->n_embd, cf = m->carry_floats;
-    float *xn;
-    WSF(xn, (int64_t)r->n_out * E);
-    TRY(r->ops->norm(r->be, MEMRA_NORM_RMS, r->carry + (int64_t)r->out_row0 * cf, cf, lm->output_norm, xn, E,
-                     r->n_out, E, lm->eps));
-    return r->ops->matmul(r->be, &lm->output, xn, E, r->logits, m->n_vocab, r->n_out);
+    const llama_model_t *lm = r->m->arch_data;
+    return memra__arch_head(r, lm->output_norm, &lm->output, lm->n_embd, lm->eps);
 }
 
 const memra__arch_t memra__arch_llama = {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_impl.h"
+#include "arch_common.h"
 
 typedef struct q35_layer {
     bool recurrent;
@@ -62,19 +62,12 @@ typedef struct q35 {
     q35_mtp_t *mtp;                     /* [n_mtp] when loaded, else NULL */
 } q35_t;
 
-#define Q35_TRY(expr)                  \
-    do {                               \
-        memra_status_t st_ = (expr);   \
-        if (st_ != MEMRA_OK)           \
-            return st_;                \
-    } while (0)
-
 /* ---- binding ------------------------------------------------------------ */
 
 static memra_status_t cfg_dim(memra_model_t *m, const char *key, int64_t *out)
 {
     uint32_t v;
-    Q35_TRY(memra__cfg_u32(m, key, &v));
+    MEMRA__TRY(memra__cfg_u32(m, key, &v));
     if (v == 0)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.%s must be > 0", m->arch_name, m->arch_name,
                                  key);
@@ -88,7 +81,7 @@ static memra_status_t cfg_dim(memra_model_t *m, const char *key, int64_t *out)
 static memra_status_t check_rope_sections(memra_model_t *m, const q35_t *q)
 {
     int32_t s[4];
-    Q35_TRY(memra__cfg_i32_array(m, "rope.dimension_sections", 4, s));
+    MEMRA__TRY(memra__cfg_i32_array(m, "rope.dimension_sections", 4, s));
     int64_t sect_dims = 0;
     for (int i = 0; i < 4; i++) {
         if (s[i] < 0)
@@ -118,9 +111,9 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
     const char *a = m->arch_name;
     uint32_t u;
 
-    Q35_TRY(memra__cfg_u32(m, "block_count", n_layer_all));
+    MEMRA__TRY(memra__cfg_u32(m, "block_count", n_layer_all));
     uint32_t n_mtp;
-    Q35_TRY(memra__cfg_u32_or(m, "nextn_predict_layers", 0, &n_mtp));
+    MEMRA__TRY(memra__cfg_u32_or(m, "nextn_predict_layers", 0, &n_mtp));
     if (*n_layer_all == 0 || *n_layer_all > MEMRA_MAX_LAYERS)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.block_count = %u is out of range [1, %d]", a, a,
                                  *n_layer_all, MEMRA_MAX_LAYERS);
@@ -133,14 +126,14 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
     m->n_layer = m->params.n_layers > 0 && m->params.n_layers < m->n_layer_file ? m->params.n_layers
                                                                                  : m->n_layer_file;
 
-    Q35_TRY(cfg_dim(m, "embedding_length", &q->n_embd));
-    Q35_TRY(memra__cfg_u32(m, "context_length", &u));
+    MEMRA__TRY(cfg_dim(m, "embedding_length", &q->n_embd));
+    MEMRA__TRY(memra__cfg_u32(m, "context_length", &u));
     m->n_ctx_train = (int32_t)(u > INT32_MAX ? INT32_MAX : u);
-    Q35_TRY(cfg_dim(m, "attention.head_count", &q->n_head));
-    Q35_TRY(cfg_dim(m, "attention.head_count_kv", &q->n_head_kv));
+    MEMRA__TRY(cfg_dim(m, "attention.head_count", &q->n_head));
+    MEMRA__TRY(cfg_dim(m, "attention.head_count_kv", &q->n_head_kv));
     int64_t v_len = 0;
-    Q35_TRY(cfg_dim(m, "attention.key_length", &q->head_dim));
-    Q35_TRY(cfg_dim(m, "attention.value_length", &v_len));
+    MEMRA__TRY(cfg_dim(m, "attention.key_length", &q->head_dim));
+    MEMRA__TRY(cfg_dim(m, "attention.value_length", &v_len));
     if (v_len != q->head_dim)
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s.attention.key_length %lld != value_length %lld",
                                  a, a, (long long)q->head_dim, (long long)v_len);
@@ -148,20 +141,20 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
         return memra__model_fail(m, MEMRA_E_FORMAT,
                                  "%s: %s.attention.head_count %lld is not a multiple of head_count_kv %lld", a,
                                  a, (long long)q->n_head, (long long)q->n_head_kv);
-    Q35_TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &q->eps));
-    Q35_TRY(memra__cfg_f32(m, "rope.freq_base", &q->rope_base));
-    Q35_TRY(cfg_dim(m, "rope.dimension_count", &q->n_rot));
+    MEMRA__TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &q->eps));
+    MEMRA__TRY(memra__cfg_f32(m, "rope.freq_base", &q->rope_base));
+    MEMRA__TRY(cfg_dim(m, "rope.dimension_count", &q->n_rot));
     if (q->n_rot > q->head_dim || q->n_rot % 2 != 0)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_count %lld is odd or exceeds head dim %lld",
                                  a, a, (long long)q->n_rot, (long long)q->head_dim);
-    Q35_TRY(check_rope_sections(m, q));
+    MEMRA__TRY(check_rope_sections(m, q));
 
     int64_t d_inner = 0;
-    Q35_TRY(cfg_dim(m, "ssm.conv_kernel", &q->d_conv));
-    Q35_TRY(cfg_dim(m, "ssm.state_size", &q->d_k));
-    Q35_TRY(cfg_dim(m, "ssm.group_count", &q->n_k));
-    Q35_TRY(cfg_dim(m, "ssm.time_step_rank", &q->n_v));
-    Q35_TRY(cfg_dim(m, "ssm.inner_size", &d_inner));
+    MEMRA__TRY(cfg_dim(m, "ssm.conv_kernel", &q->d_conv));
+    MEMRA__TRY(cfg_dim(m, "ssm.state_size", &q->d_k));
+    MEMRA__TRY(cfg_dim(m, "ssm.group_count", &q->n_k));
+    MEMRA__TRY(cfg_dim(m, "ssm.time_step_rank", &q->n_v));
+    MEMRA__TRY(cfg_dim(m, "ssm.inner_size", &d_inner));
     if (d_inner % q->n_v != 0 || d_inner / q->n_v != q->d_k)
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED,
                                  "%s: value head dim %s.ssm.inner_size / time_step_rank = %lld / %lld must equal "
@@ -173,17 +166,17 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
     q->conv_dim = 2 * q->key_dim + q->value_dim;
 
     if (q->moe) {
-        Q35_TRY(cfg_dim(m, "expert_count", &q->n_expert));
-        Q35_TRY(cfg_dim(m, "expert_used_count", &q->n_expert_used));
+        MEMRA__TRY(cfg_dim(m, "expert_count", &q->n_expert));
+        MEMRA__TRY(cfg_dim(m, "expert_used_count", &q->n_expert_used));
         if (q->n_expert_used > q->n_expert)
             return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.expert_used_count %lld > expert_count %lld", a, a,
                                      (long long)q->n_expert_used, (long long)q->n_expert);
         /* feed_forward_length is only a fallback for the expert widths
          * (qwen35moe.cpp: n_ff_exp = n_ff / n_expert_used, n_ff_shexp = n_ff) */
         uint32_t n_ff, ff_exp, ff_shexp;
-        Q35_TRY(memra__cfg_u32_or(m, "feed_forward_length", 0, &n_ff));
-        Q35_TRY(memra__cfg_u32_or(m, "expert_feed_forward_length", 0, &ff_exp));
-        Q35_TRY(memra__cfg_u32_or(m, "expert_shared_feed_forward_length", 0, &ff_shexp));
+        MEMRA__TRY(memra__cfg_u32_or(m, "feed_forward_length", 0, &n_ff));
+        MEMRA__TRY(memra__cfg_u32_or(m, "expert_feed_forward_length", 0, &ff_exp));
+        MEMRA__TRY(memra__cfg_u32_or(m, "expert_shared_feed_forward_length", 0, &ff_shexp));
         q->n_ff_exp = ff_exp ? ff_exp : n_ff / q->n_expert_used;
         q->n_ff_shexp = ff_shexp ? ff_shexp : n_ff;
         if (q->n_ff_exp == 0 || q->n_ff_shexp == 0)
@@ -212,7 +205,7 @@ static memra_status_t read_layer_types(memra_model_t *m, uint32_t n_layer_all, b
         return st;
     }
     uint32_t interval;
-    Q35_TRY(memra__cfg_u32_or(m, "full_attention_interval", 4, &interval));
+    MEMRA__TRY(memra__cfg_u32_or(m, "full_attention_interval", 4, &interval));
     if (interval == 0)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.full_attention_interval must be > 0", m->arch_name,
                                  m->arch_name);
@@ -227,12 +220,12 @@ static memra_status_t bind_attention(memra_model_t *m, const q35_t *q, q35_layer
 {
     const int64_t E = q->n_embd, hd = q->head_dim;
     const int32_t s = L->stage;
-    Q35_TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, SHAPE(E, 2 * q->n_head * hd), "blk.%d.attn_q.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wk, MEMRA_W_REQUIRED, SHAPE(E, q->n_head_kv * hd), "blk.%d.attn_k.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wv, MEMRA_W_REQUIRED, SHAPE(E, q->n_head_kv * hd), "blk.%d.attn_v.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, SHAPE(q->n_head * hd, E), "blk.%d.attn_output.weight", il));
-    Q35_TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_q_norm.weight", il));
-    Q35_TRY(memra__w_vec(m, s, &L->k_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_k_norm.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, SHAPE(E, 2 * q->n_head * hd), "blk.%d.attn_q.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wk, MEMRA_W_REQUIRED, SHAPE(E, q->n_head_kv * hd), "blk.%d.attn_k.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wv, MEMRA_W_REQUIRED, SHAPE(E, q->n_head_kv * hd), "blk.%d.attn_v.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, SHAPE(q->n_head * hd, E), "blk.%d.attn_output.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_q_norm.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->k_norm, MEMRA_W_REQUIRED, hd, "blk.%d.attn_k_norm.weight", il));
     return MEMRA_OK;
 }
 
@@ -240,20 +233,20 @@ static memra_status_t bind_deltanet(memra_model_t *m, const q35_t *q, q35_layer_
 {
     const int64_t E = q->n_embd;
     const int32_t s = L->stage;
-    Q35_TRY(memra__w_get(m, s, &L->wqkv, MEMRA_W_REQUIRED, SHAPE(E, q->conv_dim), "blk.%d.attn_qkv.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wz, MEMRA_W_REQUIRED, SHAPE(E, q->value_dim), "blk.%d.attn_gate.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wbeta, MEMRA_W_REQUIRED, SHAPE(E, q->n_v), "blk.%d.ssm_beta.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->walpha, MEMRA_W_REQUIRED, SHAPE(E, q->n_v), "blk.%d.ssm_alpha.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wconv, MEMRA_W_REQUIRED, SHAPE(q->d_conv, q->conv_dim), "blk.%d.ssm_conv1d.weight",
-                         il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wqkv, MEMRA_W_REQUIRED, SHAPE(E, q->conv_dim), "blk.%d.attn_qkv.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wz, MEMRA_W_REQUIRED, SHAPE(E, q->value_dim), "blk.%d.attn_gate.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wbeta, MEMRA_W_REQUIRED, SHAPE(E, q->n_v), "blk.%d.ssm_beta.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->walpha, MEMRA_W_REQUIRED, SHAPE(E, q->n_v), "blk.%d.ssm_alpha.weight", il));
+    MEMRA__TRY(
+        memra__w_get(m, s, &L->wconv, MEMRA_W_REQUIRED, SHAPE(q->d_conv, q->conv_dim), "blk.%d.ssm_conv1d.weight", il));
     /* the conv op reads its kernel as plain float32 (llama.cpp's ssm_conv does too) */
     if (L->wconv.type != MEMRA_TYPE_F32)
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: blk.%d.ssm_conv1d.weight is %s, expected F32",
                                  m->arch_name, il, memra_type_name(L->wconv.type));
-    Q35_TRY(memra__w_vec(m, s, &L->dt_bias, MEMRA_W_REQUIRED, q->n_v, "blk.%d.ssm_dt.bias", il));
-    Q35_TRY(memra__w_vec(m, s, &L->ssm_a, MEMRA_W_REQUIRED, q->n_v, "blk.%d.ssm_a", il));
-    Q35_TRY(memra__w_vec(m, s, &L->ssm_norm, MEMRA_W_REQUIRED, q->d_v, "blk.%d.ssm_norm.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->wssm_out, MEMRA_W_REQUIRED, SHAPE(q->value_dim, E), "blk.%d.ssm_out.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->dt_bias, MEMRA_W_REQUIRED, q->n_v, "blk.%d.ssm_dt.bias", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->ssm_a, MEMRA_W_REQUIRED, q->n_v, "blk.%d.ssm_a", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->ssm_norm, MEMRA_W_REQUIRED, q->d_v, "blk.%d.ssm_norm.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wssm_out, MEMRA_W_REQUIRED, SHAPE(q->value_dim, E), "blk.%d.ssm_out.weight", il));
     return MEMRA_OK;
 }
 
@@ -262,35 +255,37 @@ static memra_status_t bind_ffn(memra_model_t *m, q35_t *q, q35_layer_t *L, int32
     const int64_t E = q->n_embd;
     const int32_t s = L->stage;
     if (!q->moe) {
-        Q35_TRY(memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, SHAPE(E, L->n_ff), "blk.%d.ffn_gate.weight", il));
-        Q35_TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, SHAPE(E, L->n_ff), "blk.%d.ffn_up.weight", il));
-        Q35_TRY(memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, SHAPE(L->n_ff, E), "blk.%d.ffn_down.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, SHAPE(E, L->n_ff), "blk.%d.ffn_gate.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, SHAPE(E, L->n_ff), "blk.%d.ffn_up.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, SHAPE(L->n_ff, E), "blk.%d.ffn_down.weight", il));
         return MEMRA_OK;
     }
     const int64_t X = q->n_expert, F = q->n_ff_exp, Fs = q->n_ff_shexp;
-    Q35_TRY(memra__w_get(m, s, &L->gate_inp, MEMRA_W_REQUIRED, SHAPE(E, X), "blk.%d.ffn_gate_inp.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->gate_inp, MEMRA_W_REQUIRED, SHAPE(E, X), "blk.%d.ffn_gate_inp.weight", il));
     /* the fused gate|up stack is tried first, as llama.cpp's loader does */
-    Q35_TRY(memra__w_get(m, s, &L->gate_up_exps, MEMRA_W_OPTIONAL, SHAPE(E, 2 * F, X), "blk.%d.ffn_gate_up_exps.weight",
-                         il));
+    MEMRA__TRY(memra__w_get(m, s, &L->gate_up_exps, MEMRA_W_OPTIONAL, SHAPE(E, 2 * F, X),
+                            "blk.%d.ffn_gate_up_exps.weight", il));
     if (!L->gate_up_exps.data) {
-        Q35_TRY(memra__w_get(m, s, &L->gate_exps, MEMRA_W_REQUIRED, SHAPE(E, F, X), "blk.%d.ffn_gate_exps.weight", il));
-        Q35_TRY(memra__w_get(m, s, &L->up_exps, MEMRA_W_REQUIRED, SHAPE(E, F, X), "blk.%d.ffn_up_exps.weight", il));
+        MEMRA__TRY(
+            memra__w_get(m, s, &L->gate_exps, MEMRA_W_REQUIRED, SHAPE(E, F, X), "blk.%d.ffn_gate_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->up_exps, MEMRA_W_REQUIRED, SHAPE(E, F, X), "blk.%d.ffn_up_exps.weight", il));
     }
-    Q35_TRY(memra__w_get(m, s, &L->down_exps, MEMRA_W_REQUIRED, SHAPE(F, E, X), "blk.%d.ffn_down_exps.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->down_exps, MEMRA_W_REQUIRED, SHAPE(F, E, X), "blk.%d.ffn_down_exps.weight", il));
     /* stored {n_embd, 1} by the converter: a one-row matrix */
-    Q35_TRY(memra__w_get(m, s, &L->gate_inp_shexp, MEMRA_W_REQUIRED, SHAPE(E), "blk.%d.ffn_gate_inp_shexp.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->gate_shexp, MEMRA_W_REQUIRED, SHAPE(E, Fs), "blk.%d.ffn_gate_shexp.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->up_shexp, MEMRA_W_REQUIRED, SHAPE(E, Fs), "blk.%d.ffn_up_shexp.weight", il));
-    Q35_TRY(memra__w_get(m, s, &L->down_shexp, MEMRA_W_REQUIRED, SHAPE(Fs, E), "blk.%d.ffn_down_shexp.weight", il));
+    MEMRA__TRY(
+        memra__w_get(m, s, &L->gate_inp_shexp, MEMRA_W_REQUIRED, SHAPE(E), "blk.%d.ffn_gate_inp_shexp.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->gate_shexp, MEMRA_W_REQUIRED, SHAPE(E, Fs), "blk.%d.ffn_gate_shexp.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->up_shexp, MEMRA_W_REQUIRED, SHAPE(E, Fs), "blk.%d.ffn_up_shexp.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->down_shexp, MEMRA_W_REQUIRED, SHAPE(Fs, E), "blk.%d.ffn_down_shexp.weight", il));
     return MEMRA_OK;
 }
 
 static memra_status_t bind_layer(memra_model_t *m, q35_t *q, q35_layer_t *L, int32_t il)
 {
-    Q35_TRY(memra__w_vec(m, L->stage, &L->attn_norm, MEMRA_W_REQUIRED, q->n_embd, "blk.%d.attn_norm.weight", il));
-    Q35_TRY(memra__w_vec(m, L->stage, &L->post_norm, MEMRA_W_REQUIRED, q->n_embd, "blk.%d.post_attention_norm.weight",
-                         il));
-    Q35_TRY(L->recurrent ? bind_deltanet(m, q, L, il) : bind_attention(m, q, L, il));
+    MEMRA__TRY(memra__w_vec(m, L->stage, &L->attn_norm, MEMRA_W_REQUIRED, q->n_embd, "blk.%d.attn_norm.weight", il));
+    MEMRA__TRY(
+        memra__w_vec(m, L->stage, &L->post_norm, MEMRA_W_REQUIRED, q->n_embd, "blk.%d.post_attention_norm.weight", il));
+    MEMRA__TRY(L->recurrent ? bind_deltanet(m, q, L, il) : bind_attention(m, q, L, il));
     return bind_ffn(m, q, L, il);
 }
 
@@ -298,34 +293,35 @@ static memra_status_t bind_mtp(memra_model_t *m, q35_t *q, q35_mtp_t *t, int32_t
 {
     const int64_t E = q->n_embd;
     const int32_t s = t->layer.stage;
-    Q35_TRY(bind_layer(m, q, &t->layer, il));
-    Q35_TRY(memra__w_get(m, s, &t->eh_proj, MEMRA_W_REQUIRED, SHAPE(2 * E, E), "blk.%d.nextn.eh_proj.weight", il));
-    Q35_TRY(memra__w_vec(m, s, &t->enorm, MEMRA_W_REQUIRED, E, "blk.%d.nextn.enorm.weight", il));
-    Q35_TRY(memra__w_vec(m, s, &t->hnorm, MEMRA_W_REQUIRED, E, "blk.%d.nextn.hnorm.weight", il));
-    Q35_TRY(memra__w_vec(m, s, &t->shared_head_norm, MEMRA_W_OPTIONAL, E, "blk.%d.nextn.shared_head_norm.weight", il));
-    Q35_TRY(memra__w_get(m, s, &t->embed_tokens, MEMRA_W_OPTIONAL, SHAPE(E, q->n_vocab),
-                         "blk.%d.nextn.embed_tokens.weight", il));
-    Q35_TRY(memra__w_get(m, s, &t->shared_head_head, MEMRA_W_OPTIONAL, SHAPE(E, q->n_vocab),
-                         "blk.%d.nextn.shared_head_head.weight", il));
+    MEMRA__TRY(bind_layer(m, q, &t->layer, il));
+    MEMRA__TRY(memra__w_get(m, s, &t->eh_proj, MEMRA_W_REQUIRED, SHAPE(2 * E, E), "blk.%d.nextn.eh_proj.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &t->enorm, MEMRA_W_REQUIRED, E, "blk.%d.nextn.enorm.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &t->hnorm, MEMRA_W_REQUIRED, E, "blk.%d.nextn.hnorm.weight", il));
+    MEMRA__TRY(
+        memra__w_vec(m, s, &t->shared_head_norm, MEMRA_W_OPTIONAL, E, "blk.%d.nextn.shared_head_norm.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &t->embed_tokens, MEMRA_W_OPTIONAL, SHAPE(E, q->n_vocab),
+                            "blk.%d.nextn.embed_tokens.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &t->shared_head_head, MEMRA_W_OPTIONAL, SHAPE(E, q->n_vocab),
+                            "blk.%d.nextn.shared_head_head.weight", il));
     return MEMRA_OK;
 }
 
 static memra_status_t bind_globals(memra_model_t *m, q35_t *q)
 {
     const int32_t first = memra__first_stage(m), last = memra__last_stage(m);
-    Q35_TRY(memra__w_get(m, first, &q->tok_embd, MEMRA_W_REQUIRED, SHAPE(q->n_embd, -1), "token_embd.weight"));
+    MEMRA__TRY(memra__w_get(m, first, &q->tok_embd, MEMRA_W_REQUIRED, SHAPE(q->n_embd, -1), "token_embd.weight"));
     q->n_vocab = q->tok_embd.ne[1];
     if (q->n_vocab <= 0 || q->n_vocab > INT32_MAX)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s: token_embd.weight has %lld rows", m->arch_name,
                                  (long long)q->n_vocab);
-    Q35_TRY(memra__w_vec(m, last, &q->output_norm, MEMRA_W_REQUIRED, q->n_embd, "output_norm.weight"));
-    Q35_TRY(memra__w_get(m, last, &q->output, MEMRA_W_OPTIONAL, SHAPE(q->n_embd, q->n_vocab), "output.weight"));
+    MEMRA__TRY(memra__w_vec(m, last, &q->output_norm, MEMRA_W_REQUIRED, q->n_embd, "output_norm.weight"));
+    MEMRA__TRY(memra__w_get(m, last, &q->output, MEMRA_W_OPTIONAL, SHAPE(q->n_embd, q->n_vocab), "output.weight"));
     if (!q->output.data) { /* tied head */
         if (last == first)
             q->output = q->tok_embd;
         else
-            Q35_TRY(memra__w_get(m, last, &q->output, MEMRA_W_REQUIRED, SHAPE(q->n_embd, q->n_vocab),
-                                 "token_embd.weight"));
+            MEMRA__TRY(
+                memra__w_get(m, last, &q->output, MEMRA_W_REQUIRED, SHAPE(q->n_embd, q->n_vocab), "token_embd.weight"));
     }
     return MEMRA_OK;
 }
@@ -340,12 +336,12 @@ static memra_status_t bind_common(memra_model_t *m, bool moe)
 
     uint32_t n_layer_all;
     bool recurrent[MEMRA_MAX_LAYERS];
-    Q35_TRY(read_config(m, q, &n_layer_all));
-    Q35_TRY(read_layer_types(m, n_layer_all, recurrent));
+    MEMRA__TRY(read_config(m, q, &n_layer_all));
+    MEMRA__TRY(read_layer_types(m, n_layer_all, recurrent));
 
     uint32_t n_ff[MEMRA_MAX_LAYERS] = {0};
     if (!moe) {
-        Q35_TRY(memra__cfg_u32_per_layer(m, "feed_forward_length", (int32_t)n_layer_all, true, 0, n_ff));
+        MEMRA__TRY(memra__cfg_u32_per_layer(m, "feed_forward_length", (int32_t)n_layer_all, true, 0, n_ff));
         for (uint32_t il = 0; il < n_layer_all; il++) {
             if (n_ff[il] == 0)
                 return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.feed_forward_length is 0 for layer %u",
@@ -357,7 +353,7 @@ static memra_status_t bind_common(memra_model_t *m, bool moe)
 
     m->n_embd = (int32_t)q->n_embd;
     m->carry_floats = q->n_embd;
-    Q35_TRY(bind_globals(m, q));
+    MEMRA__TRY(bind_globals(m, q));
     m->n_vocab = (int32_t)q->n_vocab;
 
     q->layers = calloc((size_t)m->n_layer, sizeof *q->layers);
@@ -377,7 +373,7 @@ static memra_status_t bind_common(memra_model_t *m, bool moe)
         } else {
             lc->k_floats = lc->v_floats = q->n_head_kv * q->head_dim;
         }
-        Q35_TRY(bind_layer(m, q, L, il));
+        MEMRA__TRY(bind_layer(m, q, L, il));
     }
     /* trunk layers cut off by params.n_layers */
     for (int32_t il = m->n_layer; il < m->n_layer_file; il++)
@@ -391,7 +387,7 @@ static memra_status_t bind_common(memra_model_t *m, bool moe)
             int32_t il = m->n_layer_file + i;
             q->mtp[i].layer.stage = memra__last_stage(m); /* it reads the final hidden state */
             q->mtp[i].layer.n_ff = n_ff[il];
-            Q35_TRY(bind_mtp(m, q, &q->mtp[i], il));
+            MEMRA__TRY(bind_mtp(m, q, &q->mtp[i], il));
         }
     } else {
         for (int32_t i = 0; i < m->n_mtp; i++)
@@ -463,11 +459,6 @@ static size_t q35_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
 
 static inline q35_t *Q(const memra__run_t *r) { return r->m->arch_data; }
 
-#define WS(var, nfl)                                  \
-    float *var = memra__wsf(r, (nfl));                \
-    if (!var)                                         \
-        return MEMRA_E_INTERNAL /* workspace_bytes under-estimated */
-
 static memra_status_t ew(memra__run_t *r, memra_ew_op_t op, float *y, int64_t ys, const float *a, int64_t as,
                          const float *b, int64_t bs, int64_t rows, int64_t cols)
 {
@@ -497,38 +488,38 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     float *v_rows = r->c->v[il] + (int64_t)r->pos0 * kv_w;
     const memra__backend_i *ops = r->ops;
 
-    WS(qg, n * 2 * H * hd);
-    WS(qn, n * H * hd);
-    WS(kraw, n * Hkv * hd);
-    WS(o, n * H * hd);
+    MEMRA__WS(qg, n * 2 * H * hd);
+    MEMRA__WS(qn, n * H * hd);
+    MEMRA__WS(kraw, n * Hkv * hd);
+    MEMRA__WS(o, n * H * hd);
 
-    Q35_TRY(matmul(r, &L->wq, h, E, qg));
-    Q35_TRY(matmul(r, &L->wk, h, E, kraw));
+    MEMRA__TRY(matmul(r, &L->wq, h, E, qg));
+    MEMRA__TRY(matmul(r, &L->wk, h, E, kraw));
     /* V goes straight into the cache rows of this chunk */
-    Q35_TRY(ops->matmul(r->be, &L->wv, h, E, v_rows, kv_w, n));
+    MEMRA__TRY(ops->matmul(r->be, &L->wv, h, E, v_rows, kv_w, n));
 
     /* q of head h is rows [2h·hd, 2h·hd+hd) of qg: n·H rows of hd, 2hd apart */
-    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, qg, 2 * hd, L->q_norm, qn, hd, n * H, hd, q->eps));
+    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, qg, 2 * hd, L->q_norm, qn, hd, n * H, hd, q->eps));
     /* K is cached after its norm and rope */
-    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, kraw, hd, L->k_norm, k_rows, hd, n * Hkv, hd, q->eps));
+    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, kraw, hd, L->k_norm, k_rows, hd, n * Hkv, hd, q->eps));
 
     memra_rope_args_t rq = {.x = qn, .n_tokens = n, .n_heads = H, .head_dim = hd, .head_stride = hd,
                             .token_stride = H * hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
                             .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX};
-    Q35_TRY(ops->rope(r->be, &rq));
+    MEMRA__TRY(ops->rope(r->be, &rq));
     memra_rope_args_t rk = rq;
     rk.x = k_rows;
     rk.n_heads = Hkv;
     rk.token_stride = kv_w;
-    Q35_TRY(ops->rope(r->be, &rk));
+    MEMRA__TRY(ops->rope(r->be, &rk));
 
     memra_attn_args_t at = {.q = qn, .k_cache = r->c->k[il], .v_cache = r->c->v[il], .out = o, .n_tokens = n,
                             .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv, .head_dim = hd, .q_stride = H * hd,
                             .kv_stride = kv_w, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
-    Q35_TRY(ops->attention(r->be, &at));
+    MEMRA__TRY(ops->attention(r->be, &at));
 
     /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
-    Q35_TRY(ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd));
+    MEMRA__TRY(ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd));
     return matmul(r, &L->wo, o, H * hd, out);
 }
 
@@ -542,46 +533,46 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
     const int64_t n = r->n, E = q->n_embd, C = q->conv_dim, KD = q->key_dim, VD = q->value_dim, nv = q->n_v;
     const memra__backend_i *ops = r->ops;
 
-    WS(mixed, n * C);
-    WS(z, n * VD);
-    WS(beta, n * nv);
-    WS(alpha, n * nv);
-    WS(g, n * nv);
-    WS(conv, n * C);
-    WS(qk_raw, n * 2 * KD);
-    WS(qk, n * 2 * KD);
-    WS(o, n * VD);
-    WS(on, n * VD);
-    WS(y, n * VD);
+    MEMRA__WS(mixed, n * C);
+    MEMRA__WS(z, n * VD);
+    MEMRA__WS(beta, n * nv);
+    MEMRA__WS(alpha, n * nv);
+    MEMRA__WS(g, n * nv);
+    MEMRA__WS(conv, n * C);
+    MEMRA__WS(qk_raw, n * 2 * KD);
+    MEMRA__WS(qk, n * 2 * KD);
+    MEMRA__WS(o, n * VD);
+    MEMRA__WS(on, n * VD);
+    MEMRA__WS(y, n * VD);
 
-    Q35_TRY(matmul(r, &L->wqkv, h, E, mixed));
-    Q35_TRY(matmul(r, &L->wz, h, E, z));
-    Q35_TRY(matmul(r, &L->wbeta, h, E, beta));
-    Q35_TRY(matmul(r, &L->walpha, h, E, alpha));
-    Q35_TRY(ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv));
+    MEMRA__TRY(matmul(r, &L->wqkv, h, E, mixed));
+    MEMRA__TRY(matmul(r, &L->wz, h, E, z));
+    MEMRA__TRY(matmul(r, &L->wbeta, h, E, beta));
+    MEMRA__TRY(matmul(r, &L->walpha, h, E, alpha));
+    MEMRA__TRY(ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv));
     /* g = softplus(alpha + dt_bias) · ssm_a, with ssm_a = −exp(A_log) < 0 */
     memra_ew_args_t sp = {.op = MEMRA_EW_SOFTPLUS_MUL, .y = g, .a = alpha, .b = L->dt_bias, .aux = L->ssm_a,
                           .rows = n, .cols = nv, .ys = nv, .as = nv, .bs = 0};
-    Q35_TRY(ops->elementwise(r->be, &sp));
+    MEMRA__TRY(ops->elementwise(r->be, &sp));
 
     memra_conv_args_t cv = {.x = mixed, .x_stride = C, .state = r->c->conv[il], .w = (const float *)L->wconv.data,
                             .out = conv, .n_tokens = n, .channels = C, .kernel = q->d_conv};
-    Q35_TRY(ops->conv(r->be, &cv));
+    MEMRA__TRY(ops->conv(r->be, &cv));
 
     /* L2 norm of every q and k head (eps = rms eps): gather the q|k part of
      * each conv row so that the heads are uniformly spaced rows of d_k */
-    Q35_TRY(ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD));
-    Q35_TRY(ops->norm(r->be, MEMRA_NORM_L2, qk_raw, q->d_k, NULL, qk, q->d_k, n * 2 * q->n_k, q->d_k, q->eps));
+    MEMRA__TRY(ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD));
+    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_L2, qk_raw, q->d_k, NULL, qk, q->d_k, n * 2 * q->n_k, q->d_k, q->eps));
 
     memra_delta_args_t dr = {.q = qk, .k = qk + KD, .v = conv + 2 * KD, .g = g, .beta = beta,
                              .qk_stride = 2 * KD, .v_stride = C, .gb_stride = nv, .state = r->c->ssm[il],
                              .out = o, .n_tokens = n, .n_k = q->n_k, .n_v = nv, .d = q->d_k,
                              .scale = 1.0f / sqrtf((float)q->d_k)};
-    Q35_TRY(ops->delta(r->be, &dr));
+    MEMRA__TRY(ops->delta(r->be, &dr));
 
     /* gated RMSNorm: rms(o_j)·ssm_norm ⊙ silu(z_j), per value head */
-    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, o, q->d_v, L->ssm_norm, on, q->d_v, n * nv, q->d_v, q->eps));
-    Q35_TRY(ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD));
+    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, o, q->d_v, L->ssm_norm, on, q->d_v, n * nv, q->d_v, q->eps));
+    MEMRA__TRY(ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD));
     return matmul(r, &L->wssm_out, y, VD, out);
 }
 
@@ -589,12 +580,12 @@ static memra_status_t swiglu_ffn(memra__run_t *r, const memra_weight_t *gate, co
                                  const memra_weight_t *down, const float *x, float *out)
 {
     const int64_t n = r->n, E = Q(r)->n_embd, F = gate->ne[1];
-    WS(gt, n * F);
-    WS(ut, n * F);
-    WS(act, n * F);
-    Q35_TRY(matmul(r, gate, x, E, gt));
-    Q35_TRY(matmul(r, up, x, E, ut));
-    Q35_TRY(ew(r, MEMRA_EW_SWIGLU, act, F, gt, F, ut, F, n, F));
+    MEMRA__WS(gt, n * F);
+    MEMRA__WS(ut, n * F);
+    MEMRA__WS(act, n * F);
+    MEMRA__TRY(matmul(r, gate, x, E, gt));
+    MEMRA__TRY(matmul(r, up, x, E, ut));
+    MEMRA__TRY(ew(r, MEMRA_EW_SWIGLU, act, F, gt, F, ut, F, n, F));
     return matmul(r, down, act, F, out);
 }
 
@@ -606,21 +597,21 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
     const int64_t n = r->n, E = q->n_embd, X = q->n_expert, K = q->n_expert_used;
     const memra__backend_i *ops = r->ops;
 
-    WS(logits, n * X);
+    MEMRA__WS(logits, n * X);
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
-    WS(wts, n * K);
-    WS(routed, n * E);
-    WS(sg, n);
+    MEMRA__WS(wts, n * K);
+    MEMRA__WS(routed, n * E);
+    MEMRA__WS(sg, n);
     int32_t *sh_id = memra__ws(r, (size_t)n * sizeof(int32_t));
-    WS(sh_one, n);
-    WS(shared, n * E);
+    MEMRA__WS(sh_one, n);
+    MEMRA__WS(shared, n * E);
     if (!ids || !sh_id)
         return MEMRA_E_INTERNAL;
 
-    Q35_TRY(matmul(r, &L->gate_inp, x, E, logits));
+    MEMRA__TRY(matmul(r, &L->gate_inp, x, E, logits));
     memra_route_args_t rt = {.logits = logits, .ids = ids, .weights = wts, .n_tokens = n, .n_expert = X, .k = K,
                              .norm = true};
-    Q35_TRY(ops->route(r->be, &rt));
+    MEMRA__TRY(ops->route(r->be, &rt));
     memra_moe_args_t mo = {.x = x, .ids = ids, .weights = wts, .down = &L->down_exps, .out = routed,
                            .n_tokens = n, .k = K, .n_embd = E, .n_ff = q->n_ff_exp, .act = MEMRA_ACT_SILU};
     if (L->gate_up_exps.data) {
@@ -629,21 +620,21 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
         mo.gate = &L->gate_exps;
         mo.up = &L->up_exps;
     }
-    Q35_TRY(ops->moe(r->be, &mo));
+    MEMRA__TRY(ops->moe(r->be, &mo));
 
     /* The shared expert's gate is one scalar per token, and elementwise ops
      * broadcast only whole rows. So the shared expert runs as a one-expert
      * MoE whose per-token weight is sigmoid(gate): routing one logit per
      * token over a single expert yields id 0 everywhere. */
-    Q35_TRY(matmul(r, &L->gate_inp_shexp, x, E, sg));
+    MEMRA__TRY(matmul(r, &L->gate_inp_shexp, x, E, sg));
     memra_route_args_t one = {.logits = sg, .ids = sh_id, .weights = sh_one, .n_tokens = n, .n_expert = 1, .k = 1,
                               .norm = false};
-    Q35_TRY(ops->route(r->be, &one));
-    Q35_TRY(ew(r, MEMRA_EW_SIGMOID, sg, 1, sg, 1, NULL, 0, n, 1));
+    MEMRA__TRY(ops->route(r->be, &one));
+    MEMRA__TRY(ew(r, MEMRA_EW_SIGMOID, sg, 1, sg, 1, NULL, 0, n, 1));
     memra_moe_args_t se = {.x = x, .ids = sh_id, .weights = sg, .gate = &L->gate_shexp, .up = &L->up_shexp,
                            .down = &L->down_shexp, .out = shared, .n_tokens = n, .k = 1, .n_embd = E,
                            .n_ff = q->n_ff_shexp, .act = MEMRA_ACT_SILU};
-    Q35_TRY(ops->moe(r->be, &se));
+    MEMRA__TRY(ops->moe(r->be, &se));
     return ew(r, MEMRA_EW_ADD, out, E, routed, E, shared, E, n, E);
 }
 
@@ -655,25 +646,21 @@ static memra_status_t q35_layer(memra__run_t *r, int32_t il)
     float *x = r->carry; /* hidden state: the first n_embd floats of each carry row */
     const memra__backend_i *ops = r->ops;
 
-    WS(h, n * E);
-    WS(delta, n * E);
-    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->attn_norm, h, E, n, E, q->eps));
-    Q35_TRY(L->recurrent ? deltanet(r, L, il, h, delta) : attention(r, L, il, h, delta));
-    Q35_TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E));
+    MEMRA__WS(h, n * E);
+    MEMRA__WS(delta, n * E);
+    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->attn_norm, h, E, n, E, q->eps));
+    MEMRA__TRY(L->recurrent ? deltanet(r, L, il, h, delta) : attention(r, L, il, h, delta));
+    MEMRA__TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E));
 
-    Q35_TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->post_norm, h, E, n, E, q->eps));
-    Q35_TRY(q->moe ? moe_ffn(r, L, h, delta) : swiglu_ffn(r, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, delta));
+    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->post_norm, h, E, n, E, q->eps));
+    MEMRA__TRY(q->moe ? moe_ffn(r, L, h, delta) : swiglu_ffn(r, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, delta));
     return ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E);
 }
 
 static memra_status_t q35_head(memra__run_t *r)
 {
     const q35_t *q = Q(r);
-    const int64_t cf = r->m->carry_floats;
-    WS(hn, (int64_t)r->n_out * q->n_embd);
-    Q35_TRY(r->ops->norm(r->be, MEMRA_NORM_RMS, r->carry + (int64_t)r->out_row0 * cf, cf, q->output_norm, hn,
-                         q->n_embd, r->n_out, q->n_embd, q->eps));
-    return r->ops->matmul(r->be, &q->output, hn, q->n_embd, r->logits, q->n_vocab, r->n_out);
+    return memra__arch_head(r, q->output_norm, &q->output, q->n_embd, q->eps);
 }
 
 const memra__arch_t memra__arch_qwen35 = {

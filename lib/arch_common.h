@@ -1,0 +1,36 @@
+/* Helpers shared by the architecture binders and forwards (lib/arch_*.c).
+ * Not installed. */
+#ifndef MEMRA_ARCH_COMMON_H
+#define MEMRA_ARCH_COMMON_H
+
+#include "model_impl.h"
+
+/* Evaluates a status-returning EXPR; on failure, returns its status. */
+#define MEMRA__TRY(expr)                                                                           \
+    do {                                                                                           \
+        memra_status_t st_ = (expr);                                                               \
+        if (st_ != MEMRA_OK)                                                                       \
+            return st_;                                                                            \
+    } while (0)
+
+/* Declares `float *VAR` holding N_FLOATS of the run R's workspace. NULL means
+ * the arch's workspace_bytes under-estimated: memra__ws has already failed
+ * the model with MEMRA_E_INTERNAL, which the callback then returns. */
+#define MEMRA__WS(var, n_floats)                                                                   \
+    float *var = memra__wsf(r, (n_floats));                                                        \
+    if (!var)                                                                                      \
+    return MEMRA_E_INTERNAL
+
+/* The usual head: logits rows = OUTPUT · rms_norm(carry rows, OUTPUT_NORM),
+ * for the rows [out_row0, out_row0 + n_out) of the chunk. */
+static inline memra_status_t memra__arch_head(memra__run_t *r, const float *output_norm,
+                                              const memra_weight_t *output, int64_t n_embd, float eps)
+{
+    const int64_t cf = r->m->carry_floats;
+    MEMRA__WS(xn, (int64_t)r->n_out * n_embd);
+    MEMRA__TRY(r->ops->norm(r->be, MEMRA_NORM_RMS, r->carry + (int64_t)r->out_row0 * cf, cf, output_norm, xn,
+                            n_embd, r->n_out, n_embd, eps));
+    return r->ops->matmul(r->be, output, xn, n_embd, r->logits, r->m->n_vocab, r->n_out);
+}
+
+#endif
