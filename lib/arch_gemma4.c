@@ -275,6 +275,46 @@ static memra_status_t g4_bind_layer(memra_model_t *m, memra__g4_t *g, int32_t il
     return MEMRA_OK;
 }
 
+/* KV sharing across a stage boundary (model-spec §6.4 gives who reads
+ * whom). A shared layer on another stage than its source cannot see the
+ * source's cache, so the source's fresh K/V rows of each chunk travel in the
+ * carry, appended after CF floats, and the first reader of that source on
+ * each stage keeps a mirror cache of them; later readers on that stage read
+ * the mirror. The mirror holds the very rows the source wrote, so the
+ * attention runs over identical data. Readers on the source's own stage
+ * read its cache as before (no mirror, no carry slot). Returns the carry
+ * width. */
+static int64_t g4_plan_shared_kv(memra_model_t *m, memra__g4_t *g, int64_t cf)
+{
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        memra__g4_layer_t *L = &g->layers[il];
+        const int32_t src = L->kv_src, s = memra__stage_of_layer(m, il);
+        L->kv_read = src;
+        if (src == il || memra__stage_of_layer(m, src) == s)
+            continue;
+        memra__g4_layer_t *S = &g->layers[src];
+        const memra__layer_cache_t *sc = &m->layer_cache[src];
+        if (!S->kv_carry) {
+            S->kv_carry = cf;
+            cf += sc->k_floats + sc->v_floats;
+        }
+        int32_t holder = il;
+        for (int32_t j = il - 1; j >= 0 && memra__stage_of_layer(m, j) == s; j--) {
+            if (g->layers[j].kv_fill && g->layers[j].kv_src == src) {
+                holder = j;
+                break;
+            }
+        }
+        L->kv_read = holder;
+        if (holder == il) {
+            L->kv_fill = true;
+            m->layer_cache[il].k_floats = sc->k_floats;
+            m->layer_cache[il].v_floats = sc->v_floats;
+        }
+    }
+    return cf;
+}
+
 /* tokenizer.ggml.suppress_tokens, sorted, deduplicated and clipped to the
  * vocabulary (ids beyond it have no logit to suppress). */
 static memra_status_t g4_read_suppress(memra_model_t *m, memra__g4_t *g)
@@ -370,14 +410,8 @@ static memra_status_t g4_bind(memra_model_t *m)
     }
 
     g->rope_freqs_present = memra__w_exists(m, "rope_freqs.weight");
-    for (int32_t il = 0; il < m->n_layer; il++) {
+    for (int32_t il = 0; il < m->n_layer; il++)
         G4_TRY(g4_bind_layer(m, g, il));
-        const int32_t src = g->layers[il].kv_src;
-        if (memra__stage_of_layer(m, src) != memra__stage_of_layer(m, il))
-            return memra__model_fail(m, MEMRA_E_UNSUPPORTED,
-                                     "gemma4: KV-shared layer %d and its source layer %d are on "
-                                     "different pipeline stages (move the cut point)", il, src);
-    }
     for (int32_t il = m->n_layer; il < m->n_layer_file; il++)
         memra__w_skip_layer(m, il);
     /* Still consumed when no full layer runs (n_layers truncation). */
@@ -386,7 +420,7 @@ static memra_status_t g4_bind(memra_model_t *m)
         G4_TRY(memra__w_vec(m, s0, &unused, MEMRA_W_REQUIRED, g->n_rot_full / 2, "rope_freqs.weight"));
     }
 
-    m->carry_floats = D + (int64_t)m->n_layer * g->n_pl;
+    m->carry_floats = g4_plan_shared_kv(m, g, D + (int64_t)m->n_layer * g->n_pl);
     return g4_read_suppress(m, g);
 }
 

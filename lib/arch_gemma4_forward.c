@@ -2,9 +2,11 @@
  * it is the numerical reference the GPU path is judged against, so every
  * step is one op and reads like the spec's pseudocode.
  *
- * Carry row of a token: [ hidden x (n_embd) | pl[0] | pl[1] | ... ] where
- * pl[il] (n_pl floats, PLE models only) is layer il's per-layer input,
- * computed once in embed and read by layer il, possibly on another stage. */
+ * Carry row of a token: [ hidden x (n_embd) | pl[0] | pl[1] | ... | kv... ]
+ * where pl[il] (n_pl floats, PLE models only) is layer il's per-layer input,
+ * computed once in embed and read by layer il, possibly on another stage,
+ * and kv holds, per source layer whose KV is shared with a later stage, its
+ * K and V rows of the token (arch_gemma4.c, g4_plan_shared_kv). */
 #include <math.h>
 
 #include "arch_gemma4_impl.h"
@@ -106,7 +108,8 @@ memra_status_t memra__g4_embed(memra__run_t *r)
 
 /* out = Wo · Attention(q, cache[kv_src]): the attention block up to (not
  * including) post_attention_norm. Writes this chunk's K/V rows first when
- * the layer owns its cache. x: hidden rows, cf apart. */
+ * the layer owns its cache (or mirrors a source on an earlier stage). x:
+ * hidden rows, cf apart (= r->carry). */
 static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, float *out)
 {
     const memra_model_t *m = r->m;
@@ -145,11 +148,25 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         G4_TRY(rms(r, k_raw, hd, L->k_norm, k_rows, hd, n * L->n_kv_head, hd));
         G4_TRY(rope(r, L, k_rows, L->n_kv_head, kv_dim));
         G4_TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
+        if (L->kv_carry) { /* a reader on a later stage: send the rows along */
+            float *slot = r->carry + L->kv_carry;
+            G4_TRY(ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
+            G4_TRY(ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
+        }
+    } else if (L->kv_fill) {
+        /* the source is on an earlier stage: append its rows of this chunk,
+         * taken from the carry, to this stage's mirror of its cache */
+        const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
+        float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
+        float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
+        G4_TRY(ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
+        G4_TRY(ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
     }
 
-    /* A KV-shared layer reads its source's rows 0..pos0+n-1: the source
-     * runs earlier in the same chunk, so this chunk's rows are there. */
-    const int32_t src = L->kv_src;
+    /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
+     * mirror's, which are the same floats): the source runs earlier in the
+     * same chunk, so this chunk's rows are there. */
+    const int32_t src = L->kv_read;
     G4_WS(attn, n * q_dim);
     const memra_attn_args_t a = {
         .q = q,

@@ -10,7 +10,18 @@ typedef struct memra__g4_layer {
     bool swa;                  /* sliding-window layer */
     int32_t hd, n_rot, n_head, n_kv_head, n_ff;
     float base;
-    int32_t kv_src;            /* layer whose KV cache this layer reads (itself unless KV-shared) */
+    int32_t kv_src;            /* layer whose KV rows this layer attends over (itself unless KV-shared) */
+    /* Cross-stage KV sharing (set at bind, once stages are known). A source
+     * with a reader on a later stage copies its chunk's K/V rows into the
+     * carry at kv_carry ([K | V] per token row; 0 = no remote reader). On
+     * each such stage the first reader of that source holds a mirror cache
+     * (kv_fill: it copies the rows from the carry into its own c->k/c->v
+     * before attending); kv_read is the layer whose c->k/c->v this layer
+     * reads: itself (owner or mirror holder), kv_src on the same stage, or
+     * the mirror holder of its stage. */
+    int64_t kv_carry;
+    int32_t kv_read;
+    bool kv_fill;
     bool moe;
 
     /* attention */

@@ -9,7 +9,9 @@
  *   head:   carry rows -> logits rows       (on the last stage)
  * The "carry" is everything that must cross a stage boundary per token:
  * the hidden state (n_embd floats) plus any arch extras (gemma4's
- * per-layer inputs). Its width is m->carry_floats.
+ * per-layer inputs, and the K/V rows of a KV-shared source layer whose
+ * reader sits on a later stage). Its width is m->carry_floats, set by bind
+ * (which knows the stages).
  */
 #ifndef MEMRA_MODEL_IMPL_H
 #define MEMRA_MODEL_IMPL_H
@@ -43,7 +45,7 @@ typedef struct memra__stage {
 
 /* Per-layer cache geometry, filled by bind. Zero means "none". */
 typedef struct memra__layer_cache {
-    int64_t k_floats, v_floats; /* KV row widths per token (this layer owns KV) */
+    int64_t k_floats, v_floats; /* KV row widths per token (this layer holds KV rows) */
     int64_t conv_floats;        /* recurrent conv state */
     int64_t ssm_floats;         /* recurrent delta-rule state */
 } memra__layer_cache_t;
@@ -65,7 +67,7 @@ typedef struct memra__arch {
     memra_status_t (*layer)(memra__run_t *r, int32_t il);
     memra_status_t (*head)(memra__run_t *r);
     /* (optional) false when no pipeline stage may start at trunk layer IL
-     * (e.g. a KV-sharing layer would sit on another stage than its source).
+     * (e.g. state a layer needs that cannot cross a stage boundary).
      * Called before bind, with only the GGUF open (read keys with
      * memra__cfg_*); the default split skips such cuts, explicit ones are
      * refused. NULL = any cut. */

@@ -118,7 +118,7 @@ memra_status_t memra__pp_check_cuts(const char *what, const int32_t *cuts, int32
                                what, i + 1, c, n_layer, n_layer);
         if (ok && !ok[c])
             return memra__fail(NULL, MEMRA_E_INVALID,
-                               "%s: the architecture cannot start a stage at layer %d (e.g. KV sharing spans it)",
+                               "%s: the architecture cannot start a stage at layer %d",
                                what, c);
         prev = c;
     }
@@ -186,8 +186,7 @@ memra_status_t memra__pp_even_cuts(const uint64_t *layer_bytes, int32_t n_layer,
     memra_status_t st = MEMRA_OK;
     if (!B(n_stages - 1, L).set) {
         st = memra__fail(NULL, MEMRA_E_INVALID,
-                         "no split of %d layers into %d stages is accepted by the architecture "
-                         "(e.g. KV-sharing layers must stay with their source); use fewer stages",
+                         "no split of %d layers into %d stages is accepted by the architecture; use fewer stages",
                          n_layer, n_stages);
     } else {
         size_t j = L;

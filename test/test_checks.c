@@ -146,9 +146,21 @@ static void test_parity_report_size(void **state)
 typedef struct parity_case {
     const fixture *f;
     int32_t stages;
+    int32_t splits[3]; /* explicit cuts; all 0: the default split */
 } parity_case;
 
-static parity_case g_cases[N_FIXTURES * 3];
+/* g4-e (S S F S S F, 2 KV-shared layers) has layer 4 read layer 3's KV and
+ * layer 5 layer 2's. These cuts put a shared layer on another stage than its
+ * source (the rows travel in the carry to a mirror cache), also past a stage
+ * in between (layer 2 -> 5 across [3,5) in 1,3,5), and two remote readers on
+ * one stage (cut 3 and 4). */
+static const parity_case k_g4e_splits[] = {
+    {NULL, 2, {3}},    {NULL, 2, {4}},    {NULL, 2, {5}},       {NULL, 3, {3, 5}},
+    {NULL, 3, {2, 4}}, {NULL, 3, {1, 4}}, {NULL, 4, {3, 4, 5}}, {NULL, 4, {1, 3, 5}},
+};
+#define N_G4E_SPLITS (sizeof k_g4e_splits / sizeof k_g4e_splits[0])
+
+static parity_case g_cases[N_FIXTURES * 3 + N_G4E_SPLITS];
 
 static void test_parity(void **state)
 {
@@ -169,26 +181,18 @@ static void test_parity(void **state)
     p.n_stages = pc->stages;
     p.extra_arms = 1;
     p.devices = "cpu";
+    const bool explicit_cuts = pc->splits[0] != 0;
+    for (int32_t i = 0; explicit_cuts && i < pc->stages - 1; i++)
+        p.splits[i] = pc->splits[i];
     memra_pp_parity_report_t r = {.size = sizeof r};
     memra_status_t st = memra_check_pipeline_parity(path, &p, &r);
-    /* g4-e shares KV from layer 2 to 5 and 3 to 4: every stage boundary must
-     * stay out of [3, 5], so 6 layers give at most 3 stages (cuts 1, 2) */
-    if (st && strcmp(f->ref, "g4-e") == 0 && strstr(memra_last_error(), "KV")) {
-        if (pc->stages == 3) {
-            p.splits[0] = 1;
-            p.splits[1] = 2;
-            st = memra_check_pipeline_parity(path, &p, &r);
-        } else {
-            TU_SKIP("%s, %d stages: %s", f->name, pc->stages, memra_last_error());
-            return;
-        }
-    }
     if (st && st != MEMRA_E_MISMATCH)
         fail_msg("%s, %d stages: %s (%s)", f->name, pc->stages, memra_status_name(st), memra_last_error());
     char fence[128] = "";
     for (int32_t s = 0, o = 0; s < r.n_stages; s++)
         o += snprintf(fence + o, sizeof fence - (size_t)o, " [%d,%d)", r.fence[s], r.fence[s + 1]);
-    printf("PARITY %-16s stages %d fence%s:", f->name, pc->stages, fence);
+    printf("PARITY %-16s stages %d %-8s fence%s:", f->name, pc->stages, explicit_cuts ? "explicit" : "default",
+           fence);
     for (int32_t i = 0; i < r.n_arms; i++)
         printf(" %s %d/%d", r.arms[i].name, r.arms[i].steps_compared - r.arms[i].steps_mismatched,
                r.arms[i].steps_compared);
@@ -196,6 +200,8 @@ static void test_parity(void **state)
     assert_int_equal(r.n_stages, pc->stages);
     assert_int_equal(r.fence[0], 0);
     assert_int_equal(r.fence[pc->stages], r.n_layers);
+    for (int32_t i = 0; explicit_cuts && i < pc->stages - 1; i++)
+        assert_int_equal(r.fence[i + 1], pc->splits[i]);
     assert_int_equal(r.n_arms, 4);
     for (int32_t i = 0; i < r.n_arms; i++) {
         const memra_pp_parity_arm_t *a = &r.arms[i];
@@ -385,14 +391,14 @@ int main(void)
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (!k_archs[i]->bind)
             return 1;
-    struct CMUnitTest tests[4 + N_FIXTURES * 3 + 1 + N_FIXTURES] = {
+    struct CMUnitTest tests[4 + N_FIXTURES * 3 + N_G4E_SPLITS + N_FIXTURES] = {
         cmocka_unit_test(test_parity_params),
         cmocka_unit_test(test_parity_report_size),
         cmocka_unit_test(test_margin_params),
         cmocka_unit_test(test_margin_verdicts),
     };
     size_t k = 4;
-    static char names[N_FIXTURES * 4][64];
+    static char names[N_FIXTURES * 4 + N_G4E_SPLITS][64];
     for (size_t i = 0; i < N_FIXTURES; i++) {
         for (int32_t s = 2; s <= 4; s++) {
             parity_case *pc = &g_cases[i * 3 + (size_t)(s - 2)];
@@ -402,6 +408,20 @@ int main(void)
             snprintf(nm, 64, "parity %s x%d", k_fixtures[i].name, s);
             tests[k++] = (struct CMUnitTest){nm, test_parity, NULL, NULL, pc};
         }
+    }
+    const fixture *g4e = NULL;
+    for (size_t i = 0; i < N_FIXTURES; i++)
+        if (strcmp(k_fixtures[i].ref, "g4-e") == 0)
+            g4e = &k_fixtures[i];
+    for (size_t i = 0; i < N_G4E_SPLITS; i++) {
+        parity_case *pc = &g_cases[N_FIXTURES * 3 + i];
+        *pc = k_g4e_splits[i];
+        pc->f = g4e;
+        char *nm = names[k - 4];
+        int o = snprintf(nm, 64, "parity %s x%d splits", g4e->name, pc->stages);
+        for (int32_t c = 0; c < pc->stages - 1; c++)
+            o += snprintf(nm + o, 64 - (size_t)o, "%s%d", c ? "," : " ", pc->splits[c]);
+        tests[k++] = (struct CMUnitTest){nm, test_parity, NULL, NULL, pc};
     }
     for (size_t i = 0; i < N_FIXTURES; i++) {
         char *nm = names[k - 4];

@@ -751,6 +751,174 @@ static void test_caller_engines(void **state)
     free(ref);
 }
 
+/* ---- gemma4 KV sharing across stages ---------------------------------------------- */
+
+#define G4E "models/g4-e.f32.gguf" /* S S F S S F, 2 KV-shared layers: 4 reads 3, 5 reads 2 */
+
+/* g4-e with shared_kv_layers 3: layers 3 and 4 both read layer 1's KV, layer
+ * 5 reads layer 2's. The key is a UINT32 scalar, patched in place (same
+ * size, so the tensor offsets stay). NULL (after a skip) without the
+ * fixture. */
+static const char *g4e_kv3_path(void)
+{
+    const char *src = fixture_or_skip(G4E);
+    if (!src)
+        return NULL;
+    size_t size = 0;
+    uint8_t *d = tu_read_file(src, &size);
+    assert_non_null(d);
+    static const char key[] = "gemma4.attention.shared_kv_layers";
+    uint8_t *k = NULL;
+    for (size_t i = 0; i + sizeof key + 8 <= size && !k; i++)
+        if (memcmp(d + i, key, sizeof key - 1) == 0)
+            k = d + i + sizeof key - 1;
+    assert_non_null(k);
+    uint32_t type, value;
+    memcpy(&type, k, 4);
+    memcpy(&value, k + 4, 4);
+    assert_int_equal(type, MEMRA_GGUF_UINT32);
+    assert_int_equal(value, 2);
+    value = 3;
+    memcpy(k + 4, &value, 4);
+    const char *path = tu_write_temp(d, size, 1);
+    free(d);
+    assert_non_null(path);
+    return path;
+}
+
+static memra_model_t *load_cuts(const char *path, int32_t n_stages, const int32_t *cuts)
+{
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.n_stages = n_stages;
+    for (int32_t i = 0; i < n_stages - 1; i++)
+        p.splits[i] = cuts[i];
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(path, &p, &m);
+    if (st)
+        fail_msg("load %s with %d stages: %s (%s)", path, n_stages, memra_status_name(st), memra_last_error());
+    return m;
+}
+
+/* Layers holding K/V rows (HOLDS: 'k' per layer that has them, '-' per
+ * layer that reads another's) and the carry: the unsplit width plus one
+ * K|V row per layer listed in SENDS. */
+static void expect_kv_layout(const char *path, int32_t n_stages, const int32_t *cuts, const char *holds,
+                             const char *sends)
+{
+    memra_model_t *one = load_split(path, 1, -1, -1);
+    memra_model_t *m = load_cuts(path, n_stages, cuts);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 16, &c), MEMRA_OK);
+    char got[MEMRA_MAX_LAYERS + 1] = "";
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        assert_true(!c->k[il] == !c->v[il]);
+        got[il] = c->k[il] ? 'k' : '-';
+    }
+    if (strcmp(got, holds) != 0)
+        fail_msg("%d stages (first cut %d): KV held by '%s', want '%s'", n_stages, cuts[0], got, holds);
+    int64_t want = one->carry_floats;
+    for (const char *s = sends; *s; s++)
+        want += m->layer_cache[*s - '0'].k_floats + m->layer_cache[*s - '0'].v_floats;
+    assert_int_equal(m->carry_floats, want);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+    assert_int_equal(memra_model_free(one), MEMRA_OK);
+}
+
+/* A shared layer on another stage than its source gets the source's rows
+ * through the carry into a mirror, one per source and stage; on the
+ * source's stage it reads the source's cache (no mirror, no carry slot). */
+static void test_g4_shared_kv_layout(void **state)
+{
+    (void)state;
+    const char *path = fixture_or_skip(G4E);
+    if (!path)
+        return;
+    clear_env();
+    expect_kv_layout(path, 1, NULL, "kkkk--", "");
+    expect_kv_layout(path, 2, (int32_t[]){1}, "kkkk--", "");
+    expect_kv_layout(path, 2, (int32_t[]){3}, "kkkk-k", "2");
+    expect_kv_layout(path, 2, (int32_t[]){4}, "kkkkkk", "32");
+    expect_kv_layout(path, 4, (int32_t[]){3, 4, 5}, "kkkkkk", "32");
+    expect_kv_layout(path, 4, (int32_t[]){1, 3, 5}, "kkkk-k", "2");
+
+    const char *kv3 = g4e_kv3_path();
+    expect_kv_layout(kv3, 1, NULL, "kkk---", "");
+    expect_kv_layout(kv3, 2, (int32_t[]){1}, "kkk---", "");
+    /* 3 mirrors layer 1, 4 reads that mirror; 5 mirrors layer 2 */
+    expect_kv_layout(kv3, 2, (int32_t[]){3}, "kkkk-k", "12");
+    /* layer 1's rows feed a mirror on each of two later stages */
+    expect_kv_layout(kv3, 3, (int32_t[]){2, 4}, "kkkkkk", "12");
+    remove(kv3);
+}
+
+/* Bit-identical logits when the mirrors serve two readers of one source
+ * (the fixture's own cuts are in test_checks.c), and across a chunked
+ * prefill (mirror rows appended n > 1 at a time at pos0 > 0). */
+static void test_g4_shared_kv_parity(void **state)
+{
+    (void)state;
+    const char *kv3 = g4e_kv3_path();
+    if (!kv3)
+        return;
+    clear_env();
+    static const struct {
+        int32_t n;
+        int32_t cuts[3];
+    } k_cases[] = {{2, {3}}, {3, {2, 4}}, {4, {3, 4, 5}}, {4, {1, 3, 4}}};
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        memra_pp_parity_params_t p;
+        memra_pp_parity_default_params(&p);
+        p.n_stages = k_cases[i].n;
+        p.devices = "cpu";
+        p.extra_arms = 1;
+        for (int32_t s = 0; s < k_cases[i].n - 1; s++)
+            p.splits[s] = k_cases[i].cuts[s];
+        memra_pp_parity_report_t r = {.size = sizeof r};
+        memra_status_t st = memra_check_pipeline_parity(kv3, &p, &r);
+        if (st || !r.pass)
+            fail_msg("g4-e kv3, %d stages, first cut %d: %s (%s)", k_cases[i].n, k_cases[i].cuts[0],
+                     memra_status_name(st), memra_last_error());
+        assert_int_equal(r.n_arms, 4);
+        for (int32_t a = 0; a < r.n_arms; a++)
+            assert_int_equal(r.arms[a].steps_mismatched, 0);
+    }
+
+    /* 20 prompt tokens in chunks of 7, every row's logits, unsplit vs split */
+    enum { N = 20 };
+    float *ref = NULL;
+    for (int32_t pass = 0; pass < 2; pass++) {
+        memra_model_params_t mp;
+        memra_model_default_params(&mp);
+        mp.prefill_chunk = 7;
+        mp.n_stages = pass ? 4 : 1;
+        mp.splits[0] = pass ? 3 : 0;
+        mp.splits[1] = pass ? 4 : 0;
+        mp.splits[2] = pass ? 5 : 0;
+        memra_model_t *m = NULL;
+        assert_int_equal(memra_model_load(kv3, &mp, &m), MEMRA_OK);
+        const int32_t V = memra_model_n_vocab(m);
+        int32_t tok[N];
+        for (int32_t i = 0; i < N; i++)
+            tok[i] = tok_at(i, V);
+        memra_cache_t *c = NULL;
+        assert_int_equal(memra_cache_create(m, N + 1, &c), MEMRA_OK);
+        float *out = malloc((size_t)N * (size_t)V * sizeof *out);
+        assert_int_equal(memra_forward(m, c, tok, N, MEMRA_FORWARD_ALL_ROWS, out), MEMRA_OK);
+        if (!pass)
+            ref = out;
+        else {
+            assert_memory_equal(out, ref, (size_t)N * (size_t)V * sizeof *out);
+            free(out);
+        }
+        assert_int_equal(memra_cache_free(c), MEMRA_OK);
+        assert_int_equal(memra_model_free(m), MEMRA_OK);
+    }
+    free(ref);
+    remove(kv3);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
@@ -770,6 +938,8 @@ int main(void)
         cmocka_unit_test(test_stage_failure),
         cmocka_unit_test(test_transport_paths),
         cmocka_unit_test(test_caller_engines),
+        cmocka_unit_test(test_g4_shared_kv_layout),
+        cmocka_unit_test(test_g4_shared_kv_parity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
