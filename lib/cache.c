@@ -26,6 +26,23 @@ static memra_status_t zero(memra__backend_t *be, float *p, int64_t n)
     return be->iface->elementwise(be, &a);
 }
 
+/* Zeroes layer IL's recurrent state (conv and delta-rule), if it has any. */
+static memra_status_t zero_state(memra_cache_t *c, int32_t il)
+{
+    const memra_model_t *m = c->model;
+    memra__backend_t *be = layer_be(m, il);
+    memra_status_t st = zero(be, c->conv[il], m->layer_cache[il].conv_floats);
+    return st ? st : zero(be, c->ssm[il], m->layer_cache[il].ssm_floats);
+}
+
+static memra_status_t sync_stages(const memra_model_t *m)
+{
+    memra_status_t st = MEMRA_OK;
+    for (int32_t s = 0; s < m->n_stages && !st; s++)
+        st = m->stages[s].be->iface->synchronize(m->stages[s].be);
+    return st;
+}
+
 static void release(memra_cache_t *c)
 {
     const memra_model_t *m = c->model;
@@ -61,10 +78,7 @@ static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
             return memra__fail(&c->err, MEMRA_E_NOMEM, "cache: cannot allocate %lld floats of %s for layer %d",
                                (long long)parts[i].n, parts[i].what, il);
     }
-    memra_status_t st = zero(be, c->conv[il], lc->conv_floats);
-    if (!st)
-        st = zero(be, c->ssm[il], lc->ssm_floats);
-    return st;
+    return zero_state(c, il);
 }
 
 memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
@@ -86,8 +100,8 @@ memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t
     memra_status_t st = MEMRA_OK;
     for (int32_t il = 0; il < m->n_layer && !st; il++)
         st = alloc_layer(c, il);
-    for (int32_t s = 0; s < m->n_stages && !st; s++)
-        st = m->stages[s].be->iface->synchronize(m->stages[s].be);
+    if (!st)
+        st = sync_stages(m);
     if (st) {
         memra__model_fail(m, st, "%s", c->err.msg[0] ? c->err.msg : memra_last_error());
         release(c);
@@ -122,14 +136,9 @@ memra_status_t memra_cache_clear(memra_cache_t *c)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_clear: cache is NULL");
     if (atomic_load(&c->in_flight) > 0)
         return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_clear: pipelined steps in flight");
-    const memra_model_t *m = c->model;
     memra_status_t st = MEMRA_OK;
-    for (int32_t il = 0; il < m->n_layer && !st; il++) {
-        memra__backend_t *be = layer_be(m, il);
-        st = zero(be, c->conv[il], m->layer_cache[il].conv_floats);
-        if (!st)
-            st = zero(be, c->ssm[il], m->layer_cache[il].ssm_floats);
-    }
+    for (int32_t il = 0; il < c->model->n_layer && !st; il++)
+        st = zero_state(c, il);
     if (st)
         return memra__fail(&c->err, st, "memra_cache_clear: %s", memra_last_error());
     c->pos = 0;
@@ -162,9 +171,7 @@ static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv,
         if (!st && lc->ssm_floats)
             st = be->iface->copy(be, dst_ssm[il], src_ssm[il], (size_t)lc->ssm_floats * sizeof(float));
     }
-    for (int32_t s = 0; s < m->n_stages && !st; s++)
-        st = m->stages[s].be->iface->synchronize(m->stages[s].be);
-    return st;
+    return st ? st : sync_stages(m);
 }
 
 memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
