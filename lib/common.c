@@ -189,6 +189,22 @@ size_t memra__utf8_put(char *o, uint32_t cp)
     return 4;
 }
 
+void memra__sized_write(void *dst, uint32_t dst_size, const void *src, size_t src_size)
+{
+    uint32_t n = dst_size < src_size ? dst_size : (uint32_t)src_size;
+    memcpy(dst, src, n);
+    memcpy(dst, &n, sizeof n);
+}
+
+void memra__sized_read(void *dst, size_t dst_size, const void *src)
+{
+    uint32_t n;
+    memcpy(&n, src, sizeof n);
+    memcpy(dst, src, n < dst_size ? n : dst_size);
+    uint32_t full = (uint32_t)dst_size;
+    memcpy(dst, &full, sizeof full);
+}
+
 void memra_free(void *p)
 {
     free(p);

@@ -11,14 +11,14 @@ void memra_engine_params_init(memra_engine_params_t *p, uint32_t size)
 {
     if (!p || size < sizeof(uint32_t))
         return;
-    memra_engine_params_t d = {
-        .size = size < sizeof d ? size : (uint32_t)sizeof d,
+    const memra_engine_params_t d = {
+        .size = sizeof d,
         .backend = MEMRA_BACKEND_CPU,
         .device = 0,
         .n_threads = 0,
         .fast = -1,
     };
-    memcpy(p, &d, d.size);
+    memra__sized_write(p, size, &d, sizeof d);
 }
 
 memra_status_t memra_engine_params_set_device(memra_engine_params_t *p, const char *spec)
@@ -54,11 +54,8 @@ static memra_engine_params_t effective_params(const memra_engine_params_t *in)
 {
     memra_engine_params_t p;
     memra_engine_default_params(&p);
-    if (in) {
-        size_t n = in->size < sizeof p ? in->size : sizeof p;
-        memcpy(&p, in, n);
-        p.size = sizeof p;
-    }
+    if (in)
+        memra__sized_read(&p, sizeof p, in);
     return p;
 }
 
@@ -183,9 +180,7 @@ memra_status_t memra_engine_get_info(const memra_engine_t *e, memra_engine_info_
     }
     if (st)
         return st;
-    uint32_t n = info->size < sizeof r ? info->size : (uint32_t)sizeof r;
-    r.size = n;
-    memcpy(info, &r, n);
+    memra__sized_write(info, info->size, &r, sizeof r);
     return MEMRA_OK;
 }
 

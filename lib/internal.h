@@ -54,6 +54,15 @@ uint16_t memra__f32_to_fp16(float f); /* round to nearest even */
 float memra__bf16_to_f32(uint16_t h);
 uint16_t memra__f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
+/* Size-versioned structs (params and info) start with `uint32_t size`, and
+ * the library touches only the bytes the caller's version has.
+ * sized_write copies the SRC_SIZE-byte struct SRC into the caller's struct
+ * DST of DST_SIZE (>= 4) bytes, as far as both reach, and sets DST's size to
+ * the bytes written. sized_read overlays the caller's struct SRC (its own
+ * size) on DST, which holds defaults, and sets DST's size to DST_SIZE. */
+void memra__sized_write(void *dst, uint32_t dst_size, const void *src, size_t src_size);
+void memra__sized_read(void *dst, size_t dst_size, const void *src);
+
 #define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -28,8 +28,8 @@ void memra_sampler_params_init(memra_sampler_params_t *p, uint32_t size)
 {
     if (!p || size < sizeof(uint32_t))
         return;
-    memra_sampler_params_t d = {
-        .size = size < sizeof d ? size : (uint32_t)sizeof d,
+    const memra_sampler_params_t d = {
+        .size = sizeof d,
         .temperature = 0.8f,
         .top_k = 40,
         .top_p = 0.95f,
@@ -38,7 +38,7 @@ void memra_sampler_params_init(memra_sampler_params_t *p, uint32_t size)
         .repeat_last_n = 64,
         .seed = 0x6d656d7261ull,
     };
-    memcpy(p, &d, d.size);
+    memra__sized_write(p, size, &d, sizeof d);
 }
 
 /* ---- PRNG ------------------------------------------------------------------ */
@@ -101,8 +101,7 @@ memra_status_t memra_sampler_create(const memra_sampler_params_t *params, memra_
             return memra__fail(NULL, MEMRA_E_INVALID,
                                "memra_sampler_create: params->size is %u; use memra_sampler_default_params()",
                                params->size);
-        memcpy(&p, params, params->size < sizeof p ? params->size : sizeof p);
-        p.size = sizeof p;
+        memra__sized_read(&p, sizeof p, params);
     }
     memra_status_t st = check_params(&p);
     if (st)
