@@ -30,20 +30,16 @@ memra_status_t memra_engine_params_set_device(memra_engine_params_t *p, const ch
         p->device = 0;
         return MEMRA_OK;
     }
-    if (strncmp(spec, "cuda", 4) == 0) {
-        const char *r = spec + 4;
-        int dev = 0;
-        if (*r == ':') {
+    if (strncmp(spec, "cuda", 4) == 0 && (spec[4] == '\0' || spec[4] == ':')) {
+        long dev = 0;
+        if (spec[4] == ':') {
             char *end;
-            long v = strtol(r + 1, &end, 10);
-            if (end == r + 1 || *end || v < 0 || v > 1024)
+            dev = strtol(spec + 5, &end, 10);
+            if (end == spec + 5 || *end || dev < 0 || dev > 1024)
                 return memra__fail(NULL, MEMRA_E_INVALID, "device spec '%s': bad CUDA ordinal", spec);
-            dev = (int)v;
-        } else if (*r) {
-            return memra__fail(NULL, MEMRA_E_INVALID, "device spec '%s': expected cpu, cuda or cuda:N", spec);
         }
         p->backend = MEMRA_BACKEND_CUDA;
-        p->device = dev;
+        p->device = (int32_t)dev;
         return MEMRA_OK;
     }
     return memra__fail(NULL, MEMRA_E_INVALID, "device spec '%s': expected cpu, cuda or cuda:N", spec);
