@@ -24,8 +24,8 @@ memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char 
     __attribute__((format(printf, 3, 4)));
 memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap);
 
-/* Copies ERR's message to the thread's last error (for errors raised deep
- * inside and reported through a handle). */
+/* Resets ERR (may be NULL) to MEMRA_OK with an empty message, so that a
+ * handle's last error describes the latest failing call only. */
 void memra__err_clear(memra__err_t *err);
 
 void memra__log(memra_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
