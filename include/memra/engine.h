@@ -22,11 +22,13 @@ typedef struct memra_engine_params {
     int32_t fast;       /* CUDA: reduced-precision prefill (-1 = env MEMRA_FAST or on, 0 off, 1 on; default -1) */
 } memra_engine_params_t;
 
-/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro). */
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
 MEMRA_API void memra_engine_params_init(memra_engine_params_t *params, uint32_t size);
 #define memra_engine_default_params(p) memra_engine_params_init((p), (uint32_t)sizeof(*(p)))
 
-/* Parses "cpu", "cuda" (= cuda:0) or "cuda:N" into params->backend/device. */
+/* Parses "cpu", "cuda" (= cuda:0) or "cuda:N" into params->backend/device.
+ * Thread-safety: any thread (PARAMS is the caller's). */
 MEMRA_API memra_status_t memra_engine_params_set_device(memra_engine_params_t *params, const char *spec);
 
 typedef struct memra_engine memra_engine_t;
@@ -37,7 +39,8 @@ typedef struct memra_engine memra_engine_t;
 MEMRA_API memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_engine_t **out);
 
 /* Destroys the engine; NULL is a no-op. Every model loaded on it must be
- * freed first (MEMRA_E_BUSY otherwise, and the engine stays alive).
+ * freed first, that is, models must not outlive their engine (MEMRA_E_BUSY
+ * otherwise, and the engine stays alive).
  * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_engine_destroy(memra_engine_t *engine);
 
@@ -61,14 +64,16 @@ MEMRA_API memra_status_t memra_engine_get_info(const memra_engine_t *engine, mem
 /* Measures the device's memory bandwidth: a device-to-device copy of BYTES
  * bytes, REPS times (after one warm-up); *bytes_per_s receives the median
  * rate counting bytes read plus bytes written. Benchmarks state decode speed
- * as a fraction of this. One thread at a time per handle. */
+ * as a fraction of this. Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_engine_copy_bandwidth(memra_engine_t *engine, size_t bytes, int32_t reps,
                                                      double *bytes_per_s);
 
-/* Number of CUDA devices usable by this build (0 without CUDA or GPU). */
+/* Number of CUDA devices usable by this build (0 without CUDA or GPU).
+ * Thread-safety: any thread. */
 MEMRA_API int32_t memra_cuda_device_count(void);
 
-/* Message of the last failed call on ENGINE. One thread at a time per handle. */
+/* Message of the last failed call on ENGINE (empty if none); valid until
+ * the next failing call on ENGINE. Thread-safety: one thread at a time per handle. */
 MEMRA_API const char *memra_engine_last_error(const memra_engine_t *engine);
 
 #ifdef __cplusplus

@@ -31,7 +31,8 @@ typedef struct memra_sampler_params {
     uint64_t seed;          /* PRNG seed (default 0x6d656d7261, "memra") */
 } memra_sampler_params_t;
 
-/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro). */
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
 MEMRA_API void memra_sampler_params_init(memra_sampler_params_t *params, uint32_t size);
 #define memra_sampler_default_params(p) memra_sampler_params_init((p), (uint32_t)sizeof(*(p)))
 
@@ -40,24 +41,28 @@ MEMRA_API void memra_sampler_params_init(memra_sampler_params_t *params, uint32_
  * Thread-safety: any thread (distinct samplers are independent). */
 MEMRA_API memra_status_t memra_sampler_create(const memra_sampler_params_t *params, memra_sampler_t **out);
 
-/* Frees the sampler; NULL is a no-op. */
+/* Frees the sampler; NULL is a no-op.
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API void memra_sampler_free(memra_sampler_t *sampler);
 
-/* Forgets the accepted tokens and restarts the PRNG from the seed. */
+/* Forgets the accepted tokens and restarts the PRNG from the seed.
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API void memra_sampler_reset(memra_sampler_t *sampler);
 
 /* Records TOKEN (>= 0) as part of the sequence, for the repetition
  * penalty. Call it for every prompt token the penalty should see and for
- * every generated token: memra_sampler_sample does not accept by itself. */
+ * every generated token: memra_sampler_sample does not accept by itself.
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_sampler_accept(memra_sampler_t *sampler, int32_t token);
 
 /* Picks a token from LOGITS[0..N_VOCAB) (host memory, left unchanged) into
- * *TOKEN. A non-finite logit gives MEMRA_E_RANGE. One thread at a time per
- * sampler. */
+ * *TOKEN. A non-finite logit gives MEMRA_E_RANGE.
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_sampler_sample(memra_sampler_t *sampler, const float *logits, int32_t n_vocab,
                                               int32_t *token);
 
-/* Message of the last failed call on SAMPLER. One thread at a time per handle. */
+/* Message of the last failed call on SAMPLER (empty if none).
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API const char *memra_sampler_last_error(const memra_sampler_t *sampler);
 
 #ifdef __cplusplus

@@ -91,8 +91,8 @@ MEMRA_API memra_status_t memra_tokenizer_load(const char *path, memra_tokenizer_
  * MEMRA_E_FORMAT for malformed keys. Thread-safety: any thread. */
 MEMRA_API memra_status_t memra_tokenizer_from_gguf(const memra_gguf_t *gguf, memra_tokenizer_t **out);
 
-/* Frees; NULL is a no-op. Thread-safety: one thread, with no other call on
- * the handle in flight. */
+/* Frees; NULL is a no-op. Thread-safety: one thread at a time per handle
+ * (no other call on the handle may be in flight). */
 MEMRA_API void memra_tokenizer_free(memra_tokenizer_t *tok);
 
 /* ---- encoding and decoding -------------------------------------------------- */
@@ -122,13 +122,15 @@ MEMRA_API memra_status_t memra_token_to_piece(const memra_tokenizer_t *tok, int3
                                               size_t cap, uint32_t flags, size_t *n_out);
 
 /* ---- vocabulary ------------------------------------------------------------- */
-/* Everything below only reads the handle: any thread, concurrently. */
+/* Everything below only reads the handle. */
 
-/* Number of tokens (ids are 0..n_vocab-1). */
+/* Number of tokens (ids are 0..n_vocab-1). Thread-safety: any thread,
+ * concurrently on one handle. */
 MEMRA_API int32_t memra_tokenizer_n_vocab(const memra_tokenizer_t *tok);
 
 /* "gpt2", "llama" or "gemma4", and the pre-tokenizer name in use ("qwen2",
- * "default", "gemma4", ...). Owned by the handle. */
+ * "default", "gemma4", ...). Owned by the handle.
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API const char *memra_tokenizer_model(const memra_tokenizer_t *tok);
 MEMRA_API const char *memra_tokenizer_pre(const memra_tokenizer_t *tok);
 
@@ -136,7 +138,8 @@ MEMRA_API const char *memra_tokenizer_pre(const memra_tokenizer_t *tok);
  * llama.cpp, including its defaults when the GGUF has no key: "llama" uses
  * bos 1, eos 2, unk 0; "gpt2" uses bos = eos = 11 (harmless unless BOS is
  * added); EOT/EOM/FIM ids not in the GGUF are found from the token texts
- * ("<|im_end|>", "<end_of_turn>", "<|fim_prefix|>", ...). */
+ * ("<|im_end|>", "<end_of_turn>", "<|fim_prefix|>", ...).
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API int32_t memra_tokenizer_special(const memra_tokenizer_t *tok, memra_special_token_t which);
 MEMRA_API int32_t memra_tokenizer_bos(const memra_tokenizer_t *tok);
 MEMRA_API int32_t memra_tokenizer_eos(const memra_tokenizer_t *tok);
@@ -144,29 +147,36 @@ MEMRA_API int32_t memra_tokenizer_eot(const memra_tokenizer_t *tok);
 
 /* Whether MEMRA_TOKENIZE_ADD_SPECIAL adds BOS / EOS: the GGUF key
  * (`tokenizer.ggml.add_bos_token`), else the model's default (llama: yes;
- * gpt2: only for pre = llama-bpe and its aliases); gemma4 always adds BOS. */
+ * gpt2: only for pre = llama-bpe and its aliases); gemma4 always adds BOS.
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API int memra_tokenizer_add_bos(const memra_tokenizer_t *tok);
 MEMRA_API int memra_tokenizer_add_eos(const memra_tokenizer_t *tok);
 
 /* End of generation: eos, eot, eom, FIM pad/repo/sep and the tokens whose
  * text is one of llama.cpp's end markers ("<|im_end|>", "<|endoftext|>",
- * "<end_of_turn>", "<eos>", ...). */
+ * "<end_of_turn>", "<eos>", ...).
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API int memra_tokenizer_is_eog(const memra_tokenizer_t *tok, int32_t id);
-/* The whole set, ascending, with the buffer convention above. */
+/* The whole set, ascending, with the buffer convention above.
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API memra_status_t memra_tokenizer_eog_ids(const memra_tokenizer_t *tok, int32_t *ids,
                                                  int32_t n_max, int32_t *n_out);
 
-/* `tokenizer.chat_template` (NUL-terminated, owned by the handle), NULL if none. */
+/* `tokenizer.chat_template` (NUL-terminated, owned by the handle), NULL if none.
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API const char *memra_tokenizer_chat_template(const memra_tokenizer_t *tok);
 
 /* Token text as stored in the GGUF (byte-level BPE texts use the GPT-2
  * alphabet: "Ġthe"), NUL-terminated and owned by the handle; NULL if ID is
- * out of range. An empty stored text reads "[EMPTY_<id>]", as in llama.cpp. */
+ * out of range. An empty stored text reads "[EMPTY_<id>]", as in llama.cpp.
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API const char *memra_tokenizer_token_text(const memra_tokenizer_t *tok, int32_t id);
-/* Score (0 when the GGUF has none) and MEMRA_TOKEN_ATTR_* bits (0 if out of range). */
+/* Score (0 when the GGUF has none) and MEMRA_TOKEN_ATTR_* bits (0 if out of range).
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API float memra_tokenizer_token_score(const memra_tokenizer_t *tok, int32_t id);
 MEMRA_API uint32_t memra_tokenizer_token_attr(const memra_tokenizer_t *tok, int32_t id);
-/* Id of the token whose stored text is exactly TEXT (LEN bytes), -1 if none. */
+/* Id of the token whose stored text is exactly TEXT (LEN bytes), -1 if none.
+ * Thread-safety: any thread, concurrently on one handle. */
 MEMRA_API int32_t memra_tokenizer_token_id(const memra_tokenizer_t *tok, const char *text, size_t len);
 
 /* Message of the last failed call on TOK (empty if none). The string is a
