@@ -18,6 +18,8 @@
 
 #include <memra/memra.h>
 
+#include "common.h"
+
 typedef struct buf {
     char *v;
     size_t n, cap;
@@ -163,14 +165,9 @@ static char *read_file(const char *path, size_t *len)
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    buf_t b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        put(&b, chunk, n);
+    char *text = example_read_all(f, len);
     fclose(f);
-    *len = b.n;
-    return b.v ? b.v : calloc(1, 1);
+    return text;
 }
 
 int main(int argc, char **argv)

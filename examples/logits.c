@@ -16,45 +16,12 @@
 
 #include <memra/memra.h>
 
-#include "default_model.h"
+#include "common.h"
 
 static void usage(FILE *o)
 {
     fprintf(o, "usage: memra-logits [-m MODEL] --tokens \"1 2 3\" --mode decode|prefill [--chunk N]\n"
                "                    [--device cpu|cuda:N] [--threads N] --out FILE\n");
-}
-
-/* Space- or comma-separated integers; returns the count or -1. */
-static int32_t parse_tokens(const char *s, int32_t **out)
-{
-    size_t cap = 16, n = 0;
-    int32_t *v = malloc(cap * sizeof *v);
-    while (v && *s) {
-        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n')
-            s++;
-        if (!*s)
-            break;
-        char *end;
-        errno = 0;
-        long x = strtol(s, &end, 10);
-        if (errno || end == s || x < 0 || x > INT32_MAX) {
-            fprintf(stderr, "memra-logits: --tokens: bad token id near '%.16s'\n", s);
-            free(v);
-            return -1;
-        }
-        if (n == cap) {
-            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) {
-                free(v);
-                return -1;
-            }
-            v = nv;
-        }
-        v[n++] = (int32_t)x;
-        s = end;
-    }
-    *out = v;
-    return v ? (int32_t)n : -1;
 }
 
 int main(int argc, char **argv)
@@ -101,9 +68,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "memra-logits: no -m given and the bundled default model was not found\n");
         return 2;
     }
-    int32_t *tokens = NULL;
-    int32_t n = parse_tokens(tokens_arg, &tokens);
-    if (n <= 0) {
+    int32_t *tokens = NULL, n = 0;
+    const char *bad = NULL;
+    int parsed = example_parse_ids(tokens_arg, 0, &tokens, &n, &bad);
+    if (parsed > 0)
+        fprintf(stderr, "memra-logits: --tokens: bad token id near '%.16s'\n", bad);
+    if (parsed || n == 0) {
         fprintf(stderr, "memra-logits: --tokens gives no tokens\n");
         free(tokens);
         return 2;
@@ -115,21 +85,8 @@ int main(int argc, char **argv)
     memra_cache_t *cache = NULL;
     float *logits = NULL;
 
-    memra_engine_params_t ep;
-    memra_engine_default_params(&ep);
-    ep.n_threads = (int32_t)threads;
-    if (memra_engine_params_set_device(&ep, device) || memra_engine_create(&ep, &engine)) {
-        fprintf(stderr, "memra-logits: device %s: %s\n", device, memra_last_error());
+    if (example_load("memra-logits", model_path, device, (int32_t)threads, (int32_t)chunk, &engine, &model))
         goto out;
-    }
-    memra_model_params_t mp;
-    memra_model_default_params(&mp);
-    mp.engine = engine;
-    mp.prefill_chunk = (int32_t)chunk;
-    if (memra_model_load(model_path, &mp, &model)) {
-        fprintf(stderr, "memra-logits: %s\n", memra_last_error());
-        goto out;
-    }
     const size_t n_vocab = (size_t)memra_model_n_vocab(model);
     if (memra_cache_create(model, n, &cache) || !(logits = malloc((size_t)n * n_vocab * sizeof *logits))) {
         fprintf(stderr, "memra-logits: cache: %s\n", memra_last_error());

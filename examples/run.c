@@ -20,7 +20,7 @@
 #include <memra/memra.h>
 #include <memra/tokenizer.h>
 
-#include "default_model.h"
+#include "common.h"
 
 static void usage(FILE *o)
 {
@@ -156,20 +156,8 @@ int main(int argc, char **argv)
     int32_t *ids = NULL;
     float *logits = NULL;
 
-    memra_engine_params_t ep;
-    memra_engine_default_params(&ep);
-    ep.n_threads = (int32_t)threads;
-    if (memra_engine_params_set_device(&ep, device) || memra_engine_create(&ep, &engine)) {
-        fprintf(stderr, "memra-run: device %s: %s\n", device, memra_last_error());
+    if (example_load("memra-run", model_path, device, (int32_t)threads, 0, &engine, &model))
         goto out;
-    }
-    memra_model_params_t mp;
-    memra_model_default_params(&mp);
-    mp.engine = engine;
-    if (memra_model_load(model_path, &mp, &model)) {
-        fprintf(stderr, "memra-run: %s\n", memra_last_error());
-        goto out;
-    }
     const memra_tokenizer_t *tok = memra_model_tokenizer(model);
     if (!tok) {
         fprintf(stderr, "memra-run: %s has no tokenizer\n", model_path);
@@ -180,14 +168,10 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    const uint32_t tflags = MEMRA_TOKENIZE_ADD_SPECIAL | MEMRA_TOKENIZE_PARSE_SPECIAL;
     int32_t n_prompt = 0;
-    memra_status_t st = memra_tokenize(tok, prompt, strlen(prompt), NULL, 0, tflags, &n_prompt);
-    if ((st && st != MEMRA_E_RANGE) || !(ids = malloc(((size_t)n_prompt + 1) * sizeof *ids)) ||
-        memra_tokenize(tok, prompt, strlen(prompt), ids, n_prompt, tflags, &n_prompt)) {
-        fprintf(stderr, "memra-run: tokenize: %s\n", memra_last_error());
+    if (example_tokenize("memra-run", tok, prompt, strlen(prompt),
+                         MEMRA_TOKENIZE_ADD_SPECIAL | MEMRA_TOKENIZE_PARSE_SPECIAL, &ids, &n_prompt))
         goto out;
-    }
     if (n_prompt == 0) {
         fprintf(stderr, "memra-run: the prompt gives no tokens\n");
         goto out;

@@ -11,12 +11,13 @@
  *       the flags used for encoding gives the text back.
  *   --clean-spaces (with --decode) applies llama.cpp's clean-up of spaces
  *   before punctuation for the vocabularies that ask for it. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <memra/memra.h>
+
+#include "common.h"
 
 static int usage(const char *argv0)
 {
@@ -27,44 +28,11 @@ static int usage(const char *argv0)
     return 2;
 }
 
-static char *read_all(FILE *f, size_t *len)
-{
-    size_t cap = 65536, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(b);
-                return NULL;
-            }
-            break;
-        }
-        char *nb = realloc(b, cap * 2);
-        if (!nb)
-            free(b);
-        b = nb;
-        cap *= 2;
-    }
-    *len = n;
-    return b;
-}
-
 static int encode(const memra_tokenizer_t *tok, const char *text, size_t len, uint32_t flags)
 {
-    int32_t n = 0;
-    memra_status_t st = memra_tokenize(tok, text, len, NULL, 0, flags, &n);
-    if (st != MEMRA_OK && st != MEMRA_E_RANGE) {
-        fprintf(stderr, "memra-tokenize: %s\n", memra_last_error());
+    int32_t *ids = NULL, n = 0;
+    if (example_tokenize("memra-tokenize", tok, text, len, flags, &ids, &n))
         return 1;
-    }
-    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
-    if (!ids || memra_tokenize(tok, text, len, ids, n, flags, &n) != MEMRA_OK) {
-        fprintf(stderr, "memra-tokenize: %s\n", ids ? memra_last_error() : "out of memory");
-        free(ids);
-        return 1;
-    }
     for (int32_t i = 0; i < n; i++)
         printf(i ? " %d" : "%d", (int)ids[i]);
     printf("\n");
@@ -74,42 +42,20 @@ static int encode(const memra_tokenizer_t *tok, const char *text, size_t len, ui
 
 static int decode(const memra_tokenizer_t *tok, char *text, uint32_t flags)
 {
-    size_t cap = 1024, n = 0;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    char *p = text;
-    while (ids) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ',')
-            p++;
-        if (!*p)
-            break;
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < INT32_MIN || v > INT32_MAX) {
-            fprintf(stderr, "memra-tokenize: not a token id: \"%.20s\"\n", p);
-            free(ids);
-            return 1;
-        }
-        if (n == cap) {
-            int32_t *nv = realloc(ids, cap * 2 * sizeof *ids);
-            if (!nv)
-                free(ids);
-            ids = nv;
-            cap *= 2;
-            if (!ids)
-                break;
-        }
-        ids[n++] = (int32_t)v;
-        p = end;
-    }
-    if (!ids) {
-        fprintf(stderr, "memra-tokenize: out of memory\n");
+    int32_t *ids = NULL, n = 0;
+    const char *bad = NULL;
+    int parsed = example_parse_ids(text, INT32_MIN, &ids, &n, &bad);
+    if (parsed) {
+        if (parsed > 0)
+            fprintf(stderr, "memra-tokenize: not a token id: \"%.20s\"\n", bad);
+        else
+            fprintf(stderr, "memra-tokenize: out of memory\n");
         return 1;
     }
     size_t len = 0;
-    memra_status_t st = memra_detokenize(tok, ids, (int32_t)n, NULL, 0, flags, &len);
+    memra_status_t st = memra_detokenize(tok, ids, n, NULL, 0, flags, &len);
     char *out = st == MEMRA_OK || st == MEMRA_E_RANGE ? malloc(len + 1) : NULL;
-    if (!out || memra_detokenize(tok, ids, (int32_t)n, out, len, flags, &len) != MEMRA_OK) {
+    if (!out || memra_detokenize(tok, ids, n, out, len, flags, &len) != MEMRA_OK) {
         fprintf(stderr, "memra-tokenize: %s\n", memra_last_error());
         free(out);
         free(ids);
@@ -147,7 +93,7 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t len = 0;
-    char *in = read_all(stdin, &len);
+    char *in = example_read_all(stdin, &len);
     if (!in) {
         fprintf(stderr, "memra-tokenize: cannot read stdin\n");
         memra_tokenizer_free(tok);
