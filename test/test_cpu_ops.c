@@ -37,47 +37,16 @@ static memra__backend_t *g_be1; /* 1 thread */
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double rng_unit(uint64_t *s)
-{
-    return ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float rng_gauss(uint64_t *s)
-{
-    const double u1 = rng_unit(s), u2 = rng_unit(s);
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-static int64_t rng_int(uint64_t *s, int64_t n)
-{
-    return (int64_t)(rng_next(s) % (uint64_t)n);
-}
-
 #define SENT_BITS 0x7fa5a5a5u
 
 static float sent(void)
 {
-    const uint32_t u = SENT_BITS;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return tu_u2f(SENT_BITS);
 }
 
 static bool is_sent(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u == SENT_BITS;
+    return tu_f2u(f) == SENT_BITS;
 }
 
 static float *sent_buf(size_t n)
@@ -96,7 +65,7 @@ static float *rand_mat(uint64_t *rng, int64_t rows, int64_t cols, int64_t stride
     float *p = sent_buf(total);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            p[r * stride + c] = rng_gauss(rng) * sigma;
+            p[r * stride + c] = tu_rng_gauss(rng) * sigma;
     return p;
 }
 
@@ -160,7 +129,7 @@ static void tw_make(tw *t, memra_type_t type, int64_t ne0, int64_t ne1, int64_t 
         for (int64_t o = 0; o < ne1; o++) {
             uint8_t *dst = t->data + (size_t)e * t->w.nb2 + (size_t)o * t->w.nb1;
             for (int64_t i = 0; i < ne0; i++)
-                row[i] = rng_gauss(rng) * sigma;
+                row[i] = tu_rng_gauss(rng) * sigma;
             assert_true(memra__quantize_row(type, row, dst, ne0));
             assert_true(memra__dequantize_row(type, dst, row, ne0));
             for (int64_t i = 0; i < ne0; i++)
@@ -447,13 +416,13 @@ static void test_rope(void **state)
         for (int64_t t = 0; t < c->n_tokens; t++)
             for (int64_t h = 0; h < c->n_heads; h++)
                 for (int64_t i = 0; i < hd; i++)
-                    x[t * ts + h * hs + i] = rng_gauss(&rng);
+                    x[t * ts + h * hs + i] = tu_rng_gauss(&rng);
         float *x0 = malloc(total * sizeof *x0), *xg = malloc(total * sizeof *xg);
         memcpy(x0, x, total * sizeof *x0);
         memcpy(xg, x, total * sizeof *xg);
         int32_t pos[8];
         for (int64_t t = 0; t < c->n_tokens; t++)
-            pos[t] = t == 0 ? (int32_t)(ci * 37 % 300) : (int32_t)rng_int(&rng, 300);
+            pos[t] = t == 0 ? (int32_t)(ci * 37 % 300) : (int32_t)tu_rng_int(&rng, 300);
         float ff[64];
         for (int64_t i = 0; i < half; i++)
             ff[i] = c->ff_kind == 1 ? (i % 3 == 0 ? 1e30f : i % 3 == 1 ? 1.0f : 2.5f)
@@ -979,13 +948,13 @@ static void moe_make(moe_fix *f, const moe_case *c, uint64_t *rng)
             int32_t e;
             bool dup;
             do { /* distinct experts per token, as route gives */
-                e = (int32_t)rng_int(rng, c->n_expert);
+                e = (int32_t)tu_rng_int(rng, c->n_expert);
                 dup = false;
                 for (int64_t i = 0; i < j; i++)
                     dup |= f->ids[t * c->k + i] == e;
             } while (dup);
             f->ids[t * c->k + j] = e;
-            f->wts[t * c->k + j] = (float)rng_unit(rng);
+            f->wts[t * c->k + j] = (float)tu_rng_unit(rng);
         }
 }
 

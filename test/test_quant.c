@@ -22,42 +22,6 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* xorshift64*: fixed seeds make every failure reproducible. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double rng_unit(uint64_t *s)
-{
-    return ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float rng_gauss(uint64_t *s)
-{
-    const double u1 = rng_unit(s), u2 = rng_unit(s);
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
 static uint16_t rd16(const uint8_t *p)
 {
     return (uint16_t)(p[0] | (p[1] << 8));
@@ -158,9 +122,9 @@ static void test_fixture_dequant(void **state)
             continue;
         }
         for (int j = 0; j < FIX_COLS; j++) {
-            if (f2u(out[j]) != f2u(want[j])) {
+            if (tu_f2u(out[j]) != tu_f2u(want[j])) {
                 print_error("%s row %d col %d: got %.9g (0x%08x), want %.9g (0x%08x)\n", c->name,
-                            r, j, out[j], f2u(out[j]), want[j], f2u(want[j]));
+                            r, j, out[j], tu_f2u(out[j]), want[j], tu_f2u(want[j]));
                 break;
             }
         }
@@ -238,7 +202,7 @@ static float *gauss_row(uint64_t seed, int n, float scale)
     float *x = malloc((size_t)n * sizeof *x);
     assert_non_null(x);
     for (int i = 0; i < n; i++)
-        x[i] = scale * rng_gauss(&seed);
+        x[i] = scale * tu_rng_gauss(&seed);
     /* a zero block and a constant block exercise d == 0 and ties */
     for (int i = 0; i < 32 && i < n; i++)
         x[i] = 0.0f;
@@ -442,7 +406,7 @@ static void test_f16_bf16_roundtrip_exhaustive(void **state)
             }
             if (got != h)
                 fail_msg("%s: pattern 0x%04x came back as 0x%04x", half ? "F16" : "BF16", h, got);
-            assert_int_equal(f2u(back[h]), f2u(vals[h]));
+            assert_int_equal(tu_f2u(back[h]), tu_f2u(vals[h]));
         }
     }
     free(vals);
@@ -456,8 +420,8 @@ static void test_fp16_edges(void **state)
 {
     (void)state;
     /* decode */
-    assert_int_equal(f2u(memra__fp16_to_f32(0x0000)), 0x00000000u);
-    assert_int_equal(f2u(memra__fp16_to_f32(0x8000)), 0x80000000u);
+    assert_int_equal(tu_f2u(memra__fp16_to_f32(0x0000)), 0x00000000u);
+    assert_int_equal(tu_f2u(memra__fp16_to_f32(0x8000)), 0x80000000u);
     assert_true(memra__fp16_to_f32(0x0001) == ldexpf(1.0f, -24));
     assert_true(memra__fp16_to_f32(0x8001) == -ldexpf(1.0f, -24));
     assert_true(memra__fp16_to_f32(0x03FF) == 1023.0f * ldexpf(1.0f, -24));
@@ -479,12 +443,12 @@ static void test_fp16_edges(void **state)
     assert_int_equal(memra__f32_to_fp16(-1e10f), 0xFC00);
     assert_int_equal(memra__f32_to_fp16(INFINITY), 0x7C00);
     assert_int_equal(memra__f32_to_fp16(-INFINITY), 0xFC00);
-    assert_int_equal(memra__f32_to_fp16(u2f(0x7F7FFFFFu)), 0x7C00);
+    assert_int_equal(memra__f32_to_fp16(tu_u2f(0x7F7FFFFFu)), 0x7C00);
     /* NaN stays NaN (exponent all ones, mantissa non-zero), sign kept */
     uint16_t n = memra__f32_to_fp16(NAN);
     assert_int_equal(n & 0x7C00, 0x7C00);
     assert_true((n & 0x03FF) != 0);
-    n = memra__f32_to_fp16(u2f(0xFF800001u)); /* signalling, payload only in low bits */
+    n = memra__f32_to_fp16(tu_u2f(0xFF800001u)); /* signalling, payload only in low bits */
     assert_int_equal(n & 0xFC00, 0xFC00);
     assert_true((n & 0x03FF) != 0);
 
@@ -498,7 +462,7 @@ static void test_fp16_edges(void **state)
     assert_int_equal(memra__f32_to_fp16(ldexpf(3.0f, -25)), 0x0002);         /* 1.5 ulp tie -> 2 */
     assert_int_equal(memra__f32_to_fp16(ldexpf(5.0f, -25)), 0x0002);         /* 2.5 ulp tie -> 2 */
     assert_int_equal(memra__f32_to_fp16(ldexpf(1.0f, -30)), 0x0000);
-    assert_int_equal(memra__f32_to_fp16(u2f(0x00000001u)), 0x0000); /* f32 subnormal */
+    assert_int_equal(memra__f32_to_fp16(tu_u2f(0x00000001u)), 0x0000); /* f32 subnormal */
     assert_int_equal(memra__f32_to_fp16(1023.0f * ldexpf(1.0f, -24)), 0x03FF);
     assert_int_equal(memra__f32_to_fp16(1023.5f * ldexpf(1.0f, -24)), 0x0400); /* tie -> even */
     assert_int_equal(memra__f32_to_fp16(ldexpf(1.0f, -14)), 0x0400);
@@ -515,8 +479,8 @@ static void test_bf16_edges(void **state)
 {
     (void)state;
     assert_true(memra__bf16_to_f32(0x3F80) == 1.0f);
-    assert_int_equal(f2u(memra__bf16_to_f32(0x8000)), 0x80000000u);
-    assert_int_equal(f2u(memra__bf16_to_f32(0x0001)), 0x00010000u); /* subnormal kept */
+    assert_int_equal(tu_f2u(memra__bf16_to_f32(0x8000)), 0x80000000u);
+    assert_int_equal(tu_f2u(memra__bf16_to_f32(0x0001)), 0x00010000u); /* subnormal kept */
     assert_true(isinf(memra__bf16_to_f32(0x7F80)));
     assert_true(isnan(memra__bf16_to_f32(0x7FC0)));
 
@@ -524,18 +488,18 @@ static void test_bf16_edges(void **state)
     assert_int_equal(memra__f32_to_bf16(-0.0f), 0x8000);
     assert_int_equal(memra__f32_to_bf16(1.0f + ldexpf(1.0f, -8)), 0x3F80); /* tie -> even */
     assert_int_equal(memra__f32_to_bf16(1.0f + ldexpf(3.0f, -8)), 0x3F82); /* tie -> even (up) */
-    assert_int_equal(memra__f32_to_bf16(u2f(0x3F808001u)), 0x3F81);         /* above tie */
+    assert_int_equal(memra__f32_to_bf16(tu_u2f(0x3F808001u)), 0x3F81);         /* above tie */
     assert_int_equal(memra__f32_to_bf16(INFINITY), 0x7F80);
     assert_int_equal(memra__f32_to_bf16(-INFINITY), 0xFF80);
-    assert_int_equal(memra__f32_to_bf16(u2f(0x7F7FFFFFu)), 0x7F80); /* FLT_MAX rounds to inf */
-    assert_int_equal(memra__f32_to_bf16(u2f(0x00008000u)), 0x0000); /* subnormal tie -> even */
-    assert_int_equal(memra__f32_to_bf16(u2f(0x00018000u)), 0x0002);
-    assert_int_equal(memra__f32_to_bf16(u2f(0x00010000u)), 0x0001);
+    assert_int_equal(memra__f32_to_bf16(tu_u2f(0x7F7FFFFFu)), 0x7F80); /* FLT_MAX rounds to inf */
+    assert_int_equal(memra__f32_to_bf16(tu_u2f(0x00008000u)), 0x0000); /* subnormal tie -> even */
+    assert_int_equal(memra__f32_to_bf16(tu_u2f(0x00018000u)), 0x0002);
+    assert_int_equal(memra__f32_to_bf16(tu_u2f(0x00010000u)), 0x0001);
     /* a NaN whose payload sits only in the dropped bits must not become inf */
-    const uint16_t n = memra__f32_to_bf16(u2f(0x7F800001u));
+    const uint16_t n = memra__f32_to_bf16(tu_u2f(0x7F800001u));
     assert_true(isnan(memra__bf16_to_f32(n)));
     assert_true((n & 0x0040) != 0); /* quiet bit set */
-    assert_int_equal(memra__f32_to_bf16(u2f(0xFFC00000u)), 0xFFC0);
+    assert_int_equal(memra__f32_to_bf16(tu_u2f(0xFFC00000u)), 0xFFC0);
 }
 
 #if defined(__FLT16_MAX__)
@@ -546,10 +510,10 @@ static void test_fp16_vs_compiler(void **state)
     (void)state;
     uint64_t s = 0xF16;
     for (int i = 0; i < 2000000; i++) {
-        uint32_t u = (uint32_t)rng_next(&s);
+        uint32_t u = (uint32_t)tu_rng_next(&s);
         if (i & 1) /* concentrate on the half range and its edges */
-            u = (u & 0x807FFFFFu) | ((uint32_t)(98 + (rng_next(&s) % 48)) << 23);
-        const float f = u2f(u);
+            u = (u & 0x807FFFFFu) | ((uint32_t)(98 + (tu_rng_next(&s) % 48)) << 23);
+        const float f = tu_u2f(u);
         if (isnan(f))
             continue;
         const _Float16 h = (_Float16)f;
@@ -559,7 +523,7 @@ static void test_fp16_vs_compiler(void **state)
         if (got != want)
             fail_msg("f32 0x%08x -> 0x%04x, compiler says 0x%04x", u, got, want);
         const float back = (float)h;
-        assert_int_equal(f2u(memra__fp16_to_f32(want)), f2u(back));
+        assert_int_equal(tu_f2u(memra__fp16_to_f32(want)), tu_f2u(back));
     }
 }
 #endif
@@ -652,14 +616,14 @@ static void test_dot_consistency(void **state)
     float x[N], deq[N];
     static uint8_t raw[N * 4];
     for (int i = 0; i < N; i++)
-        x[i] = rng_gauss(&s);
+        x[i] = tu_rng_gauss(&s);
     for (size_t k = 0; k < MEMRA__ARRAY_LEN(k_cases); k++) {
         const memra_type_t t = k_cases[k].type;
         const int64_t n = memra_type_block_size(t) == 256 ? 768 : N;
         const size_t nbytes = memra__row_bytes(t, n);
         assert_true(nbytes > 0 && nbytes <= sizeof raw);
         for (size_t i = 0; i < nbytes; i++)
-            raw[i] = (uint8_t)rng_next(&s);
+            raw[i] = (uint8_t)tu_rng_next(&s);
         /* keep the f16 scales finite and modest so the sum is meaningful */
         if (t == MEMRA_TYPE_F16)
             for (size_t i = 1; i < nbytes; i += 2)

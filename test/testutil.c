@@ -1,3 +1,4 @@
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -82,4 +83,44 @@ const char *tu_write_temp(const void *data, size_t size, int slot)
     }
     fclose(f);
     return b;
+}
+
+uint64_t tu_rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+double tu_rng_unit(uint64_t *s)
+{
+    return ((double)(tu_rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+float tu_rng_gauss(uint64_t *s)
+{
+    const double u1 = tu_rng_unit(s), u2 = tu_rng_unit(s);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+int64_t tu_rng_int(uint64_t *s, int64_t n)
+{
+    return (int64_t)(tu_rng_next(s) % (uint64_t)n);
+}
+
+uint32_t tu_f2u(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+float tu_u2f(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }

@@ -19,6 +19,17 @@ void *tu_read_file(const char *path, size_t *size);
 /* Writes bytes to a fresh temp file; returns its path (static buffer per call slot 0..3). */
 const char *tu_write_temp(const void *data, size_t size, int slot);
 
+/* Seeded xorshift64* stream (the state must not be 0): fixed seeds make
+ * every failure reproducible. */
+uint64_t tu_rng_next(uint64_t *state);
+double tu_rng_unit(uint64_t *state);     /* uniform in (0, 1) */
+float tu_rng_gauss(uint64_t *state);     /* standard normal (Box-Muller) */
+int64_t tu_rng_int(uint64_t *state, int64_t n); /* in [0, n) */
+
+/* The bits of a float and back. */
+uint32_t tu_f2u(float f);
+float tu_u2f(uint32_t u);
+
 /* Skips the current cmocka test with a reason printed to stderr. */
 #define TU_SKIP(...)                                     \
     do {                                                 \
