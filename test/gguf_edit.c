@@ -1,8 +1,16 @@
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
 
 #include "gguf_edit.h"
+#include "memra/model.h"
 
 static bool is(const char *a, const char *b)
 {
@@ -129,4 +137,19 @@ memra_status_t tu_gguf_rewrite(const char *src_path, const char *dst_path, const
     memra_gguf_writer_destroy(w);
     memra_gguf_close(g);
     return st;
+}
+
+void tu_expect_bad_model(const char *src_path, const tu_gguf_edit *e, memra_status_t status, const char *needle)
+{
+    char dst[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dst, sizeof dst, "%s/memra-bad-model-%d.gguf", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    assert_int_equal(tu_gguf_rewrite(src_path, dst, e), MEMRA_OK);
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(dst, NULL, &m);
+    remove(dst);
+    assert_null(m);
+    if (st != status || !strstr(memra_last_error(), needle))
+        fail_msg("%s: got %s '%s', want %s naming '%s'", src_path, memra_status_name(st), memra_last_error(),
+                 memra_status_name(status), needle);
 }

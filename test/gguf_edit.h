@@ -1,5 +1,6 @@
 /* Test helper: copies a GGUF file through the public reader and writer,
- * with small edits, to make broken or extended variants of fixtures. */
+ * with small edits, to make broken or extended variants of fixtures, and
+ * checks that broken models fail to load. */
 #ifndef MEMRA_TEST_GGUF_EDIT_H
 #define MEMRA_TEST_GGUF_EDIT_H
 
@@ -22,5 +23,9 @@ memra_status_t tu_gguf_copy_tensors(const memra_gguf_t *src, memra_gguf_writer_t
                                     void **owned);
 /* Whole copy SRC_PATH -> DST_PATH with the edits. */
 memra_status_t tu_gguf_rewrite(const char *src_path, const char *dst_path, const tu_gguf_edit *e);
+
+/* cmocka check: a copy of the model SRC_PATH with the edits E must fail to
+ * load with STATUS and a message that contains NEEDLE, leaving no model. */
+void tu_expect_bad_model(const char *src_path, const tu_gguf_edit *e, memra_status_t status, const char *needle);
 
 #endif

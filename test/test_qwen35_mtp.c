@@ -24,11 +24,12 @@
 static const int32_t prompt[] = {785, 922, 865, 293, 651, 77, 282, 78};
 #define N_PROMPT ((int32_t)(sizeof prompt / sizeof prompt[0]))
 
+/* The fixture's path; skips the calling test when it is absent. */
 static const char *fixture_or_skip(void)
 {
     const char *p = tu_fixture_path(FIXTURE);
     if (!p)
-        fprintf(stderr, "[  SKIPPED ] fixture %s not found (set MEMRA_FIXTURES)\n", FIXTURE);
+        TU_SKIP("fixture %s not found (set MEMRA_FIXTURES)", FIXTURE);
     return p;
 }
 
@@ -177,10 +178,6 @@ static void test_mtp_skipped(void **state)
 {
     (void)state;
     const char *src = fixture_or_skip();
-    if (!src) {
-        skip();
-        return;
-    }
     mtp_opts_t o = {.nextn = 1};
     const char *path = build(src, &o, 0);
     check_trunk(src, path, 0);
@@ -191,10 +188,6 @@ static void test_mtp_loaded(void **state)
 {
     (void)state;
     const char *src = fixture_or_skip();
-    if (!src) {
-        skip();
-        return;
-    }
     mtp_opts_t o = {.nextn = 1};
     const char *path = build(src, &o, 0);
     check_trunk(src, path, 1);
@@ -206,10 +199,6 @@ static void test_mtp_missing_tensor(void **state)
 {
     (void)state;
     const char *src = fixture_or_skip();
-    if (!src) {
-        skip();
-        return;
-    }
     mtp_opts_t o = {.nextn = 1, .omit = "nextn.eh_proj.weight"};
     const char *path = build(src, &o, 1);
     memra_model_t *m = NULL;
@@ -234,10 +223,6 @@ static void test_mtp_bad_count(void **state)
 {
     (void)state;
     const char *src = fixture_or_skip();
-    if (!src) {
-        skip();
-        return;
-    }
     mtp_opts_t o = {.nextn = N_TRUNK + 1};
     const char *path = build(src, &o, 2);
     memra_model_t *m = NULL;
@@ -256,16 +241,7 @@ static void expect_bad(const char *fixture, const tu_gguf_edit *e, memra_status_
         fprintf(stderr, "[  SKIPPED ] fixture %s not found\n", fixture);
         return;
     }
-    char dst[256];
-    snprintf(dst, sizeof dst, "/tmp/memra-qwen35-bad-%d.gguf", (int)getpid());
-    assert_int_equal(tu_gguf_rewrite(src, dst, e), MEMRA_OK);
-    memra_model_t *m = NULL;
-    memra_status_t st = memra_model_load(dst, NULL, &m);
-    remove(dst);
-    assert_null(m);
-    if (st != status || !strstr(memra_last_error(), needle))
-        fail_msg("%s: got %s '%s', want %s naming '%s'", fixture, memra_status_name(st), memra_last_error(),
-                 memra_status_name(status), needle);
+    tu_expect_bad_model(src, e, status, needle);
 }
 
 static void test_bad_files(void **state)
