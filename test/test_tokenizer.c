@@ -28,6 +28,15 @@ static memra_tokenizer_t *load_or_null(const char *path)
     return tok;
 }
 
+/* The tokenizer of fixture REL; skips the calling test when it is absent. */
+static memra_tokenizer_t *load_fixture(const char *rel)
+{
+    const char *p = tu_fixture_path(rel);
+    if (!p)
+        TU_SKIP("%s missing", rel);
+    return load_or_null(p);
+}
+
 /* Tokenizes with the size query first; returns malloc'ed ids. */
 static int32_t *encode(const memra_tokenizer_t *tok, const char *text, size_t len, uint32_t flags, int32_t *n)
 {
@@ -525,10 +534,7 @@ static void test_load_errors(void **state)
 static void test_qwen_vocab(void **state)
 {
     (void)state;
-    const char *p = tu_fixture_path("tokenizer/vocab-qwen3.gguf");
-    if (!p)
-        TU_SKIP("tokenizer/vocab-qwen3.gguf missing");
-    memra_tokenizer_t *tok = load_or_null(p);
+    memra_tokenizer_t *tok = load_fixture("tokenizer/vocab-qwen3.gguf");
     assert_int_equal(memra_tokenizer_n_vocab(tok), 151936);
     assert_int_equal(memra_tokenizer_eos(tok), 151645);
     assert_int_equal(memra_tokenizer_special(tok, MEMRA_SPECIAL_PAD), 151643);
@@ -569,10 +575,7 @@ static void test_qwen_vocab(void **state)
 static void test_clean_spaces(void **state)
 {
     (void)state;
-    const char *p = tu_fixture_path("tokenizer/ggml-vocab-gpt-2.gguf");
-    if (!p)
-        TU_SKIP("tokenizer/ggml-vocab-gpt-2.gguf missing");
-    memra_tokenizer_t *tok = load_or_null(p);
+    memra_tokenizer_t *tok = load_fixture("tokenizer/ggml-vocab-gpt-2.gguf");
     const char *text = "Hello , world ! It 's a ' b ' c 't";
     int32_t n = 0;
     int32_t *ids = encode(tok, text, strlen(text), 0, &n);
@@ -656,10 +659,7 @@ static void test_threads(void **state)
 static void test_cache_consistency(void **state)
 {
     (void)state;
-    const char *p = tu_fixture_path("tokenizer/vocab-llama3.gguf");
-    if (!p)
-        TU_SKIP("tokenizer/vocab-llama3.gguf missing");
-    memra_tokenizer_t *tok = load_or_null(p);
+    memra_tokenizer_t *tok = load_fixture("tokenizer/vocab-llama3.gguf");
     static const char *const words[] = {"the", " quick", " brown", " fox", "!", " 1234567", " été", "\n", " 's",
                                         "  ", "Ünïcödé", " x", " AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "\n\n "};
     const char sep[] = "<|eot_id|>";
