@@ -312,16 +312,21 @@ static void plan_gemma4(const spec_t *s, plan *p, int n_layer, int vocab)
             return st_;            \
     } while (0)
 
-/* GPT-2 byte-to-unicode symbol of byte B, as UTF-8. */
+/* Bytes that GPT-2's byte-to-unicode map keeps as their own code point. */
+static int gpt2_printable(int b)
+{
+    return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+}
+
+/* GPT-2 byte-to-unicode symbol of byte B, as UTF-8: the other bytes take
+ * U+0100, U+0101, ... in byte order. */
 static void byte_symbol(int b, char out[4])
 {
     int cp = b;
-    if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
-        int n = 0;
+    if (!gpt2_printable(b)) {
+        cp = 256;
         for (int x = 0; x < b; x++)
-            if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255)))
-                n++;
-        cp = 256 + n;
+            cp += !gpt2_printable(x);
     }
     if (cp < 0x80) {
         out[0] = (char)cp;
