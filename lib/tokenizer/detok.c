@@ -6,15 +6,22 @@
 
 #include "tokenizer/tok_impl.h"
 
-/* Bytes of ID's piece; control/unknown tokens are empty unless SPECIAL. */
-static inline const char *piece(const memra_tokenizer_t *tok, int32_t id, bool special, uint32_t *len)
+/* Bytes of ID's piece; control/unknown tokens are empty unless SPECIAL.
+ * LSTRIP drops one leading space. */
+static inline const char *piece(const memra_tokenizer_t *tok, int32_t id, bool special, bool lstrip,
+                                uint32_t *len)
 {
     if (!special && (tok->attr[id] & (MEMRA_TOKEN_ATTR_CONTROL | MEMRA_TOKEN_ATTR_UNKNOWN))) {
         *len = 0;
         return "";
     }
+    const char *p = tok->pieces + tok->piece_off[id];
     *len = tok->piece_len[id];
-    return tok->pieces + tok->piece_off[id];
+    if (lstrip && *len && p[0] == ' ') {
+        p++;
+        (*len)--;
+    }
+    return p;
 }
 
 memra_status_t memra_token_to_piece(const memra_tokenizer_t *tok, int32_t id, char *buf, size_t cap,
@@ -30,11 +37,7 @@ memra_status_t memra_token_to_piece(const memra_tokenizer_t *tok, int32_t id, ch
         return memra__tok_fail(tok, MEMRA_E_RANGE, "memra_token_to_piece: token id %d is outside [0, %d)",
                                (int)id, (int)tok->n_vocab);
     uint32_t len;
-    const char *p = piece(tok, id, (flags & MEMRA_PIECE_SPECIAL) != 0, &len);
-    if ((flags & MEMRA_PIECE_LSTRIP) && len && p[0] == ' ') {
-        p++;
-        len--;
-    }
+    const char *p = piece(tok, id, (flags & MEMRA_PIECE_SPECIAL) != 0, (flags & MEMRA_PIECE_LSTRIP) != 0, &len);
     *n_out = len;
     if (len > cap)
         return memra__tok_fail(tok, MEMRA_E_RANGE, "memra_token_to_piece: piece of %u bytes does not fit in %zu",
@@ -115,8 +118,8 @@ memra_status_t memra_detokenize(const memra_tokenizer_t *tok, const int32_t *ids
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         uint32_t len;
-        const char *p = piece(tok, ids[i], special, &len);
-        total += len - (i == 0 && strip_first && len && p[0] == ' ');
+        piece(tok, ids[i], special, i == 0 && strip_first, &len);
+        total += len;
     }
     bool clean = (flags & MEMRA_DETOKENIZE_CLEAN_SPACES) && tok->clean_spaces;
     /* Cleaning only shrinks the text, but needs all of it in one place first. */
@@ -133,11 +136,7 @@ memra_status_t memra_detokenize(const memra_tokenizer_t *tok, const int32_t *ids
     size_t o = 0;
     for (int32_t i = 0; i < n; i++) {
         uint32_t len;
-        const char *p = piece(tok, ids[i], special, &len);
-        if (i == 0 && strip_first && len && p[0] == ' ') {
-            p++;
-            len--;
-        }
+        const char *p = piece(tok, ids[i], special, i == 0 && strip_first, &len);
         if (len)
             memcpy(dst + o, p, len);
         o += len;
