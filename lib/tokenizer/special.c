@@ -35,6 +35,20 @@ static memra_status_t trie_add_node(memra_tokenizer_t *tok, int32_t *cap, uint8_
     return MEMRA_OK;
 }
 
+/* NODE's child for BYTE, or -1; *PREV (optional) receives the last sibling
+ * looked at, where a new child would be linked. */
+static inline int32_t trie_child(const memra_tokenizer_t *tok, int32_t node, uint8_t byte, int32_t *prev)
+{
+    int32_t c = tok->trie[node].child, p = -1;
+    while (c >= 0 && tok->trie[c].byte != byte) {
+        p = c;
+        c = tok->trie[c].sibling;
+    }
+    if (prev)
+        *prev = p;
+    return c;
+}
+
 memra_status_t memra__special_build(memra_tokenizer_t *tok)
 {
     int32_t cap = 0, root;
@@ -51,11 +65,8 @@ memra_status_t memra__special_build(memra_tokenizer_t *tok)
             continue;
         int32_t node = root;
         for (uint32_t i = 0; i < len; i++) {
-            int32_t c = tok->trie[node].child, prev = -1;
-            while (c >= 0 && tok->trie[c].byte != s[i]) {
-                prev = c;
-                c = tok->trie[c].sibling;
-            }
+            int32_t prev;
+            int32_t c = trie_child(tok, node, s[i], &prev);
             if (c < 0) {
                 if (trie_add_node(tok, &cap, s[i], &c) != MEMRA_OK)
                     return MEMRA_E_NOMEM;
@@ -213,9 +224,7 @@ memra_status_t memra__special_partition(const memra_tokenizer_t *tok, const char
             continue;
         int32_t node = 0;
         for (size_t j = i; j < n; j++) {
-            int32_t c = tok->trie[node].child;
-            while (c >= 0 && tok->trie[c].byte != s[j])
-                c = tok->trie[c].sibling;
+            int32_t c = trie_child(tok, node, s[j], NULL);
             if (c < 0)
                 break;
             node = c;
