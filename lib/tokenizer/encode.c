@@ -26,20 +26,31 @@ static memra_status_t add_eos(const memra_tokenizer_t *tok, uint32_t flags, memr
     return push(out, tok->special[MEMRA_SPECIAL_EOS]);
 }
 
+size_t memra__escape_spaces(const char *text, size_t n, bool prefix, char *dst)
+{
+    size_t o = 0;
+    if (prefix) {
+        memcpy(dst, "\xE2\x96\x81", 3);
+        o = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] == ' ') {
+            memcpy(dst + o, "\xE2\x96\x81", 3);
+            o += 3;
+        } else {
+            dst[o++] = text[i];
+        }
+    }
+    return o;
+}
+
 /* gemma4 writes spaces as U+2581 before merging. */
 static memra_status_t escape_spaces(const char *text, size_t n, memra__bytes_t *buf)
 {
     buf->n = 0;
     if (memra__bytes_reserve(buf, 3 * n) != MEMRA_OK)
         return memra__fail(NULL, MEMRA_E_NOMEM, "out of memory escaping spaces");
-    for (size_t i = 0; i < n; i++) {
-        if (text[i] == ' ') {
-            memcpy(buf->v + buf->n, "\xE2\x96\x81", 3);
-            buf->n += 3;
-        } else {
-            buf->v[buf->n++] = text[i];
-        }
-    }
+    buf->n = memra__escape_spaces(text, n, false, buf->v);
     return MEMRA_OK;
 }
 

@@ -200,19 +200,7 @@ memra_status_t memra__spm_fragment(const memra_tokenizer_t *tok, memra__wcache_t
     ssym_t *sy = malloc((cap + 1) * sizeof *sy);
     memra_status_t st = MEMRA_E_NOMEM;
     if (esc && sy) {
-        size_t o = 0;
-        if (prefix) {
-            memcpy(esc, "\xE2\x96\x81", 3);
-            o = 3;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (text[i] == ' ') {
-                memcpy(esc + o, "\xE2\x96\x81", 3);
-                o += 3;
-            } else {
-                esc[o++] = text[i];
-            }
-        }
+        const size_t o = memra__escape_spaces(text, n, prefix, esc);
         spm_state_t s = {tok, esc, sy, NULL, 0, 0};
         st = MEMRA_OK;
         for (size_t w = 0; w < o && st == MEMRA_OK;) {

@@ -336,6 +336,10 @@ memra_status_t memra__ws_cut_init(memra_tokenizer_t *tok);
 memra_status_t memra__spm_fragment(const memra_tokenizer_t *tok, memra__wcache_t *cache, const char *text,
                                    size_t n, bool prefix, memra__ids_t *out);
 
+/* Writes TEXT[0..N) with each space as U+2581, after one more U+2581 when
+ * PREFIX, to DST (room for 3N + 3 bytes); returns the length (encode.c). */
+size_t memra__escape_spaces(const char *text, size_t n, bool prefix, char *dst);
+
 /* Tokenizes with an internal growable result (encode.c). */
 memra_status_t memra__tokenize_ids(const memra_tokenizer_t *tok, const char *text, size_t n,
                                    uint32_t flags, memra__ids_t *out);
