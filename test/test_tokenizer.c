@@ -37,6 +37,21 @@ static memra_tokenizer_t *load_fixture(const char *rel)
     return load_or_null(p);
 }
 
+/* The JSON document at PATH (fails the test when unreadable or malformed). */
+static tj_value_t *load_json(const char *path)
+{
+    size_t n = 0;
+    char *text = tu_read_file(path, &n);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    char err[256];
+    tj_value_t *doc = tj_parse(text, n, err, sizeof err);
+    free(text);
+    if (!doc)
+        fail_msg("%s: %s", path, err);
+    return doc;
+}
+
 /* Tokenizes with the size query first; returns malloc'ed ids. */
 static int32_t *encode(const memra_tokenizer_t *tok, const char *text, size_t len, uint32_t flags, int32_t *n)
 {
@@ -212,12 +227,7 @@ static void run_tokcases(const char *name, int *ok_ids, int *ok_special, int *ok
     *ok_ids = *ok_special = *ok_dec = *total = -1;
     if (!jp || !gp)
         return;
-    size_t jn = 0;
-    char *js = tu_read_file(jp, &jn);
-    char err[256];
-    tj_value_t *doc = tj_parse(js, jn, err, sizeof err);
-    if (!doc)
-        fail_msg("%s: %s", jp, err);
+    tj_value_t *doc = load_json(jp);
     memra_tokenizer_t *tok = load_or_null(gp);
     const tj_value_t *cases = tj_get(doc, "cases");
     assert_non_null(cases);
@@ -266,7 +276,6 @@ static void run_tokcases(const char *name, int *ok_ids, int *ok_special, int *ok
     }
     memra_tokenizer_free(tok);
     tj_free(doc);
-    free(js);
 }
 
 static void test_tokcases(void **state)
@@ -310,12 +319,7 @@ static void test_model_prompts(void **state)
             continue;
         }
         snprintf(gp, sizeof gp, "%s", p);
-        size_t jn = 0;
-        char *js = tu_read_file(jp, &jn);
-        char err[256];
-        tj_value_t *doc = tj_parse(js, jn, err, sizeof err);
-        if (!doc)
-            fail_msg("%s: %s", jp, err);
+        tj_value_t *doc = load_json(jp);
         const tj_value_t *prompt = tj_get(doc, "prompt");
         static int32_t want[4096];
         size_t nw = 0;
@@ -341,7 +345,6 @@ static void test_model_prompts(void **state)
         free(got);
         memra_tokenizer_free(tok);
         tj_free(doc);
-        free(js);
     }
     if (!ran)
         TU_SKIP("no model fixtures");
