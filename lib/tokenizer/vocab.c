@@ -265,13 +265,44 @@ nomem:
 
 /* ---- loading ---------------------------------------------------------------- */
 
+/* *IDX = the required key KEY, an array of strings (WHAT names it). */
+static memra_status_t find_str_array(const memra_gguf_t *g, const char *key, const char *what, int64_t *idx)
+{
+    *idx = memra_gguf_find_kv(g, key);
+    if (*idx < 0)
+        return memra__fail(NULL, MEMRA_E_FORMAT, "cannot find tokenizer %s (%s)", what, key);
+    if (memra_gguf_kv_type(g, *idx) != MEMRA_GGUF_ARRAY || memra_gguf_arr_type(g, *idx) != MEMRA_GGUF_STRING)
+        return memra__fail(NULL, MEMRA_E_FORMAT, "%s is not an array of strings", key);
+    return MEMRA_OK;
+}
+
+/* The raw elements of the optional per-token array KEY (NULL when absent),
+ * of element type WANT or else ALSO (*TYPE says which; ALSO may be WANT),
+ * with at least N entries. KINDS names the accepted types in messages. */
+static memra_status_t per_token_array(const memra_gguf_t *g, const char *key, uint64_t n, memra_gguf_type_t want,
+                                      memra_gguf_type_t also, const char *kinds, const unsigned char **data,
+                                      memra_gguf_type_t *type)
+{
+    *data = NULL;
+    int64_t i = memra_gguf_find_kv(g, key);
+    if (i < 0)
+        return MEMRA_OK;
+    *type = memra_gguf_kv_type(g, i) == MEMRA_GGUF_ARRAY ? memra_gguf_arr_type(g, i) : MEMRA_GGUF_TYPE_COUNT;
+    if (*type != want && *type != also)
+        return memra__fail(NULL, MEMRA_E_FORMAT, "%s is not %s array", key, kinds);
+    if (memra_gguf_arr_n(g, i) < n)
+        return memra__fail(NULL, MEMRA_E_FORMAT, "%s has %llu entries for %llu tokens", key,
+                           (unsigned long long)memra_gguf_arr_n(g, i), (unsigned long long)n);
+    *data = memra_gguf_arr_data(g, i);
+    return MEMRA_OK;
+}
+
 static memra_status_t load_tokens(memra_tokenizer_t *tok, const memra_gguf_t *g)
 {
-    int64_t ki = memra_gguf_find_kv(g, "tokenizer.ggml.tokens");
-    if (ki < 0)
-        return memra__fail(NULL, MEMRA_E_FORMAT, "cannot find tokenizer vocab (tokenizer.ggml.tokens)");
-    if (memra_gguf_kv_type(g, ki) != MEMRA_GGUF_ARRAY || memra_gguf_arr_type(g, ki) != MEMRA_GGUF_STRING)
-        return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.tokens is not an array of strings");
+    int64_t ki;
+    memra_status_t st = find_str_array(g, "tokenizer.ggml.tokens", "vocab", &ki);
+    if (st != MEMRA_OK)
+        return st;
     uint64_t n = memra_gguf_arr_n(g, ki);
     if (n == 0 || n >= (uint64_t)INT32_MAX / 2)
         return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n);
@@ -300,8 +331,7 @@ static memra_status_t load_tokens(memra_tokenizer_t *tok, const memra_gguf_t *g)
         }
         int32_t sid;
         bool added;
-        memra_status_t st = memra__strtab_intern(&tok->strs, s, len, &sid, &added);
-        if (st != MEMRA_OK)
+        if ((st = memra__strtab_intern(&tok->strs, s, len, &sid, &added)) != MEMRA_OK)
             return memra__fail(NULL, st, "out of memory for %llu tokens", (unsigned long long)n);
         if (!added)
             return memra__fail(NULL, MEMRA_E_FORMAT, "duplicate token in vocabulary: '%.*s' has ids %d and %llu",
@@ -313,36 +343,21 @@ static memra_status_t load_tokens(memra_tokenizer_t *tok, const memra_gguf_t *g)
     if (!tok->scores || !tok->attr)
         return memra__fail(NULL, MEMRA_E_NOMEM, "out of memory for %llu tokens", (unsigned long long)n);
 
-    int64_t si = memra_gguf_find_kv(g, "tokenizer.ggml.scores");
-    if (si >= 0) {
-        memra_gguf_type_t t = memra_gguf_kv_type(g, si) == MEMRA_GGUF_ARRAY ? memra_gguf_arr_type(g, si)
-                                                                           : MEMRA_GGUF_TYPE_COUNT;
-        if (t != MEMRA_GGUF_FLOAT32 && t != MEMRA_GGUF_INT32)
-            return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.scores is not a FLOAT32 or INT32 array");
-        if (memra_gguf_arr_n(g, si) < n)
-            return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.scores has %llu entries for %llu tokens",
-                               (unsigned long long)memra_gguf_arr_n(g, si), (unsigned long long)n);
-        const unsigned char *d = memra_gguf_arr_data(g, si);
-        for (uint64_t i = 0; i < n; i++) {
-            if (t == MEMRA_GGUF_FLOAT32) {
-                memcpy(&tok->scores[i], d + 4 * i, 4);
-            } else {
-                int32_t v;
-                memcpy(&v, d + 4 * i, 4);
-                tok->scores[i] = (float)v;
-            }
+    const unsigned char *scores, *types;
+    memra_gguf_type_t st_type = MEMRA_GGUF_FLOAT32, tt_type;
+    if ((st = per_token_array(g, "tokenizer.ggml.scores", n, MEMRA_GGUF_FLOAT32, MEMRA_GGUF_INT32,
+                              "a FLOAT32 or INT32", &scores, &st_type)) != MEMRA_OK ||
+        (st = per_token_array(g, "tokenizer.ggml.token_type", n, MEMRA_GGUF_INT32, MEMRA_GGUF_INT32, "an INT32",
+                              &types, &tt_type)) != MEMRA_OK)
+        return st;
+    for (uint64_t i = 0; scores && i < n; i++) {
+        if (st_type == MEMRA_GGUF_FLOAT32) {
+            memcpy(&tok->scores[i], scores + 4 * i, 4);
+        } else {
+            int32_t v;
+            memcpy(&v, scores + 4 * i, 4);
+            tok->scores[i] = (float)v;
         }
-    }
-
-    int64_t ti = memra_gguf_find_kv(g, "tokenizer.ggml.token_type");
-    const unsigned char *types = NULL;
-    if (ti >= 0) {
-        if (memra_gguf_kv_type(g, ti) != MEMRA_GGUF_ARRAY || memra_gguf_arr_type(g, ti) != MEMRA_GGUF_INT32)
-            return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.token_type is not an INT32 array");
-        if (memra_gguf_arr_n(g, ti) < n)
-            return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.token_type has %llu entries for %llu tokens",
-                               (unsigned long long)memra_gguf_arr_n(g, ti), (unsigned long long)n);
-        types = memra_gguf_arr_data(g, ti);
     }
     for (uint64_t i = 0; i < n; i++) {
         int32_t ty = 1; /* NORMAL without the key */
@@ -358,11 +373,10 @@ static memra_status_t load_tokens(memra_tokenizer_t *tok, const memra_gguf_t *g)
 
 static memra_status_t load_merges(memra_tokenizer_t *tok, const memra_gguf_t *g)
 {
-    int64_t mi = memra_gguf_find_kv(g, "tokenizer.ggml.merges");
-    if (mi < 0)
-        return memra__fail(NULL, MEMRA_E_FORMAT, "cannot find tokenizer merges (tokenizer.ggml.merges)");
-    if (memra_gguf_kv_type(g, mi) != MEMRA_GGUF_ARRAY || memra_gguf_arr_type(g, mi) != MEMRA_GGUF_STRING)
-        return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.merges is not an array of strings");
+    int64_t mi;
+    memra_status_t st = find_str_array(g, "tokenizer.ggml.merges", "merges", &mi);
+    if (st != MEMRA_OK)
+        return st;
     uint64_t n = memra_gguf_arr_n(g, mi);
     if (n >= (uint64_t)INT32_MAX)
         return memra__fail(NULL, MEMRA_E_FORMAT, "tokenizer.ggml.merges has %llu entries", (unsigned long long)n);
@@ -370,7 +384,6 @@ static memra_status_t load_merges(memra_tokenizer_t *tok, const memra_gguf_t *g)
         return memra__fail(NULL, MEMRA_E_NOMEM, "out of memory for %llu merges", (unsigned long long)n);
     char *cat = NULL;
     size_t cat_cap = 0;
-    memra_status_t st = MEMRA_OK;
     for (uint64_t i = 0; i < n && st == MEMRA_OK; i++) {
         const char *s;
         size_t len;
