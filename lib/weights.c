@@ -47,20 +47,14 @@ static memra_status_t place(memra_model_t *m, int32_t stage, const void *src, si
     return MEMRA_OK;
 }
 
-static int64_t vfind(const memra_model_t *m, char *name, size_t cap, const char *fmt, va_list ap)
-{
-    vsnprintf(name, cap, fmt, ap);
-    return memra_gguf_find_tensor(m->gguf, name);
-}
-
 bool memra__w_exists(const memra_model_t *m, const char *fmt, ...)
 {
     char name[256];
     va_list ap;
     va_start(ap, fmt);
-    int64_t i = vfind(m, name, sizeof name, fmt, ap);
+    vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    return i >= 0;
+    return memra_gguf_find_tensor(m->gguf, name) >= 0;
 }
 
 static void fmt_shape(char *buf, size_t cap, int n, const int64_t *ne)
@@ -84,28 +78,38 @@ static bool shape_ok(const int64_t have[4], int n, const int64_t *want)
     return true;
 }
 
-memra_status_t memra__w_get(memra_model_t *m, int32_t stage, memra_weight_t *w, unsigned flags, int n_dims,
-                            const int64_t *shape, const char *fmt, ...)
+/* Finds the tensor NAME and checks its shape (into NE). *IDX = -1 when it
+ * is absent and FLAGS allow that. */
+static memra_status_t lookup(memra_model_t *m, const char *name, unsigned flags, int n_dims, const int64_t *shape,
+                             int64_t ne[4], int64_t *idx)
 {
-    char name[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int64_t i = vfind(m, name, sizeof name, fmt, ap);
-    va_end(ap);
-    memset(w, 0, sizeof *w);
-    if (i < 0) {
-        if (flags & MEMRA_W_REQUIRED)
-            return memra__model_fail(m, MEMRA_E_FORMAT, "missing tensor '%s'", name);
-        return MEMRA_OK;
-    }
-    int64_t ne[4];
-    memra_gguf_tensor_shape(m->gguf, i, ne);
+    *idx = memra_gguf_find_tensor(m->gguf, name);
+    if (*idx < 0)
+        return flags & MEMRA_W_REQUIRED ? memra__model_fail(m, MEMRA_E_FORMAT, "missing tensor '%s'", name)
+                                        : MEMRA_OK;
+    memra_gguf_tensor_shape(m->gguf, *idx, ne);
     if (!shape_ok(ne, n_dims, shape)) {
         char hs[96], ws[96];
         fmt_shape(hs, sizeof hs, 4, ne);
         fmt_shape(ws, sizeof ws, n_dims, shape);
         return memra__model_fail(m, MEMRA_E_FORMAT, "tensor '%s' has shape %s, expected %s", name, hs, ws);
     }
+    return MEMRA_OK;
+}
+
+memra_status_t memra__w_get(memra_model_t *m, int32_t stage, memra_weight_t *w, unsigned flags, int n_dims,
+                            const int64_t *shape, const char *fmt, ...)
+{
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    memset(w, 0, sizeof *w);
+    int64_t i, ne[4];
+    memra_status_t s = lookup(m, name, flags, n_dims, shape, ne, &i);
+    if (s || i < 0)
+        return s;
     memra_type_t t = memra_gguf_tensor_type(m->gguf, i);
     if (!memra__quant_can_compute(t))
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "tensor '%s' has type %s, which memra cannot compute",
@@ -125,22 +129,13 @@ memra_status_t memra__w_vec(memra_model_t *m, int32_t stage, const float **out, 
     char name[256];
     va_list ap;
     va_start(ap, fmt);
-    int64_t i = vfind(m, name, sizeof name, fmt, ap);
+    vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
     *out = NULL;
-    if (i < 0) {
-        if (flags & MEMRA_W_REQUIRED)
-            return memra__model_fail(m, MEMRA_E_FORMAT, "missing tensor '%s'", name);
-        return MEMRA_OK;
-    }
-    int64_t ne[4];
-    memra_gguf_tensor_shape(m->gguf, i, ne);
-    if (!shape_ok(ne, 1, &n)) {
-        char hs[96];
-        fmt_shape(hs, sizeof hs, 4, ne);
-        return memra__model_fail(m, MEMRA_E_FORMAT, "tensor '%s' has shape %s, expected {%lld}", name, hs,
-                                 (long long)n);
-    }
+    int64_t i, ne[4];
+    memra_status_t s = lookup(m, name, flags, 1, &n, ne, &i);
+    if (s || i < 0)
+        return s;
     memra_type_t t = memra_gguf_tensor_type(m->gguf, i);
     const void *src = memra_gguf_tensor_data(m->gguf, i);
     m->tensor_used[i] = true;
@@ -156,7 +151,7 @@ memra_status_t memra__w_vec(memra_model_t *m, int32_t stage, const float **out, 
     memra__dequantize_row(t, src, tmp, n);
     memra__stage_t *st = &m->stages[stage];
     void *p = st->be->iface->alloc(st->be, (size_t)n * sizeof(float));
-    memra_status_t s = p ? track(m, st, p) : memra__model_fail(m, MEMRA_E_NOMEM, "cannot allocate '%s'", name);
+    s = p ? track(m, st, p) : memra__model_fail(m, MEMRA_E_NOMEM, "cannot allocate '%s'", name);
     if (!s && (s = st->be->iface->upload(st->be, p, tmp, (size_t)n * sizeof(float))))
         memra__model_fail(m, s, "upload of '%s' failed", name);
     free(tmp);
