@@ -14,16 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <memra/memra.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "common.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -122,10 +116,10 @@ int main(int argc, char **argv)
     memra_model_default_params(&mp);
     mp.engine = e;
     mp.prefill_chunk = chunk;
-    double t_load = now_s();
+    double t_load = example_seconds();
     if (!st)
         st = memra_model_load(path, &mp, &m);
-    t_load = now_s() - t_load;
+    t_load = example_seconds() - t_load;
     int32_t ctx = depth + (p > n ? p : n) + 8;
     if (!st)
         st = memra_cache_create(m, ctx, &c);
@@ -146,9 +140,9 @@ int main(int argc, char **argv)
     for (int r = -1; r < reps && !st; r++) { /* r = -1: warm-up */
         if (p > 0) {
             memra_cache_clear(c);
-            double t0 = now_s();
+            double t0 = example_seconds();
             st = memra_forward(m, c, tok, p, 0, logits);
-            double dt = now_s() - t0;
+            double dt = example_seconds() - t0;
             if (r >= 0)
                 pp[r] = p / dt;
         }
@@ -156,10 +150,10 @@ int main(int argc, char **argv)
             memra_cache_clear(c);
             if (depth > 0)
                 st = memra_forward(m, c, tok + p, depth, 0, NULL);
-            double t0 = now_s();
+            double t0 = example_seconds();
             for (int i = 0; i < n && !st; i++)
                 st = memra_decode_step(m, c, tok[depth + i], logits);
-            double dt = now_s() - t0;
+            double dt = example_seconds() - t0;
             if (r >= 0)
                 tg[r] = n / dt;
         }

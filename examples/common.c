@@ -1,10 +1,11 @@
-#define _POSIX_C_SOURCE 200809L /* readlink, access */
+#define _POSIX_C_SOURCE 200809L /* readlink, access, clock_gettime */
 #include "common.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int readable(const char *p) { return p && *p && access(p, R_OK) == 0; }
@@ -119,6 +120,13 @@ int example_parse_ids(const char *s, int32_t min, int32_t **ids, int32_t *n, con
     *ids = v;
     *n = (int32_t)k;
     return 0;
+}
+
+double example_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 char *example_read_all(FILE *f, size_t *len)

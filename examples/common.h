@@ -33,6 +33,9 @@ int example_tokenize(const char *prog, const memra_tokenizer_t *tok, const char 
  * memory; or 1 with *BAD at the first text that is not such an integer. */
 int example_parse_ids(const char *s, int32_t min, int32_t **ids, int32_t *n, const char **bad);
 
+/* Seconds on the monotonic clock, for timing. */
+double example_seconds(void);
+
 /* All of F (malloc'ed, with one spare byte after *LEN), or NULL on a read
  * error or when out of memory. */
 char *example_read_all(FILE *f, size_t *len);

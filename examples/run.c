@@ -8,14 +8,12 @@
  * prefills it, then samples and decodes up to N tokens, printing the text
  * as it comes (stdout). Prefill and decode speeds go to stderr. Without -m
  * it runs the bundled default model. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <memra/memra.h>
 #include <memra/tokenizer.h>
@@ -28,13 +26,6 @@ static void usage(FILE *o)
                "                 [--min-p M] [--repeat-penalty R] [--repeat-last-n N] [--seed S]\n"
                "                 [--device cpu|cuda:N] [--threads N]\n"
                "Without -m the bundled default model is used (env MEMRA_DEFAULT_MODEL overrides).\n");
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
@@ -188,12 +179,12 @@ int main(int argc, char **argv)
 
     fwrite(prompt, 1, strlen(prompt), stdout);
     fflush(stdout);
-    double t0 = now();
+    double t0 = example_seconds();
     if (memra_forward(model, cache, ids, n_prompt, 0, logits)) {
         fprintf(stderr, "\nmemra-run: prefill: %s\n", memra_model_last_error(model));
         goto out;
     }
-    double t_prefill = now() - t0, t_decode = 0;
+    double t_prefill = example_seconds() - t0, t_decode = 0;
     int32_t n_decoded = 0;
     for (long i = 0; i < n_gen; i++) {
         int32_t t;
@@ -210,12 +201,12 @@ int main(int argc, char **argv)
         }
         if (i + 1 == n_gen)
             break;
-        double t1 = now();
+        double t1 = example_seconds();
         if (memra_decode_step(model, cache, t, logits)) {
             fprintf(stderr, "\nmemra-run: decode: %s\n", memra_model_last_error(model));
             goto out;
         }
-        t_decode += now() - t1;
+        t_decode += example_seconds() - t1;
         n_decoded++;
     }
     printf("\n");
