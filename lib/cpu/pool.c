@@ -64,15 +64,15 @@ memra_status_t memra__pool_create(int n_threads, memra__pool_t **out)
     memra__pool_t *p = calloc(1, sizeof *p);
     if (!p)
         return memra__fail(NULL, MEMRA_E_NOMEM, "cpu: out of memory for the thread pool");
-    p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
-        memra__pool_destroy(p);
+        memra__pool_destroy(p); /* n is still 0: no worker to join */
         return memra__fail(NULL, MEMRA_E_NOMEM, "cpu: out of memory for the thread pool");
     }
+    p->n = n_threads;
     for (int i = 1; i < n_threads; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (wa) {
