@@ -107,11 +107,6 @@ void memra__pool_destroy(memra__pool_t *p)
     free(p);
 }
 
-int memra__pool_size(const memra__pool_t *p)
-{
-    return p ? p->n : 1;
-}
-
 void memra__pool_for(memra__pool_t *p, int64_t n, int64_t min_chunk, memra__pool_fn fn, void *ctx)
 {
     if (n <= 0)

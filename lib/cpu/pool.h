@@ -14,7 +14,6 @@ typedef void (*memra__pool_fn)(void *ctx, int64_t begin, int64_t end);
 
 memra_status_t memra__pool_create(int n_threads, memra__pool_t **out);
 void memra__pool_destroy(memra__pool_t *pool);
-int memra__pool_size(const memra__pool_t *pool);
 /* Runs fn over [0, n); chunks are at least min_chunk long. Not reentrant:
  * one loop at a time per pool (the backend serializes ops anyway). */
 void memra__pool_for(memra__pool_t *pool, int64_t n, int64_t min_chunk, memra__pool_fn fn, void *ctx);
