@@ -251,6 +251,28 @@ tj_value_t *tj_parse(const char *text, size_t n, char *err, size_t err_len)
     return NULL;
 }
 
+tj_value_t *tj_parse_file(const char *path, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = malloc((size_t)n + 1)) && fread(text, 1, (size_t)n, f) != (size_t)n) {
+        free(text);
+        text = NULL;
+    }
+    if (f)
+        fclose(f);
+    if (!text) {
+        if (err && err_len)
+            snprintf(err, err_len, "cannot read %s", path);
+        return NULL;
+    }
+    tj_value_t *v = tj_parse(text, (size_t)n, err, err_len);
+    free(text);
+    return v;
+}
+
 const tj_value_t *tj_get(const tj_value_t *obj, const char *key)
 {
     if (!obj || obj->type != TJ_OBJ)

@@ -22,6 +22,8 @@ struct tj_value {
 
 /* Parses TEXT[0..N); NULL on error with a message in ERR. */
 tj_value_t *tj_parse(const char *text, size_t n, char *err, size_t err_len);
+/* Same for the whole file PATH. */
+tj_value_t *tj_parse_file(const char *path, char *err, size_t err_len);
 void tj_free(tj_value_t *v);
 /* Member KEY of an object, or NULL. */
 const tj_value_t *tj_get(const tj_value_t *obj, const char *key);

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "internal.h"
+#include "json.h"
 #include "memra/memra.h"
 #include "testutil.h"
 
@@ -46,32 +48,20 @@ static double prefill_tol(void)
     const double v = e && *e ? atof(e) : 0.0;
     return v > 0 ? v : 0.0;
 }
-#define MEMRA__ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Integer array after "KEY": [ ... ] in a small JSON file. */
-static int32_t *json_ints(const char *json, const char *key, int32_t *n)
+/* Array KEY of DOC as malloc'ed int32s; NULL and *N = 0 when absent. */
+static int32_t *json_ints(const tj_value_t *doc, const char *key, int32_t *n)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = strstr(json, pat);
+    const tj_value_t *a = tj_get(doc, key);
     *n = 0;
-    if (!p || !(p = strchr(p + strlen(pat), '[')))
+    if (!a || a->type != TJ_ARR)
         return NULL;
-    int32_t cap = 64, k = 0;
-    int32_t *v = malloc(cap * sizeof *v);
-    for (p++; *p && *p != ']';) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
-        }
-        if (k == cap)
-            v = realloc(v, (size_t)(cap *= 2) * sizeof *v);
-        v[k++] = (int32_t)x;
-        p = end;
+    int32_t *v = malloc((a->n ? a->n : 1) * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_int_equal(a->items[i].type, TJ_NUM);
+        v[i] = (int32_t)a->items[i].num;
     }
-    *n = k;
+    *n = (int32_t)a->n;
     return v;
 }
 
@@ -91,14 +81,16 @@ static bool load_ref(const fixture *f, ref_data *r)
     const char *lp = tu_fixture_path(rel);
     if (!jp || !lp)
         return false;
-    char *json = tu_read_file(jp, NULL);
+    char err[256];
+    tj_value_t *doc = tj_parse_file(jp, err, sizeof err);
+    if (!doc)
+        fail_msg("%s: %s", jp, err);
     size_t lsize = 0;
     r->logits = tu_read_file(lp, &lsize);
-    assert_non_null(json);
     assert_non_null(r->logits);
-    r->tokens = json_ints(json, "tokens", &r->n_tokens);
-    r->greedy = json_ints(json, "greedy_continuation", &r->n_greedy);
-    free(json);
+    r->tokens = json_ints(doc, "tokens", &r->n_tokens);
+    r->greedy = json_ints(doc, "greedy_continuation", &r->n_greedy);
+    tj_free(doc);
     assert_true(r->n_tokens > 0);
     r->n_vocab = (int32_t)(lsize / sizeof(float) / (size_t)r->n_tokens);
     assert_int_equal((size_t)r->n_vocab * (size_t)r->n_tokens * sizeof(float), lsize);
@@ -230,7 +222,7 @@ static void check_fixture(const fixture *f)
     double d_chunk = 0;
     int32_t bad_chunk = 0; /* reported after the ACCURACY line */
     static const int32_t chunks[] = {1, 3, 16, 512};
-    for (size_t k = 0; k < MEMRA__ARRAY_LEN_T(chunks); k++) {
+    for (size_t k = 0; k < MEMRA__ARRAY_LEN(chunks); k++) {
         memra_model_t *mc = load_model(f, chunks[k]);
         float *alt = prefill_all(mc, &r);
         const double dc = max_delta(alt, pre, rowsz * (size_t)r.n_tokens);
@@ -286,12 +278,12 @@ static int teardown(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[MEMRA__ARRAY_LEN_T(k_fixtures)];
-    for (size_t i = 0; i < MEMRA__ARRAY_LEN_T(k_fixtures); i++) {
+    struct CMUnitTest tests[MEMRA__ARRAY_LEN(k_fixtures)];
+    for (size_t i = 0; i < MEMRA__ARRAY_LEN(k_fixtures); i++) {
         tests[i] = (struct CMUnitTest)cmocka_unit_test_prestate(test_fixture, (void *)&k_fixtures[i]);
         tests[i].name = k_fixtures[i].name;
     }
     if (!tu_fixtures())
         fprintf(stderr, "test_models: fixture folder not found (set MEMRA_FIXTURES); every case skips\n");
-    return _cmocka_run_group_tests("models", tests, MEMRA__ARRAY_LEN_T(k_fixtures), setup, teardown);
+    return _cmocka_run_group_tests("models", tests, MEMRA__ARRAY_LEN(k_fixtures), setup, teardown);
 }

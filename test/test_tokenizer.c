@@ -40,13 +40,8 @@ static memra_tokenizer_t *load_fixture(const char *rel)
 /* The JSON document at PATH (fails the test when unreadable or malformed). */
 static tj_value_t *load_json(const char *path)
 {
-    size_t n = 0;
-    char *text = tu_read_file(path, &n);
-    if (!text)
-        fail_msg("cannot read %s", path);
     char err[256];
-    tj_value_t *doc = tj_parse(text, n, err, sizeof err);
-    free(text);
+    tj_value_t *doc = tj_parse_file(path, err, sizeof err);
     if (!doc)
         fail_msg("%s: %s", path, err);
     return doc;
