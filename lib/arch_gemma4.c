@@ -11,26 +11,18 @@
 
 #define G4_KEY_SUPPRESS "tokenizer.ggml.suppress_tokens"
 
-/* Wraps a status-returning call: on failure, return its status. */
-#define G4_TRY(expr)                                                                               \
-    do {                                                                                           \
-        memra_status_t st_ = (expr);                                                               \
-        if (st_ != MEMRA_OK)                                                                       \
-            return st_;                                                                            \
-    } while (0)
-
 /* ---- config ---------------------------------------------------------- */
 
 static memra_status_t g4_read_config(memra_model_t *m, memra__g4_t *g)
 {
     uint32_t n_file, n_embd, n_ctx, hd_full, hd_full_v, hd_swa, hd_swa_v, n_swa, n_shared, n_pl;
-    G4_TRY(memra__cfg_u32(m, "block_count", &n_file));
+    MEMRA__TRY(memra__cfg_u32(m, "block_count", &n_file));
     if (n_file == 0 || n_file > MEMRA_MAX_LAYERS)
         return memra__model_fail(m, MEMRA_E_FORMAT, "gemma4.block_count = %u is out of range (1..%d)",
                                  n_file, MEMRA_MAX_LAYERS);
     const int32_t nl = (int32_t)n_file;
-    G4_TRY(memra__cfg_u32(m, "context_length", &n_ctx));
-    G4_TRY(memra__cfg_u32(m, "embedding_length", &n_embd));
+    MEMRA__TRY(memra__cfg_u32(m, "context_length", &n_ctx));
+    MEMRA__TRY(memra__cfg_u32(m, "embedding_length", &n_embd));
     if (n_embd == 0)
         return memra__model_fail(m, MEMRA_E_FORMAT, "gemma4.embedding_length is 0");
 
@@ -189,25 +181,25 @@ static memra_status_t g4_bind_moe(memra_model_t *m, memra__g4_t *g, int32_t il, 
 {
     memra__g4_layer_t *L = &g->layers[il];
     const int64_t E = g->n_expert, F = g->n_ff_exp, D = m->n_embd;
-    G4_TRY(memra__w_get(m, s, &L->gate_inp, MEMRA_W_REQUIRED, 2, (int64_t[]){D, E},
-                        "blk.%d.ffn_gate_inp.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->gate_inp_scale, MEMRA_W_REQUIRED, D, "blk.%d.ffn_gate_inp.scale", il));
+    MEMRA__TRY(
+        memra__w_get(m, s, &L->gate_inp, MEMRA_W_REQUIRED, 2, (int64_t[]){D, E}, "blk.%d.ffn_gate_inp.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->gate_inp_scale, MEMRA_W_REQUIRED, D, "blk.%d.ffn_gate_inp.scale", il));
     /* fused gate+up (what the converter writes) first, as llama.cpp does */
     if (memra__w_exists(m, "blk.%d.ffn_gate_up_exps.weight", il)) {
-        G4_TRY(memra__w_get(m, s, &L->gate_up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){D, 2 * F, E},
-                            "blk.%d.ffn_gate_up_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->gate_up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){D, 2 * F, E},
+                                "blk.%d.ffn_gate_up_exps.weight", il));
     } else {
-        G4_TRY(memra__w_get(m, s, &L->gate_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){D, F, E},
-                            "blk.%d.ffn_gate_exps.weight", il));
-        G4_TRY(memra__w_get(m, s, &L->up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){D, F, E},
-                            "blk.%d.ffn_up_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->gate_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){D, F, E},
+                                "blk.%d.ffn_gate_exps.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->up_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){D, F, E},
+                                "blk.%d.ffn_up_exps.weight", il));
     }
-    G4_TRY(memra__w_get(m, s, &L->down_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){F, D, E},
-                        "blk.%d.ffn_down_exps.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->down_exps_scale, MEMRA_W_OPTIONAL, E, "blk.%d.ffn_down_exps.scale", il));
-    G4_TRY(memra__w_vec(m, s, &L->pre_ffw_norm_2, MEMRA_W_REQUIRED, D, "blk.%d.pre_ffw_norm_2.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->post_ffw_norm_1, MEMRA_W_REQUIRED, D, "blk.%d.post_ffw_norm_1.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->post_ffw_norm_2, MEMRA_W_REQUIRED, D, "blk.%d.post_ffw_norm_2.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->down_exps, MEMRA_W_REQUIRED, 3, (int64_t[]){F, D, E},
+                            "blk.%d.ffn_down_exps.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->down_exps_scale, MEMRA_W_OPTIONAL, E, "blk.%d.ffn_down_exps.scale", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->pre_ffw_norm_2, MEMRA_W_REQUIRED, D, "blk.%d.pre_ffw_norm_2.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->post_ffw_norm_1, MEMRA_W_REQUIRED, D, "blk.%d.post_ffw_norm_1.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->post_ffw_norm_2, MEMRA_W_REQUIRED, D, "blk.%d.post_ffw_norm_2.weight", il));
     return MEMRA_OK;
 }
 
@@ -218,23 +210,26 @@ static memra_status_t g4_bind_layer(memra_model_t *m, memra__g4_t *g, int32_t il
     const int64_t D = m->n_embd, q_dim = (int64_t)L->n_head * L->hd, kv_dim = (int64_t)L->n_kv_head * L->hd;
     const bool owns_kv = L->kv_src == il;
 
-    G4_TRY(memra__w_vec(m, s, &L->attn_norm, MEMRA_W_REQUIRED, D, "blk.%d.attn_norm.weight", il));
-    G4_TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, 2, (int64_t[]){D, q_dim}, "blk.%d.attn_q.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, L->hd, "blk.%d.attn_q_norm.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->attn_norm, MEMRA_W_REQUIRED, D, "blk.%d.attn_norm.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wq, MEMRA_W_REQUIRED, 2, (int64_t[]){D, q_dim}, "blk.%d.attn_q.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->q_norm, MEMRA_W_REQUIRED, L->hd, "blk.%d.attn_q_norm.weight", il));
     /* K/V tensors on a KV-shared layer are optional and unused (llama.cpp
      * loads them as "not required" above n_layer_kv_from_start). */
     const unsigned kv_flag = owns_kv ? MEMRA_W_REQUIRED : MEMRA_W_OPTIONAL;
-    G4_TRY(memra__w_get(m, s, &L->wk, kv_flag, 2, (int64_t[]){D, kv_dim}, "blk.%d.attn_k.weight", il));
-    G4_TRY(memra__w_get(m, s, &L->wv, MEMRA_W_OPTIONAL, 2, (int64_t[]){D, kv_dim}, "blk.%d.attn_v.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->k_norm, kv_flag, L->hd, "blk.%d.attn_k_norm.weight", il));
-    G4_TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, 2, (int64_t[]){q_dim, D}, "blk.%d.attn_output.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->post_attn_norm, MEMRA_W_REQUIRED, D, "blk.%d.post_attention_norm.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wk, kv_flag, 2, (int64_t[]){D, kv_dim}, "blk.%d.attn_k.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wv, MEMRA_W_OPTIONAL, 2, (int64_t[]){D, kv_dim}, "blk.%d.attn_v.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->k_norm, kv_flag, L->hd, "blk.%d.attn_k_norm.weight", il));
+    MEMRA__TRY(memra__w_get(m, s, &L->wo, MEMRA_W_REQUIRED, 2, (int64_t[]){q_dim, D}, "blk.%d.attn_output.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->post_attn_norm, MEMRA_W_REQUIRED, D, "blk.%d.post_attention_norm.weight", il));
 
-    G4_TRY(memra__w_vec(m, s, &L->ffn_norm, MEMRA_W_REQUIRED, D, "blk.%d.ffn_norm.weight", il));
-    G4_TRY(memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){D, L->n_ff}, "blk.%d.ffn_gate.weight", il));
-    G4_TRY(memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, 2, (int64_t[]){D, L->n_ff}, "blk.%d.ffn_up.weight", il));
-    G4_TRY(memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, 2, (int64_t[]){L->n_ff, D}, "blk.%d.ffn_down.weight", il));
-    G4_TRY(memra__w_vec(m, s, &L->post_ffw_norm, MEMRA_W_REQUIRED, D, "blk.%d.post_ffw_norm.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->ffn_norm, MEMRA_W_REQUIRED, D, "blk.%d.ffn_norm.weight", il));
+    MEMRA__TRY(
+        memra__w_get(m, s, &L->ffn_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){D, L->n_ff}, "blk.%d.ffn_gate.weight", il));
+    MEMRA__TRY(
+        memra__w_get(m, s, &L->ffn_up, MEMRA_W_REQUIRED, 2, (int64_t[]){D, L->n_ff}, "blk.%d.ffn_up.weight", il));
+    MEMRA__TRY(
+        memra__w_get(m, s, &L->ffn_down, MEMRA_W_REQUIRED, 2, (int64_t[]){L->n_ff, D}, "blk.%d.ffn_down.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &L->post_ffw_norm, MEMRA_W_REQUIRED, D, "blk.%d.post_ffw_norm.weight", il));
 
     L->moe = memra__w_exists(m, "blk.%d.ffn_gate_inp.weight", il);
     if (L->moe) {
@@ -242,28 +237,30 @@ static memra_status_t g4_bind_layer(memra_model_t *m, memra__g4_t *g, int32_t il
             return memra__model_fail(m, MEMRA_E_FORMAT,
                                      "gemma4: blk.%d.ffn_gate_inp.weight is present but "
                                      "gemma4.expert_count is missing or 0", il);
-        G4_TRY(g4_bind_moe(m, g, il, s));
+        MEMRA__TRY(g4_bind_moe(m, g, il, s));
     }
 
     if (g->n_pl > 0) {
-        G4_TRY(memra__w_get(m, s, &L->inp_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){D, g->n_pl}, "blk.%d.inp_gate.weight", il));
-        G4_TRY(memra__w_get(m, s, &L->proj, MEMRA_W_REQUIRED, 2, (int64_t[]){g->n_pl, D}, "blk.%d.proj.weight", il));
-        G4_TRY(memra__w_vec(m, s, &L->post_norm, MEMRA_W_REQUIRED, D, "blk.%d.post_norm.weight", il));
+        MEMRA__TRY(memra__w_get(m, s, &L->inp_gate, MEMRA_W_REQUIRED, 2, (int64_t[]){D, g->n_pl},
+                                "blk.%d.inp_gate.weight", il));
+        MEMRA__TRY(
+            memra__w_get(m, s, &L->proj, MEMRA_W_REQUIRED, 2, (int64_t[]){g->n_pl, D}, "blk.%d.proj.weight", il));
+        MEMRA__TRY(memra__w_vec(m, s, &L->post_norm, MEMRA_W_REQUIRED, D, "blk.%d.post_norm.weight", il));
     }
 
     const float *scale_dev;
-    G4_TRY(memra__w_vec(m, s, &scale_dev, MEMRA_W_OPTIONAL, 1, "blk.%d.layer_output_scale.weight", il));
+    MEMRA__TRY(memra__w_vec(m, s, &scale_dev, MEMRA_W_OPTIONAL, 1, "blk.%d.layer_output_scale.weight", il));
     L->out_scale = 1.0f;
     if (scale_dev) {
         char name[64];
         snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", il);
-        G4_TRY(g4_host_scalar(m, name, &L->out_scale));
+        MEMRA__TRY(g4_host_scalar(m, name, &L->out_scale));
     }
 
     /* rope_freqs: full layers only, one copy per stage (model-spec §6.2). */
     if (!L->swa && g->rope_freqs_present) {
         if (!g->rope_freqs[s])
-            G4_TRY(memra__w_vec(m, s, &g->rope_freqs[s], MEMRA_W_REQUIRED, g->n_rot_full / 2, "rope_freqs.weight"));
+            MEMRA__TRY(memra__w_vec(m, s, &g->rope_freqs[s], MEMRA_W_REQUIRED, g->n_rot_full / 2, "rope_freqs.weight"));
         L->freq_factors = g->rope_freqs[s];
     }
 
@@ -365,7 +362,7 @@ static memra_status_t g4_bind(memra_model_t *m)
     g->layers = calloc(MEMRA_MAX_LAYERS, sizeof *g->layers);
     if (!g->layers)
         return memra__model_fail(m, MEMRA_E_NOMEM, "gemma4: out of memory");
-    G4_TRY(g4_read_config(m, g));
+    MEMRA__TRY(g4_read_config(m, g));
 
     /* MoE geometry is read only when some layer has a router. */
     bool any_moe = false;
@@ -373,9 +370,9 @@ static memra_status_t g4_bind(memra_model_t *m)
         any_moe = any_moe || memra__w_exists(m, "blk.%d.ffn_gate_inp.weight", il);
     if (any_moe) {
         uint32_t E, K, F;
-        G4_TRY(memra__cfg_u32(m, "expert_count", &E));
-        G4_TRY(memra__cfg_u32(m, "expert_used_count", &K));
-        G4_TRY(memra__cfg_u32(m, "expert_feed_forward_length", &F));
+        MEMRA__TRY(memra__cfg_u32(m, "expert_count", &E));
+        MEMRA__TRY(memra__cfg_u32(m, "expert_used_count", &K));
+        MEMRA__TRY(memra__cfg_u32(m, "expert_feed_forward_length", &F));
         if (E == 0 || K == 0 || K > E || F == 0)
             return memra__model_fail(m, MEMRA_E_FORMAT,
                                      "gemma4: expert_count %u, expert_used_count %u, "
@@ -389,35 +386,35 @@ static memra_status_t g4_bind(memra_model_t *m)
      * absent, so the last stage then needs it as well. */
     const int32_t s0 = memra__first_stage(m), sl = memra__last_stage(m);
     const int64_t D = m->n_embd;
-    G4_TRY(memra__w_get(m, s0, &g->tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){D, -1}, "token_embd.weight"));
+    MEMRA__TRY(memra__w_get(m, s0, &g->tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){D, -1}, "token_embd.weight"));
     m->n_vocab = (int32_t)g->tok_embd.ne[1];
-    G4_TRY(memra__w_vec(m, sl, &g->output_norm, MEMRA_W_REQUIRED, D, "output_norm.weight"));
-    G4_TRY(memra__w_get(m, sl, &g->output, MEMRA_W_OPTIONAL, 2, (int64_t[]){D, m->n_vocab}, "output.weight"));
+    MEMRA__TRY(memra__w_vec(m, sl, &g->output_norm, MEMRA_W_REQUIRED, D, "output_norm.weight"));
+    MEMRA__TRY(memra__w_get(m, sl, &g->output, MEMRA_W_OPTIONAL, 2, (int64_t[]){D, m->n_vocab}, "output.weight"));
     if (!g->output.data) {
         if (sl == s0)
             g->output = g->tok_embd;
         else
-            G4_TRY(memra__w_get(m, sl, &g->output, MEMRA_W_REQUIRED, 2, (int64_t[]){D, m->n_vocab},
-                                "token_embd.weight"));
+            MEMRA__TRY(
+                memra__w_get(m, sl, &g->output, MEMRA_W_REQUIRED, 2, (int64_t[]){D, m->n_vocab}, "token_embd.weight"));
     }
     if (g->n_pl > 0) {
         const int64_t plf = (int64_t)g->n_pl * m->n_layer_file;
-        G4_TRY(memra__w_get(m, s0, &g->pl_tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){plf, m->n_vocab},
-                            "per_layer_token_embd.weight"));
-        G4_TRY(memra__w_get(m, s0, &g->pl_model_proj, MEMRA_W_REQUIRED, 2, (int64_t[]){D, plf},
-                            "per_layer_model_proj.weight"));
-        G4_TRY(memra__w_vec(m, s0, &g->pl_proj_norm, MEMRA_W_REQUIRED, g->n_pl, "per_layer_proj_norm.weight"));
+        MEMRA__TRY(memra__w_get(m, s0, &g->pl_tok_embd, MEMRA_W_REQUIRED, 2, (int64_t[]){plf, m->n_vocab},
+                                "per_layer_token_embd.weight"));
+        MEMRA__TRY(memra__w_get(m, s0, &g->pl_model_proj, MEMRA_W_REQUIRED, 2, (int64_t[]){D, plf},
+                                "per_layer_model_proj.weight"));
+        MEMRA__TRY(memra__w_vec(m, s0, &g->pl_proj_norm, MEMRA_W_REQUIRED, g->n_pl, "per_layer_proj_norm.weight"));
     }
 
     g->rope_freqs_present = memra__w_exists(m, "rope_freqs.weight");
     for (int32_t il = 0; il < m->n_layer; il++)
-        G4_TRY(g4_bind_layer(m, g, il));
+        MEMRA__TRY(g4_bind_layer(m, g, il));
     for (int32_t il = m->n_layer; il < m->n_layer_file; il++)
         memra__w_skip_layer(m, il);
     /* Still consumed when no full layer runs (n_layers truncation). */
     if (g->rope_freqs_present && !g->rope_freqs[s0]) {
         const float *unused;
-        G4_TRY(memra__w_vec(m, s0, &unused, MEMRA_W_REQUIRED, g->n_rot_full / 2, "rope_freqs.weight"));
+        MEMRA__TRY(memra__w_vec(m, s0, &unused, MEMRA_W_REQUIRED, g->n_rot_full / 2, "rope_freqs.weight"));
     }
 
     m->carry_floats = g4_plan_shared_kv(m, g, D + (int64_t)m->n_layer * g->n_pl);

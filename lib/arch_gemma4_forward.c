@@ -11,20 +11,6 @@
 
 #include "arch_gemma4_impl.h"
 
-#define G4_TRY(expr)                                                                               \
-    do {                                                                                           \
-        memra_status_t st_ = (expr);                                                               \
-        if (st_ != MEMRA_OK)                                                                       \
-            return st_;                                                                            \
-    } while (0)
-
-/* Workspace floats; the framework has already set the model's error when
- * workspace_bytes under-estimated. */
-#define G4_WS(var, n_floats)                                                                       \
-    float *var = memra__wsf(r, (n_floats));                                                        \
-    if (!var)                                                                                      \
-    return MEMRA_E_INTERNAL
-
 /* ---- one-line wrappers over the ops ---------------------------------- */
 
 static memra_status_t rms(memra__run_t *r, const float *x, int64_t xs, const float *w, float *y, int64_t ys,
@@ -79,8 +65,8 @@ memra_status_t memra__g4_embed(memra__run_t *r)
     float *x = r->carry;
 
     /* x = token_embd[tok] * sqrt(n_embd) */
-    G4_TRY(r->ops->get_rows(r->be, &g->tok_embd, r->tokens, n, x, cf));
-    G4_TRY(ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, sqrtf((float)D)));
+    MEMRA__TRY(r->ops->get_rows(r->be, &g->tok_embd, r->tokens, n, x, cf));
+    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, sqrtf((float)D)));
     if (g->n_pl == 0)
         return MEMRA_OK;
 
@@ -89,18 +75,18 @@ memra_status_t memra__g4_embed(memra__run_t *r)
     const int64_t n_pl = g->n_pl, plf = n_pl * m->n_layer_file, pl_run = n_pl * m->n_layer;
     float *pl = x + D;
     /* a = per_layer_token_embd[tok] * sqrt(n_pl) */
-    G4_WS(a, n * plf);
-    G4_TRY(r->ops->get_rows(r->be, &g->pl_tok_embd, r->tokens, n, a, plf));
-    G4_TRY(ew(r, MEMRA_EW_SCALE, a, plf, a, plf, NULL, 0, n, plf, sqrtf((float)n_pl)));
+    MEMRA__WS(a, n * plf);
+    MEMRA__TRY(r->ops->get_rows(r->be, &g->pl_tok_embd, r->tokens, n, a, plf));
+    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, a, plf, a, plf, NULL, 0, n, plf, sqrtf((float)n_pl)));
     /* b = rms_per_layer((per_layer_model_proj · x) / sqrt(n_embd), per_layer_proj_norm) */
-    G4_WS(b, n * plf);
-    G4_TRY(mm(r, &g->pl_model_proj, x, cf, b, plf, n));
-    G4_TRY(ew(r, MEMRA_EW_SCALE, b, plf, b, plf, NULL, 0, n, plf, 1.0f / sqrtf((float)D)));
-    G4_WS(bn, n * plf);
-    G4_TRY(rms(r, b, n_pl, g->pl_proj_norm, bn, n_pl, n * m->n_layer_file, n_pl));
+    MEMRA__WS(b, n * plf);
+    MEMRA__TRY(mm(r, &g->pl_model_proj, x, cf, b, plf, n));
+    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, b, plf, b, plf, NULL, 0, n, plf, 1.0f / sqrtf((float)D)));
+    MEMRA__WS(bn, n * plf);
+    MEMRA__TRY(rms(r, b, n_pl, g->pl_proj_norm, bn, n_pl, n * m->n_layer_file, n_pl));
     /* pl = (a + b) / sqrt(2) */
-    G4_TRY(ew(r, MEMRA_EW_ADD, pl, cf, bn, plf, a, plf, n, pl_run, 0.0f));
-    G4_TRY(ew(r, MEMRA_EW_SCALE, pl, cf, pl, cf, NULL, 0, n, pl_run, 1.0f / sqrtf(2.0f)));
+    MEMRA__TRY(ew(r, MEMRA_EW_ADD, pl, cf, bn, plf, a, plf, n, pl_run, 0.0f));
+    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, pl, cf, pl, cf, NULL, 0, n, pl_run, 1.0f / sqrtf(2.0f)));
     return MEMRA_OK;
 }
 
@@ -119,15 +105,15 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     const int64_t n = r->n, D = m->n_embd, cf = m->carry_floats;
     const int64_t hd = L->hd, q_dim = (int64_t)L->n_head * hd, kv_dim = (int64_t)L->n_kv_head * hd;
 
-    G4_WS(h, n * D);
-    G4_TRY(rms(r, x, cf, L->attn_norm, h, D, n, D));
+    MEMRA__WS(h, n * D);
+    MEMRA__TRY(rms(r, x, cf, L->attn_norm, h, D, n, D));
 
     /* q = NEOX_rope(rms_perhead(Wq·h, q_norm)) */
-    G4_WS(q_raw, n * q_dim);
-    G4_WS(q, n * q_dim);
-    G4_TRY(mm(r, &L->wq, h, D, q_raw, q_dim, n));
-    G4_TRY(rms(r, q_raw, hd, L->q_norm, q, hd, n * L->n_head, hd));
-    G4_TRY(rope(r, L, q, L->n_head, q_dim));
+    MEMRA__WS(q_raw, n * q_dim);
+    MEMRA__WS(q, n * q_dim);
+    MEMRA__TRY(mm(r, &L->wq, h, D, q_raw, q_dim, n));
+    MEMRA__TRY(rms(r, q_raw, hd, L->q_norm, q, hd, n * L->n_head, hd));
+    MEMRA__TRY(rope(r, L, q, L->n_head, q_dim));
 
     if (L->kv_src == il) {
         /* K and V are normed straight into this chunk's cache rows
@@ -137,21 +123,21 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
          * projection as V (taken before the k norm). */
         float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
         float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
-        G4_WS(k_raw, n * kv_dim);
-        G4_TRY(mm(r, &L->wk, h, D, k_raw, kv_dim, n));
+        MEMRA__WS(k_raw, n * kv_dim);
+        MEMRA__TRY(mm(r, &L->wk, h, D, k_raw, kv_dim, n));
         const float *v_raw = k_raw;
         if (L->wv.data) {
-            G4_WS(v_proj, n * kv_dim);
-            G4_TRY(mm(r, &L->wv, h, D, v_proj, kv_dim, n));
+            MEMRA__WS(v_proj, n * kv_dim);
+            MEMRA__TRY(mm(r, &L->wv, h, D, v_proj, kv_dim, n));
             v_raw = v_proj;
         }
-        G4_TRY(rms(r, k_raw, hd, L->k_norm, k_rows, hd, n * L->n_kv_head, hd));
-        G4_TRY(rope(r, L, k_rows, L->n_kv_head, kv_dim));
-        G4_TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
+        MEMRA__TRY(rms(r, k_raw, hd, L->k_norm, k_rows, hd, n * L->n_kv_head, hd));
+        MEMRA__TRY(rope(r, L, k_rows, L->n_kv_head, kv_dim));
+        MEMRA__TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
             float *slot = r->carry + L->kv_carry;
-            G4_TRY(ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
-            G4_TRY(ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
+            MEMRA__TRY(ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
+            MEMRA__TRY(ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
         }
     } else if (L->kv_fill) {
         /* the source is on an earlier stage: append its rows of this chunk,
@@ -159,15 +145,15 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
         float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
         float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
-        G4_TRY(ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
-        G4_TRY(ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
+        MEMRA__TRY(ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
+        MEMRA__TRY(ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
     }
 
     /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
      * mirror's, which are the same floats): the source runs earlier in the
      * same chunk, so this chunk's rows are there. */
     const int32_t src = L->kv_read;
-    G4_WS(attn, n * q_dim);
+    MEMRA__WS(attn, n * q_dim);
     const memra_attn_args_t a = {
         .q = q,
         .k_cache = c->k[src],
@@ -183,7 +169,7 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         .scale = 1.0f, /* q and k are RMS-normed: no 1/sqrt(hd) */
         .n_swa = L->swa ? g->n_swa : 0,
     };
-    G4_TRY(r->ops->attention(r->be, &a));
+    MEMRA__TRY(r->ops->attention(r->be, &a));
     return mm(r, &L->wo, attn, q_dim, out, D, n);
 }
 
@@ -191,12 +177,12 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
 static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, const float *x, float *out)
 {
     const int64_t n = r->n, D = r->m->n_embd, F = L->n_ff;
-    G4_WS(gate, n * F);
-    G4_WS(up, n * F);
-    G4_WS(act, n * F);
-    G4_TRY(mm(r, &L->ffn_gate, x, D, gate, F, n));
-    G4_TRY(mm(r, &L->ffn_up, x, D, up, F, n));
-    G4_TRY(ew(r, MEMRA_EW_GEGLU, act, F, gate, F, up, F, n, F, 0.0f));
+    MEMRA__WS(gate, n * F);
+    MEMRA__WS(up, n * F);
+    MEMRA__WS(act, n * F);
+    MEMRA__TRY(mm(r, &L->ffn_gate, x, D, gate, F, n));
+    MEMRA__TRY(mm(r, &L->ffn_up, x, D, up, F, n));
+    MEMRA__TRY(ew(r, MEMRA_EW_GEGLU, act, F, gate, F, up, F, n, F, 0.0f));
     return mm(r, &L->ffn_down, act, F, out, D, n);
 }
 
@@ -209,25 +195,25 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
 
     /* Router (HF Gemma4TextRouter): logits = gate_inp · (rms(r) ⊙ scale / sqrt(n_embd)),
      * with a weightless rms; then softmax, top-k, renormalise. */
-    G4_WS(rn, n * D);
-    G4_TRY(rms(r, resid, D, NULL, rn, D, n, D));
-    G4_TRY(ew(r, MEMRA_EW_MUL, rn, D, rn, D, L->gate_inp_scale, 0, n, D, 0.0f));
-    G4_TRY(ew(r, MEMRA_EW_SCALE, rn, D, rn, D, NULL, 0, n, D, 1.0f / sqrtf((float)D)));
-    G4_WS(logits, n * E);
-    G4_TRY(mm(r, &L->gate_inp, rn, D, logits, E, n));
+    MEMRA__WS(rn, n * D);
+    MEMRA__TRY(rms(r, resid, D, NULL, rn, D, n, D));
+    MEMRA__TRY(ew(r, MEMRA_EW_MUL, rn, D, rn, D, L->gate_inp_scale, 0, n, D, 0.0f));
+    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, rn, D, rn, D, NULL, 0, n, D, 1.0f / sqrtf((float)D)));
+    MEMRA__WS(logits, n * E);
+    MEMRA__TRY(mm(r, &L->gate_inp, rn, D, logits, E, n));
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
     if (!ids)
         return MEMRA_E_INTERNAL;
-    G4_WS(weights, n * K);
+    MEMRA__WS(weights, n * K);
     const memra_route_args_t ra = {
         .logits = logits, .ids = ids, .weights = weights, .n_tokens = n, .n_expert = E, .k = K, .norm = true,
     };
-    G4_TRY(r->ops->route(r->be, &ra));
+    MEMRA__TRY(r->ops->route(r->be, &ra));
 
     /* Experts see rms(r, pre_ffw_norm_2); the per-expert scale multiplies
      * each expert's output (linear, so the same as HF scaling the weight). */
-    G4_WS(h2, n * D);
-    G4_TRY(rms(r, resid, D, L->pre_ffw_norm_2, h2, D, n, D));
+    MEMRA__WS(h2, n * D);
+    MEMRA__TRY(rms(r, resid, D, L->pre_ffw_norm_2, h2, D, n, D));
     const memra_moe_args_t ma = {
         .x = h2,
         .ids = ids,
@@ -256,47 +242,47 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
     float *x = r->carry;
 
     /* r = x + rms(attention, post_attention_norm) */
-    G4_WS(attn_out, n * D);
-    G4_WS(resid, n * D);
-    G4_TRY(g4_attention(r, il, x, attn_out));
-    G4_TRY(rms(r, attn_out, D, L->post_attn_norm, attn_out, D, n, D));
-    G4_TRY(ew(r, MEMRA_EW_ADD, resid, D, x, cf, attn_out, D, n, D, 0.0f));
+    MEMRA__WS(attn_out, n * D);
+    MEMRA__WS(resid, n * D);
+    MEMRA__TRY(g4_attention(r, il, x, attn_out));
+    MEMRA__TRY(rms(r, attn_out, D, L->post_attn_norm, attn_out, D, n, D));
+    MEMRA__TRY(ew(r, MEMRA_EW_ADD, resid, D, x, cf, attn_out, D, n, D, 0.0f));
 
     /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
      * f = rms(f, post_ffw_norm_1) + rms(experts(r), post_ffw_norm_2) */
-    G4_WS(hf, n * D);
-    G4_WS(f, n * D);
-    G4_TRY(rms(r, resid, D, L->ffn_norm, hf, D, n, D));
-    G4_TRY(g4_dense_mlp(r, L, hf, f));
+    MEMRA__WS(hf, n * D);
+    MEMRA__WS(f, n * D);
+    MEMRA__TRY(rms(r, resid, D, L->ffn_norm, hf, D, n, D));
+    MEMRA__TRY(g4_dense_mlp(r, L, hf, f));
     if (L->moe) {
-        G4_WS(experts, n * D);
-        G4_TRY(g4_moe(r, L, resid, experts));
-        G4_TRY(rms(r, f, D, L->post_ffw_norm_1, f, D, n, D));
-        G4_TRY(rms(r, experts, D, L->post_ffw_norm_2, experts, D, n, D));
-        G4_TRY(ew(r, MEMRA_EW_ADD, f, D, f, D, experts, D, n, D, 0.0f));
+        MEMRA__WS(experts, n * D);
+        MEMRA__TRY(g4_moe(r, L, resid, experts));
+        MEMRA__TRY(rms(r, f, D, L->post_ffw_norm_1, f, D, n, D));
+        MEMRA__TRY(rms(r, experts, D, L->post_ffw_norm_2, experts, D, n, D));
+        MEMRA__TRY(ew(r, MEMRA_EW_ADD, f, D, f, D, experts, D, n, D, 0.0f));
     }
 
     /* x = r + rms(f, post_ffw_norm) */
-    G4_TRY(rms(r, f, D, L->post_ffw_norm, f, D, n, D));
-    G4_TRY(ew(r, MEMRA_EW_ADD, x, cf, resid, D, f, D, n, D, 0.0f));
+    MEMRA__TRY(rms(r, f, D, L->post_ffw_norm, f, D, n, D));
+    MEMRA__TRY(ew(r, MEMRA_EW_ADD, x, cf, resid, D, f, D, n, D, 0.0f));
 
     /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm) */
     if (g->n_pl > 0) {
         const int64_t n_pl = g->n_pl;
         const float *pl = x + D + (int64_t)il * n_pl;
-        G4_WS(gate, n * n_pl);
-        G4_WS(gated, n * n_pl);
-        G4_WS(p, n * D);
-        G4_TRY(mm(r, &L->inp_gate, x, cf, gate, n_pl, n));
-        G4_TRY(ew(r, MEMRA_EW_GEGLU, gated, n_pl, gate, n_pl, pl, cf, n, n_pl, 0.0f));
-        G4_TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
-        G4_TRY(rms(r, p, D, L->post_norm, p, D, n, D));
-        G4_TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, p, D, n, D, 0.0f));
+        MEMRA__WS(gate, n * n_pl);
+        MEMRA__WS(gated, n * n_pl);
+        MEMRA__WS(p, n * D);
+        MEMRA__TRY(mm(r, &L->inp_gate, x, cf, gate, n_pl, n));
+        MEMRA__TRY(ew(r, MEMRA_EW_GEGLU, gated, n_pl, gate, n_pl, pl, cf, n, n_pl, 0.0f));
+        MEMRA__TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
+        MEMRA__TRY(rms(r, p, D, L->post_norm, p, D, n, D));
+        MEMRA__TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, p, D, n, D, 0.0f));
     }
 
     /* layer_output_scale scales the whole residual stream, after PLE */
     if (L->out_scale != 1.0f)
-        G4_TRY(ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, L->out_scale));
+        MEMRA__TRY(ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, L->out_scale));
     return MEMRA_OK;
 }
 
@@ -306,22 +292,19 @@ memra_status_t memra__g4_head(memra__run_t *r)
 {
     const memra_model_t *m = r->m;
     const memra__g4_t *g = m->arch_data;
-    const int64_t n = r->n_out, D = m->n_embd, cf = m->carry_floats, V = m->n_vocab;
-    const float *x = r->carry + (int64_t)r->out_row0 * cf;
+    const int64_t n = r->n_out, V = m->n_vocab;
 
     /* logits = softcap(output · rms(x, output_norm)) */
-    G4_WS(h, n * D);
-    G4_TRY(rms(r, x, cf, g->output_norm, h, D, n, D));
-    G4_TRY(mm(r, &g->output, h, D, r->logits, V, n));
+    MEMRA__TRY(memra__arch_head(r, g->output_norm, &g->output, m->n_embd, g->eps));
     if (g->softcap > 0.0f)
-        G4_TRY(ew(r, MEMRA_EW_SOFTCAP, r->logits, V, r->logits, V, NULL, 0, n, V, g->softcap));
+        MEMRA__TRY(ew(r, MEMRA_EW_SOFTCAP, r->logits, V, r->logits, V, NULL, 0, n, V, g->softcap));
 
     /* tokenizer.ggml.suppress_tokens -> -inf, one fill per run of ids */
     for (int32_t i = 0; i < g->n_suppress;) {
         int32_t j = i + 1;
         while (j < g->n_suppress && g->suppress[j] == g->suppress[j - 1] + 1)
             j++;
-        G4_TRY(ew(r, MEMRA_EW_FILL, r->logits + g->suppress[i], V, NULL, 0, NULL, 0, n, j - i, -INFINITY));
+        MEMRA__TRY(ew(r, MEMRA_EW_FILL, r->logits + g->suppress[i], V, NULL, 0, NULL, 0, n, j - i, -INFINITY));
         i = j;
     }
     return MEMRA_OK;

@@ -3,7 +3,7 @@
 #ifndef MEMRA_ARCH_GEMMA4_IMPL_H
 #define MEMRA_ARCH_GEMMA4_IMPL_H
 
-#include "model_impl.h"
+#include "arch_common.h"
 
 typedef struct memra__g4_layer {
     /* geometry: everything that depends on the layer type (model-spec §6.1) */
