@@ -141,10 +141,12 @@ static void test_cache_of_other_model(void **state)
     assert_int_equal(memra_cache_create(b, 4, &cb), MEMRA_OK);
     int32_t t = 1;
     assert_int_equal(memra_forward(a, cb, &t, 1, 0, NULL), MEMRA_E_MISUSE);
-    assert_int_equal(memra_cache_create(a, -1, &cb), MEMRA_E_INVALID);
-    memra_cache_free(cb);
-    memra_model_free(a);
-    memra_model_free(b);
+    memra_cache_t *bad = NULL;
+    assert_int_equal(memra_cache_create(a, -1, &bad), MEMRA_E_INVALID);
+    assert_null(bad);
+    assert_int_equal(memra_cache_free(cb), MEMRA_OK);
+    assert_int_equal(memra_model_free(a), MEMRA_OK);
+    assert_int_equal(memra_model_free(b), MEMRA_OK);
 }
 
 static void test_clear_and_snapshot_reproduce(void **state)

@@ -57,11 +57,14 @@ void *tu_read_file(const char *path, size_t *size)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *buf = malloc(n > 0 ? (size_t)n : 1);
+    /* one spare byte keeps text files NUL-terminated for strstr & co. */
+    char *buf = malloc(n > 0 ? (size_t)n + 1 : 1);
     if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
         free(buf);
         buf = NULL;
     }
+    if (buf)
+        buf[n > 0 ? n : 0] = '\0';
     fclose(f);
     if (buf && size)
         *size = (size_t)n;

@@ -14,7 +14,7 @@ const char *tu_fixtures(void);
 const char *tu_fixture_path(const char *rel);
 /* Bundled small files under test/data. */
 const char *tu_data_path(const char *rel);
-/* Reads a whole file (malloc'ed), NULL on failure. */
+/* Reads a whole file (malloc'ed, with a NUL after the last byte), NULL on failure. */
 void *tu_read_file(const char *path, size_t *size);
 /* Writes bytes to a fresh temp file; returns its path (static buffer per call slot 0..3). */
 const char *tu_write_temp(const void *data, size_t size, int slot);
