@@ -21,6 +21,18 @@
     if (!var)                                                                                      \
     return MEMRA_E_INTERNAL
 
+/* y = op(a, b, s) over ROWS x COLS with row strides YS, AS, BS; y may be a
+ * (in place). */
+static inline memra_status_t memra__arch_ew(memra__run_t *r, memra_ew_op_t op, float *y, int64_t ys, const float *a,
+                                            int64_t as, const float *b, int64_t bs, int64_t rows, int64_t cols,
+                                            float s)
+{
+    const memra_ew_args_t e = {
+        .op = op, .y = y, .a = a, .b = b, .rows = rows, .cols = cols, .ys = ys, .as = as, .bs = bs, .s = s,
+    };
+    return r->ops->elementwise(r->be, &e);
+}
+
 /* The usual head: logits rows = OUTPUT · rms_norm(carry rows, OUTPUT_NORM),
  * for the rows [out_row0, out_row0 + n_out) of the chunk. */
 static inline memra_status_t memra__arch_head(memra__run_t *r, const float *output_norm,

@@ -26,16 +26,6 @@ static memra_status_t mm(memra__run_t *r, const memra_weight_t *w, const float *
     return r->ops->matmul(r->be, w, x, ldx, y, ldy, rows);
 }
 
-/* y = op(a, b, s) over ROWS x COLS; y may be a (in place). */
-static memra_status_t ew(memra__run_t *r, memra_ew_op_t op, float *y, int64_t ys, const float *a, int64_t as,
-                         const float *b, int64_t bs, int64_t rows, int64_t cols, float s)
-{
-    const memra_ew_args_t e = {
-        .op = op, .y = y, .a = a, .b = b, .rows = rows, .cols = cols, .ys = ys, .as = as, .bs = bs, .s = s,
-    };
-    return r->ops->elementwise(r->be, &e);
-}
-
 static memra_status_t rope(memra__run_t *r, const memra__g4_layer_t *L, float *x, int64_t n_heads,
                            int64_t token_stride)
 {
@@ -66,7 +56,7 @@ memra_status_t memra__g4_embed(memra__run_t *r)
 
     /* x = token_embd[tok] * sqrt(n_embd) */
     MEMRA__TRY(r->ops->get_rows(r->be, &g->tok_embd, r->tokens, n, x, cf));
-    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, sqrtf((float)D)));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, sqrtf((float)D)));
     if (g->n_pl == 0)
         return MEMRA_OK;
 
@@ -77,16 +67,16 @@ memra_status_t memra__g4_embed(memra__run_t *r)
     /* a = per_layer_token_embd[tok] * sqrt(n_pl) */
     MEMRA__WS(a, n * plf);
     MEMRA__TRY(r->ops->get_rows(r->be, &g->pl_tok_embd, r->tokens, n, a, plf));
-    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, a, plf, a, plf, NULL, 0, n, plf, sqrtf((float)n_pl)));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, a, plf, a, plf, NULL, 0, n, plf, sqrtf((float)n_pl)));
     /* b = rms_per_layer((per_layer_model_proj · x) / sqrt(n_embd), per_layer_proj_norm) */
     MEMRA__WS(b, n * plf);
     MEMRA__TRY(mm(r, &g->pl_model_proj, x, cf, b, plf, n));
-    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, b, plf, b, plf, NULL, 0, n, plf, 1.0f / sqrtf((float)D)));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, b, plf, b, plf, NULL, 0, n, plf, 1.0f / sqrtf((float)D)));
     MEMRA__WS(bn, n * plf);
     MEMRA__TRY(rms(r, b, n_pl, g->pl_proj_norm, bn, n_pl, n * m->n_layer_file, n_pl));
     /* pl = (a + b) / sqrt(2) */
-    MEMRA__TRY(ew(r, MEMRA_EW_ADD, pl, cf, bn, plf, a, plf, n, pl_run, 0.0f));
-    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, pl, cf, pl, cf, NULL, 0, n, pl_run, 1.0f / sqrtf(2.0f)));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, pl, cf, bn, plf, a, plf, n, pl_run, 0.0f));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, pl, cf, pl, cf, NULL, 0, n, pl_run, 1.0f / sqrtf(2.0f)));
     return MEMRA_OK;
 }
 
@@ -136,8 +126,8 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         MEMRA__TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
             float *slot = r->carry + L->kv_carry;
-            MEMRA__TRY(ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
-            MEMRA__TRY(ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
+            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
+            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
         }
     } else if (L->kv_fill) {
         /* the source is on an earlier stage: append its rows of this chunk,
@@ -145,8 +135,8 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
         float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
         float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
-        MEMRA__TRY(ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
-        MEMRA__TRY(ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
     }
 
     /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
@@ -182,7 +172,7 @@ static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, 
     MEMRA__WS(act, n * F);
     MEMRA__TRY(mm(r, &L->ffn_gate, x, D, gate, F, n));
     MEMRA__TRY(mm(r, &L->ffn_up, x, D, up, F, n));
-    MEMRA__TRY(ew(r, MEMRA_EW_GEGLU, act, F, gate, F, up, F, n, F, 0.0f));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_GEGLU, act, F, gate, F, up, F, n, F, 0.0f));
     return mm(r, &L->ffn_down, act, F, out, D, n);
 }
 
@@ -197,8 +187,8 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
      * with a weightless rms; then softmax, top-k, renormalise. */
     MEMRA__WS(rn, n * D);
     MEMRA__TRY(rms(r, resid, D, NULL, rn, D, n, D));
-    MEMRA__TRY(ew(r, MEMRA_EW_MUL, rn, D, rn, D, L->gate_inp_scale, 0, n, D, 0.0f));
-    MEMRA__TRY(ew(r, MEMRA_EW_SCALE, rn, D, rn, D, NULL, 0, n, D, 1.0f / sqrtf((float)D)));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_MUL, rn, D, rn, D, L->gate_inp_scale, 0, n, D, 0.0f));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, rn, D, rn, D, NULL, 0, n, D, 1.0f / sqrtf((float)D)));
     MEMRA__WS(logits, n * E);
     MEMRA__TRY(mm(r, &L->gate_inp, rn, D, logits, E, n));
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
@@ -246,7 +236,7 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
     MEMRA__WS(resid, n * D);
     MEMRA__TRY(g4_attention(r, il, x, attn_out));
     MEMRA__TRY(rms(r, attn_out, D, L->post_attn_norm, attn_out, D, n, D));
-    MEMRA__TRY(ew(r, MEMRA_EW_ADD, resid, D, x, cf, attn_out, D, n, D, 0.0f));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, resid, D, x, cf, attn_out, D, n, D, 0.0f));
 
     /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
      * f = rms(f, post_ffw_norm_1) + rms(experts(r), post_ffw_norm_2) */
@@ -259,12 +249,12 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
         MEMRA__TRY(g4_moe(r, L, resid, experts));
         MEMRA__TRY(rms(r, f, D, L->post_ffw_norm_1, f, D, n, D));
         MEMRA__TRY(rms(r, experts, D, L->post_ffw_norm_2, experts, D, n, D));
-        MEMRA__TRY(ew(r, MEMRA_EW_ADD, f, D, f, D, experts, D, n, D, 0.0f));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, f, D, f, D, experts, D, n, D, 0.0f));
     }
 
     /* x = r + rms(f, post_ffw_norm) */
     MEMRA__TRY(rms(r, f, D, L->post_ffw_norm, f, D, n, D));
-    MEMRA__TRY(ew(r, MEMRA_EW_ADD, x, cf, resid, D, f, D, n, D, 0.0f));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, x, cf, resid, D, f, D, n, D, 0.0f));
 
     /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm) */
     if (g->n_pl > 0) {
@@ -274,15 +264,15 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
         MEMRA__WS(gated, n * n_pl);
         MEMRA__WS(p, n * D);
         MEMRA__TRY(mm(r, &L->inp_gate, x, cf, gate, n_pl, n));
-        MEMRA__TRY(ew(r, MEMRA_EW_GEGLU, gated, n_pl, gate, n_pl, pl, cf, n, n_pl, 0.0f));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_GEGLU, gated, n_pl, gate, n_pl, pl, cf, n, n_pl, 0.0f));
         MEMRA__TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
         MEMRA__TRY(rms(r, p, D, L->post_norm, p, D, n, D));
-        MEMRA__TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, p, D, n, D, 0.0f));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, p, D, n, D, 0.0f));
     }
 
     /* layer_output_scale scales the whole residual stream, after PLE */
     if (L->out_scale != 1.0f)
-        MEMRA__TRY(ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, L->out_scale));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, L->out_scale));
     return MEMRA_OK;
 }
 
@@ -297,14 +287,15 @@ memra_status_t memra__g4_head(memra__run_t *r)
     /* logits = softcap(output · rms(x, output_norm)) */
     MEMRA__TRY(memra__arch_head(r, g->output_norm, &g->output, m->n_embd, g->eps));
     if (g->softcap > 0.0f)
-        MEMRA__TRY(ew(r, MEMRA_EW_SOFTCAP, r->logits, V, r->logits, V, NULL, 0, n, V, g->softcap));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SOFTCAP, r->logits, V, r->logits, V, NULL, 0, n, V, g->softcap));
 
     /* tokenizer.ggml.suppress_tokens -> -inf, one fill per run of ids */
     for (int32_t i = 0; i < g->n_suppress;) {
         int32_t j = i + 1;
         while (j < g->n_suppress && g->suppress[j] == g->suppress[j - 1] + 1)
             j++;
-        MEMRA__TRY(ew(r, MEMRA_EW_FILL, r->logits + g->suppress[i], V, NULL, 0, NULL, 0, n, j - i, -INFINITY));
+        MEMRA__TRY(
+            memra__arch_ew(r, MEMRA_EW_FILL, r->logits + g->suppress[i], V, NULL, 0, NULL, 0, n, j - i, -INFINITY));
         i = j;
     }
     return MEMRA_OK;

@@ -282,9 +282,7 @@ static memra_status_t add_bias(memra__run_t *r, float *y, int64_t ldy, const flo
 {
     if (!b)
         return MEMRA_OK;
-    memra_ew_args_t a = {.op = MEMRA_EW_ADD, .y = y, .a = y, .b = b, .rows = n, .cols = cols,
-                         .ys = ldy, .as = ldy, .bs = 0};
-    return r->ops->elementwise(r->be, &a);
+    return memra__arch_ew(r, MEMRA_EW_ADD, y, ldy, y, ldy, b, 0, n, cols, 0.0f);
 }
 
 /* y = W·x (+ b) for N rows. */
@@ -299,17 +297,14 @@ static memra_status_t linear(memra__run_t *r, const memra_weight_t *w, const flo
 static memra_status_t copy_cols(memra__run_t *r, float *y, int64_t ldy, const float *a, int64_t lda, int64_t n,
                                 int64_t cols)
 {
-    memra_ew_args_t e = {.op = MEMRA_EW_COPY, .y = y, .a = a, .rows = n, .cols = cols, .ys = ldy, .as = lda};
-    return r->ops->elementwise(r->be, &e);
+    return memra__arch_ew(r, MEMRA_EW_COPY, y, ldy, a, lda, NULL, 0, n, cols, 0.0f);
 }
 
 /* x[t] += y[t] (the residual add into the carry). */
 static memra_status_t residual(memra__run_t *r, const float *y, int64_t ldy)
 {
     const int64_t cf = r->m->carry_floats;
-    memra_ew_args_t e = {.op = MEMRA_EW_ADD, .y = r->carry, .a = r->carry, .b = y, .rows = r->n,
-                         .cols = r->m->n_embd, .ys = cf, .as = cf, .bs = ldy};
-    return r->ops->elementwise(r->be, &e);
+    return memra__arch_ew(r, MEMRA_EW_ADD, r->carry, cf, r->carry, cf, y, ldy, r->n, r->m->n_embd, 0.0f);
 }
 
 static memra_status_t llama_embed(memra__run_t *r)
@@ -399,9 +394,7 @@ static memra_status_t ffn_block(memra__run_t *r, int32_t il)
         MEMRA__WS(u, n * ff);
         MEMRA__TRY(linear(r, &L->ffn_gate, L->ffn_gate_b, xn, E, g, ff, n));
         MEMRA__TRY(linear(r, &L->ffn_up, L->ffn_up_b, xn, E, u, ff, n));
-        memra_ew_args_t sw = {.op = MEMRA_EW_SWIGLU, .y = g, .a = g, .b = u, .rows = n, .cols = ff,
-                              .ys = ff, .as = ff, .bs = ff};
-        MEMRA__TRY(ops->elementwise(be, &sw));
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SWIGLU, g, ff, g, ff, u, ff, n, ff, 0.0f));
         MEMRA__TRY(linear(r, &L->ffn_down, L->ffn_down_b, g, ff, y, E, n));
     } else {
         /* Mixtral routing (llama.cpp build_moe_ffn): softmax gate, top-k,

@@ -459,13 +459,6 @@ static size_t q35_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
 
 static inline q35_t *Q(const memra__run_t *r) { return r->m->arch_data; }
 
-static memra_status_t ew(memra__run_t *r, memra_ew_op_t op, float *y, int64_t ys, const float *a, int64_t as,
-                         const float *b, int64_t bs, int64_t rows, int64_t cols)
-{
-    memra_ew_args_t e = {.op = op, .y = y, .a = a, .b = b, .rows = rows, .cols = cols, .ys = ys, .as = as, .bs = bs};
-    return r->ops->elementwise(r->be, &e);
-}
-
 static memra_status_t matmul(memra__run_t *r, const memra_weight_t *w, const float *x, int64_t ldx, float *y)
 {
     return r->ops->matmul(r->be, w, x, ldx, y, w->ne[1], r->n);
@@ -519,7 +512,7 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     MEMRA__TRY(ops->attention(r->be, &at));
 
     /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
-    MEMRA__TRY(ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd, 0.0f));
     return matmul(r, &L->wo, o, H * hd, out);
 }
 
@@ -549,7 +542,7 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
     MEMRA__TRY(matmul(r, &L->wz, h, E, z));
     MEMRA__TRY(matmul(r, &L->wbeta, h, E, beta));
     MEMRA__TRY(matmul(r, &L->walpha, h, E, alpha));
-    MEMRA__TRY(ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv, 0.0f));
     /* g = softplus(alpha + dt_bias) · ssm_a, with ssm_a = −exp(A_log) < 0 */
     memra_ew_args_t sp = {.op = MEMRA_EW_SOFTPLUS_MUL, .y = g, .a = alpha, .b = L->dt_bias, .aux = L->ssm_a,
                           .rows = n, .cols = nv, .ys = nv, .as = nv, .bs = 0};
@@ -561,7 +554,7 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
 
     /* L2 norm of every q and k head (eps = rms eps): gather the q|k part of
      * each conv row so that the heads are uniformly spaced rows of d_k */
-    MEMRA__TRY(ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD, 0.0f));
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_L2, qk_raw, q->d_k, NULL, qk, q->d_k, n * 2 * q->n_k, q->d_k, q->eps));
 
     memra_delta_args_t dr = {.q = qk, .k = qk + KD, .v = conv + 2 * KD, .g = g, .beta = beta,
@@ -572,7 +565,7 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
 
     /* gated RMSNorm: rms(o_j)·ssm_norm ⊙ silu(z_j), per value head */
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, o, q->d_v, L->ssm_norm, on, q->d_v, n * nv, q->d_v, q->eps));
-    MEMRA__TRY(ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD, 0.0f));
     return matmul(r, &L->wssm_out, y, VD, out);
 }
 
@@ -585,7 +578,7 @@ static memra_status_t swiglu_ffn(memra__run_t *r, const memra_weight_t *gate, co
     MEMRA__WS(act, n * F);
     MEMRA__TRY(matmul(r, gate, x, E, gt));
     MEMRA__TRY(matmul(r, up, x, E, ut));
-    MEMRA__TRY(ew(r, MEMRA_EW_SWIGLU, act, F, gt, F, ut, F, n, F));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SWIGLU, act, F, gt, F, ut, F, n, F, 0.0f));
     return matmul(r, down, act, F, out);
 }
 
@@ -630,12 +623,12 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
     memra_route_args_t one = {.logits = sg, .ids = sh_id, .weights = sh_one, .n_tokens = n, .n_expert = 1, .k = 1,
                               .norm = false};
     MEMRA__TRY(ops->route(r->be, &one));
-    MEMRA__TRY(ew(r, MEMRA_EW_SIGMOID, sg, 1, sg, 1, NULL, 0, n, 1));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SIGMOID, sg, 1, sg, 1, NULL, 0, n, 1, 0.0f));
     memra_moe_args_t se = {.x = x, .ids = sh_id, .weights = sg, .gate = &L->gate_shexp, .up = &L->up_shexp,
                            .down = &L->down_shexp, .out = shared, .n_tokens = n, .k = 1, .n_embd = E,
                            .n_ff = q->n_ff_shexp, .act = MEMRA_ACT_SILU};
     MEMRA__TRY(ops->moe(r->be, &se));
-    return ew(r, MEMRA_EW_ADD, out, E, routed, E, shared, E, n, E);
+    return memra__arch_ew(r, MEMRA_EW_ADD, out, E, routed, E, shared, E, n, E, 0.0f);
 }
 
 static memra_status_t q35_layer(memra__run_t *r, int32_t il)
@@ -650,11 +643,11 @@ static memra_status_t q35_layer(memra__run_t *r, int32_t il)
     MEMRA__WS(delta, n * E);
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->attn_norm, h, E, n, E, q->eps));
     MEMRA__TRY(L->recurrent ? deltanet(r, L, il, h, delta) : attention(r, L, il, h, delta));
-    MEMRA__TRY(ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E));
+    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E, 0.0f));
 
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->post_norm, h, E, n, E, q->eps));
     MEMRA__TRY(q->moe ? moe_ffn(r, L, h, delta) : swiglu_ffn(r, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, delta));
-    return ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E);
+    return memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E, 0.0f);
 }
 
 static memra_status_t q35_head(memra__run_t *r)
