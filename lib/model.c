@@ -19,10 +19,10 @@ void memra_model_params_init(memra_model_params_t *p, uint32_t size)
     if (!p || size < sizeof(uint32_t))
         return;
     memra_model_params_t d = {
-        .size = size < sizeof d ? size : (uint32_t)sizeof d,
+        .size = (uint32_t)sizeof d,
         .shard = -1, .streams = -1, .overlap = -1, .share_device = -1, /* -1: env MEMRA_PP_*, then default */
     };
-    memcpy(p, &d, d.size);
+    memra__sized_write(p, size, &d, sizeof d);
 }
 
 memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
@@ -81,11 +81,8 @@ static memra_model_params_t effective_params(const memra_model_params_t *in)
 {
     memra_model_params_t p;
     memra_model_default_params(&p);
-    if (in) {
-        size_t n = in->size < sizeof p ? in->size : sizeof p;
-        memcpy(&p, in, n);
-        p.size = sizeof p;
-    }
+    if (in)
+        memra__sized_read(&p, sizeof p, in);
     return p;
 }
 

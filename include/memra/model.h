@@ -54,6 +54,8 @@ typedef struct memra_model_params {
                                    or 0, default -1) */
 } memra_model_params_t;
 
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
 MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t size);
 #define memra_model_default_params(p) memra_model_params_init((p), (uint32_t)sizeof(*(p)))
 
@@ -68,10 +70,11 @@ MEMRA_API memra_status_t memra_model_load(const char *path, const memra_model_pa
                                           memra_model_t **out);
 
 /* Frees the model; NULL is a no-op. Fails with MEMRA_E_BUSY (and frees
- * nothing) while caches of the model exist. One thread at a time per handle. */
+ * nothing) while caches of the model exist.
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_model_free(memra_model_t *model);
 
-/* Introspection: read-only, any thread. */
+/* Introspection of a loaded model. Thread-safety: any thread (read-only). */
 MEMRA_API const char *memra_model_arch(const memra_model_t *model);
 MEMRA_API int32_t memra_model_n_layers(const memra_model_t *model);   /* trunk layers that run */
 MEMRA_API int32_t memra_model_n_vocab(const memra_model_t *model);
@@ -92,7 +95,8 @@ MEMRA_API int32_t memra_model_layer_kind(const memra_model_t *model, int32_t il)
 MEMRA_API const memra_gguf_t *memra_model_gguf(const memra_model_t *model);
 /* The model's tokenizer (borrowed), or NULL if the file has none. */
 MEMRA_API const memra_tokenizer_t *memra_model_tokenizer(const memra_model_t *model);
-/* Message of the last failed call on MODEL. One thread at a time per handle. */
+/* Message of the last failed call on MODEL.
+ * Thread-safety: one thread at a time per handle. */
 MEMRA_API const char *memra_model_last_error(const memra_model_t *model);
 
 /* ---- caches ---------------------------------------------------------- */
@@ -102,22 +106,27 @@ MEMRA_API const char *memra_model_last_error(const memra_model_t *model);
  * engine(s); the model must outlive it. Thread-safety: one thread at a time
  * per model. */
 MEMRA_API memra_status_t memra_cache_create(memra_model_t *model, int32_t n_ctx, memra_cache_t **out);
-/* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight. */
+/* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight.
+ * Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_free(memra_cache_t *cache);
-MEMRA_API int32_t memra_cache_pos(const memra_cache_t *cache);      /* tokens consumed so far */
+/* Tokens consumed so far, and the capacity. Thread-safety: any thread. */
+MEMRA_API int32_t memra_cache_pos(const memra_cache_t *cache);
 MEMRA_API int32_t memra_cache_capacity(const memra_cache_t *cache);
-/* Forgets everything (position 0, recurrent state zeroed). */
+/* Forgets everything (position 0, recurrent state zeroed).
+ * Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_clear(memra_cache_t *cache);
 
 /* A saved cache state: the position plus all recurrent (conv, delta-rule)
  * state, which cannot be rolled back by trimming. KV rows are not copied:
  * rows below the snapshot position stay valid in the cache as long as the
  * cache was not rolled back below that position since the snapshot (the
- * speculative-decoding pattern: snapshot, decode drafts, restore). */
+ * speculative-decoding pattern: snapshot, decode drafts, restore).
+ * Thread-safety: one thread at a time per model. */
 typedef struct memra_cache_snapshot memra_cache_snapshot_t;
 MEMRA_API memra_status_t memra_cache_snapshot(memra_cache_t *cache, memra_cache_snapshot_t **out);
 /* Restores SNAP into CACHE (MEMRA_E_MISUSE if it was taken from a cache of
- * another model or capacity). */
+ * another model or capacity). Snapshot, restore and free:
+ * Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_restore(memra_cache_t *cache, const memra_cache_snapshot_t *snap);
 MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
 
@@ -134,7 +143,9 @@ MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
 MEMRA_API memra_status_t memra_forward(memra_model_t *model, memra_cache_t *cache, const int32_t *tokens,
                                        int32_t n, uint32_t flags, float *logits);
 
-/* One token (decode): logits of n_vocab floats (NULL = none). */
+/* One token (decode): logits of n_vocab floats (NULL = none). Same errors
+ * and state rules as memra_forward. Thread-safety: one thread at a time per
+ * model. */
 MEMRA_API memra_status_t memra_decode_step(memra_model_t *model, memra_cache_t *cache, int32_t token,
                                            float *logits);
 
