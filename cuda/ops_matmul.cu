@@ -36,7 +36,40 @@ struct mmv_args {
     int64_t n_rows;     /* plain: x rows in all */
     const int32_t *ids; /* grouped: expert of problem blockIdx.y, else NULL */
     int64_t n_expert, xdiv;
+    int xsm;            /* stage x in shared memory (dynamic, R rows of mmv_xld(ne0)) */
 };
+
+/* x in shared memory: 4 floats of padding after every 32, so that lanes
+ * reading 32-element runs (or 8-element runs 32 bytes apart) with 16-byte
+ * loads hit distinct banks. Warp-wide reads of x from global memory at
+ * those strides touch one L1 line per lane and were the matvec's limit. */
+static __host__ __device__ __forceinline__ int64_t mmv_xp(int64_t i)
+{
+    return i + (i >> 5) * 4;
+}
+
+static __host__ __device__ __forceinline__ int64_t mmv_xld(int64_t ne0)
+{
+    return mmv_xp((ne0 + 31) & ~(int64_t)31);
+}
+
+/* Copies the block's NR x rows into XS (coalesced) and returns where the
+ * kernel reads x from, with its row stride in *XL. */
+static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
+                                                           int64_t *xl)
+{
+    if (!a.xsm) {
+        *xl = a.ldx;
+        return x;
+    }
+    const int64_t ld = mmv_xld(a.ne0);
+    for (int r = 0; r < nr; r++)
+        for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
+            xs[r * ld + mmv_xp(i)] = __ldg(x + r * a.ldx + i);
+    __syncthreads();
+    *xl = ld;
+    return xs;
+}
 
 /* Per-launch setup: the weight, x and y of this block's problem, and how
  * many x rows (<= R) it takes. Returns false for a bad expert id, after
@@ -67,24 +100,6 @@ static __device__ __forceinline__ bool mmv_setup(const mmv_args &a, const uint8_
     return true;
 }
 
-static __device__ __forceinline__ void load32(const float *p, float *v)
-{
-    if (((uintptr_t)p & 15) == 0) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float4 f = __ldg((const float4 *)p + i);
-            v[4 * i] = f.x;
-            v[4 * i + 1] = f.y;
-            v[4 * i + 2] = f.z;
-            v[4 * i + 3] = f.w;
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 32; i++)
-            v[i] = __ldg(p + i);
-    }
-}
-
 static __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll
@@ -93,66 +108,155 @@ static __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
-/* Quantized types: a warp stages SEGB blocks of its row (32 sub-blocks)
- * into shared memory with 16-byte loads, then each lane decodes one
- * sub-block and dots it with x. */
-template <int T, int R>
-__global__ void __launch_bounds__(MMV_WARPS * 32) mmv_q_kernel(const mmv_args a)
+/* Quantized types. A warp walks (row, segment) items; a segment is SEGB
+ * whole blocks (64 sub-blocks, two per lane) of one row. Its bytes come in
+ * with 16-byte loads into registers, go to the warp's shared memory, and
+ * while the lanes decode them the next item's loads are already in flight.
+ * Lane l always takes sub-blocks l and l+32 of a segment and the row sum is
+ * one fixed shuffle tree, so a row's result never depends on R. */
+template <int T> struct mmv_seg {
+    static constexpr int qk = mq_traits<T>::qk, bb = mq_traits<T>::bytes, subs = mq_traits<T>::subs;
+    static constexpr int u = 2;                          /* sub-blocks per lane per segment */
+    static constexpr int segb = 32 * u / subs;           /* blocks per segment */
+    /* 16-byte chunks: one more for a misaligned start, one more so word
+     * reads past a segment's last block (mq_dot32<Q8_0>) stay in the buffer */
+    static constexpr int nch = (segb * bb + 15) / 16 + 2;
+    static constexpr int cpl = (nch + 31) / 32;          /* chunks per lane */
+};
+
+template <int T> struct mmv_item {
+    const uint4 *a0; /* 16-byte aligned start */
+    int off, nb, nchunk;
+};
+
+template <int T>
+static __device__ __forceinline__ mmv_item<T> mmv_locate(const uint8_t *wrow, int64_t seg, int64_t nblk)
 {
-    constexpr int QK = mq_traits<T>::qk, BB = mq_traits<T>::bytes, SUBS = mq_traits<T>::subs;
-    constexpr int SEGB = 32 / SUBS;
-    constexpr int SMEM = ((SEGB * BB + 15) / 16 + 1) * 16;
-    __shared__ __align__(16) uint8_t smem[MMV_WARPS][SMEM];
+    using S = mmv_seg<T>;
+    mmv_item<T> it;
+    const uint8_t *start = wrow + seg * S::segb * S::bb;
+    it.nb = (int)min((int64_t)S::segb, nblk - seg * S::segb);
+    it.a0 = (const uint4 *)((uintptr_t)start & ~(uintptr_t)15);
+    it.off = (int)((uintptr_t)start & 15);
+    it.nchunk = (it.off + it.nb * S::bb + 15) >> 4;
+    return it;
+}
+
+static __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+template <int T>
+static __device__ __forceinline__ void mmv_issue(const mmv_item<T> &it, int lane, uint4 *buf)
+{
+#pragma unroll
+    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
+        const int c = lane + 32 * j;
+        if (c < it.nchunk)
+            buf[j] = ld_stream(it.a0 + c);
+    }
+}
+
+template <int T>
+static __device__ __forceinline__ void mmv_stash(const mmv_item<T> &it, int lane, const uint4 *buf, uint8_t *sm)
+{
+#pragma unroll
+    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
+        const int c = lane + 32 * j;
+        if (c < it.nchunk)
+            ((uint4 *)sm)[c] = buf[j];
+    }
+}
+
+static __device__ __forceinline__ void mmv_tables(float *tab)
+{
+    if (threadIdx.x < 16)
+        tab[threadIdx.x] = (float)mq_iq4nl[threadIdx.x];
+    else if (threadIdx.x < 32)
+        tab[threadIdx.x] = (float)mq_mxfp4[threadIdx.x - 16];
+    __syncthreads();
+}
+
+/* MB: minimum resident blocks per SM the register allocation must allow.
+ * MEMRA_MMV_MINB=3 forces 3 for decode (85 registers, a few spills); on
+ * the H200 the unconstrained build (default) was faster: Q8_0 4096x12288
+ * 2.14 vs 1.89 TB/s, 4096x248320 3.09 vs 2.64 TB/s. */
+template <int T, int R, int MB = 1>
+__global__ void __launch_bounds__(MMV_WARPS * 32, MB) mmv_q_kernel(const mmv_args a)
+{
+    using S = mmv_seg<T>;
+    __shared__ __align__(16) uint4 smem[MMV_WARPS][S::nch];
+    __shared__ float tab[32];
+    mmv_tables(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    uint8_t *sm = smem[warp];
+    uint8_t *sm = (uint8_t *)smem[warp];
     const uint8_t *W;
     const float *x;
     float *y;
     int nr;
     if (!mmv_setup<R>(a, W, x, y, nr))
         return;
-    const int64_t nblk = a.ne0 / QK;
-    for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < a.ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
-        const uint8_t *wrow = W + (size_t)row * a.nb1;
-        float acc[R];
+    extern __shared__ __align__(16) float mmv_xs[];
+    int64_t xl;
+    x = mmv_stage_x(a, x, nr, mmv_xs, &xl);
+    const int64_t nblk = a.ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
+    int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp, seg = 0;
+    if (row >= a.ne1)
+        return;
+    uint4 buf[S::cpl];
+    mmv_item<T> it = mmv_locate<T>(W + (size_t)row * a.nb1, 0, nblk);
+    mmv_issue<T>(it, lane, buf);
+    float acc[R];
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            acc[r] = 0.0f;
-        for (int64_t b0 = 0; b0 < nblk; b0 += SEGB) {
-            const int nb = (int)min((int64_t)SEGB, nblk - b0);
-            const uint8_t *start = wrow + b0 * BB;
-            const uint4 *a0 = (const uint4 *)((uintptr_t)start & ~(uintptr_t)15);
-            const int off = (int)((uintptr_t)start & 15);
-            const int nchunk = (off + nb * BB + 15) >> 4;
-            for (int c = lane; c < nchunk; c += 32)
-                ((uint4 *)sm)[c] = __ldg(a0 + c);
-            __syncwarp();
-            if (lane < nb * SUBS) {
-                float v[32];
-                const int blk = lane / SUBS, sub = lane % SUBS;
-                mq_deq32<T>(sm + off + blk * BB, sub, v);
-                const int64_t e0 = (b0 + blk) * QK + sub * 32;
+    for (int r = 0; r < R; r++)
+        acc[r] = 0.0f;
+    for (;;) {
+        mmv_stash<T>(it, lane, buf, sm);
+        __syncwarp();
+        /* the next item's loads fly while this one is decoded */
+        int64_t nrow = row, nsg = seg + 1;
+        if (nsg == nseg) {
+            nsg = 0;
+            nrow = row + rstride;
+        }
+        const mmv_item<T> cur = it;
+        if (nrow < a.ne1) {
+            it = mmv_locate<T>(W + (size_t)nrow * a.nb1, nsg, nblk);
+            mmv_issue<T>(it, lane, buf);
+        }
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    if (r < nr) {
-                        float xv[32];
-                        load32(x + r * a.ldx + e0, xv);
-                        float s = 0.0f;
+        for (int u = 0; u < S::u; u++) {
+            const int sb = lane + 32 * u;
+            if (sb < cur.nb * S::subs) {
+                const int blk = sb / S::subs, sub = sb % S::subs;
+                const uint8_t *p = sm + cur.off + blk * S::bb;
+                const int64_t e0 = (seg * S::segb + blk) * S::qk + sub * 32;
 #pragma unroll
-                        for (int i = 0; i < 32; i++)
-                            s = fmaf(v[i], xv[i], s);
-                        acc[r] += s;
-                    }
-                }
+                for (int r = 0; r < R; r++)
+                    if (r < nr)
+                        acc[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
             }
-            __syncwarp();
         }
+        __syncwarp();
+        if (seg == nseg - 1) {
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const float s = warp_sum(acc[r]);
-            if (lane == 0 && r < nr)
-                y[r * a.ldy + row] = s;
+            for (int r = 0; r < R; r++) {
+                const float s = warp_sum(acc[r]);
+                if (lane == 0 && r < nr)
+                    y[r * a.ldy + row] = s;
+                acc[r] = 0.0f;
+            }
         }
+        if (nrow >= a.ne1)
+            break;
+        row = nrow;
+        seg = nsg;
     }
 }
 
@@ -169,6 +273,9 @@ __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_f_kernel(const mmv_args a,
     int nr;
     if (!mmv_setup<R>(a, W, x, y, nr))
         return;
+    extern __shared__ __align__(16) float mmv_xs[];
+    int64_t xl;
+    x = mmv_stage_x(a, x, nr, mmv_xs, &xl);
     const int64_t ne0 = a.ne0;
     for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < a.ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
         const uint8_t *wrow = W + (size_t)row * a.nb1;
@@ -179,8 +286,18 @@ __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_f_kernel(const mmv_args a,
         int64_t tail = 0;
         if (vec) {
             const int64_t nv = ne0 / EPV;
-            for (int64_t c = lane; c < nv; c += 32) {
-                const uint4 u = __ldg((const uint4 *)wrow + c);
+            for (int64_t c0 = lane; c0 < nv; c0 += 32 * 4) {
+              uint4 uu[4];
+#pragma unroll
+              for (int k4 = 0; k4 < 4; k4++)
+                  if (c0 + 32 * k4 < nv)
+                      uu[k4] = ld_stream((const uint4 *)wrow + c0 + 32 * k4);
+#pragma unroll
+              for (int k4 = 0; k4 < 4; k4++) {
+                const int64_t c = c0 + 32 * k4;
+                if (c >= nv)
+                    break;
+                const uint4 u = uu[k4];
                 float w[EPV];
                 if (T == MEMRA_TYPE_F32) {
                     w[0] = __uint_as_float(u.x);
@@ -204,12 +321,28 @@ __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_f_kernel(const mmv_args a,
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     if (r < nr) {
-                        const float *xr = x + r * a.ldx + c * EPV;
+                        const float *xr = x + r * xl + (a.xsm ? mmv_xp(c * EPV) : c * EPV);
+                        float xv[EPV];
+                        if (a.xsm || (((uintptr_t)xr & 15) == 0)) {
+#pragma unroll
+                            for (int k = 0; k < EPV; k += 4) {
+                                const float4 f = *(const float4 *)(xr + k);
+                                xv[k] = f.x;
+                                xv[k + 1] = f.y;
+                                xv[k + 2] = f.z;
+                                xv[k + 3] = f.w;
+                            }
+                        } else {
+#pragma unroll
+                            for (int k = 0; k < EPV; k++)
+                                xv[k] = xr[k];
+                        }
 #pragma unroll
                         for (int k = 0; k < EPV; k++)
-                            acc[r] = fmaf(w[k], __ldg(xr + k), acc[r]);
+                            acc[r] = fmaf(w[k], xv[k], acc[r]);
                     }
                 }
+              }
             }
             tail = nv * EPV;
         }
@@ -218,7 +351,7 @@ __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_f_kernel(const mmv_args a,
 #pragma unroll
             for (int r = 0; r < R; r++)
                 if (r < nr)
-                    acc[r] = fmaf(w, __ldg(x + r * a.ldx + i), acc[r]);
+                    acc[r] = fmaf(w, x[r * xl + (a.xsm ? mmv_xp(i) : i)], acc[r]);
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -250,21 +383,66 @@ static bool is_float_type(memra_type_t t)
     return t == MEMRA_TYPE_F32 || t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16;
 }
 
-template <int T, int R> static void launch_mmv(const mmv_args &a, dim3 grid, cudaStream_t s, bool vec)
+#define MMV_XS_MAX (96 * 1024) /* bytes of x staged per block, at most */
+
+/* Launches on a resident grid (the blocks that fit the SMs at once, each
+ * walking many rows), so x is staged once per block; SMEM bytes of staged
+ * x, or x read from global memory when that much cannot be had. */
+template <int T, int R, int MB>
+static void launch_mmv(mmv_args a, int64_t need, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
+    const void *kernel =
+        mq_is_float<T>::value ? (const void *)mmv_f_kernel<T, R> : (const void *)mmv_q_kernel<T, R, MB>;
+    static size_t attr_smem = 48 * 1024; /* dynamic smem allowed so far (per instantiation) */
+    static size_t occ_smem = (size_t)-1;
+    static int occ = 1;
+    size_t smem = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
+    if (smem > MMV_XS_MAX)
+        smem = 0;
+    if (smem > attr_smem) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_XS_MAX) == cudaSuccess)
+            attr_smem = MMV_XS_MAX;
+        else
+            cudaGetLastError();
+        if (smem > attr_smem)
+            smem = 0;
+    }
+    a.xsm = smem > 0;
+    if (occ_smem != smem) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_WARPS * 32, smem) != cudaSuccess) {
+            cudaGetLastError();
+            n = 1;
+        }
+        occ = n > 0 ? n : 1;
+        occ_smem = smem;
+    }
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    if (cap < 1)
+        cap = 1;
+    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
     if (mq_is_float<T>::value)
-        mmv_f_kernel<T, R><<<grid, MMV_WARPS * 32, 0, s>>>(a, vec);
+        mmv_f_kernel<T, R><<<grid, MMV_WARPS * 32, smem, s>>>(a, vec);
     else
-        mmv_q_kernel<T, R><<<grid, MMV_WARPS * 32, 0, s>>>(a);
+        mmv_q_kernel<T, R, MB><<<grid, MMV_WARPS * 32, smem, s>>>(a);
 }
 
-template <int T> static void launch_mmv_r(const mmv_args &a, int R, dim3 grid, cudaStream_t s, bool vec)
+template <int T>
+static void launch_mmv_r(const mmv_args &a, int R, int64_t need, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
+    static long minb = -1;
+    if (minb < 0)
+        minb = memra__cuda_env_long("MEMRA_MMV_MINB", 1);
     switch (R) {
-    case 1: launch_mmv<T, 1>(a, grid, s, vec); break;
-    case 2: launch_mmv<T, 2>(a, grid, s, vec); break;
-    case 4: launch_mmv<T, 4>(a, grid, s, vec); break;
-    default: launch_mmv<T, 8>(a, grid, s, vec); break;
+    case 1:
+        if (minb == 3 && !mq_is_float<T>::value)
+            launch_mmv<T, 1, 3>(a, need, gy, sm_count, s, vec);
+        else
+            launch_mmv<T, 1, 1>(a, need, gy, sm_count, s, vec);
+        break;
+    case 2: launch_mmv<T, 2, 1>(a, need, gy, sm_count, s, vec); break;
+    case 4: launch_mmv<T, 4, 1>(a, need, gy, sm_count, s, vec); break;
+    default: launch_mmv<T, 8, 1>(a, need, gy, sm_count, s, vec); break;
     }
 }
 
@@ -272,8 +450,8 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const bool vec = ((uintptr_t)a.W % 16) == 0 && a.nb1 % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
-    const dim3 grid(memra__cuda_blocks(a.ne1, MMV_WARPS, 1 << 30), gy);
-#define MMV_CASE(T) launch_mmv_r<T>(a, R, grid, c->stream, vec)
+    const int64_t need = (a.ne1 + MMV_WARPS - 1) / MMV_WARPS;
+#define MMV_CASE(T) launch_mmv_r<T>(a, R, need, gy, c->sm_count, c->stream, vec)
     MQ_DISPATCH(type, MMV_CASE)
 #undef MMV_CASE
     MEMRA_CUDA_LAUNCHED(be);
@@ -288,7 +466,7 @@ static memra_status_t matvec_rows(memra__backend_t *be, const memra_weight_t *w,
     for (int64_t r0 = 0; r0 < n_rows; r0 += (int64_t)R * 65535) {
         const int64_t n = n_rows - r0 < (int64_t)R * 65535 ? n_rows - r0 : (int64_t)R * 65535;
         mmv_args a = {(const uint8_t *)w->data, w->nb1, w->nb2, w->ne[0], w->ne[1], x + r0 * ldx, ldx,
-                      y + r0 * ldy, ldy, n, NULL, 0, 1};
+                      y + r0 * ldy, ldy, n, NULL, 0, 1, 0};
         memra_status_t st = run_mmv(be, w->type, a, R, (unsigned)((n + R - 1) / R));
         if (st)
             return st;
@@ -307,7 +485,7 @@ memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weig
             return memra__fail(be->err, MEMRA_E_INVALID, "matvec: %lld problems not a multiple of %lld",
                                (long long)n_problems, (long long)xdiv);
         mmv_args a = {(const uint8_t *)w->data, w->nb1, w->nb2, w->ne[0], w->ne[1], x + (p0 / xdiv) * ldx, ldx,
-                      y + p0 * ldy, ldy, 0, ids + p0, n_expert, xdiv};
+                      y + p0 * ldy, ldy, 0, ids + p0, n_expert, xdiv, 0};
         memra_status_t st = run_mmv(be, w->type, a, 1, (unsigned)n);
         if (st)
             return st;
@@ -331,7 +509,73 @@ __global__ void x_to_h_kernel(const float *x, int64_t ldx, int64_t n_rows, int64
     }
 }
 
-/* Rows [o0, o0+nrow) of W into OUT ([nrow][ne0]). */
+static __device__ __forceinline__ uint32_t pack2(__half, float a, float b)
+{
+    const __half2 h = __floats2half2_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16, float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+/* Quantized rows [o0, o0+nrow) of W into OUT ([nrow][ne0]): the matvec's
+ * staged, pipelined walk over (row, segment), then 16-byte stores. */
+template <int T, typename H>
+__global__ void __launch_bounds__(MMV_WARPS * 32)
+    deq_hq_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
+{
+    using S = mmv_seg<T>;
+    __shared__ __align__(16) uint4 smem[MMV_WARPS][S::nch];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    uint8_t *sm = (uint8_t *)smem[warp];
+    const int64_t nblk = ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
+    int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp, seg = 0;
+    if (row >= nrow)
+        return;
+    W += (size_t)o0 * nb1;
+    uint4 buf[S::cpl];
+    mmv_item<T> it = mmv_locate<T>(W + (size_t)row * nb1, 0, nblk);
+    mmv_issue<T>(it, lane, buf);
+    for (;;) {
+        mmv_stash<T>(it, lane, buf, sm);
+        __syncwarp();
+        int64_t nrw = row, nsg = seg + 1;
+        if (nsg == nseg) {
+            nsg = 0;
+            nrw = row + rstride;
+        }
+        const mmv_item<T> cur = it;
+        if (nrw < nrow) {
+            it = mmv_locate<T>(W + (size_t)nrw * nb1, nsg, nblk);
+            mmv_issue<T>(it, lane, buf);
+        }
+#pragma unroll
+        for (int u = 0; u < S::u; u++) {
+            const int sb = lane + 32 * u;
+            if (sb < cur.nb * S::subs) {
+                const int blk = sb / S::subs, sub = sb % S::subs;
+                float v[32];
+                mq_deq32<T>(sm + cur.off + blk * S::bb, sub, v);
+                uint4 *o = (uint4 *)(out + row * ne0 + (seg * S::segb + blk) * S::qk + sub * 32);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    o[q] = make_uint4(pack2(H(), v[8 * q], v[8 * q + 1]), pack2(H(), v[8 * q + 2], v[8 * q + 3]),
+                                      pack2(H(), v[8 * q + 4], v[8 * q + 5]), pack2(H(), v[8 * q + 6], v[8 * q + 7]));
+            }
+        }
+        __syncwarp();
+        if (nrw >= nrow)
+            break;
+        row = nrw;
+        seg = nsg;
+    }
+}
+
+/* Float-type rows [o0, o0+nrow) of W into OUT ([nrow][ne0]). */
 template <int T, typename H>
 __global__ void deq_h_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
 {
@@ -379,7 +623,12 @@ static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w,
         const int64_t nt = ne1 - o0 < tile ? ne1 - o0 : tile;
         const int64_t units = is_float_type(w->type) ? nt * ne0 : nt * ne0 / 32;
         const unsigned blocks = memra__cuda_blocks(units, 256, 65535);
-#define DEQ_CASE(T) deq_h_kernel<T, H><<<blocks, 256, 0, c->stream>>>((const uint8_t *)w->data, w->nb1, ne0, o0, nt, wh)
+#define DEQ_CASE(T)                                                                                              \
+    if (mq_is_float<T>::value)                                                                                   \
+        deq_h_kernel<T, H><<<blocks, 256, 0, c->stream>>>((const uint8_t *)w->data, w->nb1, ne0, o0, nt, wh);    \
+    else                                                                                                         \
+        deq_hq_kernel<T, H><<<memra__cuda_blocks(nt, MMV_WARPS, 8 * (int64_t)c->sm_count), MMV_WARPS * 32, 0,    \
+                              c->stream>>>((const uint8_t *)w->data, w->nb1, ne0, o0, nt, wh)
         MQ_DISPATCH(w->type, DEQ_CASE)
 #undef DEQ_CASE
         MEMRA_CUDA_LAUNCHED(be);
@@ -420,7 +669,12 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
     if (max_rows < 0)
         max_rows = memra__cuda_env_long("MEMRA_MMV_MAX_ROWS", 8);
     const bool big = n_rows <= INT32_MAX && w->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && ldy <= INT32_MAX;
-    if (be->fast && n_rows > max_rows && big)
+    /* narrow outputs (routers, gates) stay exact: no GEMM pays off there,
+     * and a rounded router logit can flip an expert choice */
+    static long min_out = -1;
+    if (min_out < 0)
+        min_out = memra__cuda_env_long("MEMRA_FAST_MIN_OUT", 512);
+    if (be->fast && n_rows > max_rows && w->ne[1] > min_out && big)
         return fast_bf16() ? gemm_fast_t<__nv_bfloat16>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16BF)
                            : gemm_fast_t<__half>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16F);
     return matvec_rows(be, w, x, ldx, y, ldy, n_rows);

@@ -296,6 +296,198 @@ template <> __device__ __forceinline__ void mq_deq32<MEMRA_TYPE_IQ4_XS>(const ui
     }
 }
 
+/* ---- fused dot products for the matvec kernels ----------------------------
+ * mq_dot32<T>(b, sub, x, tab) = sum of the 32 decoded elements times x[0..32),
+ * with the block scales factored out of the sum (one multiply per scale
+ * instead of one per element) and small integers turned into floats with
+ * the 2^23 trick (LOP + FADD, no I2F). Rounding differs from decoding
+ * first, well inside the matmul bound. TAB: the IQ4_NL codebook (16 floats)
+ * then the doubled MXFP4 values (16 floats), in shared memory. */
+
+/* exact float of an integer 0 <= v < 2^23 */
+static __device__ __forceinline__ float mq_u2f(uint32_t v)
+{
+    return __int_as_float(0x4B000000 | v) - 8388608.0f;
+}
+
+/* P may be shared or global memory (plain loads, not __ldg). */
+static __device__ __forceinline__ void mq_load32(const float *p, float *v)
+{
+    if (((uintptr_t)p & 15) == 0) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float4 f = ((const float4 *)p)[i];
+            v[4 * i] = f.x;
+            v[4 * i + 1] = f.y;
+            v[4 * i + 2] = f.z;
+            v[4 * i + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            v[i] = p[i];
+    }
+}
+
+template <int T>
+__device__ __forceinline__ float mq_dot32(const uint8_t *b, int sub, const float *xp, const float *tab)
+{
+    float v[32], x[32];
+    mq_deq32<T>(b, sub, v);
+    mq_load32(xp, x);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        s = fmaf(v[i], x[i], s);
+    return s;
+}
+
+/* B in shared memory, 2-byte aligned (Q8_0 blocks are 34 bytes): the 32
+ * quants come as nine aligned 32-bit words funnel-shifted into place
+ * instead of 32 byte loads; int8 q is biased to q + 128 (xor 0x80) and
+ * turned into a float by byte permutation into 0x4B0000xx. */
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q8_0>(const uint8_t *b, int, const float *xp, const float *)
+{
+    float x[32];
+    mq_load32(xp, x);
+    const uint8_t *q = b + 2;
+    const uint32_t *w = (const uint32_t *)((uintptr_t)q & ~(uintptr_t)3);
+    const uint32_t sh = 8 * (uint32_t)((uintptr_t)q & 3);
+    uint32_t wv[9];
+#pragma unroll
+    for (int i = 0; i < 9; i++)
+        wv[i] = w[i];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const uint32_t u = __funnelshift_r(wv[i], wv[i + 1], sh) ^ 0x80808080u;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            s = fmaf(__int_as_float(__byte_perm(u, 0x4B000000u, 0x7540 + k)) - 8388736.0f, x[4 * i + k], s);
+    }
+    return s * mq_fp16(b);
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q4_0>(const uint8_t *b, int, const float *xp, const float *)
+{
+    float x[32];
+    mq_load32(xp, x);
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint32_t q = b[2 + j];
+        s = fmaf(__int_as_float(0x4B000000 | (q & 0xF)) - 8388616.0f, x[j], s);
+        s = fmaf(__int_as_float(0x4B000000 | (q >> 4)) - 8388616.0f, x[j + 16], s);
+    }
+    return s * mq_fp16(b);
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q4_K>(const uint8_t *b, int s, const float *xp, const float *)
+{
+    float x[32];
+    mq_load32(xp, x);
+    int sc, m;
+    mq_scale_min_k4(s, b + 4, &sc, &m);
+    const uint8_t *q = b + 16 + 32 * (s >> 1);
+    const int sh = (s & 1) * 4;
+    float sq = 0.0f, sx = 0.0f;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        sq = fmaf(mq_u2f((q[l] >> sh) & 0xF), x[l], sq);
+        sx += x[l];
+    }
+    return mq_fp16(b) * (float)sc * sq - mq_fp16(b + 2) * (float)m * sx;
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q5_K>(const uint8_t *b, int s, const float *xp, const float *)
+{
+    float x[32];
+    mq_load32(xp, x);
+    int sc, m;
+    mq_scale_min_k4(s, b + 4, &sc, &m);
+    const uint8_t *qh = b + 16, *ql = b + 48 + 32 * (s >> 1);
+    const int sh = (s & 1) * 4;
+    float sq = 0.0f, sx = 0.0f;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const uint32_t q = ((ql[l] >> sh) & 0xF) | (((qh[l] >> s) & 1) << 4);
+        sq = fmaf(mq_u2f(q), x[l], sq);
+        sx += x[l];
+    }
+    return mq_fp16(b) * (float)sc * sq - mq_fp16(b + 2) * (float)m * sx;
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q6_K>(const uint8_t *b, int s, const float *xp, const float *)
+{
+    float x[32];
+    mq_load32(xp, x);
+    const int h = s >> 2, j = s & 3;
+    const uint8_t *ql = b + 64 * h + 32 * (j & 1), *qh = b + 128 + 32 * h;
+    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * j;
+    const int nsh = j >= 2 ? 4 : 0, hsh = 2 * j;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+        const uint32_t q = ((ql[l] >> nsh) & 0xF) | (((qh[l] >> hsh) & 3) << 4);
+        const float f = __int_as_float(0x4B000000 | q) - 8388640.0f; /* q - 32 */
+        if (l < 16)
+            s0 = fmaf(f, x[l], s0);
+        else
+            s1 = fmaf(f, x[l], s1);
+    }
+    return mq_fp16(b + 208) * ((float)sc[0] * s0 + (float)sc[1] * s1);
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_IQ4_XS>(const uint8_t *b, int s, const float *xp, const float *tab)
+{
+    float x[32];
+    mq_load32(xp, x);
+    const uint32_t sh = mq_rd16(b + 2);
+    const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0xF) | (((sh >> (2 * s)) & 3) << 4);
+    const uint8_t *qs = b + 8 + 16 * s;
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        acc = fmaf(tab[qs[j] & 0xF], x[j], acc);
+        acc = fmaf(tab[qs[j] >> 4], x[j + 16], acc);
+    }
+    return mq_fp16(b) * (float)(ls - 32) * acc;
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_IQ4_NL>(const uint8_t *b, int, const float *xp, const float *tab)
+{
+    float x[32];
+    mq_load32(xp, x);
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        acc = fmaf(tab[b[2 + j] & 0xF], x[j], acc);
+        acc = fmaf(tab[b[2 + j] >> 4], x[j + 16], acc);
+    }
+    return mq_fp16(b) * acc;
+}
+
+template <>
+__device__ __forceinline__ float mq_dot32<MEMRA_TYPE_MXFP4>(const uint8_t *b, int, const float *xp, const float *tab)
+{
+    float x[32];
+    mq_load32(xp, x);
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        acc = fmaf(tab[16 + (b[1 + j] & 0xF)], x[j], acc);
+        acc = fmaf(tab[16 + (b[1 + j] >> 4)], x[j + 16], acc);
+    }
+    return mq_e8m0_half(b[0]) * acc;
+}
+
 /* The float types of weights (direct loads instead of sub-blocks). */
 template <int T> struct mq_is_float { static constexpr bool value = false; };
 template <> struct mq_is_float<MEMRA_TYPE_F32> { static constexpr bool value = true; };

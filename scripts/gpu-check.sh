@@ -13,7 +13,7 @@
 # .fixtures/models (a copy of ../shared/fixtures/models). Logs go to $OUT.
 #
 # Env: KC_ARGS (extra memra-kernel-check arguments, e.g. "--bench"),
-# FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 2e-2),
+# FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
 # SKIP_MODELS=1, SKIP_KC=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +55,10 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_rc=$?
   grep -vE " ok( |$)" "$OUT/kernel-check.log" | tail -30
   note "kernel-check: rc $kc_rc, $(tail -1 "$OUT/kernel-check.log") ($(( $(date +%s) - t0 )) s)"
+  if [ -n "${KC_AB:-}" ]; then # A/B of the decode matvec build: MEMRA_MMV_MINB=1
+    MEMRA_MMV_MINB=1 build-gpu/probes/memra-kernel-check --bench --test="$KC_AB" >"$OUT/kernel-check-minb1.log" 2>&1
+    grep -E "GB/s" "$OUT/kernel-check-minb1.log" | sed 's/^/minb1 /' | cut -c1-36,115-200
+  fi
 fi
 
 # ---- model fixtures on the GPU engine ----------------------------------------------
@@ -63,7 +67,7 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
     t0=$(date +%s)
     if [ $mode = fast ]; then
       env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 \
-        MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-2e-2}" build-gpu/test/test_models >"$OUT/models-$mode.log" 2>&1
+        MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" build-gpu/test/test_models >"$OUT/models-$mode.log" 2>&1
     else
       env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 \
         build-gpu/test/test_models >"$OUT/models-$mode.log" 2>&1
