@@ -50,10 +50,31 @@ extern "C" memra_status_t memra__cuda_device_info(int device, memra_engine_info_
     return MEMRA_OK;
 }
 
+/* Makes BE's device current on the calling thread. Pipeline stage workers
+ * and the serial stage walk call engines of several GPUs from one thread,
+ * and a kernel launched into another device's stream fails; cudaGetDevice
+ * is a thread-local read, so the common case costs next to nothing. */
+static void use_device(memra__backend_t *be)
+{
+    int cur = -1, dev = memra__cuda_ctx(be)->device;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != dev)
+        cudaSetDevice(dev);
+}
+
+/* Wraps an op slot so that it runs with its engine's device current. */
+template <auto F> struct on_device;
+template <typename... A, memra_status_t (*F)(memra__backend_t *, A...)> struct on_device<F> {
+    static memra_status_t call(memra__backend_t *be, A... args)
+    {
+        use_device(be);
+        return F(be, args...);
+    }
+};
+
 static void *cu_alloc(memra__backend_t *be, size_t n)
 {
     void *p = NULL;
-    cudaSetDevice(memra__cuda_ctx(be)->device);
+    use_device(be);
     if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
         cudaGetLastError();
         memra__fail(be->err, MEMRA_E_NOMEM, "cuda: cudaMalloc of %zu bytes failed", n);
@@ -65,7 +86,7 @@ static void *cu_alloc(memra__backend_t *be, size_t n)
 static void cu_free(memra__backend_t *be, void *p)
 {
     if (p) {
-        cudaSetDevice(memra__cuda_ctx(be)->device);
+        use_device(be);
         cudaFree(p);
     }
 }
@@ -75,6 +96,7 @@ static memra_status_t cu_copy_kind(memra__backend_t *be, void *dst, const void *
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     if (!n)
         return MEMRA_OK;
+    use_device(be);
     MEMRA_CUDA_TRY(be, cudaMemcpyAsync(dst, src, n, kind, c->stream));
     return MEMRA_OK;
 }
@@ -101,6 +123,62 @@ static memra_status_t cu_copy(memra__backend_t *be, void *dst, const void *src, 
 static memra_status_t cu_sync(memra__backend_t *be)
 {
     MEMRA_CUDA_TRY(be, cudaStreamSynchronize(memra__cuda_ctx(be)->stream));
+    return MEMRA_OK;
+}
+
+/* ---- pipeline transport: peer copies and cross-device events -------------- */
+
+static memra_status_t cu_copy_peer(memra__backend_t *src_be, void *dst, memra__backend_t *dst_be, const void *src,
+                                   size_t n)
+{
+    memra__cuda_ctx_t *s = memra__cuda_ctx(src_be), *d = memra__cuda_ctx(dst_be);
+    if (!n)
+        return MEMRA_OK;
+    use_device(src_be);
+    /* Direct NVLink/PCIe peer access when the pair supports it; otherwise
+     * the runtime stages the copy itself. Enabled once per device pair. */
+    if (s->device != d->device && d->device < 64 && !(s->peer_tried & (1ull << d->device))) {
+        int can = 0;
+        s->peer_tried |= 1ull << d->device;
+        if (cudaDeviceCanAccessPeer(&can, s->device, d->device) == cudaSuccess && can &&
+            cudaDeviceEnablePeerAccess(d->device, 0) != cudaSuccess)
+            cudaGetLastError(); /* already enabled is fine */
+    }
+    MEMRA_CUDA_TRY(src_be, cudaMemcpyPeerAsync(dst, d->device, src, s->device, n, s->stream));
+    return MEMRA_OK;
+}
+
+static void *cu_event_create(memra__backend_t *be)
+{
+    cudaEvent_t ev = NULL;
+    use_device(be);
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        memra__fail(be->err, MEMRA_E_DEVICE, "cuda: cudaEventCreate failed");
+        return NULL;
+    }
+    return ev;
+}
+
+static void cu_event_destroy(memra__backend_t *be, void *ev)
+{
+    if (ev) {
+        use_device(be);
+        cudaEventDestroy((cudaEvent_t)ev);
+    }
+}
+
+static memra_status_t cu_event_record(memra__backend_t *be, void *ev)
+{
+    use_device(be);
+    MEMRA_CUDA_TRY(be, cudaEventRecord((cudaEvent_t)ev, memra__cuda_ctx(be)->stream));
+    return MEMRA_OK;
+}
+
+static memra_status_t cu_event_wait(memra__backend_t *be, void *ev)
+{
+    use_device(be);
+    MEMRA_CUDA_TRY(be, cudaStreamWaitEvent(memra__cuda_ctx(be)->stream, (cudaEvent_t)ev, 0));
     return MEMRA_OK;
 }
 
@@ -152,17 +230,22 @@ static memra__backend_i make_iface(void)
     i.download = cu_download;
     i.copy = cu_copy;
     i.synchronize = cu_sync;
-    i.matmul = memra__cuda_matmul;
-    i.get_rows = memra__cuda_get_rows;
-    i.norm = memra__cuda_norm;
-    i.elementwise = memra__cuda_elementwise;
-    i.rope = memra__cuda_rope;
-    i.attention = memra__cuda_attention;
-    i.conv = memra__cuda_conv;
-    i.delta = memra__cuda_delta;
-    i.route = memra__cuda_route;
-    i.moe = memra__cuda_moe;
-    i.argmax = memra__cuda_argmax;
+    i.matmul = on_device<memra__cuda_matmul>::call;
+    i.get_rows = on_device<memra__cuda_get_rows>::call;
+    i.norm = on_device<memra__cuda_norm>::call;
+    i.elementwise = on_device<memra__cuda_elementwise>::call;
+    i.rope = on_device<memra__cuda_rope>::call;
+    i.attention = on_device<memra__cuda_attention>::call;
+    i.conv = on_device<memra__cuda_conv>::call;
+    i.delta = on_device<memra__cuda_delta>::call;
+    i.route = on_device<memra__cuda_route>::call;
+    i.moe = on_device<memra__cuda_moe>::call;
+    i.argmax = on_device<memra__cuda_argmax>::call;
+    i.copy_peer = cu_copy_peer;
+    i.event_create = cu_event_create;
+    i.event_destroy = cu_event_destroy;
+    i.event_record = cu_event_record;
+    i.event_wait = cu_event_wait;
     return i;
 }
 

@@ -21,6 +21,8 @@ typedef struct memra__cuda_ctx {
     /* argmax: per-block partials on the device, the answer in pinned host memory */
     void *argmax_part;
     int32_t *argmax_host;
+    /* peer devices whose access was already tried (bit per ordinal < 64) */
+    uint64_t peer_tried;
 } memra__cuda_ctx_t;
 
 static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)

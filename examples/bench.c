@@ -170,11 +170,11 @@ int main(int argc, char **argv)
     memra_engine_info_t info = {.size = sizeof info};
     memra_engine_get_info(e, &info);
     if (json) {
-        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"device\":\"%s\",\"load_s\":%.3f,"
+        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"device\":\"%s\",\"stages\":%d,\"load_s\":%.3f,"
                "\"pp\":{\"n_prompt\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},"
                "\"tg\":{\"n_gen\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"reps\":%d,"
                "\"decode_bytes_per_token\":%.0f,\"copy_bw_bytes_s\":%.4g,\"roofline_tok_s\":%.2f,\"roofline_frac\":%.4f}\n",
-               path, memra_model_arch(m), info.device_name, t_load, p, spp.median, spp.stdev, n, depth, stg.median,
+               path, memra_model_arch(m), info.device_name, memra_model_n_stages(m), t_load, p, spp.median, spp.stdev, n, depth, stg.median,
                stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0);
     } else {
         printf("model   %s (%s), %.2f GB weights read per decode token\n", path, memra_model_arch(m), bytes / 1e9);

@@ -23,17 +23,7 @@ summary=()
 note() { summary+=("$*"); echo "== $*"; }
 
 # ---- dependencies --------------------------------------------------------
-if ! pkg-config --exists cmocka libutf8proc libpcre2-8 2>/dev/null; then
-  rm -rf /tmp/deps && mkdir -p /tmp/deps
-  for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps || exit 2; done
-  ml=/tmp/deps/usr/lib/x86_64-linux-gnu
-  export PKG_CONFIG_LIBDIR=$ml/pkgconfig:/tmp/deps/usr/share/pkgconfig
-  export PKG_CONFIG_PATH=$PKG_CONFIG_LIBDIR
-  export PKG_CONFIG_SYSROOT_DIR=/tmp/deps
-  export LD_LIBRARY_PATH=$ml${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  command -v pkg-config >/dev/null || export PATH=/tmp/deps/usr/bin:$PATH
-fi
-[ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
+. scripts/gpu-env.sh || exit 2
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 
 # ---- build ------------------------------------------------------------------
