@@ -393,9 +393,22 @@ static void launch_mmv(mmv_args a, int64_t need, unsigned gy, int sm_count, cuda
 {
     const void *kernel =
         mq_is_float<T>::value ? (const void *)mmv_f_kernel<T, R> : (const void *)mmv_q_kernel<T, R, MB>;
-    static size_t attr_smem = 48 * 1024; /* dynamic smem allowed so far (per instantiation) */
-    static size_t occ_smem = (size_t)-1;
-    static int occ = 1;
+    /* The shared-memory attribute and the occupancy are per device (and
+     * per instantiation): pipeline stages launch this on several GPUs. */
+    enum { MAX_DEV = 64 };
+    static size_t attr_smem_dev[MAX_DEV], occ_smem_dev[MAX_DEV];
+    static int occ_dev[MAX_DEV];
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= MAX_DEV)
+        dev = 0;
+    size_t &attr_smem = attr_smem_dev[dev], &occ_smem = occ_smem_dev[dev];
+    int &occ = occ_dev[dev];
+    if (attr_smem == 0) {
+        attr_smem = 48 * 1024;
+        occ_smem = (size_t)-1;
+        occ = 1;
+    }
     size_t smem = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
     if (smem > MMV_XS_MAX)
         smem = 0;

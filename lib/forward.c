@@ -121,7 +121,10 @@ memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_
         memra__stage_t *st = &m->stages[si];
         if ((s = memra__stage_buf(m, st, (void **)&st->carry, &st->carry_cap, carry_bytes)))
             break;
-        if (si > 0 && (s = memra__cross(m, si - 1, m->stages[si - 1].carry, si, st->carry, carry_bytes)))
+        /* the boundary copy is queued on the previous stage's stream: wait
+         * for it before this stage's stream reads the carry */
+        if (si > 0 && ((s = memra__cross(m, si - 1, m->stages[si - 1].carry, si, st->carry, carry_bytes)) ||
+                       (s = m->stages[si - 1].be->iface->synchronize(m->stages[si - 1].be))))
             break;
         if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out)))
             break;
