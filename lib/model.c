@@ -59,7 +59,6 @@ static void destroy(memra_model_t *m)
     for (int32_t s = 0; s < m->n_stages; s++)
         free_stage(&m->stages[s]);
     memra__pp_free(m); /* private stage engines, once no stage uses them */
-    memra_engine_destroy(m->own_engine);
     memra_tokenizer_free(m->tok);
     memra_gguf_close(m->gguf);
     free(m->tensor_used);

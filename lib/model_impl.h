@@ -81,7 +81,6 @@ struct memra_model {
     memra_gguf_t *gguf;
     memra_tokenizer_t *tok;
     memra_model_params_t params;
-    memra_engine_t *own_engine;  /* private CPU engine when params.engine was NULL */
     char arch_name[32];
 
     int32_t n_layer;             /* trunk layers that run */
