@@ -16,3 +16,4 @@ meson test -C build --print-errorlogs --num-processes 2
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit
+python3 scripts/count-tests.py build build-asan
