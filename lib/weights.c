@@ -155,8 +155,10 @@ memra_status_t memra__w_vec(memra_model_t *m, int32_t stage, const float **out, 
     if (!s && (s = st->be->iface->upload(st->be, p, tmp, (size_t)n * sizeof(float))))
         memra__model_fail(m, s, "upload of '%s' failed", name);
     free(tmp);
-    if (!s)
+    if (!s) {
+        st->weight_bytes += (size_t)n * sizeof(float); /* counted like every other placed weight */
         *out = p;
+    }
     return s;
 }
 

@@ -282,3 +282,23 @@ const tj_value_t *tj_get(const tj_value_t *obj, const char *key)
             return &obj->items[i];
     return NULL;
 }
+
+int32_t *tj_int_array(const tj_value_t *doc, const char *key, int32_t *n)
+{
+    const tj_value_t *a = tj_get(doc, key);
+    *n = 0;
+    if (!a || a->type != TJ_ARR)
+        return NULL;
+    int32_t *v = malloc((a->n ? a->n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->items[i].type != TJ_NUM) {
+            free(v);
+            return NULL;
+        }
+        v[i] = (int32_t)a->items[i].num;
+    }
+    *n = (int32_t)a->n;
+    return v;
+}

@@ -5,6 +5,7 @@
 #define MEMRA_TEST_JSON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum tj_type { TJ_NULL, TJ_BOOL, TJ_NUM, TJ_STR, TJ_ARR, TJ_OBJ } tj_type_t;
 
@@ -27,5 +28,8 @@ tj_value_t *tj_parse_file(const char *path, char *err, size_t err_len);
 void tj_free(tj_value_t *v);
 /* Member KEY of an object, or NULL. */
 const tj_value_t *tj_get(const tj_value_t *obj, const char *key);
+/* Array of numbers KEY of DOC as malloc'ed int32s; NULL and *N = 0 when it
+ * is absent or not an array of numbers. */
+int32_t *tj_int_array(const tj_value_t *doc, const char *key, int32_t *n);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "memra/memra.h"
 #include "pipeline_impl.h"
+#include "json.h"
 #include "testutil.h"
 
 /* Strong references pull the arch objects out of the static archive. */
@@ -312,32 +313,6 @@ static void test_margin_verdicts(void **state)
     }
 }
 
-static int32_t *json_ints(const char *json, const char *key, int32_t *n)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = strstr(json, pat);
-    *n = 0;
-    if (!p || !(p = strchr(p + strlen(pat), '[')))
-        return NULL;
-    int32_t cap = 64, k = 0;
-    int32_t *v = malloc((size_t)cap * sizeof *v);
-    for (p++; *p && *p != ']';) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
-        }
-        if (k == cap)
-            v = realloc(v, (size_t)(cap *= 2) * sizeof *v);
-        v[k++] = (int32_t)x;
-        p = end;
-    }
-    *n = k;
-    return v;
-}
-
 static void test_margin_fixture(void **state)
 {
     const fixture *f = *state;
@@ -353,11 +328,13 @@ static void test_margin_fixture(void **state)
         TU_SKIP("%s not found (set MEMRA_FIXTURES)", f->name);
         return;
     }
-    char *json = tu_read_file(jp, NULL);
-    assert_non_null(json);
+    char err[128];
+    tj_value_t *doc = tj_parse_file(jp, err, sizeof err);
+    if (!doc)
+        fail_msg("%s: %s", jp, err);
     int32_t n = 0;
-    int32_t *tok = json_ints(json, "tokens", &n);
-    free(json);
+    int32_t *tok = tj_int_array(doc, "tokens", &n);
+    tj_free(doc);
     assert_true(n > 24);
     memra_margin_report_t *r = calloc(1, sizeof *r);
     r->size = sizeof *r;

@@ -48,23 +48,6 @@ static double prefill_tol(void)
     const double v = e && *e ? atof(e) : 0.0;
     return v > 0 ? v : 0.0;
 }
-/* Array KEY of DOC as malloc'ed int32s; NULL and *N = 0 when absent. */
-static int32_t *json_ints(const tj_value_t *doc, const char *key, int32_t *n)
-{
-    const tj_value_t *a = tj_get(doc, key);
-    *n = 0;
-    if (!a || a->type != TJ_ARR)
-        return NULL;
-    int32_t *v = malloc((a->n ? a->n : 1) * sizeof *v);
-    assert_non_null(v);
-    for (size_t i = 0; i < a->n; i++) {
-        assert_int_equal(a->items[i].type, TJ_NUM);
-        v[i] = (int32_t)a->items[i].num;
-    }
-    *n = (int32_t)a->n;
-    return v;
-}
-
 typedef struct ref_data {
     int32_t *tokens, n_tokens;
     int32_t *greedy, n_greedy;
@@ -88,8 +71,8 @@ static bool load_ref(const fixture *f, ref_data *r)
     size_t lsize = 0;
     r->logits = tu_read_file(lp, &lsize);
     assert_non_null(r->logits);
-    r->tokens = json_ints(doc, "tokens", &r->n_tokens);
-    r->greedy = json_ints(doc, "greedy_continuation", &r->n_greedy);
+    r->tokens = tj_int_array(doc, "tokens", &r->n_tokens);
+    r->greedy = tj_int_array(doc, "greedy_continuation", &r->n_greedy);
     tj_free(doc);
     assert_true(r->n_tokens > 0);
     r->n_vocab = (int32_t)(lsize / sizeof(float) / (size_t)r->n_tokens);

@@ -33,6 +33,8 @@ typedef struct memra_kernel_check_params {
     int32_t big;            /* 1 = include the real-model shapes (default 1) */
 } memra_kernel_check_params_t;
 
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
 MEMRA_API void memra_kernel_check_params_init(memra_kernel_check_params_t *params, uint32_t size);
 #define memra_kernel_check_default_params(p) memra_kernel_check_params_init((p), (uint32_t)sizeof(*(p)))
 
@@ -91,6 +93,8 @@ typedef struct memra_pp_parity_params {
     int32_t extra_arms;     /* 1 = also the single-slot and unsharded arms (default 0) */
 } memra_pp_parity_params_t;
 
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
 MEMRA_API void memra_pp_parity_params_init(memra_pp_parity_params_t *params, uint32_t size);
 #define memra_pp_parity_default_params(p) memra_pp_parity_params_init((p), (uint32_t)sizeof(*(p)))
 
@@ -146,6 +150,8 @@ typedef struct memra_margin_params {
     int32_t prefill_chunk;  /* tokens per prefill chunk (0 = the model's default) */
 } memra_margin_params_t;
 
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
 MEMRA_API void memra_margin_params_init(memra_margin_params_t *params, uint32_t size);
 #define memra_margin_default_params(p) memra_margin_params_init((p), (uint32_t)sizeof(*(p)))
 
