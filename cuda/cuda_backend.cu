@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "cuda_common.cuh"
 
 extern "C" int memra__cuda_device_count(void)
@@ -61,15 +63,41 @@ static void use_device(memra__backend_t *be)
         cudaSetDevice(dev);
 }
 
-/* Wraps an op slot so that it runs with its engine's device current. */
-template <auto F> struct on_device;
-template <typename... A, memra_status_t (*F)(memra__backend_t *, A...)> struct on_device<F> {
+/* Wraps op slot F (named NAME) so that it runs with its engine's device
+ * current, inside an NVTX range of its op class (a no-op unless a tool such
+ * as Nsight Systems is attached) and, with MEMRA_CUDA_PROFILE=1, between
+ * two timing events. */
+template <const char *NAME, auto F> struct on_device;
+template <const char *NAME, typename... A, memra_status_t (*F)(memra__backend_t *, A...)>
+struct on_device<NAME, F> {
     static memra_status_t call(memra__backend_t *be, A... args)
     {
         use_device(be);
-        return F(be, args...);
+        memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+        nvtxRangePushA(NAME);
+        const int ev = c->prof ? memra__cuda_prof_begin(c) : -1;
+        const memra_status_t st = F(be, args...);
+        if (ev >= 0)
+            memra__cuda_prof_end(c, ev, NAME);
+        nvtxRangePop();
+        return st;
     }
 };
+
+#define OP_NAME(x) static constexpr char op_##x[] = #x
+OP_NAME(matmul);
+OP_NAME(matmul_ex);
+OP_NAME(get_rows);
+OP_NAME(norm);
+OP_NAME(elementwise);
+OP_NAME(rope);
+OP_NAME(attention);
+OP_NAME(conv);
+OP_NAME(delta);
+OP_NAME(route);
+OP_NAME(moe);
+OP_NAME(argmax);
+#undef OP_NAME
 
 static void *cu_alloc(memra__backend_t *be, size_t n)
 {
@@ -122,7 +150,10 @@ static memra_status_t cu_copy(memra__backend_t *be, void *dst, const void *src, 
 
 static memra_status_t cu_sync(memra__backend_t *be)
 {
-    MEMRA_CUDA_TRY(be, cudaStreamSynchronize(memra__cuda_ctx(be)->stream));
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    MEMRA_CUDA_TRY(be, cudaStreamSynchronize(c->stream));
+    if (c->prof)
+        memra__cuda_prof_flush(c);
     return MEMRA_OK;
 }
 
@@ -230,17 +261,18 @@ static memra__backend_i make_iface(void)
     i.download = cu_download;
     i.copy = cu_copy;
     i.synchronize = cu_sync;
-    i.matmul = on_device<memra__cuda_matmul>::call;
-    i.get_rows = on_device<memra__cuda_get_rows>::call;
-    i.norm = on_device<memra__cuda_norm>::call;
-    i.elementwise = on_device<memra__cuda_elementwise>::call;
-    i.rope = on_device<memra__cuda_rope>::call;
-    i.attention = on_device<memra__cuda_attention>::call;
-    i.conv = on_device<memra__cuda_conv>::call;
-    i.delta = on_device<memra__cuda_delta>::call;
-    i.route = on_device<memra__cuda_route>::call;
-    i.moe = on_device<memra__cuda_moe>::call;
-    i.argmax = on_device<memra__cuda_argmax>::call;
+    i.matmul = on_device<op_matmul, memra__cuda_matmul>::call;
+    i.matmul_ex = on_device<op_matmul_ex, memra__cuda_matmul_ex>::call;
+    i.get_rows = on_device<op_get_rows, memra__cuda_get_rows>::call;
+    i.norm = on_device<op_norm, memra__cuda_norm>::call;
+    i.elementwise = on_device<op_elementwise, memra__cuda_elementwise>::call;
+    i.rope = on_device<op_rope, memra__cuda_rope>::call;
+    i.attention = on_device<op_attention, memra__cuda_attention>::call;
+    i.conv = on_device<op_conv, memra__cuda_conv>::call;
+    i.delta = on_device<op_delta, memra__cuda_delta>::call;
+    i.route = on_device<op_route, memra__cuda_route>::call;
+    i.moe = on_device<op_moe, memra__cuda_moe>::call;
+    i.argmax = on_device<op_argmax, memra__cuda_argmax>::call;
     i.copy_peer = cu_copy_peer;
     i.event_create = cu_event_create;
     i.event_destroy = cu_event_destroy;
@@ -296,6 +328,8 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         free(c);
         return memra__fail(NULL, MEMRA_E_NOMEM, "cuda device %d: out of memory for the argmax buffers", device);
     }
+    if (memra__cuda_prof_wanted())
+        c->prof = memra__cuda_prof_create();
     *out = be;
     return MEMRA_OK;
 }
@@ -307,6 +341,7 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     cudaSetDevice(c->device);
     cudaStreamSynchronize(c->stream);
+    memra__cuda_prof_destroy(c);
     cublasDestroy(c->cublas);
     cudaStreamDestroy(c->stream);
     cudaFree(c->ws);

@@ -4,6 +4,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 extern "C" {
 #include "backend.h"
@@ -23,6 +24,10 @@ typedef struct memra__cuda_ctx {
     int32_t *argmax_host;
     /* peer devices whose access was already tried (bit per ordinal < 64) */
     uint64_t peer_tried;
+    /* MEMRA_CUDA_PROFILE=1 (cuda/profile.cu): per-op event timing, else NULL;
+     * an op may describe itself in prof_detail (e.g. weight type and shape) */
+    struct memra__cuda_prof *prof;
+    char prof_detail[64];
 } memra__cuda_ctx_t;
 
 static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
@@ -48,6 +53,21 @@ static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
  * the stream (cudaFree), so earlier ops that read the old buffer finish. */
 void *memra__cuda_ws(memra__backend_t *be, size_t bytes);
 
+/* The op profiler (cuda/profile.cu). */
+bool memra__cuda_prof_wanted(void);
+struct memra__cuda_prof *memra__cuda_prof_create(void);
+int memra__cuda_prof_begin(memra__cuda_ctx_t *c);                  /* pair index, or -1 */
+void memra__cuda_prof_end(memra__cuda_ctx_t *c, int i, const char *op);
+void memra__cuda_prof_flush(memra__cuda_ctx_t *c);                 /* after the stream is idle */
+void memra__cuda_prof_destroy(memra__cuda_ctx_t *c);               /* prints the table */
+
+/* Lets an op add a detail (weight type and shape, ...) to its profile key. */
+#define MEMRA_CUDA_PROF_DETAIL(c, ...)                                                        \
+    do {                                                                                      \
+        if ((c)->prof)                                                                        \
+            snprintf((c)->prof_detail, sizeof (c)->prof_detail, __VA_ARGS__);                  \
+    } while (0)
+
 /* Env knob as an integer, DEF when unset or unparsable. */
 long memra__cuda_env_long(const char *name, long def);
 
@@ -64,6 +84,7 @@ static inline unsigned memra__cuda_blocks(int64_t work, int64_t per_block, int64
 /* The op slots (cuda/ops_*.cu); semantics in lib/backend.h. */
 memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx,
                                   float *y, int64_t ldy, int64_t n_rows);
+memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t *a, bool *done);
 memra_status_t memra__cuda_get_rows(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids, int64_t n,
                                     float *y, int64_t ldy);
 memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,

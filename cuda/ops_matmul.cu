@@ -1,366 +1,28 @@
-/* matmul, get_rows and the grouped matvec behind moe.
+/* matmul, matmul_ex, get_rows and the grouped matvec behind moe: the host
+ * side. The kernels are in cuda/mmv.cuh (instantiated per type family in
+ * cuda/mmv_*.cu).
  *
  * Decode (and every matmul of few rows, and exact mode) runs the matvec
- * kernels: a warp per weight row, 16-byte loads of the row's bytes, float32
- * accumulation. Each output's arithmetic is fixed by the weight alone (one
- * lane order, one shuffle tree), never by how many x rows share the launch,
- * so exact-mode prefill is bit-identical to decode whatever the chunking.
+ * kernels: each output's arithmetic is fixed by the weight alone (one lane
+ * order, one shuffle tree), never by how many x rows or weights share the
+ * launch, so exact-mode prefill is bit-identical to decode whatever the
+ * chunking, and a fused matmul_ex is bit-identical to its unfused sequence.
  *
  * Fast prefill (n_rows above MEMRA_MMV_MAX_ROWS, engine fast on) converts x
  * to f16 (or bf16 with MEMRA_FAST_GEMM=bf16), dequantizes weight tiles into
  * the workspace in the same type and calls cublasGemmEx with float32
  * accumulation and output. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda_common.cuh"
-#include "quant.cuh"
+#include "mmv.cuh"
 
 extern "C" {
 #include "quant.h"
 }
 
-#define MMV_WARPS 8
-
-struct mmv_args {
-    const uint8_t *W;
-    size_t nb1, nb2;
-    int64_t ne0, ne1;
-    const float *x;
-    int64_t ldx;
-    float *y;
-    int64_t ldy;
-    int64_t n_rows;     /* plain: x rows in all */
-    const int32_t *ids; /* grouped: expert of problem blockIdx.y, else NULL */
-    int64_t n_expert, xdiv;
-    int xsm;            /* stage x in shared memory (dynamic, R rows of mmv_xld(ne0)) */
-};
-
-/* x in shared memory: 4 floats of padding after every 32, so that lanes
- * reading 32-element runs (or 8-element runs 32 bytes apart) with 16-byte
- * loads hit distinct banks. Warp-wide reads of x from global memory at
- * those strides touch one L1 line per lane and were the matvec's limit. */
-static __host__ __device__ __forceinline__ int64_t mmv_xp(int64_t i)
-{
-    return i + (i >> 5) * 4;
-}
-
-static __host__ __device__ __forceinline__ int64_t mmv_xld(int64_t ne0)
-{
-    return mmv_xp((ne0 + 31) & ~(int64_t)31);
-}
-
-/* Copies the block's NR x rows into XS (coalesced) and returns where the
- * kernel reads x from, with its row stride in *XL. */
-static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
-                                                           int64_t *xl)
-{
-    if (!a.xsm) {
-        *xl = a.ldx;
-        return x;
-    }
-    const int64_t ld = mmv_xld(a.ne0);
-    for (int r = 0; r < nr; r++)
-        for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-            xs[r * ld + mmv_xp(i)] = __ldg(x + r * a.ldx + i);
-    __syncthreads();
-    *xl = ld;
-    return xs;
-}
-
-/* Per-launch setup: the weight, x and y of this block's problem, and how
- * many x rows (<= R) it takes. Returns false for a bad expert id, after
- * poisoning the problem's output (ids live on the device: no error path). */
-template <int R>
-static __device__ __forceinline__ bool mmv_setup(const mmv_args &a, const uint8_t *&W, const float *&x, float *&y,
-                                                 int &nr)
-{
-    if (a.ids) {
-        const int64_t p = blockIdx.y;
-        const int32_t e = a.ids[p];
-        y = a.y + p * a.ldy;
-        if (e < 0 || e >= a.n_expert) {
-            for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.ne1; i += (int64_t)gridDim.x * blockDim.x)
-                y[i] = __int_as_float(0x7fc00000);
-            return false;
-        }
-        W = a.W + (size_t)e * a.nb2;
-        x = a.x + (p / a.xdiv) * a.ldx;
-        nr = 1;
-    } else {
-        const int64_t r0 = (int64_t)blockIdx.y * R;
-        W = a.W;
-        x = a.x + r0 * a.ldx;
-        y = a.y + r0 * a.ldy;
-        nr = (int)min((int64_t)R, a.n_rows - r0);
-    }
-    return true;
-}
-
-static __device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* Quantized types. A warp walks (row, segment) items; a segment is SEGB
- * whole blocks (64 sub-blocks, two per lane) of one row. Its bytes come in
- * with 16-byte loads into registers, go to the warp's shared memory, and
- * while the lanes decode them the next item's loads are already in flight.
- * Lane l always takes sub-blocks l and l+32 of a segment and the row sum is
- * one fixed shuffle tree, so a row's result never depends on R. */
-template <int T> struct mmv_seg {
-    static constexpr int qk = mq_traits<T>::qk, bb = mq_traits<T>::bytes, subs = mq_traits<T>::subs;
-    static constexpr int u = 2;                          /* sub-blocks per lane per segment */
-    static constexpr int segb = 32 * u / subs;           /* blocks per segment */
-    /* 16-byte chunks: one more for a misaligned start, one more so word
-     * reads past a segment's last block (mq_dot32<Q8_0>) stay in the buffer */
-    static constexpr int nch = (segb * bb + 15) / 16 + 2;
-    static constexpr int cpl = (nch + 31) / 32;          /* chunks per lane */
-};
-
-template <int T> struct mmv_item {
-    const uint4 *a0; /* 16-byte aligned start */
-    int off, nb, nchunk;
-};
-
-template <int T>
-static __device__ __forceinline__ mmv_item<T> mmv_locate(const uint8_t *wrow, int64_t seg, int64_t nblk)
-{
-    using S = mmv_seg<T>;
-    mmv_item<T> it;
-    const uint8_t *start = wrow + seg * S::segb * S::bb;
-    it.nb = (int)min((int64_t)S::segb, nblk - seg * S::segb);
-    it.a0 = (const uint4 *)((uintptr_t)start & ~(uintptr_t)15);
-    it.off = (int)((uintptr_t)start & 15);
-    it.nchunk = (it.off + it.nb * S::bb + 15) >> 4;
-    return it;
-}
-
-static __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-template <int T>
-static __device__ __forceinline__ void mmv_issue(const mmv_item<T> &it, int lane, uint4 *buf)
-{
-#pragma unroll
-    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
-        const int c = lane + 32 * j;
-        if (c < it.nchunk)
-            buf[j] = ld_stream(it.a0 + c);
-    }
-}
-
-template <int T>
-static __device__ __forceinline__ void mmv_stash(const mmv_item<T> &it, int lane, const uint4 *buf, uint8_t *sm)
-{
-#pragma unroll
-    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
-        const int c = lane + 32 * j;
-        if (c < it.nchunk)
-            ((uint4 *)sm)[c] = buf[j];
-    }
-}
-
-static __device__ __forceinline__ void mmv_tables(float *tab)
-{
-    if (threadIdx.x < 16)
-        tab[threadIdx.x] = (float)mq_iq4nl[threadIdx.x];
-    else if (threadIdx.x < 32)
-        tab[threadIdx.x] = (float)mq_mxfp4[threadIdx.x - 16];
-    __syncthreads();
-}
-
-/* MB: minimum resident blocks per SM the register allocation must allow.
- * MEMRA_MMV_MINB=3 forces 3 for decode (85 registers, a few spills); on
- * the H200 the unconstrained build (default) was faster: Q8_0 4096x12288
- * 2.14 vs 1.89 TB/s, 4096x248320 3.09 vs 2.64 TB/s. */
-template <int T, int R, int MB = 1>
-__global__ void __launch_bounds__(MMV_WARPS * 32, MB) mmv_q_kernel(const mmv_args a)
-{
-    using S = mmv_seg<T>;
-    __shared__ __align__(16) uint4 smem[MMV_WARPS][S::nch];
-    __shared__ float tab[32];
-    mmv_tables(tab);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    uint8_t *sm = (uint8_t *)smem[warp];
-    const uint8_t *W;
-    const float *x;
-    float *y;
-    int nr;
-    if (!mmv_setup<R>(a, W, x, y, nr))
-        return;
-    extern __shared__ __align__(16) float mmv_xs[];
-    int64_t xl;
-    x = mmv_stage_x(a, x, nr, mmv_xs, &xl);
-    const int64_t nblk = a.ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
-    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
-    int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp, seg = 0;
-    if (row >= a.ne1)
-        return;
-    uint4 buf[S::cpl];
-    mmv_item<T> it = mmv_locate<T>(W + (size_t)row * a.nb1, 0, nblk);
-    mmv_issue<T>(it, lane, buf);
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        acc[r] = 0.0f;
-    for (;;) {
-        mmv_stash<T>(it, lane, buf, sm);
-        __syncwarp();
-        /* the next item's loads fly while this one is decoded */
-        int64_t nrow = row, nsg = seg + 1;
-        if (nsg == nseg) {
-            nsg = 0;
-            nrow = row + rstride;
-        }
-        const mmv_item<T> cur = it;
-        if (nrow < a.ne1) {
-            it = mmv_locate<T>(W + (size_t)nrow * a.nb1, nsg, nblk);
-            mmv_issue<T>(it, lane, buf);
-        }
-#pragma unroll
-        for (int u = 0; u < S::u; u++) {
-            const int sb = lane + 32 * u;
-            if (sb < cur.nb * S::subs) {
-                const int blk = sb / S::subs, sub = sb % S::subs;
-                const uint8_t *p = sm + cur.off + blk * S::bb;
-                const int64_t e0 = (seg * S::segb + blk) * S::qk + sub * 32;
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    if (r < nr)
-                        acc[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
-            }
-        }
-        __syncwarp();
-        if (seg == nseg - 1) {
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const float s = warp_sum(acc[r]);
-                if (lane == 0 && r < nr)
-                    y[r * a.ldy + row] = s;
-                acc[r] = 0.0f;
-            }
-        }
-        if (nrow >= a.ne1)
-            break;
-        row = nrow;
-        seg = nsg;
-    }
-}
-
-/* Float weights: 16-byte loads straight from global memory when every row
- * is 16-byte aligned (VEC), else element by element. */
-template <int T, int R>
-__global__ void __launch_bounds__(MMV_WARPS * 32) mmv_f_kernel(const mmv_args a, const bool vec)
-{
-    constexpr int EPV = T == MEMRA_TYPE_F32 ? 4 : 8;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const uint8_t *W;
-    const float *x;
-    float *y;
-    int nr;
-    if (!mmv_setup<R>(a, W, x, y, nr))
-        return;
-    extern __shared__ __align__(16) float mmv_xs[];
-    int64_t xl;
-    x = mmv_stage_x(a, x, nr, mmv_xs, &xl);
-    const int64_t ne0 = a.ne0;
-    for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < a.ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
-        const uint8_t *wrow = W + (size_t)row * a.nb1;
-        float acc[R];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            acc[r] = 0.0f;
-        int64_t tail = 0;
-        if (vec) {
-            const int64_t nv = ne0 / EPV;
-            for (int64_t c0 = lane; c0 < nv; c0 += 32 * 4) {
-              uint4 uu[4];
-#pragma unroll
-              for (int k4 = 0; k4 < 4; k4++)
-                  if (c0 + 32 * k4 < nv)
-                      uu[k4] = ld_stream((const uint4 *)wrow + c0 + 32 * k4);
-#pragma unroll
-              for (int k4 = 0; k4 < 4; k4++) {
-                const int64_t c = c0 + 32 * k4;
-                if (c >= nv)
-                    break;
-                const uint4 u = uu[k4];
-                float w[EPV];
-                if (T == MEMRA_TYPE_F32) {
-                    w[0] = __uint_as_float(u.x);
-                    w[1] = __uint_as_float(u.y);
-                    w[2] = __uint_as_float(u.z);
-                    w[3] = __uint_as_float(u.w);
-                } else {
-                    const uint32_t p[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        const uint16_t lo = (uint16_t)(p[k] & 0xFFFF), hi = (uint16_t)(p[k] >> 16);
-                        if (T == MEMRA_TYPE_F16) {
-                            w[2 * k] = __half2float(__ushort_as_half(lo));
-                            w[2 * k + 1] = __half2float(__ushort_as_half(hi));
-                        } else {
-                            w[2 * k] = mq_bf16(lo);
-                            w[2 * k + 1] = mq_bf16(hi);
-                        }
-                    }
-                }
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    if (r < nr) {
-                        const float *xr = x + r * xl + (a.xsm ? mmv_xp(c * EPV) : c * EPV);
-                        float xv[EPV];
-                        if (a.xsm || (((uintptr_t)xr & 15) == 0)) {
-#pragma unroll
-                            for (int k = 0; k < EPV; k += 4) {
-                                const float4 f = *(const float4 *)(xr + k);
-                                xv[k] = f.x;
-                                xv[k + 1] = f.y;
-                                xv[k + 2] = f.z;
-                                xv[k + 3] = f.w;
-                            }
-                        } else {
-#pragma unroll
-                            for (int k = 0; k < EPV; k++)
-                                xv[k] = xr[k];
-                        }
-#pragma unroll
-                        for (int k = 0; k < EPV; k++)
-                            acc[r] = fmaf(w[k], xv[k], acc[r]);
-                    }
-                }
-              }
-            }
-            tail = nv * EPV;
-        }
-        for (int64_t i = tail + lane; i < ne0; i += 32) {
-            const float w = mq_float_at<T>(wrow, i);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (r < nr)
-                    acc[r] = fmaf(w, x[r * xl + (a.xsm ? mmv_xp(i) : i)], acc[r]);
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const float s = warp_sum(acc[r]);
-            if (lane == 0 && r < nr)
-                y[r * a.ldy + row] = s;
-        }
-    }
-}
+MMV_FOR_TYPES(MMV_EXTERN, _)
 
 memra_status_t memra__cuda_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op)
 {
@@ -383,108 +45,72 @@ static bool is_float_type(memra_type_t t)
     return t == MEMRA_TYPE_F32 || t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16;
 }
 
-#define MMV_XS_MAX (96 * 1024) /* bytes of x staged per block, at most */
-
-/* Launches on a resident grid (the blocks that fit the SMs at once, each
- * walking many rows), so x is staged once per block; SMEM bytes of staged
- * x, or x read from global memory when that much cannot be had. */
-template <int T, int R, int MB>
-static void launch_mmv(mmv_args a, int64_t need, unsigned gy, int sm_count, cudaStream_t s, bool vec)
+static int64_t env_max_rows(void)
 {
-    const void *kernel =
-        mq_is_float<T>::value ? (const void *)mmv_f_kernel<T, R> : (const void *)mmv_q_kernel<T, R, MB>;
-    /* The shared-memory attribute and the occupancy are per device (and
-     * per instantiation): pipeline stages launch this on several GPUs. */
-    enum { MAX_DEV = 64 };
-    static size_t attr_smem_dev[MAX_DEV], occ_smem_dev[MAX_DEV];
-    static int occ_dev[MAX_DEV];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= MAX_DEV)
-        dev = 0;
-    size_t &attr_smem = attr_smem_dev[dev], &occ_smem = occ_smem_dev[dev];
-    int &occ = occ_dev[dev];
-    if (attr_smem == 0) {
-        attr_smem = 48 * 1024;
-        occ_smem = (size_t)-1;
-        occ = 1;
-    }
-    size_t smem = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
-    if (smem > MMV_XS_MAX)
-        smem = 0;
-    if (smem > attr_smem) {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_XS_MAX) == cudaSuccess)
-            attr_smem = MMV_XS_MAX;
-        else
-            cudaGetLastError();
-        if (smem > attr_smem)
-            smem = 0;
-    }
-    a.xsm = smem > 0;
-    if (occ_smem != smem) {
-        int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_WARPS * 32, smem) != cudaSuccess) {
-            cudaGetLastError();
-            n = 1;
-        }
-        occ = n > 0 ? n : 1;
-        occ_smem = smem;
-    }
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
-    if (cap < 1)
-        cap = 1;
-    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
-    if (mq_is_float<T>::value)
-        mmv_f_kernel<T, R><<<grid, MMV_WARPS * 32, smem, s>>>(a, vec);
-    else
-        mmv_q_kernel<T, R, MB><<<grid, MMV_WARPS * 32, smem, s>>>(a);
+    static long v = -1;
+    if (v < 0)
+        v = memra__cuda_env_long("MEMRA_MMV_MAX_ROWS", 8);
+    return v;
 }
 
-template <int T>
-static void launch_mmv_r(const mmv_args &a, int R, int64_t need, unsigned gy, int sm_count, cudaStream_t s, bool vec)
-{
-    static long minb = -1;
-    if (minb < 0)
-        minb = memra__cuda_env_long("MEMRA_MMV_MINB", 1);
-    switch (R) {
-    case 1:
-        if (minb == 3 && !mq_is_float<T>::value)
-            launch_mmv<T, 1, 3>(a, need, gy, sm_count, s, vec);
-        else
-            launch_mmv<T, 1, 1>(a, need, gy, sm_count, s, vec);
-        break;
-    case 2: launch_mmv<T, 2, 1>(a, need, gy, sm_count, s, vec); break;
-    case 4: launch_mmv<T, 4, 1>(a, need, gy, sm_count, s, vec); break;
-    default: launch_mmv<T, 8, 1>(a, need, gy, sm_count, s, vec); break;
-    }
-}
-
+/* One launch column per R x rows (the kernel takes blockIdx.y * R). */
 static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv_args &a, int R, unsigned gy)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const bool vec = ((uintptr_t)a.W % 16) == 0 && a.nb1 % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
-    const int64_t need = (a.ne1 + MMV_WARPS - 1) / MMV_WARPS;
-#define MMV_CASE(T) launch_mmv_r<T>(a, R, need, gy, c->sm_count, c->stream, vec)
+    const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
+    bool ok = false;
+#define MMV_CASE(T) ok = mmv_launch<T>(a, R, gy, c->sm_count, c->stream, vec)
     MQ_DISPATCH(type, MMV_CASE)
 #undef MMV_CASE
     MEMRA_CUDA_LAUNCHED(be);
+    if (!ok)
+        return memra__fail(be->err, MEMRA_E_DEVICE, "matvec: no launch configuration for type %d, %lld wide",
+                           (int)type, (long long)a.ne0);
     return MEMRA_OK;
 }
 
-/* Matvec of N_ROWS x rows (any number: groups of up to 8 per launch column). */
-static memra_status_t matvec_rows(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx, float *y,
-                                  int64_t ldy, int64_t n_rows)
+static int rows_per_pass(int64_t n_rows)
 {
-    const int R = n_rows == 1 ? 1 : n_rows == 2 ? 2 : n_rows <= 4 ? 4 : 8;
+    return n_rows == 1 ? 1 : n_rows == 2 ? 2 : n_rows <= 4 ? 4 : 8;
+}
+
+/* Runs A (its weights, epilogue and x set) over N_ROWS x rows in passes of
+ * at most R * 65535 rows. */
+static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_args a, int64_t n_rows)
+{
+    const int R = rows_per_pass(n_rows);
+    const float *x = a.x;
+    float *y[MMV_MAXW];
+    memcpy(y, a.y, sizeof y);
     for (int64_t r0 = 0; r0 < n_rows; r0 += (int64_t)R * 65535) {
         const int64_t n = n_rows - r0 < (int64_t)R * 65535 ? n_rows - r0 : (int64_t)R * 65535;
-        mmv_args a = {(const uint8_t *)w->data, w->nb1, w->nb2, w->ne[0], w->ne[1], x + r0 * ldx, ldx,
-                      y + r0 * ldy, ldy, n, NULL, 0, 1, 0};
-        memra_status_t st = run_mmv(be, w->type, a, R, (unsigned)((n + R - 1) / R));
+        a.x = x + r0 * a.ldx;
+        for (int i = 0; i < a.nw; i++)
+            a.y[i] = y[i] + r0 * a.ldy[i];
+        a.n_rows = n;
+        memra_status_t st = run_mmv(be, type, a, R, (unsigned)((n + R - 1) / R));
         if (st)
             return st;
     }
     return MEMRA_OK;
+}
+
+static mmv_args one_weight(const memra_weight_t *w, const float *x, int64_t ldx, float *y, int64_t ldy)
+{
+    mmv_args a;
+    memset(&a, 0, sizeof a);
+    a.W[0] = (const uint8_t *)w->data;
+    a.nb1[0] = w->nb1;
+    a.y[0] = y;
+    a.ldy[0] = ldy;
+    a.vrow0[1] = w->ne[1];
+    a.nw = 1;
+    a.nb2 = w->nb2;
+    a.ne0 = w->ne[0];
+    a.x = x;
+    a.ldx = ldx;
+    a.xdiv = 1;
+    return a;
 }
 
 memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
@@ -497,8 +123,10 @@ memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weig
         if (p0 % xdiv)
             return memra__fail(be->err, MEMRA_E_INVALID, "matvec: %lld problems not a multiple of %lld",
                                (long long)n_problems, (long long)xdiv);
-        mmv_args a = {(const uint8_t *)w->data, w->nb1, w->nb2, w->ne[0], w->ne[1], x + (p0 / xdiv) * ldx, ldx,
-                      y + p0 * ldy, ldy, 0, ids + p0, n_expert, xdiv, 0};
+        mmv_args a = one_weight(w, x + (p0 / xdiv) * ldx, ldx, y + p0 * ldy, ldy);
+        a.ids = ids + p0;
+        a.n_expert = n_expert;
+        a.xdiv = xdiv;
         memra_status_t st = run_mmv(be, w->type, a, 1, (unsigned)n);
         if (st)
             return st;
@@ -506,111 +134,98 @@ memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weig
     return MEMRA_OK;
 }
 
+/* ---- fused matmuls ------------------------------------------------------------ */
+
+static bool x_fits(memra_type_t type, int64_t ne0, int R)
+{
+    bool fits = false;
+#define FIT_CASE(T) fits = mmv_x_fits<T>(ne0, R)
+    MQ_DISPATCH(type, FIT_CASE)
+#undef FIT_CASE
+    return fits;
+}
+
+/* Fuses what the matvec kernel can: quantized weights of one type, decode
+ * or exact-mode rows (fast prefill runs the sequence, whose GEMMs win
+ * there), x within shared memory when it is normalized on the way in.
+ * Several weights of differing types are fused per run of equal type, each
+ * run normalizing x itself (the same bits every time). */
+memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
+{
+    *done = false;
+    const memra_type_t t0 = m->w[0]->type;
+    const int64_t ne0 = m->w[0]->ne[0];
+    if (is_float_type(t0) || (be->fast && m->n_rows > env_max_rows()) || m->n_rows > INT32_MAX)
+        return MEMRA_OK;
+    if (m->norm && !x_fits(t0, ne0, rows_per_pass(m->n_rows)))
+        return MEMRA_OK;
+    for (int i = 0; i < m->n_w; i++) {
+        memra_status_t st = memra__cuda_check_weight(be, m->w[i], "matmul_ex");
+        if (st)
+            return st;
+        if (is_float_type(m->w[i]->type) || (m->epi != MEMRA_MM_STORE && m->w[i]->type != t0) ||
+            (m->norm && !x_fits(m->w[i]->type, ne0, rows_per_pass(m->n_rows))))
+            return MEMRA_OK;
+    }
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld x%d n%lld%s%s", memra_type_name(t0), (long long)ne0,
+                           (long long)m->w[0]->ne[1], m->n_w, (long long)m->n_rows, m->norm ? " norm" : "",
+                           m->epi == MEMRA_MM_ADD ? " add" : m->epi == MEMRA_MM_GLU ? " glu" : "");
+    for (int i0 = 0; i0 < m->n_w;) {
+        mmv_args a;
+        memset(&a, 0, sizeof a);
+        const memra_type_t t = m->w[i0]->type;
+        int nw = 0;
+        while (i0 + nw < m->n_w && m->w[i0 + nw]->type == t) {
+            const memra_weight_t *w = m->w[i0 + nw];
+            a.W[nw] = (const uint8_t *)w->data;
+            a.nb1[nw] = w->nb1;
+            a.y[nw] = m->y[i0 + nw];
+            a.ldy[nw] = m->ldy[i0 + nw];
+            a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
+            nw++;
+        }
+        if (m->epi == MEMRA_MM_GLU)
+            a.vrow0[1] = m->w[0]->ne[1];
+        a.nw = nw;
+        a.glu = m->epi == MEMRA_MM_GLU;
+        a.gelu = m->act == MEMRA_ACT_GELU;
+        a.add = m->epi == MEMRA_MM_ADD;
+        a.norm = m->norm;
+        a.norm_w = m->norm_w;
+        a.eps = m->eps;
+        a.ne0 = ne0;
+        a.x = m->x;
+        a.ldx = m->ldx;
+        a.xdiv = 1;
+        memra_status_t st = matvec_rows(be, t, a, m->n_rows);
+        if (st)
+            return st;
+        i0 += nw;
+    }
+    *done = true;
+    return MEMRA_OK;
+}
+
 /* ---- fast prefill: f16/bf16 tiles + cuBLAS ---------------------------------- */
 
-template <typename H> static __device__ __forceinline__ H to_h(float v);
-template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 to_h<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <typename H> __global__ void x_to_h_kernel(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out);
 
-template <typename H>
-__global__ void x_to_h_kernel(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out)
+template <>
+__global__ void x_to_h_kernel<__half>(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, __half *out)
 {
     const int64_t n = n_rows * ne0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / ne0, c = i % ne0;
-        out[i] = to_h<H>(x[r * ldx + c]);
-    }
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = __float2half_rn(x[(i / ne0) * ldx + i % ne0]);
 }
 
-static __device__ __forceinline__ uint32_t pack2(__half, float a, float b)
+template <>
+__global__ void x_to_h_kernel<__nv_bfloat16>(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
+                                             __nv_bfloat16 *out)
 {
-    const __half2 h = __floats2half2_rn(a, b);
-    return *(const uint32_t *)&h;
-}
-
-static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16, float a, float b)
-{
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *(const uint32_t *)&h;
-}
-
-/* Quantized rows [o0, o0+nrow) of W into OUT ([nrow][ne0]): the matvec's
- * staged, pipelined walk over (row, segment), then 16-byte stores. */
-template <int T, typename H>
-__global__ void __launch_bounds__(MMV_WARPS * 32)
-    deq_hq_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
-{
-    using S = mmv_seg<T>;
-    __shared__ __align__(16) uint4 smem[MMV_WARPS][S::nch];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    uint8_t *sm = (uint8_t *)smem[warp];
-    const int64_t nblk = ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
-    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
-    int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp, seg = 0;
-    if (row >= nrow)
-        return;
-    W += (size_t)o0 * nb1;
-    uint4 buf[S::cpl];
-    mmv_item<T> it = mmv_locate<T>(W + (size_t)row * nb1, 0, nblk);
-    mmv_issue<T>(it, lane, buf);
-    for (;;) {
-        mmv_stash<T>(it, lane, buf, sm);
-        __syncwarp();
-        int64_t nrw = row, nsg = seg + 1;
-        if (nsg == nseg) {
-            nsg = 0;
-            nrw = row + rstride;
-        }
-        const mmv_item<T> cur = it;
-        if (nrw < nrow) {
-            it = mmv_locate<T>(W + (size_t)nrw * nb1, nsg, nblk);
-            mmv_issue<T>(it, lane, buf);
-        }
-#pragma unroll
-        for (int u = 0; u < S::u; u++) {
-            const int sb = lane + 32 * u;
-            if (sb < cur.nb * S::subs) {
-                const int blk = sb / S::subs, sub = sb % S::subs;
-                float v[32];
-                mq_deq32<T>(sm + cur.off + blk * S::bb, sub, v);
-                uint4 *o = (uint4 *)(out + row * ne0 + (seg * S::segb + blk) * S::qk + sub * 32);
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    o[q] = make_uint4(pack2(H(), v[8 * q], v[8 * q + 1]), pack2(H(), v[8 * q + 2], v[8 * q + 3]),
-                                      pack2(H(), v[8 * q + 4], v[8 * q + 5]), pack2(H(), v[8 * q + 6], v[8 * q + 7]));
-            }
-        }
-        __syncwarp();
-        if (nrw >= nrow)
-            break;
-        row = nrw;
-        seg = nsg;
-    }
-}
-
-/* Float-type rows [o0, o0+nrow) of W into OUT ([nrow][ne0]). */
-template <int T, typename H>
-__global__ void deq_h_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
-{
-    if (mq_is_float<T>::value) {
-        const int64_t n = nrow * ne0;
-        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-            const int64_t r = i / ne0, k = i % ne0;
-            out[i] = to_h<H>(mq_float_at<T>(W + (size_t)(o0 + r) * nb1, k));
-        }
-    } else {
-        constexpr int BB = mq_traits<T>::bytes, SUBS = mq_traits<T>::subs;
-        const int64_t per_row = ne0 / 32, n = nrow * per_row;
-        for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += (int64_t)gridDim.x * blockDim.x) {
-            const int64_t r = u / per_row, sb = u % per_row;
-            float v[32];
-            mq_deq32<T>(W + (size_t)(o0 + r) * nb1 + (sb / SUBS) * BB, (int)(sb % SUBS), v);
-            H *o = out + r * ne0 + sb * 32;
-#pragma unroll
-            for (int i = 0; i < 32; i++)
-                o[i] = to_h<H>(v[i]);
-        }
-    }
+    const int64_t n = n_rows * ne0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(x[(i / ne0) * ldx + i % ne0]);
 }
 
 template <typename H>
@@ -634,14 +249,7 @@ static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w,
     const float one = 1.0f, zero = 0.0f;
     for (int64_t o0 = 0; o0 < ne1; o0 += tile) {
         const int64_t nt = ne1 - o0 < tile ? ne1 - o0 : tile;
-        const int64_t units = is_float_type(w->type) ? nt * ne0 : nt * ne0 / 32;
-        const unsigned blocks = memra__cuda_blocks(units, 256, 65535);
-#define DEQ_CASE(T)                                                                                              \
-    if (mq_is_float<T>::value)                                                                                   \
-        deq_h_kernel<T, H><<<blocks, 256, 0, c->stream>>>((const uint8_t *)w->data, w->nb1, ne0, o0, nt, wh);    \
-    else                                                                                                         \
-        deq_hq_kernel<T, H><<<memra__cuda_blocks(nt, MMV_WARPS, 8 * (int64_t)c->sm_count), MMV_WARPS * 32, 0,    \
-                              c->stream>>>((const uint8_t *)w->data, w->nb1, ne0, o0, nt, wh)
+#define DEQ_CASE(T) mmv_dequant<T, H>((const uint8_t *)w->data, w->nb1, ne0, o0, nt, wh, c->sm_count, c->stream)
         MQ_DISPATCH(w->type, DEQ_CASE)
 #undef DEQ_CASE
         MEMRA_CUDA_LAUNCHED(be);
@@ -678,19 +286,20 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
                            (long long)ldx, (long long)ldy);
     if (n_rows == 0)
         return MEMRA_OK;
-    static long max_rows = -1;
-    if (max_rows < 0)
-        max_rows = memra__cuda_env_long("MEMRA_MMV_MAX_ROWS", 8);
     const bool big = n_rows <= INT32_MAX && w->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && ldy <= INT32_MAX;
     /* narrow outputs (routers, gates) stay exact: no GEMM pays off there,
      * and a rounded router logit can flip an expert choice */
     static long min_out = -1;
     if (min_out < 0)
         min_out = memra__cuda_env_long("MEMRA_FAST_MIN_OUT", 512);
-    if (be->fast && n_rows > max_rows && w->ne[1] > min_out && big)
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const bool gemm = be->fast && n_rows > env_max_rows() && w->ne[1] > min_out && big;
+    MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld n%lld%s", memra_type_name(w->type), (long long)w->ne[0],
+                           (long long)w->ne[1], (long long)n_rows, gemm ? " gemm" : "");
+    if (gemm)
         return fast_bf16() ? gemm_fast_t<__nv_bfloat16>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16BF)
                            : gemm_fast_t<__half>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16F);
-    return matvec_rows(be, w, x, ldx, y, ldy, n_rows);
+    return matvec_rows(be, w->type, one_weight(w, x, ldx, y, ldy), n_rows);
 }
 
 /* ---- get_rows ------------------------------------------------------------- */

@@ -7,40 +7,24 @@
 #include <math.h>
 
 #include "cuda_common.cuh"
+#include "math.cuh"
 
 /* ---- norm ------------------------------------------------------------------ */
 
-#define NORM_THREADS 256
+#define NORM_THREADS MEMRA_NORM_BLOCK
 
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(int kind, const float *x, int64_t xs, const float *w, float *y, int64_t ys, int64_t n_rows,
                 int64_t dim, float eps)
 {
-    __shared__ double red[NORM_THREADS / 32];
-    __shared__ double s_scale;
+    __shared__ double red[NORM_THREADS / 32 + 1];
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float *xr = x + r * xs;
         float *yr = y + r * ys;
-        double sum = 0.0;
-        for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
-            sum += (double)xr[i] * (double)xr[i];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if ((threadIdx.x & 31) == 0)
-            red[threadIdx.x >> 5] = sum;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            double t = 0.0;
-            for (int i = 0; i < NORM_THREADS / 32; i++)
-                t += red[i];
-            s_scale = kind == MEMRA_NORM_RMS ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
-        }
-        __syncthreads();
-        const double scale = s_scale;
+        const double scale = row_scale(kind == MEMRA_NORM_RMS, xr, dim, eps, red);
         /* in place is safe: each thread rewrites only the elements it read */
         for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
-            yr[i] = (float)((double)xr[i] * scale * (w ? (double)w[i] : 1.0));
+            yr[i] = row_scaled(xr[i], scale, w, i);
         __syncthreads();
     }
 }
@@ -67,26 +51,6 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
 }
 
 /* ---- elementwise ------------------------------------------------------------- */
-
-static __device__ __forceinline__ double d_sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
-}
-
-static __device__ __forceinline__ double d_silu(double x)
-{
-    return x / (1.0 + exp(-x));
-}
-
-static __device__ __forceinline__ double d_gelu(double x)
-{
-    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
-}
-
-static __device__ __forceinline__ double d_softplus(double x)
-{
-    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
-}
 
 static __device__ __forceinline__ float ew_one(int op, float a, float b, float aux, float s)
 {

@@ -40,9 +40,10 @@ static inline memra_status_t memra__arch_head(memra__run_t *r, const float *outp
 {
     const int64_t cf = r->m->carry_floats;
     MEMRA__WS(xn, (int64_t)r->n_out * n_embd);
-    MEMRA__TRY(r->ops->norm(r->be, MEMRA_NORM_RMS, r->carry + (int64_t)r->out_row0 * cf, cf, output_norm, xn,
-                            n_embd, r->n_out, n_embd, eps));
-    return r->ops->matmul(r->be, output, xn, n_embd, r->logits, r->m->n_vocab, r->n_out);
+    const memra_mm_args_t a = {.x = r->carry + (int64_t)r->out_row0 * cf, .ldx = cf, .n_rows = r->n_out,
+                               .norm = true, .norm_w = output_norm, .eps = eps, .n_w = 1, .w = {output},
+                               .y = {r->logits}, .ldy = {r->m->n_vocab}, .x_tmp = xn};
+    return memra__matmul_ex(r->be, &a);
 }
 
 #endif

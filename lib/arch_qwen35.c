@@ -472,10 +472,10 @@ static memra_status_t q35_embed(memra__run_t *r)
 /* Gated full attention (qwen35.cpp:255-334): per-head RMS-normed q and k,
  * NEOX rope on the first n_rot dims (IMROPE with text positions), causal GQA
  * over the KV cache, output gated by sigmoid of the per-head gate rows. */
-static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t il, const float *h, float *out)
+static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t il, float *x, float *h, float *delta)
 {
     const q35_t *q = Q(r);
-    const int64_t n = r->n, E = q->n_embd, hd = q->head_dim, H = q->n_head, Hkv = q->n_head_kv;
+    const int64_t n = r->n, hd = q->head_dim, H = q->n_head, Hkv = q->n_head_kv, cf = r->m->carry_floats;
     const int64_t kv_w = r->m->layer_cache[il].k_floats;
     float *k_rows = r->c->k[il] + (int64_t)r->pos0 * kv_w;
     float *v_rows = r->c->v[il] + (int64_t)r->pos0 * kv_w;
@@ -486,10 +486,12 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     MEMRA__WS(kraw, n * Hkv * hd);
     MEMRA__WS(o, n * H * hd);
 
-    MEMRA__TRY(matmul(r, &L->wq, h, E, qg));
-    MEMRA__TRY(matmul(r, &L->wk, h, E, kraw));
-    /* V goes straight into the cache rows of this chunk */
-    MEMRA__TRY(ops->matmul(r->be, &L->wv, h, E, v_rows, kv_w, n));
+    /* q|gate, k and v of attn_norm(x); V goes straight into the cache rows
+     * of this chunk */
+    const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
+                                .n_w = 3, .w = {&L->wq, &L->wk, &L->wv}, .y = {qg, kraw, v_rows},
+                                .ldy = {2 * H * hd, Hkv * hd, kv_w}, .x_tmp = h};
+    MEMRA__TRY(memra__matmul_ex(r->be, &in));
 
     /* q of head h is rows [2h·hd, 2h·hd+hd) of qg: n·H rows of hd, 2hd apart */
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, qg, 2 * hd, L->q_norm, qn, hd, n * H, hd, q->eps));
@@ -513,17 +515,20 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
 
     /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
     MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd, 0.0f));
-    return matmul(r, &L->wo, o, H * hd, out);
+    /* x += wo · o */
+    const memra_mm_args_t out = {.x = o, .ldx = H * hd, .n_rows = n, .n_w = 1, .w = {&L->wo}, .y = {x},
+                                 .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};
+    return memra__matmul_ex(r->be, &out);
 }
 
 /* Gated DeltaNet (qwen35.cpp:336-468): projections, causal depthwise conv
  * with SiLU over the q|k|v channels, L2-normed q and k, the gated delta rule
  * (value head j reads key head j mod n_k: the converter's tiled order), then
  * RMSNorm per value head gated by silu(z). */
-static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il, const float *h, float *out)
+static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il, float *x, float *h, float *delta)
 {
     const q35_t *q = Q(r);
-    const int64_t n = r->n, E = q->n_embd, C = q->conv_dim, KD = q->key_dim, VD = q->value_dim, nv = q->n_v;
+    const int64_t n = r->n, C = q->conv_dim, KD = q->key_dim, VD = q->value_dim, nv = q->n_v, cf = r->m->carry_floats;
     const memra__backend_i *ops = r->ops;
 
     MEMRA__WS(mixed, n * C);
@@ -538,10 +543,11 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
     MEMRA__WS(on, n * VD);
     MEMRA__WS(y, n * VD);
 
-    MEMRA__TRY(matmul(r, &L->wqkv, h, E, mixed));
-    MEMRA__TRY(matmul(r, &L->wz, h, E, z));
-    MEMRA__TRY(matmul(r, &L->wbeta, h, E, beta));
-    MEMRA__TRY(matmul(r, &L->walpha, h, E, alpha));
+    /* the four in-projections of attn_norm(x) */
+    const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
+                                .n_w = 4, .w = {&L->wqkv, &L->wz, &L->wbeta, &L->walpha}, .y = {mixed, z, beta, alpha},
+                                .ldy = {C, VD, nv, nv}, .x_tmp = h};
+    MEMRA__TRY(memra__matmul_ex(r->be, &in));
     MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv, 0.0f));
     /* g = softplus(alpha + dt_bias) · ssm_a, with ssm_a = −exp(A_log) < 0 */
     memra_ew_args_t sp = {.op = MEMRA_EW_SOFTPLUS_MUL, .y = g, .a = alpha, .b = L->dt_bias, .aux = L->ssm_a,
@@ -566,20 +572,27 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
     /* gated RMSNorm: rms(o_j)·ssm_norm ⊙ silu(z_j), per value head */
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, o, q->d_v, L->ssm_norm, on, q->d_v, n * nv, q->d_v, q->eps));
     MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD, 0.0f));
-    return matmul(r, &L->wssm_out, y, VD, out);
+    /* x += ssm_out · y */
+    const memra_mm_args_t out = {.x = y, .ldx = VD, .n_rows = n, .n_w = 1, .w = {&L->wssm_out}, .y = {x},
+                                 .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};
+    return memra__matmul_ex(r->be, &out);
 }
 
-static memra_status_t swiglu_ffn(memra__run_t *r, const memra_weight_t *gate, const memra_weight_t *up,
-                                 const memra_weight_t *down, const float *x, float *out)
+/* x += down · (silu(gate · n) ⊙ (up · n)), n = post_norm(x) */
+static memra_status_t swiglu_ffn(memra__run_t *r, const q35_layer_t *L, float *x, float *h, float *delta)
 {
-    const int64_t n = r->n, E = Q(r)->n_embd, F = gate->ne[1];
+    const int64_t n = r->n, F = L->ffn_gate.ne[1], cf = r->m->carry_floats;
     MEMRA__WS(gt, n * F);
     MEMRA__WS(ut, n * F);
     MEMRA__WS(act, n * F);
-    MEMRA__TRY(matmul(r, gate, x, E, gt));
-    MEMRA__TRY(matmul(r, up, x, E, ut));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SWIGLU, act, F, gt, F, ut, F, n, F, 0.0f));
-    return matmul(r, down, act, F, out);
+    const memra_mm_args_t gu = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->post_norm,
+                                .eps = Q(r)->eps, .n_w = 2, .w = {&L->ffn_gate, &L->ffn_up}, .y = {act},
+                                .ldy = {F}, .epi = MEMRA_MM_GLU, .act = MEMRA_ACT_SILU, .x_tmp = h,
+                                .tmp = {gt, ut}};
+    MEMRA__TRY(memra__matmul_ex(r->be, &gu));
+    const memra_mm_args_t down = {.x = act, .ldx = F, .n_rows = n, .n_w = 1, .w = {&L->ffn_down}, .y = {x},
+                                  .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};
+    return memra__matmul_ex(r->be, &down);
 }
 
 /* qwen35moe.cpp:494-548: softmax router, top-k, renormalized weights, SwiGLU
@@ -639,14 +652,15 @@ static memra_status_t q35_layer(memra__run_t *r, int32_t il)
     float *x = r->carry; /* hidden state: the first n_embd floats of each carry row */
     const memra__backend_i *ops = r->ops;
 
+    /* h: a normed copy of x, delta: a branch output (scratch of the fused
+     * matmuls when they run unfused) */
     MEMRA__WS(h, n * E);
     MEMRA__WS(delta, n * E);
-    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->attn_norm, h, E, n, E, q->eps));
-    MEMRA__TRY(L->recurrent ? deltanet(r, L, il, h, delta) : attention(r, L, il, h, delta));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E, 0.0f));
-
+    MEMRA__TRY(L->recurrent ? deltanet(r, L, il, x, h, delta) : attention(r, L, il, x, h, delta));
+    if (!q->moe)
+        return swiglu_ffn(r, L, x, h, delta);
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->post_norm, h, E, n, E, q->eps));
-    MEMRA__TRY(q->moe ? moe_ffn(r, L, h, delta) : swiglu_ffn(r, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, delta));
+    MEMRA__TRY(moe_ffn(r, L, h, delta));
     return memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E, 0.0f);
 }
 

@@ -178,6 +178,41 @@ typedef struct memra_moe_args {
  * CPU: exactly matmul(gate), matmul(up), elementwise SWIGLU/GEGLU,
  * matmul(down), then the float64 sum over j = 0..k-1 rounded once. */
 
+/* Fused matmuls: up to MEMRA_MM_MAX_W weights of one width ne0 read the
+ * same x rows, with an optional RMS norm of x before and an epilogue after.
+ * Defined as the unfused sequence of the other slots (memra__matmul_ex in
+ * lib/matmul_ex.c runs it when a backend has no matmul_ex or declines):
+ *   xin   = norm ? norm(RMS, x rows, norm_w, eps) into x_tmp : x
+ *   STORE y[i] = matmul(w[i], xin)                        every i < n_w
+ *   ADD   tmp[0] = matmul(w[0], xin); y[0] = y[0] + tmp[0]  (n_w 1)
+ *   GLU   tmp[j] = matmul(w[j], xin), j < 2; y[0] = SWIGLU/GEGLU(tmp[0], tmp[1])  (n_w 2)
+ * A backend's fused path must give the bits of that sequence on the same
+ * backend (memra_check_kernels compares them exactly). x_tmp (n_rows x
+ * ne0) and tmp (n_rows x ne1) are device scratch for the sequence; y rows
+ * (ldy[i] apart) must not overlap x. */
+#define MEMRA_MM_MAX_W 4
+
+typedef enum memra_mm_epi {
+    MEMRA_MM_STORE,
+    MEMRA_MM_ADD,
+    MEMRA_MM_GLU,
+} memra_mm_epi_t;
+
+typedef struct memra_mm_args {
+    const float *x;
+    int64_t ldx, n_rows;
+    bool norm;
+    const float *norm_w;       /* may be NULL (plain RMS) */
+    float eps;
+    int n_w;
+    const memra_weight_t *w[MEMRA_MM_MAX_W];
+    float *y[MEMRA_MM_MAX_W];
+    int64_t ldy[MEMRA_MM_MAX_W];
+    memra_mm_epi_t epi;
+    memra_act_t act;           /* GLU */
+    float *x_tmp, *tmp[2];
+} memra_mm_args_t;
+
 typedef struct memra__backend memra__backend_t;
 
 /* One slot per op; "(optional)" slots may be NULL. */
@@ -203,6 +238,10 @@ typedef struct memra__backend_i {
      * same bits. */
     memra_status_t (*matmul)(memra__backend_t *be, const memra_weight_t *w, const float *x,
                              int64_t ldx, float *y, int64_t ldy, int64_t n_rows);
+    /* (optional) the fused matmuls of memra_mm_args_t (validated by
+     * memra__matmul_ex); *done = false declines the case, which then runs
+     * unfused. */
+    memra_status_t (*matmul_ex)(memra__backend_t *be, const memra_mm_args_t *a, bool *done);
     /* y[r] = dequantized row ids[r] of W (ids on the device, in [0, ne1);
      * the CPU backend checks: MEMRA_E_RANGE). */
     memra_status_t (*get_rows)(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
@@ -252,6 +291,10 @@ struct memra__backend {
      * backend may then run prefill matmuls with f16/bf16 inputs. */
     bool fast;
 };
+
+/* Runs A on BE: validates it, then the backend's fused matmul_ex or, when
+ * there is none or it declines, the unfused sequence (lib/matmul_ex.c). */
+memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a);
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);

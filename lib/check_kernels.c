@@ -44,7 +44,7 @@ void memra_kernel_check_params_init(memra_kernel_check_params_t *p, uint32_t siz
 
 #define KC_SENTINEL 0x7FA5A5A5u
 #define KC_GUARD 64   /* floats of guard zone before and after every output */
-#define KC_MAX_MEM 64
+#define KC_MAX_MEM 128
 
 #define TOL_F32 1e-7  /* float32 reductions */
 #define TOL_F16 1e-6  /* fast prefill, f16 inputs */
@@ -654,6 +654,120 @@ static void kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, in
     kc_acc_init(&a);
     kc_cmp(&a, kc_out_get(k, k->gpu, yb, &o), kc_out_get(k, k->gpu, ya, &o), &o, "y");
     kc_finish(k, L, &a);
+}
+
+/* ---- fused matmuls (matmul_ex) ---------------------------------------------------- */
+
+typedef struct mx_case {
+    memra_mm_args_t a[2];
+    memra__backend_t *gpu;      /* the engine the cuda side runs on */
+} mx_case;
+
+static memra_status_t mx_run(void *c, memra__backend_t *be, int side)
+{
+    mx_case *m = c;
+    return memra__matmul_ex(be, &m->a[side]);
+}
+
+/* matmul_ex of N_W weights (types T[i], NE1[i] rows, NE0 wide) over N_ROWS
+ * x rows: against the CPU reference (its unfused sequence) within the
+ * matmul bound, and the CUDA fused path against the CUDA unfused sequence
+ * bit for bit (what lets the forwards fuse without changing a logit). */
+static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
+                         int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast)
+{
+    const bool bf = getenv("MEMRA_FAST_GEMM") && strcmp(getenv("MEMRA_FAST_GEMM"), "bf16") == 0;
+    const double tol = fast && n_rows > 8 ? (bf ? TOL_BF16 : TOL_F16) : TOL_F32;
+    const char *en = epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? (act == MEMRA_ACT_GELU ? " geglu" : " swiglu") : "";
+    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", tol, "%s%s W[%lld..] x %d, %lld wide, %lld rows%s%s%s",
+                                           tname(t[0]), n_w > 1 && t[n_w - 1] != t[0] ? "+" : "", (long long)ne1[0],
+                                           n_w, (long long)ne0, (long long)n_rows, norm ? " norm" : "", en,
+                                           fast ? " fast" : "");
+    if (!L)
+        return;
+    memra__backend_t *gb = fast ? k->fast : k->gpu;
+    mx_case c;
+    memset(&c, 0, sizeof c);
+    const int64_t ldx = ne0 + 3;
+    float *x = kc_randf(k, (size_t)(n_rows * ldx), -1.0f, 1.0f);
+    float *nw = kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
+    void *xp[2], *np[2];
+    if (!x || !nw || !kc_both(k, x, (size_t)(n_rows * ldx) * 4, xp) || !kc_both(k, nw, (size_t)ne0 * 4, np))
+        return;
+    memra_weight_t w[MEMRA_MM_MAX_W][2];
+    kc_out o[MEMRA_MM_MAX_W];
+    int64_t ne1_max = 0;
+    for (int i = 0; i < n_w; i++) {
+        if (!kc_weight(k, t[i], ne0, ne1[i], 1, 0, w[i]))
+            return;
+        o[i] = (kc_out){n_rows, ne1[i], ne1[i] + 5};
+        if (ne1[i] > ne1_max)
+            ne1_max = ne1[i];
+    }
+    float *init = epi == MEMRA_MM_ADD ? kc_randf(k, (size_t)(n_rows * ne1[0]), -4.0f, 4.0f) : NULL;
+    for (int s = 0; s < 2; s++) {
+        memra__backend_t *be = s ? gb : k->cpu;
+        memra_mm_args_t *a = &c.a[s];
+        a->x = xp[s];
+        a->ldx = ldx;
+        a->n_rows = n_rows;
+        a->norm = norm;
+        a->norm_w = np[s];
+        a->eps = 1e-6f;
+        a->n_w = n_w;
+        a->epi = epi;
+        a->act = act;
+        for (int i = 0; i < n_w; i++) {
+            a->w[i] = &w[i][s];
+            a->ldy[i] = o[i].ld;
+            if (!(a->y[i] = kc_out_new(k, be, &o[i], i == 0 ? init : NULL)))
+                return;
+        }
+        a->x_tmp = kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne0) * 4));
+        a->tmp[0] = kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne1_max) * 4));
+        a->tmp[1] = kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne1_max) * 4));
+        if (!a->x_tmp || !a->tmp[0] || !a->tmp[1])
+            return;
+    }
+    /* the unfused sequence on the GPU: the same engine with the slot removed */
+    memra__backend_i seq_i = *gb->iface;
+    seq_i.matmul_ex = NULL;
+    memra__backend_t seq = *gb;
+    seq.iface = &seq_i;
+    memra_mm_args_t u = c.a[1];
+    for (int i = 0; i < n_w; i++)
+        if (!(u.y[i] = kc_out_new(k, gb, &o[i], i == 0 ? init : NULL)))
+            return;
+    if (!kc_run2(k, L, mx_run, &c, gb))
+        return;
+    memra_status_t st = memra__matmul_ex(&seq, &u);
+    if (!st)
+        st = gb->iface->synchronize(gb);
+    if (st) {
+        kc_op_failed(k, L, "cuda unfused", st);
+        return;
+    }
+    kc_acc a, e;
+    kc_acc_init(&a);
+    kc_acc_init(&e);
+    const int n_out = epi == MEMRA_MM_STORE ? n_w : 1;
+    for (int i = 0; i < n_out; i++) {
+        const float *got = kc_out_get(k, gb, c.a[1].y[i], &o[i]);
+        kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].y[i], &o[i]), got, &o[i], "y");
+        kc_cmp(&e, kc_out_get(k, gb, u.y[i], &o[i]), got, &o[i], "y");
+    }
+    if (e.n_diff_bits && !a.note[0])
+        snprintf(a.note, sizeof a.note, "fused != unfused cuda in %lld elements", (long long)e.n_diff_bits);
+    if (e.n_diff_bits || !e.guard_ok) {
+        a.guard_ok = false; /* fails the line whatever the bound */
+        if (!e.guard_ok && !a.note[0])
+            snprintf(a.note, sizeof a.note, "unfused: %.50s", e.note);
+    }
+    kc_finish(k, L, &a);
+    double bytes = 0;
+    for (int i = 0; i < n_w; i++)
+        bytes += (double)(w[i][1].nb1 * (size_t)ne1[i]);
+    kc_bench(k, L, mx_run, &c, gb, bytes);
 }
 
 /* ---- get_rows ------------------------------------------------------------------ */
@@ -1375,6 +1489,44 @@ static void run_suite(kc *k)
         kc_case_done(k);
         kc_matmul(k, "matmul.q8_0.prefill_exact_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 16, false, 0, 0);
         kc_case_done(k);
+    }
+
+    /* fused matmuls: norm + projections, gate/up GLU, projection + residual */
+    {
+        static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
+        static const memra_type_t mix[3] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_K};
+        static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
+        static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
+        static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
+        const int64_t proj[4] = {384, 256, 16, 16}, glu[2] = {700, 700}, one[1] = {300}, mixr[3] = {256, 96, 512};
+        kc_matmul_ex(k, "matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true);
+        kc_case_done(k);
+        kc_matmul_ex(k, "matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
+        kc_case_done(k);
+        if (big) {
+            /* Qwen3.5-9B decode: Gated DeltaNet in-projections, FFN gate/up, down + residual */
+            const int64_t gdn[4] = {8192, 4096, 32, 32}, ff[2] = {12288, 12288}, hid[1] = {4096};
+            kc_matmul_ex(k, "matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
+            kc_case_done(k);
+            kc_matmul_ex(k, "matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false);
+            kc_case_done(k);
+            kc_matmul_ex(k, "matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false);
+            kc_case_done(k);
+        }
     }
 
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -1,0 +1,72 @@
+/* Float64 helpers shared by the ops that must round like the CPU reference
+ * (lib/cpu/ops_norm.c): the activation functions and the RMS/L2 row scale.
+ * Fused kernels (the matvec's norm prologue and GLU epilogue) call the very
+ * same functions as the stand-alone norm and elementwise kernels, so a fused
+ * op gives the bits of its unfused sequence. */
+#ifndef MEMRA_CUDA_MATH_CUH
+#define MEMRA_CUDA_MATH_CUH
+
+#include <math.h>
+
+static __device__ __forceinline__ double d_sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+static __device__ __forceinline__ double d_silu(double x)
+{
+    return x / (1.0 + exp(-x));
+}
+
+static __device__ __forceinline__ double d_gelu(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
+static __device__ __forceinline__ double d_softplus(double x)
+{
+    return fmax(x, 0.0) + log1p(exp(-fabs(x)));
+}
+
+/* act(g) * u of a GLU (SWIGLU / GEGLU), rounded once. */
+static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
+{
+    return (float)((gelu ? d_gelu((double)g) : d_silu((double)g)) * (double)u);
+}
+
+#define MEMRA_NORM_BLOCK 256 /* threads of every block that calls row_scale */
+
+/* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
+ * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
+ * RED: MEMRA_NORM_BLOCK/32 + 1 doubles of shared memory. The summation
+ * order (thread stride, shuffle tree, warps in order) is fixed. */
+static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
+{
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
+        sum += (double)xr[i] * (double)xr[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0)
+        red[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int i = 0; i < MEMRA_NORM_BLOCK / 32; i++)
+            t += red[i];
+        red[MEMRA_NORM_BLOCK / 32] = rms ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
+    }
+    __syncthreads();
+    const double s = red[MEMRA_NORM_BLOCK / 32];
+    __syncthreads(); /* red is reused by the next row */
+    return s;
+}
+
+/* x · scale [· w], rounded once. */
+static __device__ __forceinline__ float row_scaled(float x, double scale, const float *w, int64_t i)
+{
+    return (float)((double)x * scale * (w ? (double)w[i] : 1.0));
+}
+
+#endif

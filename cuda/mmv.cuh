@@ -1,0 +1,503 @@
+/* The matvec kernels (decode, exact prefill, MoE experts) and the weight
+ * dequantizer of fast prefill, as templates over the weight type.
+ *
+ * They are instantiated per type family in cuda/mmv_*.cu (several
+ * translation units compile in parallel; one file with every type took
+ * minutes); cuda/ops_matmul.cu holds the host logic and only declares the
+ * launchers.
+ *
+ * Quantized matvec: a warp walks "items" = (virtual row, part, segment); a
+ * segment is SEGB whole blocks of one weight row (64 sub-blocks of 32
+ * elements, two per lane). Each warp keeps a ring of three items in shared
+ * memory filled by cp.async (16-byte copies that bypass registers and L1),
+ * so two items are in flight while one is decoded: enough bytes in flight
+ * per SM to stream HBM without holding loads in registers. Lane l always
+ * takes sub-blocks l and l+32 of a segment and a row's sum is one fixed
+ * shuffle tree, so a row's result never depends on how many x rows share
+ * the launch, how many weights are fused, or the grid.
+ *
+ * Fusions (matmul_ex, lib/backend.h): up to MMV_MAXW weights of one type
+ * and width share x (their rows form one "virtual row" space); x may be
+ * RMS-normalized while it is staged (row_scale, the norm kernel's own
+ * arithmetic); a GLU pairs rows of two weights (y = act(W0·x) * (W1·x));
+ * ADD accumulates into y. Each gives the bits of its unfused sequence. */
+#ifndef MEMRA_CUDA_MMV_CUH
+#define MEMRA_CUDA_MMV_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+#include "math.cuh"
+#include "quant.cuh"
+
+#define MMV_WARPS 8
+#define MMV_THREADS (MMV_WARPS * 32)
+#define MMV_MAXW 4
+#define MMV_RING 3                    /* items per warp in shared memory */
+#define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
+
+static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
+
+struct mmv_args {
+    const uint8_t *W[MMV_MAXW];
+    size_t nb1[MMV_MAXW];
+    float *y[MMV_MAXW];
+    int64_t ldy[MMV_MAXW];
+    int64_t vrow0[MMV_MAXW + 1]; /* weight i owns virtual rows [vrow0[i], vrow0[i+1]) */
+    int nw;                      /* weights (glu: 2, sharing every virtual row) */
+    int glu;                     /* y[0] = act(W0·x) * (W1·x) */
+    int gelu;                    /* glu activation: GELU, else SiLU */
+    int add;                     /* y += W·x */
+    int norm;                    /* x staged as rmsnorm(x) [* norm_w] */
+    const float *norm_w;
+    float eps;
+    size_t nb2;
+    int64_t ne0;
+    const float *x;
+    int64_t ldx;
+    int64_t n_rows;     /* plain: x rows in all */
+    const int32_t *ids; /* grouped: expert of problem blockIdx.y, else NULL */
+    int64_t n_expert, xdiv;
+    int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
+};
+
+/* x in shared memory: 4 floats of padding after every 32, so that lanes
+ * reading 32-element runs (or 8-element runs 32 bytes apart) with 16-byte
+ * loads hit distinct banks. Warp-wide reads of x from global memory at
+ * those strides touch one L1 line per lane and were the matvec's limit. */
+static __host__ __device__ __forceinline__ int64_t mmv_xp(int64_t i)
+{
+    return i + (i >> 5) * 4;
+}
+
+static __host__ __device__ __forceinline__ int64_t mmv_xld(int64_t ne0)
+{
+    return mmv_xp((ne0 + 31) & ~(int64_t)31);
+}
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The block's problem: its x rows, how many (<= R), and the row offset of
+ * its outputs. False for a bad expert id, after poisoning the problem's
+ * output (ids live on the device: no error path). */
+template <int R>
+static __device__ __forceinline__ bool mmv_setup(const mmv_args &a, const float *&x, int &nr, int64_t &yrow,
+                                                 size_t &woff)
+{
+    woff = 0;
+    if (a.ids) {
+        const int64_t p = blockIdx.y;
+        const int32_t e = a.ids[p];
+        yrow = p;
+        if (e < 0 || e >= a.n_expert) {
+            float *y = a.y[0] + p * a.ldy[0];
+            for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.vrow0[1]; i += (int64_t)gridDim.x * blockDim.x)
+                y[i] = __int_as_float(0x7fc00000);
+            return false;
+        }
+        woff = (size_t)e * a.nb2;
+        x = a.x + (p / a.xdiv) * a.ldx;
+        nr = 1;
+    } else {
+        const int64_t r0 = (int64_t)blockIdx.y * R;
+        yrow = r0;
+        x = a.x + r0 * a.ldx;
+        nr = (int)min((int64_t)R, a.n_rows - r0);
+    }
+    return true;
+}
+
+/* Copies (normalizing, with a.norm) the block's NR x rows into XS and
+ * returns where the kernel reads x from, with its row stride in *XL. */
+static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
+                                                           int64_t *xl)
+{
+    __shared__ double red[MEMRA_NORM_BLOCK / 32 + 1];
+    if (!a.xsm) {
+        *xl = a.ldx;
+        return x;
+    }
+    const int64_t ld = mmv_xld(a.ne0);
+    for (int r = 0; r < nr; r++) {
+        const float *xr = x + r * a.ldx;
+        if (a.norm) {
+            const double s = row_scale(true, xr, a.ne0, a.eps, red);
+            for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
+                xs[r * ld + mmv_xp(i)] = row_scaled(xr[i], s, a.norm_w, i);
+        } else {
+            for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
+                xs[r * ld + mmv_xp(i)] = __ldg(xr + i);
+        }
+    }
+    __syncthreads();
+    *xl = ld;
+    return xs;
+}
+
+/* Writes one output of virtual row V (weight WI, local row LROW) for x row R. */
+static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int64_t lrow, int64_t yrow, int r, float g,
+                                                 float u)
+{
+    float *y = a.y[wi] + (yrow + r) * a.ldy[wi] + lrow;
+    if (a.glu)
+        *y = d_glu(a.gelu, g, u);
+    else if (a.add)
+        *y = *y + g;
+    else
+        *y = g;
+}
+
+template <int T> struct mmv_seg {
+    static constexpr int qk = mq_traits<T>::qk, bb = mq_traits<T>::bytes, subs = mq_traits<T>::subs;
+    static constexpr int u = 2;                          /* sub-blocks per lane per segment */
+    static constexpr int segb = 32 * u / subs;           /* blocks per segment */
+    /* 16-byte chunks: one more for a misaligned start, one more so word
+     * reads past a segment's last block (mq_dot32<Q8_0>) stay in the buffer */
+    static constexpr int nch = (segb * bb + 15) / 16 + 2;
+    static constexpr int cpl = (nch + 31) / 32;          /* chunks per lane */
+};
+
+template <int T> struct mmv_item {
+    const uint4 *a0; /* 16-byte aligned start */
+    int off, nb, nchunk;
+};
+
+template <int T>
+static __device__ __forceinline__ mmv_item<T> mmv_locate(const uint8_t *wrow, int64_t seg, int64_t nblk)
+{
+    using S = mmv_seg<T>;
+    mmv_item<T> it;
+    const uint8_t *start = wrow + seg * S::segb * S::bb;
+    it.nb = (int)min((int64_t)S::segb, nblk - seg * S::segb);
+    it.a0 = (const uint4 *)((uintptr_t)start & ~(uintptr_t)15);
+    it.off = (int)((uintptr_t)start & 15);
+    it.nchunk = (it.off + it.nb * S::bb + 15) >> 4;
+    return it;
+}
+
+static __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <int T>
+static __device__ __forceinline__ void mmv_issue_async(const mmv_item<T> &it, int lane, uint4 *slot)
+{
+#pragma unroll
+    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
+        const int c = lane + 32 * j;
+        if (c < it.nchunk)
+            cp_async16(slot + c, it.a0 + c);
+    }
+}
+
+static __device__ __forceinline__ void mmv_tables(float *tab)
+{
+    if (threadIdx.x < 16)
+        tab[threadIdx.x] = (float)mq_iq4nl[threadIdx.x];
+    else if (threadIdx.x < 32)
+        tab[threadIdx.x] = (float)mq_mxfp4[threadIdx.x - 16];
+    __syncthreads();
+}
+
+/* Position in a warp's item sequence: virtual row v, part p (glu: weight),
+ * segment s. Advanced by counting, never by division. */
+struct mmv_pos {
+    int64_t v;
+    int p, s;
+};
+
+static __device__ __forceinline__ void mmv_next(mmv_pos &q, int np, int64_t nseg, int64_t rstride)
+{
+    if (++q.s == nseg) {
+        q.s = 0;
+        if (++q.p == np) {
+            q.p = 0;
+            q.v += rstride;
+        }
+    }
+}
+
+/* Weight of virtual row V and its row within that weight. */
+static __device__ __forceinline__ int mmv_weight(const mmv_args &a, const mmv_pos &q, int64_t *lrow)
+{
+    if (a.glu) {
+        *lrow = q.v;
+        return q.p;
+    }
+    int wi = 0;
+    while (wi + 1 < a.nw && q.v >= a.vrow0[wi + 1])
+        wi++;
+    *lrow = q.v - a.vrow0[wi];
+    return wi;
+}
+
+template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_kernel(const mmv_args a)
+{
+    using S = mmv_seg<T>;
+    extern __shared__ __align__(16) uint4 mmv_dyn[];
+    __shared__ float tab[32];
+    mmv_tables(tab);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *x;
+    int nr;
+    int64_t yrow;
+    size_t woff;
+    if (!mmv_setup<R>(a, x, nr, yrow, woff))
+        return;
+    uint4 *ring = mmv_dyn + (size_t)warp * MMV_RING * S::nch;
+    int64_t xl;
+    x = mmv_stage_x(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * MMV_RING * S::nch), &xl);
+
+    const int64_t nblk = a.ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
+    const int np = a.glu ? 2 : 1;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
+    const int64_t v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    if (v0 >= nv)
+        return;
+    const int64_t n_items = (nv - v0 + rstride - 1) / rstride * np * nseg;
+
+    /* the issue side runs two items ahead of the compute side */
+    mmv_pos iq = {v0, 0, 0}, cq = {v0, 0, 0};
+    int64_t issued = 0;
+    auto issue = [&](int slot) {
+        if (issued < n_items) {
+            int64_t lrow;
+            const int wi = mmv_weight(a, iq, &lrow);
+            const mmv_item<T> it = mmv_locate<T>(a.W[wi] + woff + (size_t)lrow * a.nb1[wi], iq.s, nblk);
+            mmv_issue_async<T>(it, lane, ring + slot * S::nch);
+            mmv_next(iq, np, nseg, rstride);
+            issued++;
+        }
+        cp_async_commit(); /* an empty group keeps the wait counts uniform */
+    };
+    issue(0);
+    issue(1);
+    float acc0[R], acc1[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        acc0[r] = acc1[r] = 0.0f;
+    int slot = 0;
+    for (int64_t k = 0; k < n_items; k++) {
+        cp_async_wait<1>(); /* item k has landed (this lane's part) */
+        __syncwarp();       /* ... and every lane's */
+        issue(slot == 0 ? 2 : slot - 1);
+        int64_t lrow;
+        const int wi = mmv_weight(a, cq, &lrow);
+        const uint8_t *wrow = a.W[wi] + woff + (size_t)lrow * a.nb1[wi];
+        const uint8_t *sm = (const uint8_t *)(ring + slot * S::nch);
+        const mmv_item<T> cur = mmv_locate<T>(wrow, cq.s, nblk);
+        float part[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            part[r] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < S::u; u++) {
+            const int sb = lane + 32 * u;
+            if (sb < cur.nb * S::subs) {
+                const int blk = sb / S::subs, sub = sb % S::subs;
+                const uint8_t *p = sm + cur.off + blk * S::bb;
+                const int64_t e0 = ((int64_t)cq.s * S::segb + blk) * S::qk + sub * 32;
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (r < nr)
+                        part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (cq.p == 0)
+                acc0[r] += part[r];
+            else
+                acc1[r] += part[r];
+        }
+        __syncwarp(); /* the slot is refilled by the next iteration's issue */
+        if (cq.s == nseg - 1 && cq.p == np - 1) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float g = warp_sum(acc0[r]);
+                const float u = a.glu ? warp_sum(acc1[r]) : 0.0f;
+                if (lane == 0 && r < nr)
+                    mmv_store(a, wi, lrow, yrow, r, g, u);
+                acc0[r] = acc1[r] = 0.0f;
+            }
+        }
+        mmv_next(cq, np, nseg, rstride);
+        slot = slot == 2 ? 0 : slot + 1;
+    }
+    cp_async_wait<0>();
+}
+
+/* Float weights: 16-byte loads straight from global memory when every row
+ * is 16-byte aligned (VEC), else element by element. One weight, no fusion
+ * (matmul_ex declines float types). */
+template <int T, int R>
+__global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, const bool vec)
+{
+    constexpr int EPV = T == MEMRA_TYPE_F32 ? 4 : 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float *x;
+    int nr;
+    int64_t yrow;
+    size_t woff;
+    if (!mmv_setup<R>(a, x, nr, yrow, woff))
+        return;
+    extern __shared__ __align__(16) uint4 mmv_dyn[];
+    int64_t xl;
+    x = mmv_stage_x(a, x, nr, (float *)mmv_dyn, &xl);
+    const uint8_t *W = a.W[0] + woff;
+    const int64_t ne0 = a.ne0, ne1 = a.vrow0[1];
+    for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
+        const uint8_t *wrow = W + (size_t)row * a.nb1[0];
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] = 0.0f;
+        int64_t tail = 0;
+        if (vec) {
+            const int64_t nv = ne0 / EPV;
+            for (int64_t c0 = lane; c0 < nv; c0 += 32 * 4) {
+                uint4 uu[4];
+#pragma unroll
+                for (int k4 = 0; k4 < 4; k4++)
+                    if (c0 + 32 * k4 < nv)
+                        uu[k4] = ld_stream((const uint4 *)wrow + c0 + 32 * k4);
+#pragma unroll
+                for (int k4 = 0; k4 < 4; k4++) {
+                    const int64_t c = c0 + 32 * k4;
+                    if (c >= nv)
+                        break;
+                    const uint4 u = uu[k4];
+                    float w[EPV];
+                    if (T == MEMRA_TYPE_F32) {
+                        w[0] = __uint_as_float(u.x);
+                        w[1] = __uint_as_float(u.y);
+                        w[2] = __uint_as_float(u.z);
+                        w[3] = __uint_as_float(u.w);
+                    } else {
+                        const uint32_t p[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            const uint16_t lo = (uint16_t)(p[k] & 0xFFFF), hi = (uint16_t)(p[k] >> 16);
+                            if (T == MEMRA_TYPE_F16) {
+                                w[2 * k] = __half2float(__ushort_as_half(lo));
+                                w[2 * k + 1] = __half2float(__ushort_as_half(hi));
+                            } else {
+                                w[2 * k] = mq_bf16(lo);
+                                w[2 * k + 1] = mq_bf16(hi);
+                            }
+                        }
+                    }
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        if (r < nr) {
+                            const float *xr = x + r * xl + (a.xsm ? mmv_xp(c * EPV) : c * EPV);
+                            float xv[EPV];
+                            if (a.xsm || (((uintptr_t)xr & 15) == 0)) {
+#pragma unroll
+                                for (int k = 0; k < EPV; k += 4) {
+                                    const float4 f = *(const float4 *)(xr + k);
+                                    xv[k] = f.x;
+                                    xv[k + 1] = f.y;
+                                    xv[k + 2] = f.z;
+                                    xv[k + 3] = f.w;
+                                }
+                            } else {
+#pragma unroll
+                                for (int k = 0; k < EPV; k++)
+                                    xv[k] = xr[k];
+                            }
+#pragma unroll
+                            for (int k = 0; k < EPV; k++)
+                                acc[r] = fmaf(w[k], xv[k], acc[r]);
+                        }
+                    }
+                }
+            }
+            tail = nv * EPV;
+        }
+        for (int64_t i = tail + lane; i < ne0; i += 32) {
+            const float w = mq_float_at<T>(wrow, i);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (r < nr)
+                    acc[r] = fmaf(w, x[r * xl + (a.xsm ? mmv_xp(i) : i)], acc[r]);
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float s = warp_sum(acc[r]);
+            if (lane == 0 && r < nr)
+                mmv_store(a, 0, row, yrow, r, s, 0.0f);
+        }
+    }
+}
+
+/* Shared memory of a quantized launch besides x: the warps' rings. */
+template <int T> static constexpr size_t mmv_ring_bytes(void)
+{
+    return mq_is_float<T>::value ? 0 : (size_t)MMV_WARPS * MMV_RING * mmv_seg<T>::nch * sizeof(uint4);
+}
+
+/* Launches on a resident grid (the blocks that fit the SMs at once, each
+ * walking many rows), so x is staged once per block. Stages x in shared
+ * memory when it fits (always with a.norm; the host checks mmv_x_fits).
+ * Returns false when the launch could not be configured. */
+template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec);
+
+/* x rows of NE0 floats, R of them, fit next to type T's ring. */
+template <int T> static inline bool mmv_x_fits(int64_t ne0, int R)
+{
+    return mmv_ring_bytes<T>() + (size_t)R * mmv_xld(ne0) * sizeof(float) <= MMV_SMEM_MAX;
+}
+
+/* Fast-prefill dequantization: rows [o0, o0+nrow) of W into OUT
+ * ([nrow][ne0], f16 or bf16). */
+template <int T, typename H>
+void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out, int sm_count,
+                 cudaStream_t s);
+
+#define MMV_FOR_TYPES(M, ...)                                                                                          \
+    M(MEMRA_TYPE_F32, __VA_ARGS__) M(MEMRA_TYPE_F16, __VA_ARGS__) M(MEMRA_TYPE_BF16, __VA_ARGS__)                      \
+    M(MEMRA_TYPE_Q4_0, __VA_ARGS__) M(MEMRA_TYPE_Q4_1, __VA_ARGS__) M(MEMRA_TYPE_Q5_0, __VA_ARGS__)                    \
+    M(MEMRA_TYPE_Q5_1, __VA_ARGS__) M(MEMRA_TYPE_Q8_0, __VA_ARGS__) M(MEMRA_TYPE_MXFP4, __VA_ARGS__)                   \
+    M(MEMRA_TYPE_IQ4_NL, __VA_ARGS__) M(MEMRA_TYPE_Q2_K, __VA_ARGS__) M(MEMRA_TYPE_Q3_K, __VA_ARGS__)                  \
+    M(MEMRA_TYPE_Q4_K, __VA_ARGS__) M(MEMRA_TYPE_Q5_K, __VA_ARGS__) M(MEMRA_TYPE_Q6_K, __VA_ARGS__)                    \
+    M(MEMRA_TYPE_IQ4_XS, __VA_ARGS__)
+
+#define MMV_EXTERN(T, _)                                                                                               \
+    extern template bool mmv_launch<T>(mmv_args, int, unsigned, int, cudaStream_t, bool);                              \
+    extern template void mmv_dequant<T, __half>(const uint8_t *, size_t, int64_t, int64_t, int64_t, __half *, int,     \
+                                                cudaStream_t);                                                         \
+    extern template void mmv_dequant<T, __nv_bfloat16>(const uint8_t *, size_t, int64_t, int64_t, int64_t,             \
+                                                       __nv_bfloat16 *, int, cudaStream_t);
+
+#endif

@@ -1,0 +1,221 @@
+/* Definitions of the per-type launchers declared in mmv.cuh; included only
+ * by the cuda/mmv_*.cu files that instantiate them (MMV_INSTANTIATE). */
+#ifndef MEMRA_CUDA_MMV_IMPL_CUH
+#define MEMRA_CUDA_MMV_IMPL_CUH
+
+#include <atomic>
+
+#include "mmv.cuh"
+
+/* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
+ * memory, cached per device and size (pipeline stages launch on several
+ * GPUs from several threads: entries are single atomic words). */
+static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8])
+{
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64)
+        dev = 0;
+    std::atomic<uint64_t> *c = cache[dev];
+    const uint64_t key = (uint64_t)(smem + 1) << 8;
+    for (int i = 0; i < 8; i++) {
+        const uint64_t e = c[i].load(std::memory_order_relaxed);
+        if ((e & ~(uint64_t)0xFF) == key)
+            return (int)(e & 0xFF);
+    }
+    /* the attribute is per device too; setting it again is harmless */
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess)
+        cudaGetLastError();
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+    }
+    if (n < 1)
+        return 0;
+    if (n > 255)
+        n = 255;
+    for (int i = 0; i < 8; i++) {
+        uint64_t empty = 0;
+        if (c[i].compare_exchange_strong(empty, key | (uint64_t)n))
+            return n;
+    }
+    c[(smem >> 4) & 7].store(key | (uint64_t)n, std::memory_order_relaxed);
+    return n;
+}
+
+template <int T, int R>
+static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
+{
+    const void *kernel;
+    if constexpr (mq_is_float<T>::value)
+        kernel = (const void *)mmv_f_kernel<T, R>;
+    else
+        kernel = (const void *)mmv_q_kernel<T, R>;
+    static std::atomic<uint64_t> cache[64][8];
+    const size_t ring = mmv_ring_bytes<T>();
+    size_t xbytes = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
+    if (ring + xbytes > MMV_SMEM_MAX) {
+        if (a.norm)
+            return false; /* the host checks mmv_x_fits first */
+        xbytes = 0;
+    }
+    a.xsm = xbytes > 0;
+    const size_t smem = ring + xbytes;
+    int occ = mmv_occupancy(kernel, smem, cache);
+    if (occ == 0) {
+        if (!xbytes || a.norm)
+            return false;
+        a.xsm = 0; /* x from global memory, then */
+        occ = mmv_occupancy(kernel, ring, cache);
+        if (occ == 0)
+            return false;
+    }
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    if (cap < 1)
+        cap = 1;
+    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
+    const size_t dyn = ring + (a.xsm ? xbytes : 0);
+    if constexpr (mq_is_float<T>::value)
+        mmv_f_kernel<T, R><<<grid, MMV_THREADS, dyn, s>>>(a, vec);
+    else
+        mmv_q_kernel<T, R><<<grid, MMV_THREADS, dyn, s>>>(a);
+    return true;
+}
+
+template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec)
+{
+    switch (R) {
+    case 1: return mmv_launch_r<T, 1>(a, gy, sm_count, s, vec);
+    case 2: return mmv_launch_r<T, 2>(a, gy, sm_count, s, vec);
+    case 4: return mmv_launch_r<T, 4>(a, gy, sm_count, s, vec);
+    default: return mmv_launch_r<T, 8>(a, gy, sm_count, s, vec);
+    }
+}
+
+/* ---- fast-prefill dequantization ------------------------------------------ */
+
+template <typename H> static __device__ __forceinline__ H to_h(float v);
+template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 to_h<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+static __device__ __forceinline__ uint32_t pack2(__half, float a, float b)
+{
+    const __half2 h = __floats2half2_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16, float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+template <int T>
+static __device__ __forceinline__ void mmv_issue(const mmv_item<T> &it, int lane, uint4 *buf)
+{
+#pragma unroll
+    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
+        const int c = lane + 32 * j;
+        if (c < it.nchunk)
+            buf[j] = ld_stream(it.a0 + c);
+    }
+}
+
+template <int T>
+static __device__ __forceinline__ void mmv_stash(const mmv_item<T> &it, int lane, const uint4 *buf, uint8_t *sm)
+{
+#pragma unroll
+    for (int j = 0; j < mmv_seg<T>::cpl; j++) {
+        const int c = lane + 32 * j;
+        if (c < it.nchunk)
+            ((uint4 *)sm)[c] = buf[j];
+    }
+}
+
+/* Quantized rows [o0, o0+nrow) of W into OUT ([nrow][ne0]): a staged,
+ * register-pipelined walk over (row, segment), then 16-byte stores. */
+template <int T, typename H>
+__global__ void __launch_bounds__(MMV_THREADS)
+    deq_hq_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
+{
+    using S = mmv_seg<T>;
+    __shared__ __align__(16) uint4 smem[MMV_WARPS][S::nch];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    uint8_t *sm = (uint8_t *)smem[warp];
+    const int64_t nblk = ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
+    int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp, seg = 0;
+    if (row >= nrow)
+        return;
+    W += (size_t)o0 * nb1;
+    uint4 buf[S::cpl];
+    mmv_item<T> it = mmv_locate<T>(W + (size_t)row * nb1, 0, nblk);
+    mmv_issue<T>(it, lane, buf);
+    for (;;) {
+        mmv_stash<T>(it, lane, buf, sm);
+        __syncwarp();
+        int64_t nrw = row, nsg = seg + 1;
+        if (nsg == nseg) {
+            nsg = 0;
+            nrw = row + rstride;
+        }
+        const mmv_item<T> cur = it;
+        if (nrw < nrow) {
+            it = mmv_locate<T>(W + (size_t)nrw * nb1, nsg, nblk);
+            mmv_issue<T>(it, lane, buf);
+        }
+#pragma unroll
+        for (int u = 0; u < S::u; u++) {
+            const int sb = lane + 32 * u;
+            if (sb < cur.nb * S::subs) {
+                const int blk = sb / S::subs, sub = sb % S::subs;
+                float v[32];
+                mq_deq32<T>(sm + cur.off + blk * S::bb, sub, v);
+                uint4 *o = (uint4 *)(out + row * ne0 + (seg * S::segb + blk) * S::qk + sub * 32);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    o[q] = make_uint4(pack2(H(), v[8 * q], v[8 * q + 1]), pack2(H(), v[8 * q + 2], v[8 * q + 3]),
+                                      pack2(H(), v[8 * q + 4], v[8 * q + 5]), pack2(H(), v[8 * q + 6], v[8 * q + 7]));
+            }
+        }
+        __syncwarp();
+        if (nrw >= nrow)
+            break;
+        row = nrw;
+        seg = nsg;
+    }
+}
+
+/* Float-type rows [o0, o0+nrow) of W into OUT ([nrow][ne0]). */
+template <int T, typename H>
+__global__ void deq_h_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
+{
+    const int64_t n = nrow * ne0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / ne0, k = i % ne0;
+        out[i] = to_h<H>(mq_float_at<T>(W + (size_t)(o0 + r) * nb1, k));
+    }
+}
+
+template <int T, typename H>
+void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out, int sm_count,
+                 cudaStream_t s)
+{
+    if constexpr (mq_is_float<T>::value)
+        deq_h_kernel<T, H><<<memra__cuda_blocks(nrow * ne0, 256, 65535), 256, 0, s>>>(W, nb1, ne0, o0, nrow, out);
+    else
+        deq_hq_kernel<T, H><<<memra__cuda_blocks(nrow, MMV_WARPS, 8 * (int64_t)sm_count), MMV_THREADS, 0, s>>>(
+            W, nb1, ne0, o0, nrow, out);
+}
+
+#define MMV_INSTANTIATE(T, _)                                                                                          \
+    template bool mmv_launch<T>(mmv_args, int, unsigned, int, cudaStream_t, bool);                                     \
+    template void mmv_dequant<T, __half>(const uint8_t *, size_t, int64_t, int64_t, int64_t, __half *, int,            \
+                                         cudaStream_t);                                                                \
+    template void mmv_dequant<T, __nv_bfloat16>(const uint8_t *, size_t, int64_t, int64_t, int64_t, __nv_bfloat16 *,   \
+                                                int, cudaStream_t);
+
+#endif

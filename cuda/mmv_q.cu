@@ -1,0 +1,9 @@
+/* Matvec and fast-prefill dequantizer instances (cuda/mmv.cuh) for: Q4_0 Q4_1 Q5_0 Q5_1 MXFP4 IQ4_NL. */
+#include "mmv_impl.cuh"
+
+MMV_INSTANTIATE(MEMRA_TYPE_Q4_0, _)
+MMV_INSTANTIATE(MEMRA_TYPE_Q4_1, _)
+MMV_INSTANTIATE(MEMRA_TYPE_Q5_0, _)
+MMV_INSTANTIATE(MEMRA_TYPE_Q5_1, _)
+MMV_INSTANTIATE(MEMRA_TYPE_MXFP4, _)
+MMV_INSTANTIATE(MEMRA_TYPE_IQ4_NL, _)
