@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The one script run on the GPU device machine (docs/CUDA.md): builds memra
 # with the CUDA backend, runs the kernel check (CUDA ops vs the CPU
-# reference), then the model fixture test on the GPU engine in fast
-# (default) and exact (MEMRA_FAST=0) mode, and prints a short summary last.
+# reference), the model fixture test on the GPU engine in fast (default)
+# and exact (MEMRA_FAST=0) mode, then memra-bench on a memra-synth
+# Qwen3.5-9B Q8_0 (pp512, tg128 at depth 0 and 512, roofline from the
+# copy bandwidth measured in the same run) and one profiled run
+# (MEMRA_CUDA_PROFILE=1), and prints a short summary last.
 #
 # The device image lacks cmocka/utf8proc/pcre2 dev packages and cannot
 # download: they travel as .debs in .deps/ (fetched here with
@@ -14,7 +17,8 @@
 #
 # Env: KC_ARGS (extra memra-kernel-check arguments, e.g. "--bench"),
 # FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
-# SKIP_MODELS=1, SKIP_KC=1.
+# SKIP_MODELS=1, SKIP_KC=1, SKIP_BENCH=1, SYNTH=path (reuse a model),
+# BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check-out}
@@ -65,6 +69,38 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
     rc=$?
     grep -E "^ACCURACY|FAILED|PASSED|SKIPPED|\[  (FAILED|ERROR) \]|fail|differs" "$OUT/models-$mode.log" | head -40
     note "models $mode: rc $rc, $(grep -cE '^\[       OK \]' "$OUT/models-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-$mode.log") failed lines ($(( $(date +%s) - t0 )) s)"
+  done
+fi
+
+# ---- benchmark: memra-synth Qwen3.5-9B Q8_0 ----------------------------------
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  model=${SYNTH:-/tmp/q35-9b-q8_0.gguf}
+  if [ ! -f "$model" ]; then
+    t0=$(date +%s)
+    build-gpu/examples/memra-synth --model qwen3.5-9b --type q8_0 --out "$model" >"$OUT/synth.log" 2>&1 ||
+      { tail -5 "$OUT/synth.log"; exit 2; }
+    note "synth qwen3.5-9b q8_0 ($(( $(date +%s) - t0 )) s)"
+  fi
+  for d in ${BENCH_DEPTHS:-0 512}; do
+    build-gpu/examples/memra-bench -m "$model" --device cuda:0 -p 512 -n 128 -d "$d" -r "${BENCH_REPS:-3}" --json \
+      >"$OUT/bench-d$d.json" 2>"$OUT/bench-d$d.err"
+    rc=$?
+    line=$(python3 - "$OUT/bench-d$d.json" 2>/dev/null <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+print("pp%d %.0f tok/s, tg%d at depth %d %.1f tok/s = %.1f%% of the %.0f tok/s roofline (copy %.2f TB/s, %.2f GB/token)" % (
+    b["pp"]["n_prompt"], b["pp"]["tok_s"], b["tg"]["n_gen"], b["tg"]["depth"], b["tg"]["tok_s"],
+    100 * b["roofline_frac"], b["roofline_tok_s"], b["copy_bw_bytes_s"] / 1e12, b["decode_bytes_per_token"] / 1e9))
+PY
+)
+    note "bench: rc $rc, ${line:-$(tail -2 "$OUT/bench-d$d.err")}"
+  done
+  # one profile of decode alone, one of prefill alone
+  for run in "tg:-p 0 -n 128" "pp:-p 512 -n 0"; do
+    MEMRA_CUDA_PROFILE=1 build-gpu/examples/memra-bench -m "$model" --device cuda:0 ${run#*:} -r 1 \
+      >"$OUT/profile-${run%%:*}.txt" 2>&1
+    note "profile ${run%%:*}: $(grep -m1 '^memra cuda profile' "$OUT/profile-${run%%:*}.txt" | cut -d: -f2-)"
+    grep -A16 '^ *total_ms' "$OUT/profile-${run%%:*}.txt"
   done
 fi
 
