@@ -35,8 +35,10 @@
 #define MMV_WARPS 8
 #define MMV_THREADS (MMV_WARPS * 32)
 #define MMV_MAXW 4
-#define MMV_RING 3                    /* items per warp in shared memory */
+#define MMV_RING_MIN 2                /* items per warp in shared memory: at least */
+#define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
+#define MMV_SMEM_TARGET (110 * 1024)  /* ring + x per block: two blocks per SM */
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
 
@@ -61,6 +63,7 @@ struct mmv_args {
     const int32_t *ids; /* grouped: expert of problem blockIdx.y, else NULL */
     int64_t n_expert, xdiv;
     int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
+    int ring;           /* quantized kernel: items per warp in shared memory */
 };
 
 /* x in shared memory: 4 floats of padding after every 32, so that lanes
@@ -132,6 +135,21 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
             const double s = row_scale(true, xr, a.ne0, a.eps, red);
             for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
                 xs[r * ld + mmv_xp(i)] = row_scaled(xr[i], s, a.norm_w, i);
+        } else if ((a.ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0) {
+            /* 16-byte loads, four in flight per thread: staging is on the
+             * critical path of every block */
+            const int64_t n4 = a.ne0 >> 2;
+            for (int64_t i0 = threadIdx.x; i0 < n4; i0 += 4 * (int64_t)blockDim.x) {
+                float4 v[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (i0 + j * blockDim.x < n4)
+                        v[j] = __ldg((const float4 *)xr + i0 + j * blockDim.x);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (i0 + j * blockDim.x < n4)
+                        *(float4 *)(xs + r * ld + mmv_xp(4 * (i0 + j * blockDim.x))) = v[j];
+            }
         } else {
             for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
                 xs[r * ld + mmv_xp(i)] = __ldg(xr + i);
@@ -146,6 +164,8 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
 static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int64_t lrow, int64_t yrow, int r, float g,
                                                  float u)
 {
+    if (a.glu)
+        wi = 0; /* the pair's one output */
     float *y = a.y[wi] + (yrow + r) * a.ldy[wi] + lrow;
     if (a.glu)
         *y = d_glu(a.gelu, g, u);
@@ -206,6 +226,20 @@ static __device__ __forceinline__ void cp_async_commit(void)
 template <int N> static __device__ __forceinline__ void cp_async_wait(void)
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Waits until at most N of this thread's groups are pending (N < 8). */
+static __device__ __forceinline__ void cp_async_wait_n(int n)
+{
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    default: cp_async_wait<6>(); break;
+    }
 }
 
 template <int T>
@@ -273,20 +307,17 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
     size_t woff;
     if (!mmv_setup<R>(a, x, nr, yrow, woff))
         return;
-    uint4 *ring = mmv_dyn + (size_t)warp * MMV_RING * S::nch;
-    int64_t xl;
-    x = mmv_stage_x(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * MMV_RING * S::nch), &xl);
+    const int D = a.ring;
+    uint4 *ring = mmv_dyn + (size_t)warp * D * S::nch;
 
     const int64_t nblk = a.ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
     const int np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
     const int64_t v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
-    if (v0 >= nv)
-        return;
-    const int64_t n_items = (nv - v0 + rstride - 1) / rstride * np * nseg;
+    const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
 
-    /* the issue side runs two items ahead of the compute side */
+    /* the issue side runs D-1 items ahead of the compute side */
     mmv_pos iq = {v0, 0, 0}, cq = {v0, 0, 0};
     int64_t issued = 0;
     auto issue = [&](int slot) {
@@ -300,17 +331,20 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
         }
         cp_async_commit(); /* an empty group keeps the wait counts uniform */
     };
-    issue(0);
-    issue(1);
+    /* weights start streaming before x is staged */
+    for (int d = 0; d < D - 1; d++)
+        issue(d);
+    int64_t xl;
+    x = mmv_stage_x(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
     float acc0[R], acc1[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         acc0[r] = acc1[r] = 0.0f;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        cp_async_wait<1>(); /* item k has landed (this lane's part) */
-        __syncwarp();       /* ... and every lane's */
-        issue(slot == 0 ? 2 : slot - 1);
+        cp_async_wait_n(D - 2); /* item k has landed (this lane's part) */
+        __syncwarp();           /* ... and every lane's */
+        issue(slot == 0 ? D - 1 : slot - 1);
         int64_t lrow;
         const int wi = mmv_weight(a, cq, &lrow);
         const uint8_t *wrow = a.W[wi] + woff + (size_t)lrow * a.nb1[wi];
@@ -352,7 +386,7 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
             }
         }
         mmv_next(cq, np, nseg, rstride);
-        slot = slot == 2 ? 0 : slot + 1;
+        slot = slot == D - 1 ? 0 : slot + 1;
     }
     cp_async_wait<0>();
 }
@@ -461,10 +495,10 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
     }
 }
 
-/* Shared memory of a quantized launch besides x: the warps' rings. */
-template <int T> static constexpr size_t mmv_ring_bytes(void)
+/* Shared memory of a quantized launch besides x: the warps' rings of D items. */
+template <int T> static constexpr size_t mmv_ring_bytes(int d)
 {
-    return mq_is_float<T>::value ? 0 : (size_t)MMV_WARPS * MMV_RING * mmv_seg<T>::nch * sizeof(uint4);
+    return mq_is_float<T>::value ? 0 : (size_t)MMV_WARPS * d * mmv_seg<T>::nch * sizeof(uint4);
 }
 
 /* Launches on a resident grid (the blocks that fit the SMs at once, each
@@ -476,7 +510,7 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
 /* x rows of NE0 floats, R of them, fit next to type T's ring. */
 template <int T> static inline bool mmv_x_fits(int64_t ne0, int R)
 {
-    return mmv_ring_bytes<T>() + (size_t)R * mmv_xld(ne0) * sizeof(float) <= MMV_SMEM_MAX;
+    return mmv_ring_bytes<T>(MMV_RING_MIN) + (size_t)R * mmv_xld(ne0) * sizeof(float) <= MMV_SMEM_MAX;
 }
 
 /* Fast-prefill dequantization: rows [o0, o0+nrow) of W into OUT

@@ -4,6 +4,7 @@
 #define MEMRA_CUDA_MMV_IMPL_CUH
 
 #include <atomic>
+#include <stdio.h>
 
 #include "mmv.cuh"
 
@@ -23,8 +24,11 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
         if ((e & ~(uint64_t)0xFF) == key)
             return (int)(e & 0xFF);
     }
-    /* the attribute is per device too; setting it again is harmless */
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess)
+    /* the attributes are per device too; setting them again is harmless.
+     * All of the carveout to shared memory: the weights bypass L1. */
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
+            cudaSuccess)
         cudaGetLastError();
     int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
@@ -44,6 +48,17 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     return n;
 }
 
+/* Items per warp in flight for a block that also stages XBYTES of x: as
+ * many as fit MMV_SMEM_TARGET (two blocks per SM), within the ring limits.
+ * Bytes in flight per SM, not warps, is what streams HBM: a shallow ring
+ * at low occupancy measured 1.6 TB/s on a 53 MB Q8_0 matvec. */
+template <int T> static int mmv_ring_depth(size_t xbytes)
+{
+    const size_t slot = mmv_ring_bytes<T>(1);
+    int d = xbytes + MMV_RING_MIN * slot <= MMV_SMEM_TARGET ? (int)((MMV_SMEM_TARGET - xbytes) / slot) : MMV_RING_MIN;
+    return d < MMV_RING_MIN ? MMV_RING_MIN : d > MMV_RING_MAX ? MMV_RING_MAX : d;
+}
+
 template <int T, int R>
 static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
@@ -53,21 +68,23 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     else
         kernel = (const void *)mmv_q_kernel<T, R>;
     static std::atomic<uint64_t> cache[64][8];
-    const size_t ring = mmv_ring_bytes<T>();
     size_t xbytes = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
-    if (ring + xbytes > MMV_SMEM_MAX) {
+    if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX) {
         if (a.norm)
             return false; /* the host checks mmv_x_fits first */
         xbytes = 0;
     }
+    a.ring = mmv_ring_depth<T>(xbytes);
     a.xsm = xbytes > 0;
-    const size_t smem = ring + xbytes;
+    size_t smem = mmv_ring_bytes<T>(a.ring) + xbytes;
     int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0) {
         if (!xbytes || a.norm)
             return false;
         a.xsm = 0; /* x from global memory, then */
-        occ = mmv_occupancy(kernel, ring, cache);
+        a.ring = mmv_ring_depth<T>(0);
+        smem = mmv_ring_bytes<T>(a.ring);
+        occ = mmv_occupancy(kernel, smem, cache);
         if (occ == 0)
             return false;
     }
@@ -77,11 +94,17 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     if (cap < 1)
         cap = 1;
     const dim3 grid((unsigned)(need < cap ? need : cap), gy);
-    const size_t dyn = ring + (a.xsm ? xbytes : 0);
+    static int debug = -1;
+    if (debug < 0)
+        debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
+    if (debug)
+        fprintf(stderr, "mmv type %d R %d: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n", T,
+                R, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
+                occ, a.ring, smem);
     if constexpr (mq_is_float<T>::value)
-        mmv_f_kernel<T, R><<<grid, MMV_THREADS, dyn, s>>>(a, vec);
+        mmv_f_kernel<T, R><<<grid, MMV_THREADS, smem, s>>>(a, vec);
     else
-        mmv_q_kernel<T, R><<<grid, MMV_THREADS, dyn, s>>>(a);
+        mmv_q_kernel<T, R><<<grid, MMV_THREADS, smem, s>>>(a);
     return true;
 }
 
