@@ -55,6 +55,8 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
 template <int T> static int mmv_ring_depth(size_t xbytes)
 {
     const size_t slot = mmv_ring_bytes<T>(1);
+    if (slot == 0)
+        return MMV_RING_MIN; /* float types: no ring */
     int d = xbytes + MMV_RING_MIN * slot <= MMV_SMEM_TARGET ? (int)((MMV_SMEM_TARGET - xbytes) / slot) : MMV_RING_MIN;
     return d < MMV_RING_MIN ? MMV_RING_MIN : d > MMV_RING_MAX ? MMV_RING_MAX : d;
 }

@@ -14,7 +14,7 @@
 
 #define FA_THREADS 128
 #define FA_TILE 128          /* keys per score tile */
-#define FA_SPLIT_KEYS 256    /* default keys per split */
+#define FA_SPLIT_KEYS 64     /* default keys per split: decode blocks stay short */
 #define FA_MAX_C4 2          /* float4 columns per thread: head_dim <= 1024 */
 #define FA_WS_CAP ((size_t)256 << 20)
 
@@ -113,28 +113,46 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     __syncthreads();
     for (int64_t k0 = k_begin; k0 < k_end; k0 += FA_TILE) {
         const int nt = (int)min((int64_t)FA_TILE, k_end - k0);
-        /* scores: a warp per key */
-        for (int kk = warp; kk < nt; kk += FA_THREADS / 32) {
-            const float *kr = kb + (k0 + kk) * a.kv_stride;
-            float d = 0.0f;
+        /* scores: a warp per key, four keys at a time so that their loads
+         * are in flight together (a key's sum is the same either way) */
+        constexpr int NW = FA_THREADS / 32;
+        for (int kb0 = warp; kb0 < nt; kb0 += 4 * NW) {
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const float *kr[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                kr[j] = kb + (k0 + min(kb0 + j * NW, nt - 1)) * a.kv_stride;
             if (VEC) {
                 for (int c = lane; c < nc4; c += 32) {
-                    const float4 kv = __ldg((const float4 *)kr + c);
+                    float4 kv[4];
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        kv[j] = __ldg((const float4 *)kr[j] + c);
                     const float4 qv = ((const float4 *)q_s)[c];
-                    d = fmaf(qv.x, kv.x, d);
-                    d = fmaf(qv.y, kv.y, d);
-                    d = fmaf(qv.z, kv.z, d);
-                    d = fmaf(qv.w, kv.w, d);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        d[j] = fmaf(qv.x, kv[j].x, d[j]);
+                        d[j] = fmaf(qv.y, kv[j].y, d[j]);
+                        d[j] = fmaf(qv.z, kv[j].z, d[j]);
+                        d[j] = fmaf(qv.w, kv[j].w, d[j]);
+                    }
                 }
             } else {
-                for (int c = lane; c < hd; c += 32)
-                    d = fmaf(q_s[c], __ldg(kr + c), d);
+                for (int c = lane; c < hd; c += 32) {
+                    const float qv = q_s[c];
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        d[j] = fmaf(qv, __ldg(kr[j] + c), d[j]);
+                }
             }
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                d += __shfl_xor_sync(0xffffffffu, d, o);
-            if (lane == 0)
-                sc[kk] = a.scale * d;
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    d[j] += __shfl_xor_sync(0xffffffffu, d[j], o);
+                if (lane == 0 && kb0 + j * NW < nt)
+                    sc[kb0 + j * NW] = a.scale * d[j];
+            }
         }
         __syncthreads();
         float tmax = -INFINITY;
