@@ -57,7 +57,15 @@ template <int T> static int mmv_ring_depth(size_t xbytes)
     const size_t slot = mmv_ring_bytes<T>(1);
     if (slot == 0)
         return MMV_RING_MIN; /* float types: no ring */
-    int d = xbytes + MMV_RING_MIN * slot <= MMV_SMEM_TARGET ? (int)((MMV_SMEM_TARGET - xbytes) / slot) : MMV_RING_MIN;
+    static long force = -1, target = -1; /* experiments: MEMRA_MMV_RING, MEMRA_MMV_SMEM_TARGET */
+    if (force < 0) {
+        force = memra__cuda_env_long("MEMRA_MMV_RING", 0);
+        target = memra__cuda_env_long("MEMRA_MMV_SMEM_TARGET", MMV_SMEM_TARGET);
+    }
+    if (force >= MMV_RING_MIN && force <= MMV_RING_MAX)
+        return (int)force;
+    const size_t tg = (size_t)target;
+    int d = xbytes + MMV_RING_MIN * slot <= tg ? (int)((tg - xbytes) / slot) : MMV_RING_MIN;
     return d < MMV_RING_MIN ? MMV_RING_MIN : d > MMV_RING_MAX ? MMV_RING_MAX : d;
 }
 
