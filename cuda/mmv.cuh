@@ -64,6 +64,7 @@ struct mmv_args {
     int64_t n_expert, xdiv;
     int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
     int ring;           /* quantized kernel: items per warp in shared memory */
+    int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
 };
 
 /* x in shared memory: 4 floats of padding after every 32, so that lanes
@@ -354,17 +355,21 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
 #pragma unroll
         for (int r = 0; r < R; r++)
             part[r] = 0.0f;
+        if (a.probe) {
+            part[0] = (float)sm[cur.off + lane];
+        } else {
 #pragma unroll
-        for (int u = 0; u < S::u; u++) {
-            const int sb = lane + 32 * u;
-            if (sb < cur.nb * S::subs) {
-                const int blk = sb / S::subs, sub = sb % S::subs;
-                const uint8_t *p = sm + cur.off + blk * S::bb;
-                const int64_t e0 = ((int64_t)cq.s * S::segb + blk) * S::qk + sub * 32;
+            for (int u = 0; u < S::u; u++) {
+                const int sb = lane + 32 * u;
+                if (sb < cur.nb * S::subs) {
+                    const int blk = sb / S::subs, sub = sb % S::subs;
+                    const uint8_t *p = sm + cur.off + blk * S::bb;
+                    const int64_t e0 = ((int64_t)cq.s * S::segb + blk) * S::qk + sub * 32;
 #pragma unroll
-                for (int r = 0; r < R; r++)
-                    if (r < nr)
-                        part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
+                    for (int r = 0; r < R; r++)
+                        if (r < nr)
+                            part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
+                }
             }
         }
 #pragma unroll

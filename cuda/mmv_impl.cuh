@@ -104,9 +104,12 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     if (cap < 1)
         cap = 1;
     const dim3 grid((unsigned)(need < cap ? need : cap), gy);
-    static int debug = -1;
-    if (debug < 0)
+    static int debug = -1, probe = 0;
+    if (debug < 0) {
         debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
+        probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
+    }
+    a.probe = probe;
     if (debug)
         fprintf(stderr, "mmv type %d R %d: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n", T,
                 R, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
