@@ -38,7 +38,7 @@
 #define MMV_RING_MIN 2                /* items per warp in shared memory: at least */
 #define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
-#define MMV_SMEM_TARGET (110 * 1024)  /* ring + x per block: two blocks per SM */
+#define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: three blocks per SM where x allows */
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
 
@@ -52,6 +52,8 @@ struct mmv_args {
     int glu;                     /* y[0] = act(W0·x) * (W1·x) */
     int gelu;                    /* glu activation: GELU, else SiLU */
     int add;                     /* y += W·x */
+    int post[MMV_MAXW];          /* STORE: memra_ew_op_t applied to each output (COPY: none) */
+    const float *post_b[MMV_MAXW], *post_aux[MMV_MAXW];
     int norm;                    /* x staged as rmsnorm(x) [* norm_w] */
     const float *norm_w;
     float eps;
@@ -172,13 +174,18 @@ static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int6
         *y = d_glu(a.gelu, g, u);
     else if (a.add)
         *y = *y + g;
+    else if (a.post[wi] == MEMRA_EW_SIGMOID)
+        *y = (float)d_sigmoid(g);
+    else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
+        *y = (float)(d_softplus((double)g + (double)a.post_b[wi][lrow]) * (double)a.post_aux[wi][lrow]);
     else
         *y = g;
 }
 
 template <int T> struct mmv_seg {
     static constexpr int qk = mq_traits<T>::qk, bb = mq_traits<T>::bytes, subs = mq_traits<T>::subs;
-    static constexpr int u = 2;                          /* sub-blocks per lane per segment */
+    static constexpr int u = 2; /* sub-blocks per lane per segment (4 for Q8_0 measured no
+                                 * better: 108 registers, one block less per SM) */
     static constexpr int segb = 32 * u / subs;           /* blocks per segment */
     /* 16-byte chunks: one more for a misaligned start, one more so word
      * reads past a segment's last block (mq_dot32<Q8_0>) stay in the buffer */
@@ -364,7 +371,7 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
                 if (sb < cur.nb * S::subs) {
                     const int blk = sb / S::subs, sub = sb % S::subs;
                     const uint8_t *p = sm + cur.off + blk * S::bb;
-                    const int64_t e0 = ((int64_t)cq.s * S::segb + blk) * S::qk + sub * 32;
+                    const int e0 = (cq.s * S::segb + blk) * S::qk + sub * 32; /* rows are < 2^31 elements */
 #pragma unroll
                     for (int r = 0; r < R; r++)
                         if (r < nr)

@@ -178,18 +178,27 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
                     acc[i].z *= alpha;
                     acc[i].w *= alpha;
                 }
-                for (int kk = g; kk < nt; kk += kg) {
-                    const float p = sc[kk];
-                    const float4 *vr = (const float4 *)(vb + (k0 + kk) * a.kv_stride);
+                /* four keys' V rows loaded together, then accumulated in
+                 * key order (the same sums as one key at a time) */
+                for (int kb0 = g; kb0 < nt; kb0 += 4 * kg) {
 #pragma unroll
                     for (int i = 0; i < FA_MAX_C4; i++) {
                         const int c4 = c4_0 + i * FA_THREADS;
                         if (c4 < nc4) {
-                            const float4 v = __ldg(vr + c4);
-                            acc[i].x = fmaf(p, v.x, acc[i].x);
-                            acc[i].y = fmaf(p, v.y, acc[i].y);
-                            acc[i].z = fmaf(p, v.z, acc[i].z);
-                            acc[i].w = fmaf(p, v.w, acc[i].w);
+                            float4 v[4];
+#pragma unroll
+                            for (int j = 0; j < 4; j++)
+                                v[j] = __ldg((const float4 *)(vb + (k0 + min(kb0 + j * kg, nt - 1)) * a.kv_stride) + c4);
+#pragma unroll
+                            for (int j = 0; j < 4; j++) {
+                                if (kb0 + j * kg < nt) {
+                                    const float p = sc[kb0 + j * kg];
+                                    acc[i].x = fmaf(p, v[j].x, acc[i].x);
+                                    acc[i].y = fmaf(p, v[j].y, acc[i].y);
+                                    acc[i].z = fmaf(p, v[j].z, acc[i].z);
+                                    acc[i].w = fmaf(p, v[j].w, acc[i].w);
+                                }
+                            }
                         }
                     }
                 }

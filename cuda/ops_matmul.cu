@@ -182,6 +182,9 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
             a.nb1[nw] = w->nb1;
             a.y[nw] = m->y[i0 + nw];
             a.ldy[nw] = m->ldy[i0 + nw];
+            a.post[nw] = (int)m->post[i0 + nw];
+            a.post_b[nw] = m->post_b[i0 + nw];
+            a.post_aux[nw] = m->post_aux[i0 + nw];
             a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
             nw++;
         }

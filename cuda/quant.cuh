@@ -358,15 +358,17 @@ __device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q8_0>(const uint8_t *b, int
 #pragma unroll
     for (int i = 0; i < 9; i++)
         wv[i] = w[i];
-    float s = 0.0f;
+    /* four independent sums (one per byte lane of a word): a single
+     * 32-long FMA chain left the matvec waiting on its own latency */
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const uint32_t u = __funnelshift_r(wv[i], wv[i + 1], sh) ^ 0x80808080u;
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            s = fmaf(__int_as_float(__byte_perm(u, 0x4B000000u, 0x7540 + k)) - 8388736.0f, x[4 * i + k], s);
+            s[k] = fmaf(__int_as_float(__byte_perm(u, 0x4B000000u, 0x7540 + k)) - 8388736.0f, x[4 * i + k], s[k]);
     }
-    return s * mq_fp16(b);
+    return ((s[0] + s[1]) + (s[2] + s[3])) * mq_fp16(b);
 }
 
 template <>

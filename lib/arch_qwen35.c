@@ -427,7 +427,7 @@ static int64_t ws_deltanet(const q35_t *q, int64_t n)
 {
     return n * q->conv_dim                       /* mixed */
          + n * q->value_dim                      /* z */
-         + 3 * n * q->n_v                        /* beta, alpha, g */
+         + 2 * n * q->n_v                        /* beta, alpha (g in place) */
          + n * q->conv_dim                       /* conv out */
          + 2 * n * 2 * q->key_dim                /* q|k gathered, q|k normed */
          + 3 * n * q->value_dim;                 /* o, normed o, gated */
@@ -535,24 +535,24 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
     MEMRA__WS(z, n * VD);
     MEMRA__WS(beta, n * nv);
     MEMRA__WS(alpha, n * nv);
-    MEMRA__WS(g, n * nv);
     MEMRA__WS(conv, n * C);
-    MEMRA__WS(qk_raw, n * 2 * KD);
+    float *qk_raw = memra__wsf(r, n * 2 * KD);
+    if (!qk_raw)
+        return MEMRA_E_INTERNAL;
     MEMRA__WS(qk, n * 2 * KD);
     MEMRA__WS(o, n * VD);
     MEMRA__WS(on, n * VD);
     MEMRA__WS(y, n * VD);
 
-    /* the four in-projections of attn_norm(x) */
+    /* the four in-projections of attn_norm(x); beta = sigmoid(·) and
+     * g = softplus(alpha + dt_bias) · ssm_a (ssm_a = −exp(A_log) < 0) in place */
+    float *g = alpha;
     const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
                                 .n_w = 4, .w = {&L->wqkv, &L->wz, &L->wbeta, &L->walpha}, .y = {mixed, z, beta, alpha},
-                                .ldy = {C, VD, nv, nv}, .x_tmp = h};
+                                .ldy = {C, VD, nv, nv}, .x_tmp = h,
+                                .post = {MEMRA_EW_COPY, MEMRA_EW_COPY, MEMRA_EW_SIGMOID, MEMRA_EW_SOFTPLUS_MUL},
+                                .post_b = {NULL, NULL, NULL, L->dt_bias}, .post_aux = {NULL, NULL, NULL, L->ssm_a}};
     MEMRA__TRY(memra__matmul_ex(r->be, &in));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SIGMOID, beta, nv, beta, nv, NULL, 0, n, nv, 0.0f));
-    /* g = softplus(alpha + dt_bias) · ssm_a, with ssm_a = −exp(A_log) < 0 */
-    memra_ew_args_t sp = {.op = MEMRA_EW_SOFTPLUS_MUL, .y = g, .a = alpha, .b = L->dt_bias, .aux = L->ssm_a,
-                          .rows = n, .cols = nv, .ys = nv, .as = nv, .bs = 0};
-    MEMRA__TRY(ops->elementwise(r->be, &sp));
 
     memra_conv_args_t cv = {.x = mixed, .x_stride = C, .state = r->c->conv[il], .w = (const float *)L->wconv.data,
                             .out = conv, .n_tokens = n, .channels = C, .kernel = q->d_conv};
@@ -560,7 +560,11 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
 
     /* L2 norm of every q and k head (eps = rms eps): gather the q|k part of
      * each conv row so that the heads are uniformly spaced rows of d_k */
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD, 0.0f));
+    if (n > 1) {
+        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD, 0.0f));
+    } else {
+        qk_raw = conv; /* one token: its q|k heads are already uniformly spaced */
+    }
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_L2, qk_raw, q->d_k, NULL, qk, q->d_k, n * 2 * q->n_k, q->d_k, q->eps));
 
     memra_delta_args_t dr = {.q = qk, .k = qk + KD, .v = conv + 2 * KD, .g = g, .beta = beta,

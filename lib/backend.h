@@ -186,6 +186,8 @@ typedef struct memra_moe_args {
  *   STORE y[i] = matmul(w[i], xin)                        every i < n_w
  *   ADD   tmp[0] = matmul(w[0], xin); y[0] = y[0] + tmp[0]  (n_w 1)
  *   GLU   tmp[j] = matmul(w[j], xin), j < 2; y[0] = SWIGLU/GEGLU(tmp[0], tmp[1])  (n_w 2)
+ * and, with STORE, y[i] = elementwise post[i] of y[i] in place (COPY: none;
+ * SIGMOID; SOFTPLUS_MUL with b = post_b[i] broadcast, aux = post_aux[i]).
  * A backend's fused path must give the bits of that sequence on the same
  * backend (memra_check_kernels compares them exactly). x_tmp (n_rows x
  * ne0) and tmp (n_rows x ne1) are device scratch for the sequence; y rows
@@ -210,6 +212,8 @@ typedef struct memra_mm_args {
     int64_t ldy[MEMRA_MM_MAX_W];
     memra_mm_epi_t epi;
     memra_act_t act;           /* GLU */
+    memra_ew_op_t post[MEMRA_MM_MAX_W];
+    const float *post_b[MEMRA_MM_MAX_W], *post_aux[MEMRA_MM_MAX_W];
     float *x_tmp, *tmp[2];
 } memra_mm_args_t;
 

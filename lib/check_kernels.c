@@ -676,13 +676,15 @@ static memra_status_t mx_run(void *c, memra__backend_t *be, int side)
 static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast)
 {
+    /* four STORE weights: the last two get qwen35's sigmoid / softplus·a post ops */
+    const bool post = epi == MEMRA_MM_STORE && n_w == 4;
     const bool bf = getenv("MEMRA_FAST_GEMM") && strcmp(getenv("MEMRA_FAST_GEMM"), "bf16") == 0;
     const double tol = fast && n_rows > 8 ? (bf ? TOL_BF16 : TOL_F16) : TOL_F32;
     const char *en = epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? (act == MEMRA_ACT_GELU ? " geglu" : " swiglu") : "";
-    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", tol, "%s%s W[%lld..] x %d, %lld wide, %lld rows%s%s%s",
+    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", tol, "%s%s W[%lld..] x %d, %lld wide, %lld rows%s%s%s%s",
                                            tname(t[0]), n_w > 1 && t[n_w - 1] != t[0] ? "+" : "", (long long)ne1[0],
                                            n_w, (long long)ne0, (long long)n_rows, norm ? " norm" : "", en,
-                                           fast ? " fast" : "");
+                                           post ? " sigmoid/softplus" : "", fast ? " fast" : "");
     if (!L)
         return;
     memra__backend_t *gb = fast ? k->fast : k->gpu;
@@ -705,6 +707,12 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
             ne1_max = ne1[i];
     }
     float *init = epi == MEMRA_MM_ADD ? kc_randf(k, (size_t)(n_rows * ne1[0]), -4.0f, 4.0f) : NULL;
+    void *pb[2] = {NULL, NULL}, *pa[2] = {NULL, NULL};
+    if (post) {
+        float *b = kc_randf(k, (size_t)ne1[3], -2.0f, 2.0f), *aux = kc_randf(k, (size_t)ne1[3], -3.0f, -0.1f);
+        if (!b || !aux || !kc_both(k, b, (size_t)ne1[3] * 4, pb) || !kc_both(k, aux, (size_t)ne1[3] * 4, pa))
+            return;
+    }
     for (int s = 0; s < 2; s++) {
         memra__backend_t *be = s ? gb : k->cpu;
         memra_mm_args_t *a = &c.a[s];
@@ -717,6 +725,12 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
         a->n_w = n_w;
         a->epi = epi;
         a->act = act;
+        if (post) {
+            a->post[2] = MEMRA_EW_SIGMOID;
+            a->post[3] = MEMRA_EW_SOFTPLUS_MUL;
+            a->post_b[3] = pb[s];
+            a->post_aux[3] = pa[s];
+        }
         for (int i = 0; i < n_w; i++) {
             a->w[i] = &w[i][s];
             a->ldy[i] = o[i].ld;

@@ -21,6 +21,12 @@ static memra_status_t check(memra__backend_t *be, const memra_mm_args_t *a)
         return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: norm without x_tmp scratch");
     const int n_y = a->epi == MEMRA_MM_STORE ? a->n_w : 1; /* outputs */
     for (int i = 0; i < a->n_w; i++) {
+        const memra_ew_op_t post = a->post[i];
+        if (post != MEMRA_EW_COPY &&
+            (a->epi != MEMRA_MM_STORE || (post != MEMRA_EW_SIGMOID && post != MEMRA_EW_SOFTPLUS_MUL) ||
+             (post == MEMRA_EW_SOFTPLUS_MUL && (!a->post_b[i] || !a->post_aux[i]))))
+            return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: post op %d of weight %d unsupported or without its vectors",
+                               (int)post, i);
         if (!a->w[i] || !a->w[i]->data || (i < n_y && !a->y[i]))
             return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: weight or output %d missing", i);
         if (a->w[i]->ne[0] != a->w[0]->ne[0])
@@ -55,6 +61,12 @@ static memra_status_t unfused(memra__backend_t *be, const memra_mm_args_t *a)
     if (a->epi == MEMRA_MM_STORE) {
         for (int i = 0; i < a->n_w; i++) {
             memra_status_t st = ops->matmul(be, a->w[i], x, ldx, a->y[i], a->ldy[i], n);
+            if (!st && a->post[i] != MEMRA_EW_COPY) {
+                const memra_ew_args_t e = {.op = a->post[i], .y = a->y[i], .a = a->y[i], .b = a->post_b[i],
+                                           .aux = a->post_aux[i], .rows = n, .cols = a->w[i]->ne[1],
+                                           .ys = a->ldy[i], .as = a->ldy[i], .bs = 0};
+                st = ops->elementwise(be, &e);
+            }
             if (st)
                 return st;
         }
