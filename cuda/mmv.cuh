@@ -28,6 +28,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <cuda/ptx>
+
 #include "cuda_common.cuh"
 #include "math.cuh"
 #include "quant.cuh"
@@ -302,11 +304,17 @@ static __device__ __forceinline__ int mmv_weight(const mmv_args &a, const mmv_po
     return wi;
 }
 
-template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_kernel(const mmv_args a)
+/* TMA: each ring slot is filled by one bulk copy (cp.async.bulk, issued by
+ * lane 0, completing on the slot's mbarrier) instead of a 16-byte cp.async
+ * per lane and chunk: no per-lane copy instructions in the hot loop, and
+ * the copy engine keeps the bytes in flight (sm_90). */
+template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_kernel(const mmv_args a)
 {
+    namespace ptx = cuda::ptx;
     using S = mmv_seg<T>;
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     __shared__ float tab[32];
+    __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_RING_MAX : 1];
     mmv_tables(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *x;
@@ -325,6 +333,17 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
     const int64_t v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
 
+    uint64_t *bar = bars[TMA ? warp : 0];
+    uint32_t phase = 0; /* TMA: the parity each slot's barrier completes next, a bit per slot */
+    if (TMA) {
+        if (lane == 0) {
+            for (int d = 0; d < D; d++)
+                ptx::mbarrier_init(&bar[d], 1);
+            ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+        }
+        __syncwarp();
+    }
+
     /* the issue side runs D-1 items ahead of the compute side */
     mmv_pos iq = {v0, 0, 0}, cq = {v0, 0, 0};
     int64_t issued = 0;
@@ -333,11 +352,24 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
             int64_t lrow;
             const int wi = mmv_weight(a, iq, &lrow);
             const mmv_item<T> it = mmv_locate<T>(a.W[wi] + woff + (size_t)lrow * a.nb1[wi], iq.s, nblk);
-            mmv_issue_async<T>(it, lane, ring + slot * S::nch);
+            if (TMA) {
+                if (lane == 0) {
+                    const uint32_t bytes = (uint32_t)it.nchunk * 16u;
+                    /* the slot's earlier generic reads precede this async write */
+                    ptx::fence_proxy_async(ptx::space_shared);
+                    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot],
+                                                   bytes);
+                    ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(ring + slot * S::nch),
+                                       (const void *)it.a0, bytes, &bar[slot]);
+                }
+            } else {
+                mmv_issue_async<T>(it, lane, ring + slot * S::nch);
+            }
             mmv_next(iq, np, nseg, rstride);
             issued++;
         }
-        cp_async_commit(); /* an empty group keeps the wait counts uniform */
+        if (!TMA)
+            cp_async_commit(); /* an empty group keeps the wait counts uniform */
     };
     /* weights start streaming before x is staged */
     for (int d = 0; d < D - 1; d++)
@@ -350,8 +382,14 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
         acc0[r] = acc1[r] = 0.0f;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        cp_async_wait_n(D - 2); /* item k has landed (this lane's part) */
-        __syncwarp();           /* ... and every lane's */
+        if (TMA) {
+            while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
+            }
+            phase ^= 1u << slot;
+        } else {
+            cp_async_wait_n(D - 2); /* item k has landed (this lane's part) */
+            __syncwarp();           /* ... and every lane's */
+        }
         issue(slot == 0 ? D - 1 : slot - 1);
         int64_t lrow;
         const int wi = mmv_weight(a, cq, &lrow);
@@ -400,7 +438,8 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_ker
         mmv_next(cq, np, nseg, rstride);
         slot = slot == D - 1 ? 0 : slot + 1;
     }
-    cp_async_wait<0>();
+    if (!TMA)
+        cp_async_wait<0>();
 }
 
 /* Float weights: 16-byte loads straight from global memory when every row

@@ -69,14 +69,14 @@ template <int T> static int mmv_ring_depth(size_t xbytes)
     return d < MMV_RING_MIN ? MMV_RING_MIN : d > MMV_RING_MAX ? MMV_RING_MAX : d;
 }
 
-template <int T, int R>
+template <int T, int R, bool TMA>
 static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
     const void *kernel;
     if constexpr (mq_is_float<T>::value)
         kernel = (const void *)mmv_f_kernel<T, R>;
     else
-        kernel = (const void *)mmv_q_kernel<T, R>;
+        kernel = (const void *)mmv_q_kernel<T, R, TMA>;
     static std::atomic<uint64_t> cache[64][8];
     size_t xbytes = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
     if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX) {
@@ -111,23 +111,31 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     }
     a.probe = probe;
     if (debug)
-        fprintf(stderr, "mmv type %d R %d: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n", T,
-                R, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
+        fprintf(stderr, "mmv type %d R %d%s: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                T, R, TMA ? " tma" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
                 occ, a.ring, smem);
     if constexpr (mq_is_float<T>::value)
         mmv_f_kernel<T, R><<<grid, MMV_THREADS, smem, s>>>(a, vec);
     else
-        mmv_q_kernel<T, R><<<grid, MMV_THREADS, smem, s>>>(a);
+        mmv_q_kernel<T, R, TMA><<<grid, MMV_THREADS, smem, s>>>(a);
     return true;
 }
 
+/* Decode (one x row, quantized weights) streams the ring with bulk copies
+ * (sm_90 TMA) unless MEMRA_MMV_TMA=0. */
 template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
+    static long tma = -1;
+    if (tma < 0)
+        tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     switch (R) {
-    case 1: return mmv_launch_r<T, 1>(a, gy, sm_count, s, vec);
-    case 2: return mmv_launch_r<T, 2>(a, gy, sm_count, s, vec);
-    case 4: return mmv_launch_r<T, 4>(a, gy, sm_count, s, vec);
-    default: return mmv_launch_r<T, 8>(a, gy, sm_count, s, vec);
+    case 1:
+        if (tma && !mq_is_float<T>::value)
+            return mmv_launch_r<T, 1, true>(a, gy, sm_count, s, vec);
+        return mmv_launch_r<T, 1, false>(a, gy, sm_count, s, vec);
+    case 2: return mmv_launch_r<T, 2, false>(a, gy, sm_count, s, vec);
+    case 4: return mmv_launch_r<T, 4, false>(a, gy, sm_count, s, vec);
+    default: return mmv_launch_r<T, 8, false>(a, gy, sm_count, s, vec);
     }
 }
 

@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh
 KC=build-gpu/probes/memra-kernel-check
 case=${1:-matmul.q8_0.4096_ff}
-t() { env "$@" $KC --bench --test="$case" 2>&1 | grep -E "^matmul" |
+t() { env "$@" timeout 60 $KC --bench --test="$case" 2>&1 | grep -E "^matmul" |
       grep -oE "[0-9.]+ us +[0-9.]+ GB/s" | sed "s|^|$* : |"; }
 t X=base
+t MEMRA_MMV_TMA=0
 t MEMRA_MMV_PROBE=1
+t MEMRA_MMV_PROBE=1 MEMRA_MMV_TMA=0
 for r in 2 3 4 6; do t MEMRA_MMV_RING=$r; done
 for tg in 40000 110000; do t MEMRA_MMV_SMEM_TARGET=$tg; done

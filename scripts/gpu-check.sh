@@ -45,7 +45,7 @@ note "build: ok ($(( $(date +%s) - t0 )) s)"
 kc_rc=0
 if [ "${SKIP_KC:-0}" != 1 ]; then
   t0=$(date +%s)
-  build-gpu/probes/memra-kernel-check ${KC_ARGS:-} >"$OUT/kernel-check.log" 2>&1
+  timeout 300 build-gpu/probes/memra-kernel-check ${KC_ARGS:-} >"$OUT/kernel-check.log" 2>&1
   kc_rc=$?
   grep -vE " ok( |$)" "$OUT/kernel-check.log" | tail -30
   note "kernel-check: rc $kc_rc, $(tail -1 "$OUT/kernel-check.log") ($(( $(date +%s) - t0 )) s)"
