@@ -48,10 +48,12 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     return n;
 }
 
-/* Items per warp in flight for a block that also stages XBYTES of x: as
- * many as fit MMV_SMEM_TARGET (two blocks per SM), within the ring limits.
- * Bytes in flight per SM, not warps, is what streams HBM: a shallow ring
- * at low occupancy measured 1.6 TB/s on a 53 MB Q8_0 matvec. */
+/* Items per warp in the ring for a block that also stages XBYTES of x: as
+ * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
+ * (Q8_0 4096x12288, exp-mmv.sh): more resident warps beat deeper rings
+ * (ring 2 at 3 blocks/SM 24.7 us, ring 5 at 2 blocks/SM 26.0 us, ring 8
+ * at 1 block/SM 38.5 us); the kernel is bound by its instruction stream
+ * (62 % issue-slot use under ncu) more than by bytes in flight. */
 template <int T> static int mmv_ring_depth(size_t xbytes)
 {
     const size_t slot = mmv_ring_bytes<T>(1);
