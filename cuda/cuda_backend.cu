@@ -239,6 +239,14 @@ void *memra__cuda_ws(memra__backend_t *be, size_t bytes)
     return c->ws;
 }
 
+bool memra__cuda_pdl(void)
+{
+    static int v = -1;
+    if (v < 0)
+        v = memra__cuda_env_long("MEMRA_PDL", 1) != 0;
+    return v == 1;
+}
+
 long memra__cuda_env_long(const char *name, long def)
 {
     const char *v = getenv(name);

@@ -71,6 +71,52 @@ void memra__cuda_prof_destroy(memra__cuda_ctx_t *c);               /* prints the
 /* Env knob as an integer, DEF when unset or unparsable. */
 long memra__cuda_env_long(const char *name, long def);
 
+/* Programmatic dependent launch (sm_90). Every kernel of this backend is
+ * launched with memra__launch and begins with MEMRA_PDL_ENTER: it waits
+ * there for the previous grid on the stream to complete (its writes
+ * visible), then lets its own successor be scheduled. The successor's
+ * launch latency and block setup then overlap this kernel's run; the
+ * matvec even streams weights (which no kernel writes) before its wait.
+ * MEMRA_PDL=0 launches plainly (the waits return at once). */
+static __device__ __forceinline__ void memra_pdl_wait(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void memra_pdl_launch(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+#define MEMRA_PDL_ENTER()                                                                     \
+    do {                                                                                      \
+        memra_pdl_wait();                                                                     \
+        memra_pdl_launch();                                                                   \
+    } while (0)
+
+bool memra__cuda_pdl(void);
+
+template <typename... KArgs, typename... Args>
+static inline cudaError_t memra__launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                        Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = memra__cuda_pdl() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 static inline unsigned memra__cuda_blocks(int64_t work, int64_t per_block, int64_t cap)
 {
     int64_t b = (work + per_block - 1) / per_block;

@@ -315,6 +315,8 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     __shared__ float tab[32];
     __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_RING_MAX : 1];
+    if (a.ids)
+        MEMRA_PDL_ENTER(); /* expert ids come from the previous kernel */
     mmv_tables(tab);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *x;
@@ -371,9 +373,12 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
         if (!TMA)
             cp_async_commit(); /* an empty group keeps the wait counts uniform */
     };
-    /* weights start streaming before x is staged */
+    /* weights (which no kernel writes) start streaming before the previous
+     * kernel has finished; x is its output */
     for (int d = 0; d < D - 1; d++)
         issue(d);
+    if (!a.ids)
+        MEMRA_PDL_ENTER();
     int64_t xl;
     x = mmv_stage_x(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
     float acc0[R], acc1[R];
@@ -448,6 +453,7 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
 template <int T, int R>
 __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, const bool vec)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     constexpr int EPV = T == MEMRA_TYPE_F32 ? 4 : 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *x;

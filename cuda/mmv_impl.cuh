@@ -117,9 +117,9 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
                 T, R, TMA ? " tma" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
                 occ, a.ring, smem);
     if constexpr (mq_is_float<T>::value)
-        mmv_f_kernel<T, R><<<grid, MMV_THREADS, smem, s>>>(a, vec);
+        memra__launch(mmv_f_kernel<T, R>, grid, MMV_THREADS, smem, s, a, vec);
     else
-        mmv_q_kernel<T, R, TMA><<<grid, MMV_THREADS, smem, s>>>(a);
+        memra__launch(mmv_q_kernel<T, R, TMA>, grid, MMV_THREADS, smem, s, a);
     return true;
 }
 
@@ -187,6 +187,7 @@ template <int T, typename H>
 __global__ void __launch_bounds__(MMV_THREADS)
     deq_hq_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     using S = mmv_seg<T>;
     __shared__ __align__(16) uint4 smem[MMV_WARPS][S::nch];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -239,6 +240,7 @@ __global__ void __launch_bounds__(MMV_THREADS)
 template <int T, typename H>
 __global__ void deq_h_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t n = nrow * ne0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / ne0, k = i % ne0;
@@ -251,10 +253,9 @@ void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t 
                  cudaStream_t s)
 {
     if constexpr (mq_is_float<T>::value)
-        deq_h_kernel<T, H><<<memra__cuda_blocks(nrow * ne0, 256, 65535), 256, 0, s>>>(W, nb1, ne0, o0, nrow, out);
+        memra__launch(deq_h_kernel<T, H>, memra__cuda_blocks(nrow * ne0, 256, 65535), 256, 0, s, W, nb1, ne0, o0, nrow, out);
     else
-        deq_hq_kernel<T, H><<<memra__cuda_blocks(nrow, MMV_WARPS, 8 * (int64_t)sm_count), MMV_THREADS, 0, s>>>(
-            W, nb1, ne0, o0, nrow, out);
+        memra__launch(deq_hq_kernel<T, H>, memra__cuda_blocks(nrow, MMV_WARPS, 8 * (int64_t)sm_count), MMV_THREADS, 0, s, W, nb1, ne0, o0, nrow, out);
 }
 
 #define MMV_INSTANTIATE(T, _)                                                                                          \

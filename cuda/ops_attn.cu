@@ -76,6 +76,7 @@ static __device__ __forceinline__ float block_sum(float v, float *red)
 
 template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(const fa_args f)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ __align__(16) float fa_smem[];
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
@@ -256,6 +257,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
 
 __global__ void fa_combine_kernel(const fa_args f)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
     const int64_t h = blockIdx.x, tw = blockIdx.y, t = f.t0 + tw;
@@ -344,12 +346,12 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
         f.t0 = t0;
         const dim3 grid((unsigned)a->n_head, (unsigned)max_splits, (unsigned)nt);
         if (vec)
-            fa_kernel<true><<<grid, FA_THREADS, smem, c->stream>>>(f);
+            memra__launch(fa_kernel<true>, grid, FA_THREADS, smem, c->stream, f);
         else
-            fa_kernel<false><<<grid, FA_THREADS, smem, c->stream>>>(f);
+            memra__launch(fa_kernel<false>, grid, FA_THREADS, smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (max_splits > 1) {
-            fa_combine_kernel<<<dim3((unsigned)a->n_head, (unsigned)nt), 128, 0, c->stream>>>(f);
+            memra__launch(fa_combine_kernel, dim3((unsigned)a->n_head, (unsigned)nt), 128, 0, c->stream, f);
             MEMRA_CUDA_LAUNCHED(be);
         }
     }
@@ -401,6 +403,7 @@ static __device__ __forceinline__ void am_block(float &bv, int32_t &bi, am_pair 
 
 __global__ void argmax_part_kernel(const float *x, int64_t n, am_pair *part)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     __shared__ am_pair red[AM_THREADS / 32];
     float bv = -INFINITY;
     int32_t bi = -1;
@@ -418,6 +421,7 @@ __global__ void argmax_part_kernel(const float *x, int64_t n, am_pair *part)
 
 __global__ void argmax_final_kernel(const am_pair *part, int n_part, int32_t *out)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     __shared__ am_pair red[32];
     float bv = -INFINITY;
     int32_t bi = -1;
@@ -439,9 +443,9 @@ memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t 
     const unsigned blocks = memra__cuda_blocks(n, AM_THREADS * 4, AM_BLOCKS);
     am_pair *part = (am_pair *)c->argmax_part;
     int32_t *res = (int32_t *)(part + AM_BLOCKS);
-    argmax_part_kernel<<<blocks, AM_THREADS, 0, c->stream>>>(x, n, part);
+    memra__launch(argmax_part_kernel, blocks, AM_THREADS, 0, c->stream, x, n, part);
     MEMRA_CUDA_LAUNCHED(be);
-    argmax_final_kernel<<<1, 64, 0, c->stream>>>(part, (int)blocks, res);
+    memra__launch(argmax_final_kernel, 1, 64, 0, c->stream, part, (int)blocks, res);
     MEMRA_CUDA_LAUNCHED(be);
     MEMRA_CUDA_TRY(be, cudaMemcpyAsync(c->argmax_host, res, sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream));
     MEMRA_CUDA_TRY(be, cudaStreamSynchronize(c->stream));

@@ -217,6 +217,7 @@ template <typename H> __global__ void x_to_h_kernel(const float *x, int64_t ldx,
 template <>
 __global__ void x_to_h_kernel<__half>(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, __half *out)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t n = n_rows * ne0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = __float2half_rn(x[(i / ne0) * ldx + i % ne0]);
@@ -226,6 +227,7 @@ template <>
 __global__ void x_to_h_kernel<__nv_bfloat16>(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
                                              __nv_bfloat16 *out)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t n = n_rows * ne0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = __float2bfloat16_rn(x[(i / ne0) * ldx + i % ne0]);
@@ -247,7 +249,7 @@ static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w,
     if (!ws)
         return MEMRA_E_NOMEM;
     H *xh = (H *)ws, *wh = (H *)(ws + xbytes);
-    x_to_h_kernel<H><<<memra__cuda_blocks(n_rows * ne0, 256, 65535), 256, 0, c->stream>>>(x, ldx, n_rows, ne0, xh);
+    memra__launch(x_to_h_kernel<H>, memra__cuda_blocks(n_rows * ne0, 256, 65535), 256, 0, c->stream, x, ldx, n_rows, ne0, xh);
     MEMRA_CUDA_LAUNCHED(be);
     const float one = 1.0f, zero = 0.0f;
     for (int64_t o0 = 0; o0 < ne1; o0 += tile) {
@@ -311,6 +313,7 @@ template <int T>
 __global__ void get_rows_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t ne1, const int32_t *ids, int64_t n,
                                 float *y, int64_t ldy)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
         const int32_t id = ids[r];
         float *yr = y + r * ldy;
@@ -350,8 +353,8 @@ memra_status_t memra__cuda_get_rows(memra__backend_t *be, const memra_weight_t *
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const unsigned blocks = memra__cuda_blocks(n, 1, 65535);
 #define GR_CASE(T)                                                                                                 \
-    get_rows_kernel<T><<<blocks, 128, 0, c->stream>>>((const uint8_t *)w->data, w->nb1, w->ne[0], w->ne[1], ids, n, \
-                                                      y, ldy)
+    memra__launch(get_rows_kernel<T>, blocks, 128, 0, c->stream, (const uint8_t *)w->data, w->nb1, w->ne[0], w->ne[1], \
+                  ids, n, y, ldy)
     MQ_DISPATCH(w->type, GR_CASE)
 #undef GR_CASE
     MEMRA_CUDA_LAUNCHED(be);

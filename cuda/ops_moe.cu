@@ -28,6 +28,7 @@ static __device__ __forceinline__ bool route_better(float p, int e, float bp, in
 
 __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
     __shared__ double r_red[ROUTE_THREADS / 32];
     __shared__ float r_bp[ROUTE_THREADS / 32];
@@ -141,7 +142,7 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     if (smem > 48 * 1024)
         MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    route_kernel<<<memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream>>>(*a);
+    memra__launch(route_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
@@ -159,6 +160,7 @@ static __device__ __forceinline__ double moe_act(int act, double x)
 __global__ void moe_act_kernel(const float *g, int64_t lg, const float *u, int64_t lu, float *h, int64_t n_p,
                                int64_t n_ff, int act)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     for (int64_t p = blockIdx.y; p < n_p; p += gridDim.y)
         for (int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; f < n_ff; f += (int64_t)gridDim.x * blockDim.x)
             h[p * n_ff + f] = (float)(moe_act(act, (double)g[p * lg + f]) * (double)u[p * lu + f]);
@@ -168,6 +170,7 @@ __global__ void moe_act_kernel(const float *g, int64_t lg, const float *u, int64
 __global__ void moe_sum_kernel(const float *y, const int32_t *ids, const float *w, const float *scale, int64_t n_expert,
                                float *out, int64_t n_tokens, int64_t k, int64_t n_embd)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     for (int64_t t = blockIdx.y; t < n_tokens; t += gridDim.y)
         for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_embd;
              i += (int64_t)gridDim.x * blockDim.x) {
@@ -234,15 +237,12 @@ memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
             return st;
         const float *uu = a->gate_up ? g + n_ff : u;
         const int64_t lu = a->gate_up ? gate_rows : n_ff;
-        moe_act_kernel<<<dim3(memra__cuda_blocks(n_ff, 256, 64), memra__cuda_blocks(np, 1, 65535)), 256, 0,
-                         c->stream>>>(g, gate_rows, uu, lu, h, np, n_ff, (int)a->act);
+        memra__launch(moe_act_kernel, dim3(memra__cuda_blocks(n_ff, 256, 64), memra__cuda_blocks(np, 1, 65535)), 256, 0, c->stream, g, gate_rows, uu, lu, h, np, n_ff, (int)a->act);
         MEMRA_CUDA_LAUNCHED(be);
         st = memra__cuda_matvec_grouped(be, a->down, ids, ne, np, h, n_ff, 1, y, n_embd);
         if (st)
             return st;
-        moe_sum_kernel<<<dim3(memra__cuda_blocks(n_embd, 256, 64), memra__cuda_blocks(nt, 1, 65535)), 256, 0,
-                         c->stream>>>(y, ids, a->weights + t0 * k, a->expert_scale, ne, a->out + t0 * n_embd, nt, k,
-                                      n_embd);
+        memra__launch(moe_sum_kernel, dim3(memra__cuda_blocks(n_embd, 256, 64), memra__cuda_blocks(nt, 1, 65535)), 256, 0, c->stream, y, ids, a->weights + t0 * k, a->expert_scale, ne, a->out + t0 * n_embd, nt, k, n_embd);
         MEMRA_CUDA_LAUNCHED(be);
     }
     return MEMRA_OK;

@@ -17,6 +17,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(int kind, const float *x, int64_t xs, const float *w, float *y, int64_t ys, int64_t n_rows,
                 int64_t dim, float eps)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     __shared__ double red[NORM_THREADS / 32 + 1];
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float *xr = x + r * xs;
@@ -44,8 +45,7 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
     if (n_rows == 0)
         return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    norm_kernel<<<memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream>>>((int)kind, x, xs, w, y, ys,
-                                                                                      n_rows, dim, eps);
+    memra__launch(norm_kernel, memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream, (int)kind, x, xs, w, y, ys, n_rows, dim, eps);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
@@ -93,6 +93,7 @@ static __device__ __forceinline__ bool ew_reads_b(int op)
  * no 64-bit division per element. */
 __global__ void ew_kernel(const memra_ew_args_t a)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const bool rb = ew_reads_b(a.op), ra = a.op != MEMRA_EW_FILL;
     for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
         const float *ar = a.a + r * a.as;
@@ -145,7 +146,7 @@ memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args
     /* keep the grid bounded for many short rows */
     while ((uint64_t)bx * by > (1u << 20) && by > 1)
         by = (by + 1) / 2;
-    ew_kernel<<<dim3(bx, by), 256, 0, c->stream>>>(*a);
+    memra__launch(ew_kernel, dim3(bx, by), 256, 0, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
@@ -156,6 +157,7 @@ memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args
  * float multiplications the reference makes. */
 __global__ void rope_kernel(const memra_rope_args_t a, float theta_scale)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t half = a.n_rot / 2;
     const int64_t step = a.mode == MEMRA_ROPE_NEOX ? 1 : 2;
     const int64_t other = a.mode == MEMRA_ROPE_NEOX ? half : 1;
@@ -197,7 +199,7 @@ memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a
     const float theta_scale = powf(a->base, -2.0f / (float)a->n_rot);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int threads = a->n_rot / 2 >= 128 ? 128 : (int)((a->n_rot / 2 + 31) / 32 * 32);
-    rope_kernel<<<memra__cuda_blocks(a->n_tokens, 1, 65535), threads, 0, c->stream>>>(*a, theta_scale);
+    memra__launch(rope_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), threads, 0, c->stream, *a, theta_scale);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }

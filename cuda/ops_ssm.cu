@@ -13,6 +13,7 @@
 /* Thread per channel; walks the tokens in order. */
 __global__ void conv_kernel(const memra_conv_args_t a)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t K = a.kernel, k1 = K - 1;
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < a.channels;
          c += (int64_t)gridDim.x * blockDim.x) {
@@ -45,7 +46,7 @@ memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a
         return memra__fail(be->err, MEMRA_E_INVALID, "conv: x_stride %lld below %lld channels",
                            (long long)a->x_stride, (long long)a->channels);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    conv_kernel<<<memra__cuda_blocks(a->channels, 128, 65535), 128, 0, c->stream>>>(*a);
+    memra__launch(conv_kernel, memra__cuda_blocks(a->channels, 128, 65535), 128, 0, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
@@ -62,6 +63,7 @@ memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a
 
 template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb)
 {
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float dsm[];
     const int d = (int)a.d;
     float *q_s = dsm, *k_s = dsm + d;
@@ -140,7 +142,7 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
     const int threads = (rb * P + 31) / 32 * 32;
     const size_t smem = 2 * (size_t)d * sizeof(float);
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));
-    delta_kernel<DELTA_EPT><<<grid, threads, smem, c->stream>>>(*a, P, rb);
+    memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
