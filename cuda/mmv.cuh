@@ -123,8 +123,33 @@ static __device__ __forceinline__ bool mmv_setup(const mmv_args &a, const float 
     return true;
 }
 
+/* Q8_0 decode reads x scaled by 2^64 and turns each quant byte into the
+ * float u * 2^-149 (a subnormal: u = q + 128 in the mantissa, no implicit
+ * bit) with one byte permutation, so a weight costs PRMT + FFMA instead of
+ * PRMT + FADD + FFMA. sum(q x) = 2^85 * (sum(u * 2^-149 * x * 2^64)
+ * - 2^-78 * sum(x)): the block sums of x are staged next to x. Scaling by
+ * powers of two is exact; products stay normal floats for |q x| >= 2^-41
+ * (smaller ones lose relative precision at 2^-64 absolute) and x must stay
+ * below 2^63 in magnitude. The GPU build keeps subnormals (no -ftz). */
+#define MMV_Q8X_SCALE 18446744073709551616.0f        /* 2^64 */
+#define MMV_Q8X_SUMS 2.8421709430404007e-14f         /* 2^-142 = 2^-78 / 2^64 */
+#define MMV_Q8X_OUT 38685626227668133590597632.0f    /* 2^85 */
+
+template <int T> struct mmv_q8x {
+    static constexpr bool on = T == MEMRA_TYPE_Q8_0;
+};
+
+/* Shared memory of NR staged x rows of NE0 floats (and Q8_0's block sums). */
+template <int T> static __host__ __device__ __forceinline__ size_t mmv_x_bytes(int64_t ne0, int nr)
+{
+    return ((size_t)nr * mmv_xld(ne0) + (mmv_q8x<T>::on ? (size_t)nr * (ne0 / 32) : 0)) * sizeof(float);
+}
+
 /* Copies (normalizing, with a.norm) the block's NR x rows into XS and
- * returns where the kernel reads x from, with its row stride in *XL. */
+ * returns where the kernel reads x from, with its row stride in *XL. With
+ * SCALE (Q8_0) the copies are x * 2^64 and the per-32 sums of x * 2^-78
+ * follow the R rows. */
+template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
                                                            int64_t *xl)
 {
@@ -133,13 +158,14 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         *xl = a.ldx;
         return x;
     }
+    const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
     const int64_t ld = mmv_xld(a.ne0);
     for (int r = 0; r < nr; r++) {
         const float *xr = x + r * a.ldx;
         if (a.norm) {
             const double s = row_scale(true, xr, a.ne0, a.eps, red);
             for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-                xs[r * ld + mmv_xp(i)] = row_scaled(xr[i], s, a.norm_w, i);
+                xs[r * ld + mmv_xp(i)] = row_scaled(xr[i], s, a.norm_w, i) * sc;
         } else if ((a.ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0) {
             /* 16-byte loads, four in flight per thread: staging is on the
              * critical path of every block */
@@ -153,14 +179,29 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     if (i0 + j * blockDim.x < n4)
-                        *(float4 *)(xs + r * ld + mmv_xp(4 * (i0 + j * blockDim.x))) = v[j];
+                        *(float4 *)(xs + r * ld + mmv_xp(4 * (i0 + j * blockDim.x))) =
+                            make_float4(v[j].x * sc, v[j].y * sc, v[j].z * sc, v[j].w * sc);
             }
         } else {
             for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-                xs[r * ld + mmv_xp(i)] = __ldg(xr + i);
+                xs[r * ld + mmv_xp(i)] = __ldg(xr + i) * sc;
         }
     }
     __syncthreads();
+    if (SCALE) {
+        /* each block's sum in a fixed order (its 32 staged values in turn) */
+        const int64_t nb = a.ne0 / 32;
+        float *sums = xs + (int64_t)nr * ld;
+        for (int64_t j = threadIdx.x; j < nr * nb; j += blockDim.x) {
+            const float *b = xs + (j / nb) * ld + mmv_xp((j % nb) * 32);
+            float t = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                t += b[i];
+            sums[j] = t * MMV_Q8X_SUMS;
+        }
+        __syncthreads();
+    }
     *xl = ld;
     return xs;
 }
@@ -380,7 +421,8 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
     if (!a.ids)
         MEMRA_PDL_ENTER();
     int64_t xl;
-    x = mmv_stage_x(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
+    x = mmv_stage_x<mmv_q8x<T>::on>(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
+    const float *xsum = x + (int64_t)nr * xl; /* Q8_0 with x staged: the block sums */
     float acc0[R], acc1[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -416,9 +458,14 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
                     const uint8_t *p = sm + cur.off + blk * S::bb;
                     const int e0 = (cq.s * S::segb + blk) * S::qk + sub * 32; /* rows are < 2^31 elements */
 #pragma unroll
-                    for (int r = 0; r < R; r++)
-                        if (r < nr)
-                            part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
+                    for (int r = 0; r < R; r++) {
+                        if (r < nr) {
+                            if (mmv_q8x<T>::on && a.xsm)
+                                part[r] += mq_dot32_q8x(p, x + r * xl + mmv_xp(e0), xsum[r * (a.ne0 / 32) + e0 / 32]);
+                            else
+                                part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
+                        }
+                    }
                 }
             }
         }
@@ -464,7 +511,7 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
         return;
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     int64_t xl;
-    x = mmv_stage_x(a, x, nr, (float *)mmv_dyn, &xl);
+    x = mmv_stage_x<false>(a, x, nr, (float *)mmv_dyn, &xl);
     const uint8_t *W = a.W[0] + woff;
     const int64_t ne0 = a.ne0, ne1 = a.vrow0[1];
     for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
@@ -567,7 +614,7 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
 /* x rows of NE0 floats, R of them, fit next to type T's ring. */
 template <int T> static inline bool mmv_x_fits(int64_t ne0, int R)
 {
-    return mmv_ring_bytes<T>(MMV_RING_MIN) + (size_t)R * mmv_xld(ne0) * sizeof(float) <= MMV_SMEM_MAX;
+    return mmv_ring_bytes<T>(MMV_RING_MIN) + mmv_x_bytes<T>(ne0, R) <= MMV_SMEM_MAX;
 }
 
 /* Fast-prefill dequantization: rows [o0, o0+nrow) of W into OUT

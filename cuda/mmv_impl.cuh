@@ -80,7 +80,7 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     else
         kernel = (const void *)mmv_q_kernel<T, R, TMA>;
     static std::atomic<uint64_t> cache[64][8];
-    size_t xbytes = (size_t)R * mmv_xld(a.ne0) * sizeof(float);
+    size_t xbytes = mmv_x_bytes<T>(a.ne0, R);
     if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX) {
         if (a.norm)
             return false; /* the host checks mmv_x_fits first */

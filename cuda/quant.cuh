@@ -371,6 +371,38 @@ __device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q8_0>(const uint8_t *b, int
     return ((s[0] + s[1]) + (s[2] + s[3])) * mq_fp16(b);
 }
 
+/* The Q8_0 block at B against x * 2^64 (XP, shared memory, 16-byte
+ * aligned) whose block sum times 2^-78 is SX: see mmv.cuh's MMV_Q8X notes.
+ * The quant bytes, biased to u = q + 128, become the subnormals u * 2^-149. */
+__device__ __forceinline__ float mq_dot32_q8x(const uint8_t *b, const float *xp, float sx)
+{
+    float x[32];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float4 f = ((const float4 *)xp)[i];
+        x[4 * i] = f.x;
+        x[4 * i + 1] = f.y;
+        x[4 * i + 2] = f.z;
+        x[4 * i + 3] = f.w;
+    }
+    const uint8_t *q = b + 2;
+    const uint32_t *w = (const uint32_t *)((uintptr_t)q & ~(uintptr_t)3);
+    const uint32_t sh = 8 * (uint32_t)((uintptr_t)q & 3);
+    uint32_t wv[9];
+#pragma unroll
+    for (int i = 0; i < 9; i++)
+        wv[i] = w[i];
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const uint32_t u = __funnelshift_r(wv[i], wv[i + 1], sh) ^ 0x80808080u;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            s[k] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + k)), x[4 * i + k], s[k]);
+    }
+    return (((s[0] + s[1]) + (s[2] + s[3])) - sx) * (mq_fp16(b) * 38685626227668133590597632.0f);
+}
+
 template <>
 __device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q4_0>(const uint8_t *b, int, const float *xp, const float *)
 {
