@@ -131,9 +131,7 @@ static __device__ __forceinline__ bool mmv_setup(const mmv_args &a, const float 
  * powers of two is exact; products stay normal floats for |q x| >= 2^-41
  * (smaller ones lose relative precision at 2^-64 absolute) and x must stay
  * below 2^63 in magnitude. The GPU build keeps subnormals (no -ftz). */
-#define MMV_Q8X_SCALE 18446744073709551616.0f        /* 2^64 */
-#define MMV_Q8X_SUMS 2.8421709430404007e-14f         /* 2^-142 = 2^-78 / 2^64 */
-#define MMV_Q8X_OUT 38685626227668133590597632.0f    /* 2^85 */
+#define MMV_Q8X_SCALE 0x1p64f /* x is staged times this */
 
 template <int T> struct mmv_q8x {
     static constexpr bool on = T == MEMRA_TYPE_Q8_0;
@@ -198,7 +196,7 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
 #pragma unroll
             for (int i = 0; i < 32; i++)
                 t += b[i];
-            sums[j] = t * MMV_Q8X_SUMS;
+            sums[j] = t * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
         }
         __syncthreads();
     }

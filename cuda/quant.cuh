@@ -400,7 +400,7 @@ __device__ __forceinline__ float mq_dot32_q8x(const uint8_t *b, const float *xp,
         for (int k = 0; k < 4; k++)
             s[k] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + k)), x[4 * i + k], s[k]);
     }
-    return (((s[0] + s[1]) + (s[2] + s[3])) - sx) * (mq_fp16(b) * 38685626227668133590597632.0f);
+    return (((s[0] + s[1]) + (s[2] + s[3])) - sx) * (mq_fp16(b) * 0x1p85f);
 }
 
 template <>
