@@ -310,18 +310,24 @@ static __device__ __forceinline__ float mq_u2f(uint32_t v)
     return __int_as_float(0x4B000000 | v) - 8388608.0f;
 }
 
+/* 32 floats from a 16-byte aligned P (shared or global memory). */
+static __device__ __forceinline__ void mq_load32_aligned(const float *p, float *v)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float4 f = ((const float4 *)p)[i];
+        v[4 * i] = f.x;
+        v[4 * i + 1] = f.y;
+        v[4 * i + 2] = f.z;
+        v[4 * i + 3] = f.w;
+    }
+}
+
 /* P may be shared or global memory (plain loads, not __ldg). */
 static __device__ __forceinline__ void mq_load32(const float *p, float *v)
 {
     if (((uintptr_t)p & 15) == 0) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float4 f = ((const float4 *)p)[i];
-            v[4 * i] = f.x;
-            v[4 * i + 1] = f.y;
-            v[4 * i + 2] = f.z;
-            v[4 * i + 3] = f.w;
-        }
+        mq_load32_aligned(p, v);
     } else {
 #pragma unroll
         for (int i = 0; i < 32; i++)
@@ -342,65 +348,60 @@ __device__ __forceinline__ float mq_dot32(const uint8_t *b, int sub, const float
     return s;
 }
 
-/* B in shared memory, 2-byte aligned (Q8_0 blocks are 34 bytes): the 32
- * quants come as nine aligned 32-bit words funnel-shifted into place
- * instead of 32 byte loads; int8 q is biased to q + 128 (xor 0x80) and
- * turned into a float by byte permutation into 0x4B0000xx. */
+/* The 32 quants of the Q8_0 block at B (shared memory, 2-byte aligned:
+ * blocks are 34 bytes) as eight words of u = q + 128 (xor 0x80): nine
+ * aligned 32-bit loads funnel-shifted into place instead of 32 byte loads. */
+static __device__ __forceinline__ void mq_q8_words(const uint8_t *b, uint32_t *u)
+{
+    const uint8_t *q = b + 2;
+    const uint32_t *w = (const uint32_t *)((uintptr_t)q & ~(uintptr_t)3);
+    const uint32_t sh = 8 * (uint32_t)((uintptr_t)q & 3);
+    uint32_t wv[9];
+#pragma unroll
+    for (int i = 0; i < 9; i++)
+        wv[i] = w[i];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        u[i] = __funnelshift_r(wv[i], wv[i + 1], sh) ^ 0x80808080u;
+}
+
+/* The 32 quants in U (u = q + 128) against X in four interleaved sums (a
+ * single 32-long FMA chain left the matvec waiting on its own latency).
+ * SUB false: byte k becomes 0x4B0000xx = 2^23 + u by byte permutation, less
+ * 2^23 + 128: q exactly, so the sum is of q·x. SUB true: byte k becomes
+ * 0x000000xx = u·2^-149, a subnormal, and the sum is of u·2^-149·x. */
+template <bool SUB> static __device__ __forceinline__ float mq_q8_sum(const uint32_t *u, const float *x)
+{
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            s[k] = SUB ? fmaf(__int_as_float(__byte_perm(u[i], 0u, 0x4440 + k)), x[4 * i + k], s[k])
+                       : fmaf(__int_as_float(__byte_perm(u[i], 0x4B000000u, 0x7540 + k)) - 8388736.0f, x[4 * i + k],
+                              s[k]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 template <>
 __device__ __forceinline__ float mq_dot32<MEMRA_TYPE_Q8_0>(const uint8_t *b, int, const float *xp, const float *)
 {
     float x[32];
+    uint32_t u[8];
     mq_load32(xp, x);
-    const uint8_t *q = b + 2;
-    const uint32_t *w = (const uint32_t *)((uintptr_t)q & ~(uintptr_t)3);
-    const uint32_t sh = 8 * (uint32_t)((uintptr_t)q & 3);
-    uint32_t wv[9];
-#pragma unroll
-    for (int i = 0; i < 9; i++)
-        wv[i] = w[i];
-    /* four independent sums (one per byte lane of a word): a single
-     * 32-long FMA chain left the matvec waiting on its own latency */
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const uint32_t u = __funnelshift_r(wv[i], wv[i + 1], sh) ^ 0x80808080u;
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            s[k] = fmaf(__int_as_float(__byte_perm(u, 0x4B000000u, 0x7540 + k)) - 8388736.0f, x[4 * i + k], s[k]);
-    }
-    return ((s[0] + s[1]) + (s[2] + s[3])) * mq_fp16(b);
+    mq_q8_words(b, u);
+    return mq_q8_sum<false>(u, x) * mq_fp16(b);
 }
 
 /* The Q8_0 block at B against x * 2^64 (XP, shared memory, 16-byte
- * aligned) whose block sum times 2^-78 is SX: see mmv.cuh's MMV_Q8X notes.
- * The quant bytes, biased to u = q + 128, become the subnormals u * 2^-149. */
+ * aligned) whose block sum times 2^-78 is SX: see mmv.cuh's MMV_Q8X notes. */
 __device__ __forceinline__ float mq_dot32_q8x(const uint8_t *b, const float *xp, float sx)
 {
     float x[32];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const float4 f = ((const float4 *)xp)[i];
-        x[4 * i] = f.x;
-        x[4 * i + 1] = f.y;
-        x[4 * i + 2] = f.z;
-        x[4 * i + 3] = f.w;
-    }
-    const uint8_t *q = b + 2;
-    const uint32_t *w = (const uint32_t *)((uintptr_t)q & ~(uintptr_t)3);
-    const uint32_t sh = 8 * (uint32_t)((uintptr_t)q & 3);
-    uint32_t wv[9];
-#pragma unroll
-    for (int i = 0; i < 9; i++)
-        wv[i] = w[i];
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const uint32_t u = __funnelshift_r(wv[i], wv[i + 1], sh) ^ 0x80808080u;
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            s[k] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + k)), x[4 * i + k], s[k]);
-    }
-    return (((s[0] + s[1]) + (s[2] + s[3])) - sx) * (mq_fp16(b) * 0x1p85f);
+    uint32_t u[8];
+    mq_load32_aligned(xp, x);
+    mq_q8_words(b, u);
+    return (mq_q8_sum<true>(u, x) - sx) * (mq_fp16(b) * 0x1p85f);
 }
 
 template <>

@@ -1505,40 +1505,47 @@ static void run_suite(kc *k)
         kc_case_done(k);
     }
 
-    /* fused matmuls: norm + projections, gate/up GLU, projection + residual */
+    /* fused matmuls: norm + projections, gate/up GLU, projection + residual;
+     * the last three at Qwen3.5-9B decode shapes (big only) */
     {
         static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
         static const memra_type_t mix[3] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_K};
         static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
         static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
         static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
-        const int64_t proj[4] = {384, 256, 16, 16}, glu[2] = {700, 700}, one[1] = {300}, mixr[3] = {256, 96, 512};
-        kc_matmul_ex(k, "matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true);
-        kc_case_done(k);
-        kc_matmul_ex(k, "matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
-        kc_case_done(k);
-        if (big) {
-            /* Qwen3.5-9B decode: Gated DeltaNet in-projections, FFN gate/up, down + residual */
-            const int64_t gdn[4] = {8192, 4096, 32, 32}, ff[2] = {12288, 12288}, hid[1] = {4096};
-            kc_matmul_ex(k, "matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false);
-            kc_case_done(k);
-            kc_matmul_ex(k, "matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false);
-            kc_case_done(k);
-            kc_matmul_ex(k, "matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false);
+        static const int64_t proj[4] = {384, 256, 16, 16}, glu[2] = {700, 700}, one[1] = {300},
+                             mixr[3] = {256, 96, 512}, gdn[4] = {8192, 4096, 32, 32}, ff[2] = {12288, 12288},
+                             hid[1] = {4096};
+        static const struct {
+            const char *name;
+            int n_w;
+            const memra_type_t *t;
+            int64_t ne0;
+            const int64_t *ne1;
+            int64_t rows;
+            bool norm;
+            memra_mm_epi_t epi;
+            memra_act_t act;
+            bool fast, big;
+        } mx[] = {
+            {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false},
+            {"matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false},
+            {"matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false},
+            {"matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true},
+            {"matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true},
+            {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true},
+        };
+        for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
+            if (mx[i].big && !big)
+                continue;
+            kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm, mx[i].epi,
+                         mx[i].act, mx[i].fast);
             kc_case_done(k);
         }
     }
