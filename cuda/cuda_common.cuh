@@ -149,7 +149,5 @@ memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t 
 memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
                                           int64_t n_expert, int64_t n_problems, const float *x, int64_t ldx,
                                           int64_t xdiv, float *y, int64_t ldy);
-/* Weight validation shared by the matmul-like ops. */
-memra_status_t memra__cuda_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op);
 
 #endif

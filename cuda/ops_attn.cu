@@ -283,19 +283,10 @@ __global__ void fa_combine_kernel(const fa_args f)
 
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->pos0 < 0 || a->n_head <= 0 || a->n_kv_head <= 0 || a->head_dim <= 0 ||
-        a->n_swa < 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "attention: bad shape");
-    if (a->n_head % a->n_kv_head)
-        return memra__fail(be->err, MEMRA_E_INVALID, "attention: %lld heads not a multiple of %lld kv heads",
-                           (long long)a->n_head, (long long)a->n_kv_head);
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->q || !a->k_cache || !a->v_cache || !a->out)
-        return memra__fail(be->err, MEMRA_E_INVALID, "attention: missing buffer");
-    if ((a->n_tokens > 1 && a->q_stride < a->n_head * a->head_dim) || a->kv_stride < a->n_kv_head * a->head_dim)
-        return memra__fail(be->err, MEMRA_E_INVALID, "attention: q_stride %lld or kv_stride %lld too small",
-                           (long long)a->q_stride, (long long)a->kv_stride);
+    bool none;
+    memra_status_t st = memra__check_attention(be, a, &none);
+    if (st || none)
+        return st;
     const int64_t hd = a->head_dim;
     const bool vec = hd % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->k_cache % 16 == 0 &&
                      (uintptr_t)a->v_cache % 16 == 0;

@@ -24,22 +24,6 @@ extern "C" {
 
 MMV_FOR_TYPES(MMV_EXTERN, _)
 
-memra_status_t memra__cuda_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op)
-{
-    if (!w || !w->data)
-        return memra__fail(be->err, MEMRA_E_INVALID, "%s: missing weight", op);
-    if (!memra__quant_can_compute(w->type))
-        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "%s: cannot compute weight type %d", op, (int)w->type);
-    const int64_t ne0 = w->ne[0], ne1 = w->ne[1], ne2 = w->ne[2] > 0 ? w->ne[2] : 1;
-    const size_t row = memra__row_bytes(w->type, ne0);
-    if (ne0 <= 0 || ne1 <= 0 || row == 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "%s: weight rows of %lld elements are not whole blocks of type %d",
-                           op, (long long)ne0, (int)w->type);
-    if (w->nb1 < row || (ne2 > 1 && w->nb2 / w->nb1 < (uint64_t)ne1))
-        return memra__fail(be->err, MEMRA_E_INVALID, "%s: weight strides nb1=%zu nb2=%zu overlap", op, w->nb1, w->nb2);
-    return MEMRA_OK;
-}
-
 static bool is_float_type(memra_type_t t)
 {
     return t == MEMRA_TYPE_F32 || t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16;
@@ -160,7 +144,7 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     if (m->norm && !x_fits(t0, ne0, rows_per_pass(m->n_rows)))
         return MEMRA_OK;
     for (int i = 0; i < m->n_w; i++) {
-        memra_status_t st = memra__cuda_check_weight(be, m->w[i], "matmul_ex");
+        memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");
         if (st)
             return st;
         if (is_float_type(m->w[i]->type) || (m->epi != MEMRA_MM_STORE && m->w[i]->type != t0) ||
@@ -281,16 +265,10 @@ static bool fast_bf16(void)
 memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx,
                                   float *y, int64_t ldy, int64_t n_rows)
 {
-    memra_status_t st = memra__cuda_check_weight(be, w, "matmul");
-    if (st)
+    bool none;
+    memra_status_t st = memra__check_matmul(be, w, x, ldx, y, ldy, n_rows, &none);
+    if (st || none)
         return st;
-    if (n_rows < 0 || (n_rows > 0 && (!x || !y)))
-        return memra__fail(be->err, MEMRA_E_INVALID, "matmul: bad rows or buffers");
-    if (n_rows > 1 && (ldx < w->ne[0] || ldy < w->ne[1]))
-        return memra__fail(be->err, MEMRA_E_INVALID, "matmul: row strides ldx=%lld ldy=%lld too small",
-                           (long long)ldx, (long long)ldy);
-    if (n_rows == 0)
-        return MEMRA_OK;
     const bool big = n_rows <= INT32_MAX && w->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && ldy <= INT32_MAX;
     /* narrow outputs (routers, gates) stay exact: no GEMM pays off there,
      * and a rounded router logit can flip an expert choice */
@@ -342,7 +320,7 @@ __global__ void get_rows_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64
 memra_status_t memra__cuda_get_rows(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids, int64_t n,
                                     float *y, int64_t ldy)
 {
-    memra_status_t st = memra__cuda_check_weight(be, w, "get_rows");
+    memra_status_t st = memra__check_weight(be, w, "get_rows");
     if (st)
         return st;
     if (n < 0 || (n > 0 && (!ids || !y)) || (n > 1 && ldy < w->ne[0]))

@@ -130,12 +130,10 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
 
 memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->n_expert <= 0 || a->n_expert > INT32_MAX || a->k <= 0 || a->k > a->n_expert)
-        return memra__fail(be->err, MEMRA_E_INVALID, "route: bad shape");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->logits || !a->ids || !a->weights)
-        return memra__fail(be->err, MEMRA_E_INVALID, "route: missing buffer");
+    bool none;
+    memra_status_t st = memra__check_route(be, a, &none);
+    if (st || none)
+        return st;
     const size_t smem = (size_t)a->n_expert * sizeof(float);
     if (smem > 200 * 1024)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
@@ -186,30 +184,13 @@ __global__ void moe_sum_kernel(const float *y, const int32_t *ids, const float *
 
 memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->k <= 0 || a->n_embd <= 0 || a->n_ff <= 0 ||
-        (a->act != MEMRA_ACT_SILU && a->act != MEMRA_ACT_GELU))
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: bad shape or activation");
-    if (!a->gate_up == !(a->gate && a->up) || (a->gate_up && (a->gate || a->up)))
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: give either gate_up or both gate and up");
-    const memra_weight_t *ws[3] = {a->gate_up ? a->gate_up : a->gate, a->gate_up ? NULL : a->up, a->down};
-    for (int i = 0; i < 3; i++) {
-        if (!ws[i] && i == 1)
-            continue;
-        memra_status_t st = memra__cuda_check_weight(be, ws[i], "moe");
-        if (st)
-            return st;
-    }
+    bool none;
+    memra_status_t st = memra__check_moe(be, a, &none);
+    if (st || none)
+        return st;
+    /* expert ids live on the device: the grouped matvec poisons a bad one's rows */
     const int64_t ne = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
     const int64_t gate_rows = a->gate_up ? 2 * a->n_ff : a->n_ff;
-    for (int i = 0; i < 2; i++)
-        if (ws[i] && (ws[i]->ne[0] != a->n_embd || ws[i]->ne[1] != gate_rows || (ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1) != ne))
-            return memra__fail(be->err, MEMRA_E_INVALID, "moe: gate/up weight shape does not match");
-    if (a->down->ne[0] != a->n_ff || a->down->ne[1] != a->n_embd)
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: down weight shape does not match");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->x || !a->ids || !a->weights || !a->out)
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: missing buffer");
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t k = a->k, n_ff = a->n_ff, n_embd = a->n_embd;
     const size_t per_tok = (size_t)k * (size_t)(gate_rows + (a->gate_up ? 0 : n_ff) + n_ff + n_embd) * sizeof(float);
@@ -229,7 +210,7 @@ memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += pass) {
         const int64_t nt = a->n_tokens - t0 < pass ? a->n_tokens - t0 : pass, np = nt * k;
         const int32_t *ids = a->ids + t0 * k;
-        memra_status_t st = memra__cuda_matvec_grouped(be, ws[0], ids, ne, np, a->x + t0 * n_embd, n_embd, k, g,
+        st = memra__cuda_matvec_grouped(be, a->gate_up ? a->gate_up : a->gate, ids, ne, np, a->x + t0 * n_embd, n_embd, k, g,
                                                        gate_rows);
         if (!st && !a->gate_up)
             st = memra__cuda_matvec_grouped(be, a->up, ids, ne, np, a->x + t0 * n_embd, n_embd, k, u, n_ff);

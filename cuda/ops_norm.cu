@@ -33,17 +33,10 @@ __global__ void __launch_bounds__(NORM_THREADS)
 memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
                                 const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps)
 {
-    if (kind != MEMRA_NORM_RMS && kind != MEMRA_NORM_L2)
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: unknown kind %d", (int)kind);
-    if (n_rows < 0 || dim <= 0 || (n_rows > 0 && (!x || !y)))
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: bad shape or buffers");
-    if (n_rows > 1 && (xs < dim || ys < dim))
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: row strides %lld/%lld below dim %lld", (long long)xs,
-                           (long long)ys, (long long)dim);
-    if (!(eps >= 0.0f))
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: eps must be >= 0");
-    if (n_rows == 0)
-        return MEMRA_OK;
+    bool none;
+    memra_status_t st = memra__check_norm(be, kind, x, xs, y, ys, n_rows, dim, eps, &none);
+    if (st || none)
+        return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     memra__launch(norm_kernel, memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream, (int)kind, x, xs, w, y, ys, n_rows, dim, eps);
     MEMRA_CUDA_LAUNCHED(be);
@@ -73,6 +66,7 @@ static __device__ __forceinline__ float ew_one(int op, float a, float b, float a
     return __int_as_float(0x7fc00000);
 }
 
+/* memra__ew_reads_b (lib/op_check.c) for the device */
 static __device__ __forceinline__ bool ew_reads_b(int op)
 {
     switch (op) {
@@ -109,37 +103,12 @@ __global__ void ew_kernel(const memra_ew_args_t a)
     }
 }
 
-static bool ew_needs_b(memra_ew_op_t op)
-{
-    switch (op) {
-    case MEMRA_EW_ADD:
-    case MEMRA_EW_MUL:
-    case MEMRA_EW_ADD_SCALED:
-    case MEMRA_EW_SWIGLU:
-    case MEMRA_EW_GEGLU:
-    case MEMRA_EW_MUL_SIGMOID:
-    case MEMRA_EW_SOFTPLUS_MUL:
-        return true;
-    default:
-        return false;
-    }
-}
-
 memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a)
 {
-    if (!a || (unsigned)a->op > (unsigned)MEMRA_EW_FILL)
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: unknown op");
-    if (a->rows < 0 || a->cols < 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: negative shape");
-    if (a->rows == 0 || a->cols == 0)
-        return MEMRA_OK;
-    if (!a->y || (a->op != MEMRA_EW_FILL && !a->a) || (ew_needs_b(a->op) && !a->b) ||
-        (a->op == MEMRA_EW_SOFTPLUS_MUL && !a->aux))
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: op %d is missing an input", (int)a->op);
-    if (a->rows > 1 && (a->ys < a->cols || a->as < 0 || a->bs < 0))
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: bad row strides");
-    if (a->op == MEMRA_EW_SOFTCAP && a->s == 0.0f)
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: softcap of 0");
+    bool none;
+    memra_status_t st = memra__check_ew(be, a, &none);
+    if (st || none)
+        return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const unsigned bx = memra__cuda_blocks(a->cols, 256, 4096);
     unsigned by = memra__cuda_blocks(a->rows, 1, 65535);
@@ -183,18 +152,10 @@ __global__ void rope_kernel(const memra_rope_args_t a, float theta_scale)
 
 memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a)
 {
-    if (!a || (a->mode != MEMRA_ROPE_NORM && a->mode != MEMRA_ROPE_NEOX))
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: unknown mode");
-    if (a->n_tokens < 0 || a->n_heads < 0 || a->head_dim <= 0 || a->n_rot < 0 || a->n_rot % 2 ||
-        a->n_rot > a->head_dim)
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: bad shape (n_rot %lld, head_dim %lld)",
-                           (long long)a->n_rot, (long long)a->head_dim);
-    if (a->n_tokens == 0 || a->n_heads == 0 || a->n_rot == 0)
-        return MEMRA_OK;
-    if (!a->x || !a->pos)
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: missing x or pos");
-    if (!(a->base > 0.0f))
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: base must be > 0");
+    bool none;
+    memra_status_t st = memra__check_rope(be, a, &none);
+    if (st || none)
+        return st;
     /* host powf: the same libm result the CPU reference starts from */
     const float theta_scale = powf(a->base, -2.0f / (float)a->n_rot);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

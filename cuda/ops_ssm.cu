@@ -36,15 +36,10 @@ __global__ void conv_kernel(const memra_conv_args_t a)
 
 memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->channels <= 0 || a->kernel <= 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "conv: bad shape");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->x || !a->w || !a->out || (a->kernel > 1 && !a->state))
-        return memra__fail(be->err, MEMRA_E_INVALID, "conv: missing buffer");
-    if (a->n_tokens > 1 && a->x_stride < a->channels)
-        return memra__fail(be->err, MEMRA_E_INVALID, "conv: x_stride %lld below %lld channels",
-                           (long long)a->x_stride, (long long)a->channels);
+    bool none;
+    memra_status_t st = memra__check_conv(be, a, &none);
+    if (st || none)
+        return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     memra__launch(conv_kernel, memra__cuda_blocks(a->channels, 128, 65535), 128, 0, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
@@ -123,14 +118,10 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
 
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->n_k <= 0 || a->n_v <= 0 || a->d <= 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "delta: bad shape");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->q || !a->k || !a->v || !a->g || !a->beta || !a->state || !a->out)
-        return memra__fail(be->err, MEMRA_E_INVALID, "delta: missing buffer");
-    if (a->n_tokens > 1 && (a->qk_stride < a->n_k * a->d || a->v_stride < a->n_v * a->d || a->gb_stride < a->n_v))
-        return memra__fail(be->err, MEMRA_E_INVALID, "delta: row strides too small");
+    bool none;
+    memra_status_t st = memra__check_delta(be, a, &none);
+    if (st || none)
+        return st;
     if (a->d > 256)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "delta: head dim %lld above 256", (long long)a->d);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

@@ -296,6 +296,24 @@ struct memra__backend {
     bool fast;
 };
 
+/* Argument checks of the op slots shared by every backend (lib/op_check.c):
+ * an error status with its message, or MEMRA_OK with *none set when the op
+ * has nothing to do. */
+memra_status_t memra__check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op);
+memra_status_t memra__check_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx,
+                                   const float *y, int64_t ldy, int64_t n_rows, bool *none);
+memra_status_t memra__check_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
+                                 const float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps, bool *none);
+memra_status_t memra__check_ew(memra__backend_t *be, const memra_ew_args_t *a, bool *none);
+memra_status_t memra__check_rope(memra__backend_t *be, const memra_rope_args_t *a, bool *none);
+memra_status_t memra__check_attention(memra__backend_t *be, const memra_attn_args_t *a, bool *none);
+memra_status_t memra__check_conv(memra__backend_t *be, const memra_conv_args_t *a, bool *none);
+memra_status_t memra__check_delta(memra__backend_t *be, const memra_delta_args_t *a, bool *none);
+memra_status_t memra__check_route(memra__backend_t *be, const memra_route_args_t *a, bool *none);
+memra_status_t memra__check_moe(memra__backend_t *be, const memra_moe_args_t *a, bool *none);
+/* Elementwise ops that read b (cuda/ops_norm.cu keeps a device copy). */
+bool memra__ew_reads_b(memra_ew_op_t op);
+
 /* Runs A on BE: validates it, then the backend's fused matmul_ex or, when
  * there is none or it declines, the unfused sequence (lib/matmul_ex.c). */
 memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a);

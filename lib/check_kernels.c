@@ -369,6 +369,29 @@ static bool kc_run2(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c,
     return true;
 }
 
+/* The end of a GPU-against-GPU bit-identity check: fails the line on ST,
+ * else compares GOT to REF for each of the N outputs (both on the GPU
+ * engine, layouts O). */
+typedef struct kc_pair {
+    const float *ref, *got;
+    const kc_out *o;
+    const char *what;
+} kc_pair;
+
+static void kc_finish_exact(kc *k, memra_kernel_check_line_t *L, memra_status_t st, const kc_pair *p, int n)
+{
+    if (st) {
+        kc_op_failed(k, L, "cuda", st);
+        return;
+    }
+    kc_acc acc;
+    kc_acc_init(&acc);
+    for (int i = 0; i < n; i++)
+        kc_cmp(&acc, kc_out_get(k, k->gpu, p[i].ref, p[i].o), kc_out_get(k, k->gpu, p[i].got, p[i].o), p[i].o,
+               p[i].what);
+    kc_finish(k, L, &acc);
+}
+
 /* Mean time of back-to-back calls, after ~50 ms of the same calls: the
  * check is bursty (CPU references in between), and an idle GPU sits at a
  * low clock that a short timed loop would measure instead of the op. At
@@ -398,6 +421,19 @@ static void kc_bench(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c
     } while (kc_now() - t0 < 0.02);
     L->bench_us = (kc_now() - t0) / n * 1e6;
     L->bench_gbs = bytes > 0 ? bytes / (L->bench_us * 1e3) : 0.0;
+}
+
+/* The end of a CUDA-against-CPU case with one output: compares Y_GPU (on
+ * GB) with Y_CPU, finishes the line, and times the CUDA side (--bench). */
+static void kc_finish_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const float *y_cpu,
+                             const float *y_gpu, const kc_out *o, const char *what, kc_run_fn run, void *c,
+                             double bytes)
+{
+    kc_acc a;
+    kc_acc_init(&a);
+    kc_cmp(&a, kc_out_get(k, k->cpu, y_cpu, o), kc_out_get(k, gb, y_gpu, o), o, what);
+    kc_finish(k, L, &a);
+    kc_bench(k, L, run, c, gb, bytes);
 }
 
 /* The ceiling the matvec numbers are read against: a device-to-device copy
@@ -619,11 +655,7 @@ static void kc_matmul(kc *k, const char *name, memra_type_t t, int64_t ne0, int6
     memra__backend_t *gb = fast ? k->fast : k->gpu;
     if (!kc_run2(k, L, mm_run, &c, gb))
         return;
-    kc_acc a;
-    kc_acc_init(&a);
-    kc_cmp(&a, kc_out_get(k, k->cpu, c.y[0], &o), kc_out_get(k, gb, c.y[1], &o), &o, "y");
-    kc_finish(k, L, &a);
-    kc_bench(k, L, mm_run, &c, gb, (double)(c.w[1].nb1 * (size_t)ne1));
+    kc_finish_vs_cpu(k, L, gb, c.y[0], c.y[1], &o, "y", mm_run, &c, (double)(c.w[1].nb1 * (size_t)ne1));
 }
 
 /* Exact mode: N rows in one call equal N one-row calls bit for bit (what
@@ -646,14 +678,8 @@ static void kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, in
     memra_status_t st = k->gpu->iface->matmul(k->gpu, &w[1], xd, ne0, ya, ne1, n_rows);
     for (int64_t r = 0; !st && r < n_rows; r++)
         st = k->gpu->iface->matmul(k->gpu, &w[1], xd + r * ne0, ne0, yb + r * ne1, ne1, 1);
-    if (st) {
-        kc_op_failed(k, L, "cuda", st);
-        return;
-    }
-    kc_acc a;
-    kc_acc_init(&a);
-    kc_cmp(&a, kc_out_get(k, k->gpu, yb, &o), kc_out_get(k, k->gpu, ya, &o), &o, "y");
-    kc_finish(k, L, &a);
+    const kc_pair p = {yb, ya, &o, "y"};
+    kc_finish_exact(k, L, st, &p, 1);
 }
 
 /* ---- fused matmuls (matmul_ex) ---------------------------------------------------- */
@@ -823,11 +849,7 @@ static void kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t
     c.y[1] = kc_out_new(k, k->gpu, &o, NULL);
     if (!c.y[0] || !c.y[1] || !kc_run2(k, L, gr_run, &c, k->gpu))
         return;
-    kc_acc a;
-    kc_acc_init(&a);
-    kc_cmp(&a, kc_out_get(k, k->cpu, c.y[0], &o), kc_out_get(k, k->gpu, c.y[1], &o), &o, "y");
-    kc_finish(k, L, &a);
-    kc_bench(k, L, gr_run, &c, k->gpu, (double)(n * ne0 * 4 + n * (int64_t)c.w[1].nb1));
+    kc_finish_vs_cpu(k, L, k->gpu, c.y[0], c.y[1], &o, "y", gr_run, &c, (double)(n * ne0 * 4 + n * (int64_t)c.w[1].nb1));
 }
 
 /* ---- norm ------------------------------------------------------------------ */
@@ -883,11 +905,7 @@ static void kc_norm(kc *k, const char *name, memra_norm_kind_t kind, int64_t row
     }
     if (!c.y[0] || !c.y[1] || !kc_run2(k, L, nm_run, &c, k->gpu))
         return;
-    kc_acc a;
-    kc_acc_init(&a);
-    kc_cmp(&a, kc_out_get(k, k->cpu, c.y[0], &o), kc_out_get(k, k->gpu, c.y[1], &o), &o, "y");
-    kc_finish(k, L, &a);
-    kc_bench(k, L, nm_run, &c, k->gpu, (double)(rows * dim * 8));
+    kc_finish_vs_cpu(k, L, k->gpu, c.y[0], c.y[1], &o, "y", nm_run, &c, (double)(rows * dim * 8));
 }
 
 /* ---- elementwise ----------------------------------------------------------- */
@@ -957,11 +975,7 @@ static void kc_ew(kc *k, memra_ew_op_t op, int64_t rows, int64_t cols, int mode)
     }
     if (!kc_run2(k, L, ew_run, &c, k->gpu))
         return;
-    kc_acc acc;
-    kc_acc_init(&acc);
-    kc_cmp(&acc, kc_out_get(k, k->cpu, c.a[0].y, &o), kc_out_get(k, k->gpu, c.a[1].y, &o), &o, "y");
-    kc_finish(k, L, &acc);
-    kc_bench(k, L, ew_run, &c, k->gpu, (double)(rows * cols * (ew_binary(op) ? 12 : 8)));
+    kc_finish_vs_cpu(k, L, k->gpu, c.a[0].y, c.a[1].y, &o, "y", ew_run, &c, (double)(rows * cols * (ew_binary(op) ? 12 : 8)));
 }
 
 /* ---- rope ----------------------------------------------------------------- */
@@ -1006,11 +1020,7 @@ static void kc_rope(kc *k, const char *name, memra_rope_mode_t mode, int64_t n_t
     }
     if (!kc_run2(k, L, rp_run, &c, k->gpu))
         return;
-    kc_acc a;
-    kc_acc_init(&a);
-    kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].x, &o), kc_out_get(k, k->gpu, c.a[1].x, &o), &o, "x");
-    kc_finish(k, L, &a);
-    kc_bench(k, L, rp_run, &c, k->gpu, (double)(n_tokens * n_heads * hd * 8));
+    kc_finish_vs_cpu(k, L, k->gpu, c.a[0].x, c.a[1].x, &o, "x", rp_run, &c, (double)(n_tokens * n_heads * hd * 8));
 }
 
 /* ---- attention --------------------------------------------------------------- */
@@ -1087,14 +1097,8 @@ static void kc_attention_rowinv(kc *k, int64_t n_tokens, int64_t pos0, int64_t n
         b.pos0 = pos0 + t;
         st = k->gpu->iface->attention(k->gpu, &b);
     }
-    if (st) {
-        kc_op_failed(k, L, "cuda", st);
-        return;
-    }
-    kc_acc acc;
-    kc_acc_init(&acc);
-    kc_cmp(&acc, kc_out_get(k, k->gpu, yb, &o), kc_out_get(k, k->gpu, ya, &o), &o, "out");
-    kc_finish(k, L, &acc);
+    const kc_pair p = {yb, ya, &o, "out"};
+    kc_finish_exact(k, L, st, &p, 1);
 }
 
 /* ---- conv ----------------------------------------------------------------- */
@@ -1245,15 +1249,8 @@ static void kc_delta_rowinv(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t 
         o1.n_tokens = 1;
         st = k->gpu->iface->delta(k->gpu, &o1);
     }
-    if (st) {
-        kc_op_failed(k, L, "cuda", st);
-        return;
-    }
-    kc_acc acc;
-    kc_acc_init(&acc);
-    kc_cmp(&acc, kc_out_get(k, k->gpu, ob, &oo), kc_out_get(k, k->gpu, oa, &oo), &oo, "out");
-    kc_cmp(&acc, kc_out_get(k, k->gpu, sb, &os), kc_out_get(k, k->gpu, sa, &os), &os, "state");
-    kc_finish(k, L, &acc);
+    const kc_pair p[2] = {{ob, oa, &oo, "out"}, {sb, sa, &os, "state"}};
+    kc_finish_exact(k, L, st, p, 2);
 }
 
 /* ---- route ---------------------------------------------------------------- */
@@ -1440,6 +1437,13 @@ static void kc_case_done(kc *k)
     kc_release(k);
 }
 
+/* One case, then its buffers released. */
+#define KC(call)                                                                                   \
+    do {                                                                                           \
+        call;                                                                                      \
+        kc_case_done(k);                                                                           \
+    } while (0)
+
 static void run_suite(kc *k)
 {
     static const memra_type_t types[] = {
@@ -1449,60 +1453,42 @@ static void run_suite(kc *k)
     };
     const bool big = k->p.big != 0;
     char name[48];
-    kc_roofline(k);
-    kc_case_done(k);
+    KC(kc_roofline(k));
     /* matmul at fixture shapes, every type: decode, a few rows (matvec),
      * prefill fast (f16 GEMM) and exact */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const memra_type_t t = types[i];
         const int64_t ne0 = memra_type_block_size(t) == 256 ? 256 : 64;
         snprintf(name, sizeof name, "matmul.%s.decode", tname(t));
-        kc_matmul(k, name, t, ne0, 3000, 1, false, 0, 0);
-        kc_case_done(k);
+        KC(kc_matmul(k, name, t, ne0, 3000, 1, false, 0, 0));
         snprintf(name, sizeof name, "matmul.%s.rows5", tname(t));
-        kc_matmul(k, name, t, ne0, 3000, 5, false, 8, 0);
-        kc_case_done(k);
+        KC(kc_matmul(k, name, t, ne0, 3000, 5, false, 8, 0));
         snprintf(name, sizeof name, "matmul.%s.prefill_fast", tname(t));
-        kc_matmul(k, name, t, ne0, 3000, 40, true, 8, 0);
-        kc_case_done(k);
+        KC(kc_matmul(k, name, t, ne0, 3000, 40, true, 8, 0));
         snprintf(name, sizeof name, "matmul.%s.prefill_exact", tname(t));
-        kc_matmul(k, name, t, ne0, 3000, 40, false, 0, 0);
-        kc_case_done(k);
+        KC(kc_matmul(k, name, t, ne0, 3000, 40, false, 0, 0));
     }
     /* rows not 16-byte aligned: the staged loads start mid-chunk */
-    kc_matmul(k, "matmul.q8_0.nb1_odd", MEMRA_TYPE_Q8_0, 64, 1000, 1, false, 0, 6);
-    kc_case_done(k);
-    kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2);
-    kc_case_done(k);
-    kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2);
-    kc_case_done(k);
-    kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0);
-    kc_case_done(k);
-    kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7);
-    kc_case_done(k);
-    kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11);
-    kc_case_done(k);
+    KC(kc_matmul(k, "matmul.q8_0.nb1_odd", MEMRA_TYPE_Q8_0, 64, 1000, 1, false, 0, 6));
+    KC(kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2));
+    KC(kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2));
+    KC(kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
+    KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
+    KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
     if (big) {
         /* Qwen3.5-9B shapes: hidden 4096, ff 12288, vocab 248320 */
         static const memra_type_t bt[] = {MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,
                                           MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_IQ4_XS};
         for (size_t i = 0; i < sizeof bt / sizeof bt[0]; i++) {
             snprintf(name, sizeof name, "matmul.%s.4096_ff", tname(bt[i]));
-            kc_matmul(k, name, bt[i], 4096, 12288, 1, false, 0, 0);
-            kc_case_done(k);
+            KC(kc_matmul(k, name, bt[i], 4096, 12288, 1, false, 0, 0));
         }
-        kc_matmul(k, "matmul.q8_0.ff_down", MEMRA_TYPE_Q8_0, 12288, 4096, 1, false, 0, 0);
-        kc_case_done(k);
-        kc_matmul(k, "matmul.q8_0.vocab", MEMRA_TYPE_Q8_0, 4096, 248320, 1, false, 0, 0);
-        kc_case_done(k);
-        kc_matmul(k, "matmul.q8_0.vocab_rows3", MEMRA_TYPE_Q8_0, 4096, 248320, 3, false, 0, 0);
-        kc_case_done(k);
-        kc_matmul(k, "matmul.q8_0.prefill_fast_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 64, true, 0, 0);
-        kc_case_done(k);
-        kc_matmul(k, "matmul.q6_k.prefill_fast_ff", MEMRA_TYPE_Q6_K, 4096, 12288, 64, true, 0, 0);
-        kc_case_done(k);
-        kc_matmul(k, "matmul.q8_0.prefill_exact_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 16, false, 0, 0);
-        kc_case_done(k);
+        KC(kc_matmul(k, "matmul.q8_0.ff_down", MEMRA_TYPE_Q8_0, 12288, 4096, 1, false, 0, 0));
+        KC(kc_matmul(k, "matmul.q8_0.vocab", MEMRA_TYPE_Q8_0, 4096, 248320, 1, false, 0, 0));
+        KC(kc_matmul(k, "matmul.q8_0.vocab_rows3", MEMRA_TYPE_Q8_0, 4096, 248320, 3, false, 0, 0));
+        KC(kc_matmul(k, "matmul.q8_0.prefill_fast_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 64, true, 0, 0));
+        KC(kc_matmul(k, "matmul.q6_k.prefill_fast_ff", MEMRA_TYPE_Q6_K, 4096, 12288, 64, true, 0, 0));
+        KC(kc_matmul(k, "matmul.q8_0.prefill_exact_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 16, false, 0, 0));
     }
 
     /* fused matmuls: norm + projections, gate/up GLU, projection + residual;
@@ -1544,142 +1530,89 @@ static void run_suite(kc *k)
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
                 continue;
-            kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm, mx[i].epi,
-                         mx[i].act, mx[i].fast);
-            kc_case_done(k);
+            KC(kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm, mx[i].epi,
+                         mx[i].act, mx[i].fast));
         }
     }
 
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const int64_t ne0 = memra_type_block_size(types[i]) == 256 ? 256 : 64;
-        kc_get_rows(k, types[i], ne0, 3000, 7);
-        kc_case_done(k);
+        KC(kc_get_rows(k, types[i], ne0, 3000, 7));
     }
     if (big) {
-        kc_get_rows(k, MEMRA_TYPE_Q8_0, 4096, 20000, 5);
-        kc_case_done(k);
+        KC(kc_get_rows(k, MEMRA_TYPE_Q8_0, 4096, 20000, 5));
     }
 
-    kc_norm(k, "norm.rms", MEMRA_NORM_RMS, 5, 64, true, false, 3);
-    kc_case_done(k);
-    kc_norm(k, "norm.rms.noweight", MEMRA_NORM_RMS, 3, 64, false, false, 0);
-    kc_case_done(k);
-    kc_norm(k, "norm.rms.inplace", MEMRA_NORM_RMS, 4, 4096, true, true, 0);
-    kc_case_done(k);
-    kc_norm(k, "norm.rms.heads", MEMRA_NORM_RMS, 64, 256, true, false, 0);
-    kc_case_done(k);
-    kc_norm(k, "norm.l2", MEMRA_NORM_L2, 48, 128, false, false, 0);
-    kc_case_done(k);
+    KC(kc_norm(k, "norm.rms", MEMRA_NORM_RMS, 5, 64, true, false, 3));
+    KC(kc_norm(k, "norm.rms.noweight", MEMRA_NORM_RMS, 3, 64, false, false, 0));
+    KC(kc_norm(k, "norm.rms.inplace", MEMRA_NORM_RMS, 4, 4096, true, true, 0));
+    KC(kc_norm(k, "norm.rms.heads", MEMRA_NORM_RMS, 64, 256, true, false, 0));
+    KC(kc_norm(k, "norm.l2", MEMRA_NORM_L2, 48, 128, false, false, 0));
     if (big) {
-        kc_norm(k, "norm.rms.4096", MEMRA_NORM_RMS, 1, 4096, true, false, 0);
-        kc_case_done(k);
+        KC(kc_norm(k, "norm.rms.4096", MEMRA_NORM_RMS, 1, 4096, true, false, 0));
     }
 
     for (int op = MEMRA_EW_COPY; op <= MEMRA_EW_FILL; op++) {
-        kc_ew(k, (memra_ew_op_t)op, 4, 3001, 0);
-        kc_case_done(k);
+        KC(kc_ew(k, (memra_ew_op_t)op, 4, 3001, 0));
         if (ew_binary((memra_ew_op_t)op)) {
-            kc_ew(k, (memra_ew_op_t)op, 5, 777, 1);
-            kc_case_done(k);
+            KC(kc_ew(k, (memra_ew_op_t)op, 5, 777, 1));
         }
         if (op != MEMRA_EW_FILL) {
-            kc_ew(k, (memra_ew_op_t)op, 3, 500, 2);
-            kc_case_done(k);
+            KC(kc_ew(k, (memra_ew_op_t)op, 3, 500, 2));
         }
     }
     if (big) {
-        kc_ew(k, MEMRA_EW_SWIGLU, 1, 12288, 0);
-        kc_case_done(k);
+        KC(kc_ew(k, MEMRA_EW_SWIGLU, 1, 12288, 0));
     }
 
-    kc_rope(k, "rope.norm", MEMRA_ROPE_NORM, 5, 4, 64, 64, false, 4096);
-    kc_case_done(k);
-    kc_rope(k, "rope.neox", MEMRA_ROPE_NEOX, 5, 3, 128, 128, false, 32768);
-    kc_case_done(k);
-    kc_rope(k, "rope.neox.partial", MEMRA_ROPE_NEOX, 6, 16, 256, 64, false, 262144);
-    kc_case_done(k);
-    kc_rope(k, "rope.norm.freq", MEMRA_ROPE_NORM, 4, 4, 128, 128, true, 100000);
-    kc_case_done(k);
-    kc_rope(k, "rope.neox.freq512", MEMRA_ROPE_NEOX, 3, 8, 512, 512, true, 8192);
-    kc_case_done(k);
+    KC(kc_rope(k, "rope.norm", MEMRA_ROPE_NORM, 5, 4, 64, 64, false, 4096));
+    KC(kc_rope(k, "rope.neox", MEMRA_ROPE_NEOX, 5, 3, 128, 128, false, 32768));
+    KC(kc_rope(k, "rope.neox.partial", MEMRA_ROPE_NEOX, 6, 16, 256, 64, false, 262144));
+    KC(kc_rope(k, "rope.norm.freq", MEMRA_ROPE_NORM, 4, 4, 128, 128, true, 100000));
+    KC(kc_rope(k, "rope.neox.freq512", MEMRA_ROPE_NEOX, 3, 8, 512, 512, true, 8192));
 
-    kc_attention(k, "attention.fixture", 7, 0, 4, 2, 16, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.fixture.hd64", 40, 0, 2, 1, 64, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.gqa", 5, 17, 4, 1, 32, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.odd_hd", 3, 9, 2, 2, 18, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.decode.hd256", 1, 3000, 16, 4, 256, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.decode.long", 1, 20000, 16, 4, 256, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.prefill.hd256", 9, 600, 16, 4, 256, 0);
-    kc_case_done(k);
-    kc_attention(k, "attention.swa", 9, 500, 8, 4, 256, 128);
-    kc_case_done(k);
-    kc_attention(k, "attention.swa.decode", 1, 5000, 8, 2, 256, 1024);
-    kc_case_done(k);
-    kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0);
-    kc_case_done(k);
-    kc_attention_rowinv(k, 6, 300, 4, 2, 128);
-    kc_case_done(k);
+    KC(kc_attention(k, "attention.fixture", 7, 0, 4, 2, 16, 0));
+    KC(kc_attention(k, "attention.fixture.hd64", 40, 0, 2, 1, 64, 0));
+    KC(kc_attention(k, "attention.gqa", 5, 17, 4, 1, 32, 0));
+    KC(kc_attention(k, "attention.odd_hd", 3, 9, 2, 2, 18, 0));
+    KC(kc_attention(k, "attention.decode.hd256", 1, 3000, 16, 4, 256, 0));
+    KC(kc_attention(k, "attention.decode.long", 1, 20000, 16, 4, 256, 0));
+    KC(kc_attention(k, "attention.prefill.hd256", 9, 600, 16, 4, 256, 0));
+    KC(kc_attention(k, "attention.swa", 9, 500, 8, 4, 256, 128));
+    KC(kc_attention(k, "attention.swa.decode", 1, 5000, 8, 2, 256, 1024));
+    KC(kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0));
+    KC(kc_attention_rowinv(k, 6, 300, 4, 2, 128));
 
-    kc_conv(k, "conv.fixture", 7, 96, 4);
-    kc_case_done(k);
-    kc_conv(k, "conv.decode", 1, 8192, 4);
-    kc_case_done(k);
-    kc_conv(k, "conv.prefill", 9, 8192, 4);
-    kc_case_done(k);
-    kc_conv(k, "conv.short", 2, 64, 4);
-    kc_case_done(k);
+    KC(kc_conv(k, "conv.fixture", 7, 96, 4));
+    KC(kc_conv(k, "conv.decode", 1, 8192, 4));
+    KC(kc_conv(k, "conv.prefill", 9, 8192, 4));
+    KC(kc_conv(k, "conv.short", 2, 64, 4));
 
-    kc_delta(k, "delta.fixture", 5, 2, 4, 16);
-    kc_case_done(k);
-    kc_delta(k, "delta.decode", 1, 16, 32, 128);
-    kc_case_done(k);
-    kc_delta(k, "delta.prefill", 6, 16, 32, 128);
-    kc_case_done(k);
-    kc_delta(k, "delta.d64", 3, 2, 6, 64);
-    kc_case_done(k);
-    kc_delta_rowinv(k, 5, 16, 32, 128);
-    kc_case_done(k);
+    KC(kc_delta(k, "delta.fixture", 5, 2, 4, 16));
+    KC(kc_delta(k, "delta.decode", 1, 16, 32, 128));
+    KC(kc_delta(k, "delta.prefill", 6, 16, 32, 128));
+    KC(kc_delta(k, "delta.d64", 3, 2, 6, 64));
+    KC(kc_delta_rowinv(k, 5, 16, 32, 128));
 
-    kc_route(k, 5, 8, 2, false, false);
-    kc_case_done(k);
-    kc_route(k, 5, 128, 8, true, false);
-    kc_case_done(k);
-    kc_route(k, 3, 256, 8, true, false);
-    kc_case_done(k);
-    kc_route(k, 4, 128, 8, true, true);
-    kc_case_done(k);
-    kc_route(k, 3, 1, 1, false, false);
-    kc_case_done(k);
+    KC(kc_route(k, 5, 8, 2, false, false));
+    KC(kc_route(k, 5, 128, 8, true, false));
+    KC(kc_route(k, 3, 256, 8, true, false));
+    KC(kc_route(k, 4, 128, 8, true, true));
+    KC(kc_route(k, 3, 1, 1, false, false));
 
-    kc_moe(k, "moe.fixture", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 5, 8, 2, 64, 32, false, true, MEMRA_ACT_GELU);
-    kc_case_done(k);
-    kc_moe(k, "moe.fixture.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 4, 8, 2, 64, 64, true, false, MEMRA_ACT_SILU);
-    kc_case_done(k);
-    kc_moe(k, "moe.shared", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 1, 1, 256, 128, false, false, MEMRA_ACT_SILU);
-    kc_case_done(k);
+    KC(kc_moe(k, "moe.fixture", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 5, 8, 2, 64, 32, false, true, MEMRA_ACT_GELU));
+    KC(kc_moe(k, "moe.fixture.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 4, 8, 2, 64, 64, true, false, MEMRA_ACT_SILU));
+    KC(kc_moe(k, "moe.shared", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 1, 1, 256, 128, false, false, MEMRA_ACT_SILU));
     if (big) {
-        kc_moe(k, "moe.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 128, 8, 2048, 512, true, false, MEMRA_ACT_SILU);
-        kc_case_done(k);
-        kc_moe(k, "moe.prefill", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 6, 128, 8, 2048, 512, false, false, MEMRA_ACT_SILU);
-        kc_case_done(k);
-        kc_moe(k, "moe.gemma", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 2, 128, 8, 2816, 704, true, true, MEMRA_ACT_GELU);
-        kc_case_done(k);
+        KC(kc_moe(k, "moe.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 128, 8, 2048, 512, true, false, MEMRA_ACT_SILU));
+        KC(kc_moe(k, "moe.prefill", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 6, 128, 8, 2048, 512, false, false, MEMRA_ACT_SILU));
+        KC(kc_moe(k, "moe.gemma", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 2, 128, 8, 2816, 704, true, true, MEMRA_ACT_GELU));
     }
 
-    kc_argmax(k, "argmax.fixture", 3000, 0);
-    kc_case_done(k);
-    kc_argmax(k, "argmax.vocab", 248320, 0);
-    kc_case_done(k);
-    kc_argmax(k, "argmax.ties", 248320, 1);
-    kc_case_done(k);
-    kc_argmax(k, "argmax.nan", 5000, 2);
-    kc_case_done(k);
+    KC(kc_argmax(k, "argmax.fixture", 3000, 0));
+    KC(kc_argmax(k, "argmax.vocab", 248320, 0));
+    KC(kc_argmax(k, "argmax.ties", 248320, 1));
+    KC(kc_argmax(k, "argmax.nan", 5000, 2));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)

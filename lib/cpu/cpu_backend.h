@@ -52,10 +52,6 @@ static inline double memra__cpu_act(memra_act_t act, double x)
     return act == MEMRA_ACT_GELU ? memra__cpu_gelu(x) : memra__cpu_silu(x);
 }
 
-/* Checks that W can be read by the CPU ops: a computable type, whole blocks
- * per row, rows and matrices laid out without overlap. */
-memra_status_t memra__cpu_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op);
-
 /* The op slots (lib/cpu/ops_*.c); semantics in lib/backend.h. */
 memra_status_t memra__cpu_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x,
                                  int64_t ldx, float *y, int64_t ldy, int64_t n_rows);

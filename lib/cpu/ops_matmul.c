@@ -15,25 +15,6 @@
  * tile instead of once per output row. Does not change any result. */
 #define MM_TILE 8
 
-memra_status_t memra__cpu_check_weight(memra__backend_t *be, const memra_weight_t *w, const char *op)
-{
-    if (!w || !w->data)
-        return memra__fail(be->err, MEMRA_E_INVALID, "%s: missing weight", op);
-    if (!memra__quant_can_compute(w->type))
-        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "%s: cannot compute weight type %d", op,
-                           (int)w->type);
-    const int64_t ne0 = w->ne[0], ne1 = w->ne[1], ne2 = w->ne[2] > 0 ? w->ne[2] : 1;
-    const size_t row = memra__row_bytes(w->type, ne0);
-    if (ne0 <= 0 || ne1 <= 0 || row == 0)
-        return memra__fail(be->err, MEMRA_E_INVALID,
-                           "%s: weight rows of %lld elements are not whole blocks of type %d", op,
-                           (long long)ne0, (int)w->type);
-    if (w->nb1 < row || (ne2 > 1 && w->nb2 / w->nb1 < (uint64_t)ne1))
-        return memra__fail(be->err, MEMRA_E_INVALID, "%s: weight strides nb1=%zu nb2=%zu overlap", op,
-                           w->nb1, w->nb2);
-    return MEMRA_OK;
-}
-
 static const void *weight_row(const memra_weight_t *w, int64_t row)
 {
     return (const char *)w->data + (size_t)row * w->nb1;
@@ -73,16 +54,10 @@ static void mm_part(void *ctx, int64_t o_begin, int64_t o_end)
 memra_status_t memra__cpu_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x,
                                  int64_t ldx, float *y, int64_t ldy, int64_t n_rows)
 {
-    memra_status_t st = memra__cpu_check_weight(be, w, "matmul");
-    if (st)
+    bool none;
+    memra_status_t st = memra__check_matmul(be, w, x, ldx, y, ldy, n_rows, &none);
+    if (st || none)
         return st;
-    if (n_rows < 0 || (n_rows > 0 && (!x || !y)))
-        return memra__fail(be->err, MEMRA_E_INVALID, "matmul: bad rows or buffers");
-    if (n_rows > 1 && (ldx < w->ne[0] || ldy < w->ne[1]))
-        return memra__fail(be->err, MEMRA_E_INVALID, "matmul: row strides ldx=%lld ldy=%lld too small",
-                           (long long)ldx, (long long)ldy);
-    if (n_rows == 0)
-        return MEMRA_OK;
     mm_job j = {.w = w, .x = x, .y = y, .ldx = ldx, .ldy = ldy, .n_rows = n_rows};
     atomic_init(&j.nomem, 0);
     memra__pool_for(memra__cpu_pool(be), w->ne[1], MM_TILE, mm_part, &j);
@@ -108,7 +83,7 @@ static void rows_part(void *ctx, int64_t begin, int64_t end)
 memra_status_t memra__cpu_get_rows(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
                                    int64_t n, float *y, int64_t ldy)
 {
-    memra_status_t st = memra__cpu_check_weight(be, w, "get_rows");
+    memra_status_t st = memra__check_weight(be, w, "get_rows");
     if (st)
         return st;
     if (n < 0 || (n > 0 && (!ids || !y)) || (n > 1 && ldy < w->ne[0]))

@@ -83,13 +83,10 @@ static void route_part(void *ctx, int64_t begin, int64_t end)
 
 memra_status_t memra__cpu_route(memra__backend_t *be, const memra_route_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->n_expert <= 0 || a->n_expert > INT32_MAX || a->k <= 0 ||
-        a->k > a->n_expert)
-        return memra__fail(be->err, MEMRA_E_INVALID, "route: bad shape");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->logits || !a->ids || !a->weights)
-        return memra__fail(be->err, MEMRA_E_INVALID, "route: missing buffer");
+    bool none;
+    memra_status_t st = memra__check_route(be, a, &none);
+    if (st || none)
+        return st;
     route_job j = {.a = a};
     atomic_init(&j.nomem, 0);
     atomic_init(&j.nan, 0);
@@ -191,31 +188,14 @@ static void moe_sum_part(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* The shared checks, then the expert ids (host memory here: checkable). */
 static memra_status_t moe_check(memra__backend_t *be, const memra_moe_args_t *a, int64_t *n_expert)
 {
-    if (!a || a->n_tokens < 0 || a->k <= 0 || a->n_embd <= 0 || a->n_ff <= 0 ||
-        (a->act != MEMRA_ACT_SILU && a->act != MEMRA_ACT_GELU))
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: bad shape or activation");
-    if (!a->gate_up == !(a->gate && a->up) || (a->gate_up && (a->gate || a->up)))
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: give either gate_up or both gate and up");
-    const memra_weight_t *ws[3] = {a->gate_up ? a->gate_up : a->gate, a->gate_up ? NULL : a->up, a->down};
-    for (int i = 0; i < 3; i++) {
-        if (!ws[i] && i == 1)
-            continue;
-        memra_status_t st = memra__cpu_check_weight(be, ws[i], "moe");
-        if (st)
-            return st;
-    }
+    bool none;
+    memra_status_t st = memra__check_moe(be, a, &none);
+    if (st)
+        return st;
     const int64_t ne = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
-    const int64_t gate_rows = a->gate_up ? 2 * a->n_ff : a->n_ff;
-    for (int i = 0; i < 2; i++)
-        if (ws[i] && (ws[i]->ne[0] != a->n_embd || ws[i]->ne[1] != gate_rows ||
-                      (ws[i]->ne[2] > 0 ? ws[i]->ne[2] : 1) != ne))
-            return memra__fail(be->err, MEMRA_E_INVALID, "moe: gate/up weight shape does not match");
-    if (a->down->ne[0] != a->n_ff || a->down->ne[1] != a->n_embd)
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: down weight shape does not match");
-    if (a->n_tokens > 0 && (!a->x || !a->ids || !a->weights || !a->out))
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: missing buffer");
     for (int64_t s = 0; s < a->n_tokens * a->k; s++)
         if (a->ids[s] < 0 || a->ids[s] >= ne)
             return memra__fail(be->err, MEMRA_E_RANGE, "moe: expert id %d out of [0, %lld)", (int)a->ids[s],

@@ -42,15 +42,10 @@ static void norm_part(void *ctx, int64_t begin, int64_t end)
 memra_status_t memra__cpu_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
                                const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps)
 {
-    if (kind != MEMRA_NORM_RMS && kind != MEMRA_NORM_L2)
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: unknown kind %d", (int)kind);
-    if (n_rows < 0 || dim <= 0 || (n_rows > 0 && (!x || !y)))
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: bad shape or buffers");
-    if (n_rows > 1 && (xs < dim || ys < dim))
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: row strides %lld/%lld below dim %lld",
-                           (long long)xs, (long long)ys, (long long)dim);
-    if (!(eps >= 0.0f))
-        return memra__fail(be->err, MEMRA_E_INVALID, "norm: eps must be >= 0");
+    bool none;
+    memra_status_t st = memra__check_norm(be, kind, x, xs, y, ys, n_rows, dim, eps, &none);
+    if (st || none)
+        return st;
     norm_job j = {.kind = kind, .x = x, .w = w, .y = y, .xs = xs, .ys = ys, .dim = dim, .eps = eps};
     memra__pool_for(memra__cpu_pool(be), n_rows, 1, norm_part, &j);
     return MEMRA_OK;
@@ -64,28 +59,11 @@ static double softplus(double x)
     return fmax(x, 0.0) + log1p(exp(-fabs(x)));
 }
 
-/* The binary ops: they read b. */
-static bool ew_needs_b(memra_ew_op_t op)
-{
-    switch (op) {
-    case MEMRA_EW_ADD:
-    case MEMRA_EW_MUL:
-    case MEMRA_EW_ADD_SCALED:
-    case MEMRA_EW_SWIGLU:
-    case MEMRA_EW_GEGLU:
-    case MEMRA_EW_MUL_SIGMOID:
-    case MEMRA_EW_SOFTPLUS_MUL:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static float ew_one(const memra_ew_args_t *a, int64_t r, int64_t c)
 {
     const double s = a->s;
     const double x = a->op == MEMRA_EW_FILL ? 0.0 : (double)a->a[r * a->as + c];
-    const double b = ew_needs_b(a->op) ? (double)a->b[r * a->bs + c] : 0.0;
+    const double b = memra__ew_reads_b(a->op) ? (double)a->b[r * a->bs + c] : 0.0;
     switch (a->op) {
     case MEMRA_EW_COPY: return (float)x;
     case MEMRA_EW_ADD: return (float)(x + b);
@@ -117,19 +95,10 @@ static void ew_part(void *ctx, int64_t begin, int64_t end)
 
 memra_status_t memra__cpu_elementwise(memra__backend_t *be, const memra_ew_args_t *a)
 {
-    if (!a || (unsigned)a->op > (unsigned)MEMRA_EW_FILL)
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: unknown op");
-    if (a->rows < 0 || a->cols < 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: negative shape");
-    if (a->rows == 0 || a->cols == 0)
-        return MEMRA_OK;
-    if (!a->y || (a->op != MEMRA_EW_FILL && !a->a) || (ew_needs_b(a->op) && !a->b) ||
-        (a->op == MEMRA_EW_SOFTPLUS_MUL && !a->aux))
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: op %d is missing an input", (int)a->op);
-    if (a->rows > 1 && (a->ys < a->cols || a->as < 0 || a->bs < 0))
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: bad row strides");
-    if (a->op == MEMRA_EW_SOFTCAP && a->s == 0.0f)
-        return memra__fail(be->err, MEMRA_E_INVALID, "elementwise: softcap of 0");
+    bool none;
+    memra_status_t st = memra__check_ew(be, a, &none);
+    if (st || none)
+        return st;
     memra__pool_for(memra__cpu_pool(be), a->rows * a->cols, 4096, ew_part, (void *)a);
     return MEMRA_OK;
 }
@@ -163,18 +132,10 @@ static void rope_part(void *ctx, int64_t begin, int64_t end)
 
 memra_status_t memra__cpu_rope(memra__backend_t *be, const memra_rope_args_t *a)
 {
-    if (!a || (a->mode != MEMRA_ROPE_NORM && a->mode != MEMRA_ROPE_NEOX))
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: unknown mode");
-    if (a->n_tokens < 0 || a->n_heads < 0 || a->head_dim <= 0 || a->n_rot < 0 || a->n_rot % 2 ||
-        a->n_rot > a->head_dim)
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: bad shape (n_rot %lld, head_dim %lld)",
-                           (long long)a->n_rot, (long long)a->head_dim);
-    if (a->n_tokens == 0 || a->n_heads == 0 || a->n_rot == 0)
-        return MEMRA_OK;
-    if (!a->x || !a->pos)
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: missing x or pos");
-    if (!(a->base > 0.0f))
-        return memra__fail(be->err, MEMRA_E_INVALID, "rope: base must be > 0");
+    bool none;
+    memra_status_t st = memra__check_rope(be, a, &none);
+    if (st || none)
+        return st;
     memra__pool_for(memra__cpu_pool(be), a->n_tokens, 1, rope_part, (void *)a);
     return MEMRA_OK;
 }

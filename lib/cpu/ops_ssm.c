@@ -43,15 +43,10 @@ static void conv_part(void *ctx, int64_t begin, int64_t end)
 
 memra_status_t memra__cpu_conv(memra__backend_t *be, const memra_conv_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->channels <= 0 || a->kernel <= 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "conv: bad shape");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->x || !a->w || !a->out || (a->kernel > 1 && !a->state))
-        return memra__fail(be->err, MEMRA_E_INVALID, "conv: missing buffer");
-    if (a->n_tokens > 1 && a->x_stride < a->channels)
-        return memra__fail(be->err, MEMRA_E_INVALID, "conv: x_stride %lld below %lld channels",
-                           (long long)a->x_stride, (long long)a->channels);
+    bool none;
+    memra_status_t st = memra__check_conv(be, a, &none);
+    if (st || none)
+        return st;
     memra__pool_for(memra__cpu_pool(be), a->channels, 16, conv_part, (void *)a);
     return MEMRA_OK;
 }
@@ -101,15 +96,10 @@ static void delta_part(void *ctx, int64_t begin, int64_t end)
 
 memra_status_t memra__cpu_delta(memra__backend_t *be, const memra_delta_args_t *a)
 {
-    if (!a || a->n_tokens < 0 || a->n_k <= 0 || a->n_v <= 0 || a->d <= 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "delta: bad shape");
-    if (a->n_tokens == 0)
-        return MEMRA_OK;
-    if (!a->q || !a->k || !a->v || !a->g || !a->beta || !a->state || !a->out)
-        return memra__fail(be->err, MEMRA_E_INVALID, "delta: missing buffer");
-    if (a->n_tokens > 1 &&
-        (a->qk_stride < a->n_k * a->d || a->v_stride < a->n_v * a->d || a->gb_stride < a->n_v))
-        return memra__fail(be->err, MEMRA_E_INVALID, "delta: row strides too small");
+    bool none;
+    memra_status_t st = memra__check_delta(be, a, &none);
+    if (st || none)
+        return st;
     delta_job jb = {.a = a};
     atomic_init(&jb.nomem, 0);
     memra__pool_for(memra__cpu_pool(be), a->n_v, 1, delta_part, &jb);
