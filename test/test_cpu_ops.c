@@ -14,7 +14,7 @@
  *   moe                             3e-6·Σ_j|w_j·s_e|·Σ_f|D_if·h_f| + 1e-7
  * and bit-identity wherever the batch shape or thread count must not matter:
  * prefill vs one-row calls (matmul, attention, conv, delta, moe), 1 vs 5
- * threads, moe vs the composition of matmul/elementwise. Sentinels (a NaN
+ * threads, moe and matmul_ex vs their compositions of matmul/norm/elementwise. Sentinels (a NaN
  * payload) around every output check that strides are honoured; NaN in the
  * gaps of every input checks that nothing reads them. */
 #include <stdarg.h>
@@ -225,6 +225,172 @@ static void test_matmul_errors(void **state)
     assert_int_equal(g_be->iface->matmul(g_be, &w.w, x, 32, y, 4, 2), MEMRA_E_INVALID);
     assert_int_equal(g_be->iface->matmul(g_be, &w.w, x, 64, y, 4, 0), MEMRA_OK);
     tw_free(&w);
+}
+
+/* matmul_ex is defined as its unfused sequence (lib/backend.h): norm into
+ * x_tmp, matmuls, then the epilogue as an elementwise op. On the CPU it must
+ * be that sequence bit for bit, write only its outputs' rows, and refuse
+ * malformed requests. */
+static void mx_sequence(const memra_mm_args_t *a, float **y)
+{
+    const int64_t n = a->n_rows, ne0 = a->w[0]->ne[0];
+    float *xn = malloc((size_t)(n * ne0) * sizeof *xn);
+    const float *x = a->x;
+    int64_t ldx = a->ldx;
+    if (a->norm) {
+        assert_int_equal(g_be->iface->norm(g_be, MEMRA_NORM_RMS, a->x, a->ldx, a->norm_w, xn, ne0, n, ne0, a->eps),
+                         MEMRA_OK);
+        x = xn;
+        ldx = ne0;
+    }
+    const int64_t f = a->w[0]->ne[1];
+    float *t0 = malloc((size_t)(n * f) * sizeof *t0), *t1 = malloc((size_t)(n * f) * sizeof *t1);
+    if (a->epi == MEMRA_MM_STORE) {
+        for (int i = 0; i < a->n_w; i++) {
+            assert_int_equal(g_be->iface->matmul(g_be, a->w[i], x, ldx, y[i], a->ldy[i], n), MEMRA_OK);
+            if (a->post[i] != MEMRA_EW_COPY) {
+                const memra_ew_args_t e = {.op = a->post[i], .y = y[i], .a = y[i], .b = a->post_b[i],
+                                           .aux = a->post_aux[i], .rows = n, .cols = a->w[i]->ne[1],
+                                           .ys = a->ldy[i], .as = a->ldy[i]};
+                assert_int_equal(g_be->iface->elementwise(g_be, &e), MEMRA_OK);
+            }
+        }
+    } else {
+        assert_int_equal(g_be->iface->matmul(g_be, a->w[0], x, ldx, t0, f, n), MEMRA_OK);
+        memra_ew_args_t e = {.op = MEMRA_EW_ADD, .y = y[0], .a = y[0], .b = t0, .rows = n, .cols = f,
+                             .ys = a->ldy[0], .as = a->ldy[0], .bs = f};
+        if (a->epi == MEMRA_MM_GLU) {
+            assert_int_equal(g_be->iface->matmul(g_be, a->w[1], x, ldx, t1, f, n), MEMRA_OK);
+            e.op = a->act == MEMRA_ACT_GELU ? MEMRA_EW_GEGLU : MEMRA_EW_SWIGLU;
+            e.a = t0;
+            e.as = f;
+            e.b = t1;
+        }
+        assert_int_equal(g_be->iface->elementwise(g_be, &e), MEMRA_OK);
+    }
+    free(xn);
+    free(t0);
+    free(t1);
+}
+
+static void test_matmul_ex(void **state)
+{
+    (void)state;
+    uint64_t rng = 0x5eed;
+    const int64_t ne0 = 96, n = 3, ldx = ne0 + 5;
+    const int64_t rows[3] = {7, 5, 9};
+    tw w[3];
+    for (int i = 0; i < 3; i++)
+        tw_make(&w[i], i == 1 ? MEMRA_TYPE_F16 : MEMRA_TYPE_Q8_0, ne0, i == 2 ? 7 : rows[i], 1, 0, 0, 1.0f, &rng);
+    float *x = rand_mat(&rng, n, ne0, ldx, (size_t)(n * ldx), 2.0f);
+    float *x_copy = malloc((size_t)(n * ldx) * sizeof *x_copy);
+    memcpy(x_copy, x, (size_t)(n * ldx) * sizeof *x);
+    float nw[96], pb[7], pa[7];
+    for (int i = 0; i < 96; i++)
+        nw[i] = 0.5f + (float)tu_rng_unit(&rng);
+    for (int i = 0; i < 7; i++) {
+        pb[i] = (float)tu_rng_unit(&rng) * 4.0f - 2.0f;
+        pa[i] = -0.1f - 3.0f * (float)tu_rng_unit(&rng);
+    }
+    float *x_tmp = malloc((size_t)(n * ne0) * sizeof *x_tmp), *tmp0 = malloc(64 * sizeof *tmp0),
+          *tmp1 = malloc(64 * sizeof *tmp1);
+    static const memra_mm_epi_t epis[4] = {MEMRA_MM_STORE, MEMRA_MM_GLU, MEMRA_MM_GLU, MEMRA_MM_ADD};
+    for (int c = 0; c < 4; c++) {
+        memra_mm_args_t a = {.x = x, .ldx = ldx, .n_rows = n, .norm = c != 3, .norm_w = c == 2 ? NULL : nw,
+                             .eps = 1e-6f, .epi = epis[c], .act = c == 2 ? MEMRA_ACT_GELU : MEMRA_ACT_SILU,
+                             .x_tmp = x_tmp, .tmp = {tmp0, tmp1}};
+        if (c == 0) { /* three weights of two types, sigmoid and softplus·a on two of them */
+            a.n_w = 3;
+            for (int i = 0; i < 3; i++)
+                a.w[i] = &w[i].w;
+            a.post[1] = MEMRA_EW_SIGMOID;
+            a.post[2] = MEMRA_EW_SOFTPLUS_MUL;
+            a.post_b[2] = pb;
+            a.post_aux[2] = pa;
+        } else if (c < 3) { /* GLU halves: both 7 rows */
+            a.n_w = 2;
+            a.w[0] = &w[0].w;
+            a.w[1] = &w[2].w;
+        } else {
+            a.n_w = 1;
+            a.w[0] = &w[2].w;
+        }
+        const int n_out = a.epi == MEMRA_MM_STORE ? a.n_w : 1;
+        float *got[3] = {NULL}, *want[3] = {NULL};
+        size_t tot[3];
+        for (int i = 0; i < n_out; i++) {
+            a.ldy[i] = a.w[i]->ne[1] + 2;
+            tot[i] = (size_t)(n * a.ldy[i] + 3);
+            got[i] = sent_buf(tot[i]);
+            want[i] = sent_buf(tot[i]);
+            if (a.epi == MEMRA_MM_ADD)
+                for (size_t k = 0; k < tot[i]; k++)
+                    got[i][k] = want[i][k] = (int64_t)(k / (size_t)a.ldy[i]) < n &&
+                                                     (int64_t)(k % (size_t)a.ldy[i]) < a.w[i]->ne[1]
+                                                 ? (float)k
+                                                 : sent();
+            a.y[i] = got[i];
+        }
+        assert_int_equal(memra__matmul_ex(g_be, &a), MEMRA_OK);
+        mx_sequence(&a, want);
+        for (int i = 0; i < n_out; i++) {
+            check_bits(got[i], want[i], tot[i], "matmul_ex vs its sequence");
+            check_sent_outside(got[i], tot[i], n, a.w[i]->ne[1], a.ldy[i], "matmul_ex y");
+            free(got[i]);
+            free(want[i]);
+        }
+        check_bits(x, x_copy, (size_t)(n * ldx), "matmul_ex leaves x alone");
+    }
+
+    /* malformed requests: a message and MEMRA_E_INVALID, nothing written */
+    float y[64];
+    const memra_mm_args_t ok = {.x = x, .ldx = ldx, .n_rows = 1, .n_w = 1, .w = {&w[0].w}, .y = {y},
+                                .ldy = {7}, .x_tmp = x_tmp, .tmp = {tmp0, tmp1}};
+    memra_mm_args_t bad = ok;
+    bad.n_w = 0;
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.epi = MEMRA_MM_GLU; /* one weight */
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.epi = MEMRA_MM_GLU;
+    bad.n_w = 2;
+    bad.w[1] = &w[1].w; /* 5 rows against 7 */
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.epi = MEMRA_MM_ADD;
+    bad.post[0] = MEMRA_EW_SIGMOID; /* post ops only after STORE */
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.post[0] = MEMRA_EW_SOFTPLUS_MUL; /* without its vectors */
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.post[0] = MEMRA_EW_GELU; /* not a post op */
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.norm = true;
+    bad.x_tmp = NULL;
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    tw wide;
+    tw_make(&wide, MEMRA_TYPE_Q8_0, 128, 3, 1, 0, 0, 1.0f, &rng);
+    bad = ok;
+    bad.n_w = 2;
+    bad.w[1] = &wide.w; /* another width */
+    bad.y[1] = y + 32;
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.n_rows = 2;
+    bad.ldy[0] = 6; /* below 7 outputs */
+    assert_int_equal(memra__matmul_ex(g_be, &bad), MEMRA_E_INVALID);
+    assert_true(memra_last_error()[0] != '\0');
+    tw_free(&wide);
+    for (int i = 0; i < 3; i++)
+        tw_free(&w[i]);
+    free(x);
+    free(x_copy);
+    free(x_tmp);
+    free(tmp0);
+    free(tmp1);
 }
 
 static void test_get_rows(void **state)
@@ -1099,7 +1265,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_errors),
+        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_errors), cmocka_unit_test(test_matmul_ex),
         cmocka_unit_test(test_get_rows),    cmocka_unit_test(test_norm),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
