@@ -72,11 +72,14 @@ void memra__cuda_prof_destroy(memra__cuda_ctx_t *c);               /* prints the
 long memra__cuda_env_long(const char *name, long def);
 
 /* Programmatic dependent launch (sm_90). Every kernel of this backend is
- * launched with memra__launch and begins with MEMRA_PDL_ENTER: it waits
- * there for the previous grid on the stream to complete (its writes
- * visible), then lets its own successor be scheduled. The successor's
- * launch latency and block setup then overlap this kernel's run; the
- * matvec even streams weights (which no kernel writes) before its wait.
+ * launched with memra__launch and begins with MEMRA_PDL_ENTER: it first
+ * lets its successor be scheduled, then waits for the previous grid on
+ * the stream to complete (its writes visible). The successor's launch and
+ * block setup thus overlap this kernel's whole run, and the matvec streams
+ * weights (which no kernel writes) before its wait, into the SM room its
+ * predecessor leaves. Triggering first is safe: a grid launches only when
+ * every block of its predecessor has started, and each wait still covers
+ * the whole chain (the predecessor completes only after its own wait).
  * MEMRA_PDL=0 launches plainly (the waits return at once). */
 static __device__ __forceinline__ void memra_pdl_wait(void)
 {
@@ -94,8 +97,8 @@ static __device__ __forceinline__ void memra_pdl_launch(void)
 
 #define MEMRA_PDL_ENTER()                                                                     \
     do {                                                                                      \
-        memra_pdl_wait();                                                                     \
         memra_pdl_launch();                                                                   \
+        memra_pdl_wait();                                                                     \
     } while (0)
 
 bool memra__cuda_pdl(void);

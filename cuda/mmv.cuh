@@ -40,7 +40,7 @@
 #define MMV_RING_MIN 2                /* items per warp in shared memory: at least */
 #define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
-#define MMV_SMEM_TARGET (40 * 1024)   /* ring + x per block: rings stay short, three blocks per SM where x allows (measured best) */
+#define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, scripts/mmv-lab.cu) */
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
 
@@ -71,18 +71,19 @@ struct mmv_args {
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
 };
 
-/* x in shared memory: 4 floats of padding after every 32, so that lanes
- * reading 32-element runs (or 8-element runs 32 bytes apart) with 16-byte
- * loads hit distinct banks. Warp-wide reads of x from global memory at
- * those strides touch one L1 line per lane and were the matvec's limit. */
-static __host__ __device__ __forceinline__ int64_t mmv_xp(int64_t i)
+/* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
+ * so that lanes reading 32-element runs (P64: 64-element runs) with
+ * 16-byte loads hit distinct banks. Warp-wide reads of x from global
+ * memory at those strides touch one L1 line per lane and were the
+ * matvec's limit. Q8_0 stages x with P64 (lanes take block pairs). */
+template <bool P64 = false> static __host__ __device__ __forceinline__ int64_t mmv_xp(int64_t i)
 {
-    return i + (i >> 5) * 4;
+    return i + (i >> (P64 ? 6 : 5)) * 4;
 }
 
-static __host__ __device__ __forceinline__ int64_t mmv_xld(int64_t ne0)
+template <bool P64 = false> static __host__ __device__ __forceinline__ int64_t mmv_xld(int64_t ne0)
 {
-    return mmv_xp((ne0 + 31) & ~(int64_t)31);
+    return mmv_xp<P64>((ne0 + 63) & ~(int64_t)63);
 }
 
 static __device__ __forceinline__ float warp_sum(float v)
@@ -140,7 +141,7 @@ template <int T> struct mmv_q8x {
 /* Shared memory of NR staged x rows of NE0 floats (and Q8_0's block sums). */
 template <int T> static __host__ __device__ __forceinline__ size_t mmv_x_bytes(int64_t ne0, int nr)
 {
-    return ((size_t)nr * mmv_xld(ne0) + (mmv_q8x<T>::on ? (size_t)nr * (ne0 / 32) : 0)) * sizeof(float);
+    return ((size_t)nr * mmv_xld<mmv_q8x<T>::on>(ne0) + (mmv_q8x<T>::on ? (size_t)nr * (ne0 / 32) : 0)) * sizeof(float);
 }
 
 /* Copies (normalizing, with a.norm) the block's NR x rows into XS and
@@ -157,13 +158,13 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         return x;
     }
     const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
-    const int64_t ld = mmv_xld(a.ne0);
+    const int64_t ld = mmv_xld<SCALE>(a.ne0);
     for (int r = 0; r < nr; r++) {
         const float *xr = x + r * a.ldx;
         if (a.norm) {
             const double s = row_scale(true, xr, a.ne0, a.eps, red);
             for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-                xs[r * ld + mmv_xp(i)] = row_scaled(xr[i], s, a.norm_w, i) * sc;
+                xs[r * ld + mmv_xp<SCALE>(i)] = row_scaled(xr[i], s, a.norm_w, i) * sc;
         } else if ((a.ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0) {
             /* 16-byte loads, four in flight per thread: staging is on the
              * critical path of every block */
@@ -177,12 +178,12 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     if (i0 + j * blockDim.x < n4)
-                        *(float4 *)(xs + r * ld + mmv_xp(4 * (i0 + j * blockDim.x))) =
+                        *(float4 *)(xs + r * ld + mmv_xp<SCALE>(4 * (i0 + j * blockDim.x))) =
                             make_float4(v[j].x * sc, v[j].y * sc, v[j].z * sc, v[j].w * sc);
             }
         } else {
             for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-                xs[r * ld + mmv_xp(i)] = __ldg(xr + i) * sc;
+                xs[r * ld + mmv_xp<SCALE>(i)] = __ldg(xr + i) * sc;
         }
     }
     __syncthreads();
@@ -191,7 +192,7 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         const int64_t nb = a.ne0 / 32;
         float *sums = xs + (int64_t)nr * ld;
         for (int64_t j = threadIdx.x; j < nr * nb; j += blockDim.x) {
-            const float *b = xs + (j / nb) * ld + mmv_xp((j % nb) * 32);
+            const float *b = xs + (j / nb) * ld + mmv_xp<SCALE>((j % nb) * 32);
             float t = 0.0f;
 #pragma unroll
             for (int i = 0; i < 32; i++)
@@ -343,6 +344,80 @@ static __device__ __forceinline__ int mmv_weight(const mmv_args &a, const mmv_po
     return wi;
 }
 
+/* 32-bit shared-memory loads: pointers into dynamic shared memory reach
+ * the compiler as generic addresses (x may also live in global memory), and
+ * generic loads cost more issue slots and latency than LDS. */
+static __device__ __forceinline__ uint32_t mmv_lds32(uint32_t a)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
+
+static __device__ __forceinline__ float mmv_ldsf(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+
+static __device__ __forceinline__ float4 mmv_lds128(uint32_t a)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+    return v;
+}
+
+static __device__ __forceinline__ uint32_t mmv_saddr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* Q8_0 with x staged (x * 2^64, P64 layout, block sums at SUMS): lane L
+ * takes the block pair (2L, 2L+1) of a segment of NB blocks whose bytes
+ * start at the 4-byte aligned shared address SEG. The pair's 68 bytes are
+ * 17 words at a 17-word lane stride (no bank conflicts), and every quant
+ * is one byte permutation of the word that holds it: no funnel shifts.
+ * B0 is the segment's first block in the row, NBR the blocks per row. */
+template <int R>
+static __device__ __forceinline__ void mmv_q8_pair(uint32_t seg, int nb, int lane, uint32_t x0, int64_t xl,
+                                                   uint32_t sums, int64_t nbr, int64_t b0, int nr, float *part)
+{
+    const int pb = 2 * lane;
+    if (pb >= nb)
+        return;
+    const bool two = pb + 1 < nb; /* an odd last block has no partner */
+    uint32_t w[17];
+#pragma unroll
+    for (int i = 0; i < 17; i++)
+        w[i] = mmv_lds32(seg + 68 * lane + 4 * i);
+    const float da = __half2float(__ushort_as_half((unsigned short)(w[0] & 0xFFFFu))) * 0x1p85f;
+    const float db = __half2float(__ushort_as_half((unsigned short)(w[8] >> 16))) * 0x1p85f;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        if (r < nr) {
+            const uint32_t xa = x0 + 4 * (uint32_t)(r * xl + mmv_xp<true>((b0 + pb) * 32));
+            float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const float4 xv = mmv_lds128(xa + 16 * j);
+                const float xx[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int i = 4 * j + c;                           /* element of the pair */
+                    const int byte = i < 32 ? 2 + i : 36 + (i - 32);   /* its quant among the 68 bytes */
+                    const uint32_t u = w[byte >> 2] ^ 0x80808080u;     /* u = q + 128 */
+                    s[i >> 5][c] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + (byte & 3))), xx[c], s[i >> 5][c]);
+                }
+            }
+            const uint32_t sa = sums + 4 * (uint32_t)(r * nbr + b0 + pb);
+            const float ta = (s[0][0] + s[0][1]) + (s[0][2] + s[0][3]);
+            const float tb = (s[1][0] + s[1][1]) + (s[1][2] + s[1][3]);
+            part[r] += (ta - mmv_ldsf(sa)) * da + (two ? (tb - mmv_ldsf(sa + 4)) * db : 0.0f);
+        }
+    }
+}
+
 /* TMA: each ring slot is filled by one bulk copy (cp.async.bulk, issued by
  * lane 0, completing on the slot's mbarrier) instead of a 16-byte cp.async
  * per lane and chunk: no per-lane copy instructions in the hot loop, and
@@ -447,6 +522,9 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
             part[r] = 0.0f;
         if (a.probe) {
             part[0] = (float)sm[cur.off + lane];
+        } else if (mmv_q8x<T>::on && a.xsm && (cur.off & 3) == 0) {
+            mmv_q8_pair<R>(mmv_saddr(sm) + cur.off, cur.nb, lane, mmv_saddr(x), xl, mmv_saddr(xsum), a.ne0 / 32,
+                           (int64_t)cq.s * S::segb, nr, part);
         } else {
 #pragma unroll
             for (int u = 0; u < S::u; u++) {
@@ -459,9 +537,9 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS)
                     for (int r = 0; r < R; r++) {
                         if (r < nr) {
                             if (mmv_q8x<T>::on && a.xsm)
-                                part[r] += mq_dot32_q8x(p, x + r * xl + mmv_xp(e0), xsum[r * (a.ne0 / 32) + e0 / 32]);
+                                part[r] += mq_dot32_q8x(p, x + r * xl + mmv_xp<true>(e0), xsum[r * (a.ne0 / 32) + e0 / 32]);
                             else
-                                part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp(e0) : e0), tab);
+                                part[r] += mq_dot32<T>(p, sub, x + r * xl + (a.xsm ? mmv_xp<mmv_q8x<T>::on>(e0) : e0), tab);
                         }
                     }
                 }

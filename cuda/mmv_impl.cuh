@@ -50,25 +50,26 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
 
 /* Items per warp in the ring for a block that also stages XBYTES of x: as
  * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
- * (Q8_0 4096x12288, exp-mmv.sh): more resident warps beat deeper rings
- * (ring 2 at 3 blocks/SM 24.7 us, ring 5 at 2 blocks/SM 26.0 us, ring 8
- * at 1 block/SM 38.5 us); the kernel is bound by its instruction stream
- * (62 % issue-slot use under ncu) more than by bytes in flight. */
+ * (Q8_0 4096x12288, scripts/mmv-lab.cu): with the pair dot, three items
+ * per warp at three blocks per SM beat two (19.8 us vs 22.3 us); deeper
+ * rings cost resident warps. */
 template <int T> static int mmv_ring_depth(size_t xbytes)
 {
-    const size_t slot = mmv_ring_bytes<T>(1);
-    if (slot == 0)
+    if constexpr (mq_is_float<T>::value) {
         return MMV_RING_MIN; /* float types: no ring */
-    static long force = -1, target = -1; /* experiments: MEMRA_MMV_RING, MEMRA_MMV_SMEM_TARGET */
-    if (force < 0) {
-        force = memra__cuda_env_long("MEMRA_MMV_RING", 0);
-        target = memra__cuda_env_long("MEMRA_MMV_SMEM_TARGET", MMV_SMEM_TARGET);
+    } else {
+        const size_t slot = mmv_ring_bytes<T>(1);
+        static long force = -1, target = -1; /* experiments: MEMRA_MMV_RING, MEMRA_MMV_SMEM_TARGET */
+        if (force < 0) {
+            force = memra__cuda_env_long("MEMRA_MMV_RING", 0);
+            target = memra__cuda_env_long("MEMRA_MMV_SMEM_TARGET", MMV_SMEM_TARGET);
+        }
+        if (force >= MMV_RING_MIN && force <= MMV_RING_MAX)
+            return (int)force;
+        const size_t tg = (size_t)target;
+        const int d = xbytes + MMV_RING_MIN * slot <= tg ? (int)((tg - xbytes) / slot) : MMV_RING_MIN;
+        return d < MMV_RING_MIN ? MMV_RING_MIN : d > MMV_RING_MAX ? MMV_RING_MAX : d;
     }
-    if (force >= MMV_RING_MIN && force <= MMV_RING_MAX)
-        return (int)force;
-    const size_t tg = (size_t)target;
-    int d = xbytes + MMV_RING_MIN * slot <= tg ? (int)((tg - xbytes) / slot) : MMV_RING_MIN;
-    return d < MMV_RING_MIN ? MMV_RING_MIN : d > MMV_RING_MAX ? MMV_RING_MAX : d;
 }
 
 template <int T, int R, bool TMA>

@@ -1470,6 +1470,10 @@ static void run_suite(kc *k)
     }
     /* rows not 16-byte aligned: the staged loads start mid-chunk */
     KC(kc_matmul(k, "matmul.q8_0.nb1_odd", MEMRA_TYPE_Q8_0, 64, 1000, 1, false, 0, 6));
+    /* 67 blocks a row: a segment ends on an unpaired block, and rows of
+     * 2278 bytes start at every even offset (pairs and the fallback) */
+    KC(kc_matmul(k, "matmul.q8_0.odd_blocks", MEMRA_TYPE_Q8_0, 2144, 700, 1, false, 0, 0));
+    KC(kc_matmul(k, "matmul.q8_0.odd_blocks_rows3", MEMRA_TYPE_Q8_0, 2144, 700, 3, false, 4, 0));
     KC(kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2));
     KC(kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2));
     KC(kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));

@@ -1,0 +1,508 @@
+/* Matvec design lab (device only, not part of the library): times the
+ * production Q8_0 decode matvec (cuda/mmv.cuh) against a block-level TMA
+ * ring and plain streaming ceilings, on the same buffers in one run, at
+ * the Qwen3.5-9B decode shapes. Weights rotate over copies larger than L2
+ * so that every launch reads HBM, as decode does.
+ *
+ *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Icuda -Ilib \
+ *        -Iinclude -Ibuild-gpu scripts/mmv-lab.cu -o /tmp/mmv-lab && /tmp/mmv-lab
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "mmv_impl.cuh"
+
+long memra__cuda_env_long(const char *name, long def)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : def;
+}
+bool memra__cuda_pdl(void) { return memra__cuda_env_long("MEMRA_PDL", 1) != 0; }
+
+#define CK(x)                                                                                                          \
+    do {                                                                                                               \
+        cudaError_t e_ = (x);                                                                                          \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                        \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+/* ---- block-level ring --------------------------------------------------------
+ * A block owns the contiguous rows [r0, r1) (balanced to one row), i.e. one
+ * contiguous byte range, streamed in chunks of CU units by TMA into NS
+ * stages. A unit is 32 Q8_0 blocks (1088 bytes, lane per block) of one
+ * row; warp w takes units w, w+WARPS, ... of each chunk. The last warp
+ * done with a stage refills it. Output: one partial per unit. */
+constexpr int UB = 32 * 34;
+
+template <int WARPS, int KPW, int NS, bool MATH>
+__global__ void __launch_bounds__(WARPS * 32) ring_kernel(const mmv_args a, float *part)
+{
+    namespace ptx = cuda::ptx;
+    constexpr int CU = WARPS * KPW, CB = CU * UB;
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ __align__(8) uint64_t full[NS];
+    __shared__ int cnt[NS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t nrows = a.vrow0[1], upr = a.ne0 / 1024;
+    const int64_t r0 = blockIdx.x * nrows / gridDim.x, r1 = (blockIdx.x + 1) * nrows / gridDim.x;
+    const uint8_t *base = a.W[0] + r0 * a.nb1[0];
+    const int64_t nu = (r1 - r0) * upr, nch = (nu + CU - 1) / CU;
+    auto issue = [&](int64_t c) {
+        const int s = (int)(c % NS);
+        const uint32_t bytes = (uint32_t)(min((int64_t)CU, nu - c * CU) * UB);
+        ptx::fence_proxy_async(ptx::space_shared);
+        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &full[s], bytes);
+        ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(sm + (size_t)s * CB),
+                           (const void *)(base + c * CB), bytes, &full[s]);
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NS; s++) {
+            ptx::mbarrier_init(&full[s], 1);
+            cnt[s] = 0;
+        }
+        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+        for (int64_t c = 0; c < NS && c < nch; c++)
+            issue(c);
+    }
+    MEMRA_PDL_ENTER();
+    int64_t xl;
+    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(sm + (size_t)NS * CB), &xl);
+    const float *xsum = x + xl;
+    for (int64_t c = 0; c < nch; c++) {
+        const int s = (int)(c % NS);
+        while (!ptx::mbarrier_try_wait_parity(&full[s], (uint32_t)((c / NS) & 1))) {
+        }
+        const uint8_t *st = sm + (size_t)s * CB;
+#pragma unroll
+        for (int k = 0; k < KPW; k++) {
+            const int64_t u = c * CU + k * WARPS + warp;
+            if (u < nu) {
+                const uint8_t *p = st + (k * WARPS + warp) * UB + lane * 34;
+                const int e0 = (int)(((u % upr) * 32 + lane) * 32);
+                float v;
+                if (MATH)
+                    v = warp_sum(mq_dot32_q8x(p, x + mmv_xp(e0), xsum[e0 / 32]));
+                else
+                    v = (float)p[2];
+                if (lane == 0)
+                    part[r0 * upr + u] = v;
+            }
+        }
+        __syncwarp();
+        if (lane == 0 && atomicAdd(&cnt[s], 1) == WARPS - 1) {
+            cnt[s] = 0;
+            if (c + NS < nch)
+                issue(c + NS);
+        }
+    }
+}
+
+/* ---- harness ------------------------------------------------------------------- */
+
+static int g_sms;
+
+struct shape {
+    const char *name;
+    int64_t ne0, rows;
+};
+
+static float h_f16(uint16_t h)
+{
+    const uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), (int)e - 25);
+    return s ? -v : v;
+}
+
+template <typename F> static double time_us(F launch, int nbuf, int reps)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < nbuf; i++)
+        launch(i);
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < reps; i++)
+        launch(i % nbuf);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return 1000.0 * ms / reps;
+}
+
+/* ---- warp rings, pair math ------------------------------------------------------
+ * The production structure (each warp streams its own items through a ring
+ * of D slots by TMA) with a leaner Q8_0 dot: lane l takes the block pair
+ * (2l, 2l+1) of a 64-block segment, 68 bytes at a 4-byte aligned offset, so
+ * every quant is one PRMT from a loaded word (no funnel shifts), the 17
+ * words are conflict-free LDS.32 (stride 17 words), x is padded every 64
+ * floats (LDS.128 at stride 68 floats, conflict-free), and all shared
+ * accesses use 32-bit shared addresses. RR rows of a segment share each x
+ * load. */
+static __device__ __forceinline__ uint32_t lds32(uint32_t a)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
+static __device__ __forceinline__ float4 lds128f(uint32_t a)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+    return v;
+}
+static __device__ __forceinline__ float ldsf(uint32_t a)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+static __host__ __device__ __forceinline__ int xp64(int i) { return i + (i >> 6) * 4; }
+
+constexpr int SEGB = 2176; /* 64 Q8_0 blocks */
+
+template <int RR, int D> __global__ void __launch_bounds__(256) wr_kernel(const mmv_args a)
+{
+    namespace ptx = cuda::ptx;
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ __align__(8) uint64_t bars[8][D];
+    constexpr int SLOT = RR * SEGB;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int ne0 = (int)a.ne0, nseg = ne0 / 2048;
+    const int64_t nrows = a.vrow0[1], ngroups = (nrows + RR - 1) / RR;
+    const int64_t gstride = (int64_t)gridDim.x * 8, g0 = (int64_t)blockIdx.x * 8 + warp;
+    const int64_t n_items = g0 < ngroups ? (ngroups - g0 + gstride - 1) / gstride * nseg : 0;
+    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(sm) + (uint32_t)(warp * D * SLOT);
+    const uint32_t xs = (uint32_t)__cvta_generic_to_shared(sm) + (uint32_t)(8 * D * SLOT);
+    const uint32_t xsum = xs + (uint32_t)(xp64(ne0) * 4);
+    uint64_t *bar = bars[warp];
+    if (lane == 0) {
+        for (int d = 0; d < D; d++)
+            ptx::mbarrier_init(&bar[d], 1);
+        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+    }
+    __syncwarp();
+    int64_t ig = g0;
+    int iseg = 0;
+    int64_t issued = 0;
+    auto issue = [&](int slot) {
+        if (issued < n_items) {
+            if (lane == 0) {
+                const int nr = (int)min((int64_t)RR, nrows - ig * RR);
+                ptx::fence_proxy_async(ptx::space_shared);
+                ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot],
+                                               (uint32_t)(nr * SEGB));
+                for (int r = 0; r < nr; r++)
+                    ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
+                                       (void *)(sm + warp * D * SLOT + slot * SLOT + r * SEGB),
+                                       (const void *)(a.W[0] + (ig * RR + r) * a.nb1[0] + iseg * SEGB), SEGB,
+                                       &bar[slot]);
+            }
+            if (++iseg == nseg) {
+                iseg = 0;
+                ig += gstride;
+            }
+            issued++;
+        }
+    };
+    for (int d = 0; d < D - 1; d++)
+        issue(d);
+    MEMRA_PDL_ENTER();
+    {
+        float *xsp = (float *)(sm + 8 * D * SLOT);
+        for (int i = threadIdx.x; i < ne0; i += blockDim.x)
+            xsp[xp64(i)] = a.x[i] * MMV_Q8X_SCALE;
+        __syncthreads();
+        float *sums = xsp + xp64(ne0);
+        for (int j = threadIdx.x; j < ne0 / 32; j += blockDim.x) {
+            const float *b = xsp + xp64(j * 32);
+            float t = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                t += b[i];
+            sums[j] = t * 0x1p-71f * 0x1p-71f;
+        }
+        __syncthreads();
+    }
+    uint32_t phase = 0;
+    int slot = 0, seg = 0;
+    int64_t grp = g0;
+    float acc[RR];
+#pragma unroll
+    for (int r = 0; r < RR; r++)
+        acc[r] = 0.0f;
+    for (int64_t k = 0; k < n_items; k++) {
+        while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
+        }
+        phase ^= 1u << slot;
+        issue(slot == 0 ? D - 1 : slot - 1);
+        const int nr = (int)min((int64_t)RR, nrows - grp * RR);
+        const uint32_t wq = ring + slot * SLOT + lane * 68;
+        const int e0 = seg * 2048 + lane * 64;
+        const uint32_t xa = xs + xp64(e0) * 4;
+        uint32_t w[RR][17];
+#pragma unroll
+        for (int r = 0; r < RR; r++)
+#pragma unroll
+            for (int i = 0; i < 17; i++)
+                w[r][i] = r < nr ? lds32(wq + r * SEGB + 4 * i) : 0u;
+        float s[RR][2][4];
+#pragma unroll
+        for (int r = 0; r < RR; r++)
+#pragma unroll
+            for (int b = 0; b < 2; b++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    s[r][b][c] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) { /* x[4j .. 4j+4) of the pair's 64 */
+            const float4 xv = lds128f(xa + 16 * j);
+            const float xx[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int i = 4 * j + c;                      /* element of the pair */
+                const int byte = i < 32 ? 2 + i : 36 + (i - 32); /* its quant in the 68 bytes */
+#pragma unroll
+                for (int r = 0; r < RR; r++) {
+                    const uint32_t u = w[r][byte >> 2] ^ 0x80808080u;
+                    s[r][i >> 5][c] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + (byte & 3))), xx[c], s[r][i >> 5][c]);
+                }
+            }
+        }
+        const float sxa = ldsf(xsum + 4 * (e0 / 32)), sxb = ldsf(xsum + 4 * (e0 / 32 + 1));
+#pragma unroll
+        for (int r = 0; r < RR; r++) {
+            const float da = __half2float(__ushort_as_half((unsigned short)(w[r][0] & 0xffffu))) * 0x1p85f;
+            const float db = __half2float(__ushort_as_half((unsigned short)(w[r][8] >> 16))) * 0x1p85f;
+            const float sa = (s[r][0][0] + s[r][0][1]) + (s[r][0][2] + s[r][0][3]);
+            const float sb = (s[r][1][0] + s[r][1][1]) + (s[r][1][2] + s[r][1][3]);
+            acc[r] += (sa - sxa) * da + (sb - sxb) * db;
+        }
+        __syncwarp();
+        if (++seg == nseg) {
+#pragma unroll
+            for (int r = 0; r < RR; r++) {
+                const float g = warp_sum(acc[r]);
+                if (lane == 0 && r < nr)
+                    a.y[0][grp * RR + r] = g;
+                acc[r] = 0.0f;
+            }
+            seg = 0;
+            grp += gstride;
+        }
+        slot = slot == D - 1 ? 0 : slot + 1;
+    }
+}
+
+template <int RR, int D>
+static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uint8_t *> &bufs, int bps, size_t bytes,
+                   const std::vector<double> &ref)
+{
+    if (sh.ne0 % 2048)
+        return;
+    auto k = wr_kernel<RR, D>;
+    const size_t smem = (size_t)8 * D * RR * SEGB + (xp64((int)sh.ne0) + sh.ne0 / 32) * 4;
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, 256, smem));
+    if (occ < 1) {
+        printf("  %-34s skipped: does not fit\n", tag);
+        return;
+    }
+    if (bps > occ)
+        bps = occ;
+    const unsigned grid = (unsigned)(bps * g_sms);
+    auto launch = [&](int i) {
+        a.W[0] = bufs[i];
+        CK(memra__launch(k, dim3(grid), dim3(256), smem, (cudaStream_t)0, a));
+    };
+    const double us = time_us(launch, (int)bufs.size(), 40);
+    std::vector<float> h(sh.rows);
+    launch(0);
+    CK(cudaMemcpy(h.data(), a.y[0], sh.rows * 4, cudaMemcpyDeviceToHost));
+    double err = 0;
+    for (int64_t r = 0; r < sh.rows; r++)
+        err = fmax(err, fabs(h[r] - ref[r]) / (1e-3 + fabs(ref[r])));
+    printf("  %-34s %8.2f us %7.0f GB/s  (%d blk/SM of %d, smem %zu)  rel err %.2e\n", tag, us, bytes / us / 1e3, bps,
+           occ, smem, err);
+}
+
+/* The copy ceiling: each thread U 16-byte streaming loads in flight. */
+template <int U> __global__ void __launch_bounds__(512) stream_kernel(const uint4 *w, size_t n16, unsigned *sink)
+{
+    MEMRA_PDL_ENTER();
+    unsigned acc = 0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride * U) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (i + u * stride < n16)
+                v[u] = ld_stream(w + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (i + u * stride < n16)
+                acc ^= v[u].x ^ v[u].w;
+    }
+    if (acc == 0x9e3779b9u)
+        sink[0] = acc;
+}
+
+template <int WARPS, int KPW, int NS, bool MATH>
+static void run_ring(const char *tag, const shape &sh, mmv_args a, std::vector<uint8_t *> &bufs, float *part, int bps,
+                     size_t bytes, const std::vector<double> *ref)
+{
+    auto k = ring_kernel<WARPS, KPW, NS, MATH>;
+    const size_t smem = (size_t)NS * WARPS * KPW * UB + mmv_x_bytes<MEMRA_TYPE_Q8_0>(sh.ne0, 1);
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, WARPS * 32, smem));
+    if (occ < bps) {
+        printf("  %-34s skipped: %d blocks/SM fit\n", tag, occ);
+        return;
+    }
+    a.xsm = 1;
+    const unsigned grid = (unsigned)(bps * g_sms);
+    auto launch = [&](int i) {
+        a.W[0] = bufs[i];
+        CK(memra__launch(k, dim3(grid), dim3(WARPS * 32), smem, (cudaStream_t)0, a, part));
+    };
+    const double us = time_us(launch, (int)bufs.size(), 40);
+    double err = 0;
+    if (ref && MATH) {
+        const int64_t upr = sh.ne0 / 1024;
+        std::vector<float> h(sh.rows * upr);
+        a.W[0] = bufs[0];
+        CK(memra__launch(k, dim3(grid), dim3(WARPS * 32), smem, (cudaStream_t)0, a, part));
+        CK(cudaMemcpy(h.data(), part, h.size() * 4, cudaMemcpyDeviceToHost));
+        for (int64_t r = 0; r < sh.rows; r++) {
+            double s = 0;
+            for (int64_t u = 0; u < upr; u++)
+                s += h[r * upr + u];
+            err = fmax(err, fabs(s - (*ref)[r]) / (1e-3 + fabs((*ref)[r])));
+        }
+    }
+    printf("  %-34s %8.2f us %7.0f GB/s  (%d blk/SM, smem %zu)%s", tag, us, bytes / us / 1e3, occ, smem,
+           ref && MATH ? "" : "\n");
+    if (ref && MATH)
+        printf("  rel err %.2e\n", err);
+}
+
+int main(void)
+{
+    CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    const shape shapes[] = {{"ffn_up 4096x12288", 4096, 12288},
+                            {"ffn_down 12288x4096", 12288, 4096},
+                            {"gate+up 4096x24576", 4096, 24576},
+                            {"out 4096x4096", 4096, 4096},
+                            {"head 4096x248320", 4096, 248320}};
+    unsigned *sink;
+    CK(cudaMalloc(&sink, 4));
+    for (const shape &sh : shapes) {
+        const size_t rb = (size_t)sh.ne0 / 32 * 34, bytes = rb * sh.rows;
+        const int nbuf = (int)((600u << 20) / bytes) + 1;
+        std::vector<uint8_t> host(bytes);
+        uint64_t st = 0x243f6a8885a308d3ull ^ bytes;
+        for (size_t i = 0; i < bytes; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            host[i] = (uint8_t)(st >> 33);
+        }
+        for (size_t b = 0; b < bytes; b += 34) { /* scales in [2^-9, 2^-7) */
+            const uint16_t h = (uint16_t)(0x1800 + (host[b] & 0x7) * 0x100 + host[b + 1]);
+            memcpy(&host[b], &h, 2);
+        }
+        std::vector<float> hx(sh.ne0);
+        for (int64_t i = 0; i < sh.ne0; i++)
+            hx[i] = (float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f;
+        std::vector<double> ref(sh.rows);
+        for (int64_t r = 0; r < sh.rows; r++) {
+            double s = 0;
+            for (int64_t b = 0; b < sh.ne0 / 32; b++) {
+                const uint8_t *p = &host[r * rb + b * 34];
+                uint16_t h;
+                memcpy(&h, p, 2);
+                double t = 0;
+                for (int i = 0; i < 32; i++)
+                    t += (double)(int8_t)p[2 + i] * hx[b * 32 + i];
+                s += t * h_f16(h);
+            }
+            ref[r] = s;
+        }
+        std::vector<uint8_t *> bufs(nbuf);
+        for (int i = 0; i < nbuf; i++) {
+            CK(cudaMalloc(&bufs[i], bytes));
+            CK(cudaMemcpy(bufs[i], host.data(), bytes, cudaMemcpyHostToDevice));
+        }
+        float *x, *y, *part;
+        CK(cudaMalloc(&x, sh.ne0 * 4));
+        CK(cudaMalloc(&y, sh.rows * 4));
+        CK(cudaMalloc(&part, sh.rows * (sh.ne0 / 1024) * 4));
+        CK(cudaMemcpy(x, hx.data(), sh.ne0 * 4, cudaMemcpyHostToDevice));
+        printf("%s: %.1f MB, %d copies\n", sh.name, bytes / 1e6, nbuf);
+
+        mmv_args a;
+        memset(&a, 0, sizeof a);
+        a.nb1[0] = rb;
+        a.y[0] = y;
+        a.ldy[0] = sh.rows;
+        a.vrow0[1] = sh.rows;
+        a.nw = 1;
+        a.ne0 = sh.ne0;
+        a.x = x;
+        a.ldx = sh.ne0;
+        a.n_rows = 1;
+        a.xdiv = 1;
+        {
+            auto launch = [&](int i) {
+                a.W[0] = bufs[i];
+                if (!mmv_launch<MEMRA_TYPE_Q8_0>(a, 1, 1, g_sms, (cudaStream_t)0, false))
+                    exit(1);
+            };
+            const double us = time_us(launch, nbuf, 40);
+            std::vector<float> h(sh.rows);
+            a.W[0] = bufs[0];
+            mmv_launch<MEMRA_TYPE_Q8_0>(a, 1, 1, g_sms, (cudaStream_t)0, false);
+            CK(cudaMemcpy(h.data(), y, sh.rows * 4, cudaMemcpyDeviceToHost));
+            double err = 0;
+            for (int64_t r = 0; r < sh.rows; r++)
+                err = fmax(err, fabs(h[r] - ref[r]) / (1e-3 + fabs(ref[r])));
+            printf("  %-34s %8.2f us %7.0f GB/s  rel err %.2e\n", "production (warp rings)", us, bytes / us / 1e3, err);
+        }
+        for (int U : {4, 8}) {
+            auto launch = [&](int i) {
+                const size_t n16 = bytes / 16;
+                if (U == 4)
+                    CK(memra__launch(stream_kernel<4>, dim3(4 * g_sms), dim3(512), 0, (cudaStream_t)0,
+                                     (const uint4 *)bufs[i], n16, sink));
+                else
+                    CK(memra__launch(stream_kernel<8>, dim3(4 * g_sms), dim3(512), 0, (cudaStream_t)0,
+                                     (const uint4 *)bufs[i], n16, sink));
+            };
+            const double us = time_us(launch, nbuf, 40);
+            printf("  %-34s %8.2f us %7.0f GB/s\n", U == 4 ? "stream ceiling U4" : "stream ceiling U8", us,
+                   bytes / us / 1e3);
+        }
+        run_wr<1, 2>("wr rr1 d2", sh, a, bufs, 3, bytes, ref);
+        run_wr<1, 3>("wr rr1 d3", sh, a, bufs, 3, bytes, ref);
+        run_wr<2, 2>("wr rr2 d2", sh, a, bufs, 3, bytes, ref);
+        run_wr<2, 2>("wr rr2 d2 2/SM", sh, a, bufs, 2, bytes, ref);
+        run_wr<2, 3>("wr rr2 d3", sh, a, bufs, 3, bytes, ref);
+        run_wr<4, 2>("wr rr4 d2", sh, a, bufs, 3, bytes, ref);
+        run_ring<8, 1, 4, false>("ring w8 k1 ns4 nomath 2/SM", sh, a, bufs, part, 2, bytes, nullptr);
+        run_ring<16, 1, 3, true>("ring w16 k1 ns3 2/SM", sh, a, bufs, part, 2, bytes, &ref);
+        for (uint8_t *b : bufs)
+            cudaFree(b);
+        cudaFree(x);
+        cudaFree(y);
+        cudaFree(part);
+    }
+    return 0;
+}
