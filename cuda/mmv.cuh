@@ -413,7 +413,12 @@ static __device__ __forceinline__ void mmv_q8_pair(uint32_t seg, int nb, int lan
             const uint32_t sa = sums + 4 * (uint32_t)(r * nbr + b0 + pb);
             const float ta = (s[0][0] + s[0][1]) + (s[0][2] + s[0][3]);
             const float tb = (s[1][0] + s[1][1]) + (s[1][2] + s[1][3]);
-            part[r] += (ta - mmv_ldsf(sa)) * da + (two ? (tb - mmv_ldsf(sa + 4)) * db : 0.0f);
+            /* explicit roundings: contraction must not depend on R (a row's
+             * result is the same in every launch) */
+            float v = __fmul_rn(__fsub_rn(ta, mmv_ldsf(sa)), da);
+            if (two)
+                v = __fmaf_rn(__fsub_rn(tb, mmv_ldsf(sa + 4)), db, v);
+            part[r] = __fadd_rn(part[r], v);
         }
     }
 }
@@ -422,7 +427,16 @@ static __device__ __forceinline__ void mmv_q8_pair(uint32_t seg, int nb, int lan
  * lane 0, completing on the slot's mbarrier) instead of a 16-byte cp.async
  * per lane and chunk: no per-lane copy instructions in the hot loop, and
  * the copy engine keeps the bytes in flight (sm_90). */
-template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS) mmv_q_kernel(const mmv_args a)
+/* Blocks per SM the register allocation must allow: the one-row Q8_0
+ * matvec runs three (24 warps; two left HBM idle on long matrices, 3.3
+ * against 4.3 TB/s in scripts/mmv-lab.cu), in 80 registers without spills.
+ * The other types would spill at that budget. */
+template <int T, int R> static constexpr int mmv_min_blocks()
+{
+    return T == MEMRA_TYPE_Q8_0 && R == 1 ? 3 : 1;
+}
+
+template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, R>()) mmv_q_kernel(const mmv_args a)
 {
     namespace ptx = cuda::ptx;
     using S = mmv_seg<T>;
@@ -672,6 +686,98 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
             if (lane == 0 && r < nr)
                 mmv_store(a, 0, row, yrow, r, s, 0.0f);
         }
+    }
+}
+
+/* Q8_0 one-row matvec (decode), the fast path of mmv_q_kernel<Q8_0, 1>: the
+ * same items, dot (mmv_q8_pair) and sums in the same order, so the same
+ * bits, without the generic kernel's per-item bookkeeping (which made it
+ * ~25 % slower, scripts/mmv-lab.cu). Requires x staged, NE0 a multiple of
+ * 2048 (whole 64-block segments) and 16-byte aligned rows, no expert ids:
+ * every segment is one 2176-byte bulk copy to a 4-byte aligned slot. */
+#define MMV_Q8D_SEG (64 * 34)
+#define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
+
+template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
+{
+    static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
+    namespace ptx = cuda::ptx;
+    constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
+    extern __shared__ __align__(16) uint4 mmv_dyn[];
+    __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
+    uint8_t *ring = (uint8_t *)mmv_dyn + (size_t)warp * D * SEG;
+    uint64_t *bar = bars[warp];
+    if (lane == 0) {
+        for (int d = 0; d < D; d++)
+            ptx::mbarrier_init(&bar[d], 1);
+        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+    }
+    __syncwarp();
+
+    /* issue side: the current (row, part)'s bytes, found once per row part */
+    mmv_pos iq = {v0, 0, 0};
+    auto row_src = [&](const mmv_pos &q) {
+        int64_t lrow;
+        const int wi = mmv_weight(a, q, &lrow);
+        return a.W[wi] + (size_t)lrow * a.nb1[wi];
+    };
+    const uint8_t *src = n_items ? row_src(iq) : NULL;
+    int64_t issued = 0;
+    auto issue = [&](int slot) {
+        if (issued == n_items)
+            return;
+        if (lane == 0) {
+            ptx::fence_proxy_async(ptx::space_shared); /* the slot's earlier reads precede the async write */
+            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot], SEG);
+            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(ring + slot * SEG),
+                               (const void *)(src + (size_t)iq.s * SEG), SEG, &bar[slot]);
+        }
+        if (++issued < n_items) {
+            mmv_next(iq, np, nseg, rstride);
+            if (iq.s == 0) /* a new row part */
+                src = row_src(iq);
+        }
+    };
+    for (int d = 0; d < D - 1; d++)
+        issue(d);
+    MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
+    int64_t xl;
+    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)((uint8_t *)mmv_dyn + (size_t)MMV_WARPS * D * SEG), &xl);
+    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
+    const int64_t nbr = a.ne0 / 32;
+    mmv_pos cq = {v0, 0, 0};
+    float acc0 = 0.0f, acc1 = 0.0f;
+    uint32_t phase = 0;
+    int slot = 0;
+    for (int64_t k = 0; k < n_items; k++) {
+        while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
+        }
+        phase ^= 1u << slot;
+        issue(slot == 0 ? D - 1 : slot - 1);
+        float part = 0.0f;
+        mmv_q8_pair<1>(rs + slot * SEG, 64, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
+        if (cq.p == 0)
+            acc0 += part;
+        else
+            acc1 += part;
+        __syncwarp(); /* the slot is refilled by the next iteration's issue */
+        if (cq.s == nseg - 1 && cq.p == np - 1) {
+            const float g = warp_sum(acc0);
+            const float u = a.glu ? warp_sum(acc1) : 0.0f;
+            if (lane == 0) {
+                int64_t lrow;
+                const int wi = mmv_weight(a, cq, &lrow);
+                mmv_store(a, wi, lrow, 0, 0, g, u);
+            }
+            acc0 = acc1 = 0.0f;
+        }
+        mmv_next(cq, np, nseg, rstride);
+        slot = slot == D - 1 ? 0 : slot + 1;
     }
 }
 

@@ -124,6 +124,41 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     return true;
 }
 
+/* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
+ * false to take the generic kernel. */
+template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048)
+        return false;
+    for (int i = 0; i < a0.nw; i++)
+        if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
+            return false;
+    mmv_args a = a0;
+    const size_t xbytes = mmv_x_bytes<T>(a.ne0, 1);
+    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + xbytes;
+    if (smem > MMV_SMEM_MAX)
+        return false;
+    static std::atomic<uint64_t> cache[64][8];
+    const int occ = mmv_occupancy((const void *)mmv_q8d_kernel<T>, smem, cache);
+    if (occ == 0)
+        return false;
+    a.xsm = 1;
+    a.ring = MMV_Q8D_RING;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS, cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132);
+    const unsigned grid = (unsigned)(need < cap ? need : cap);
+    static int debug = -1;
+    if (debug < 0)
+        debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
+    if (debug)
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
+                (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
+    return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+}
+
 /* Decode (one x row, quantized weights) streams the ring with bulk copies
  * (sm_90 TMA) unless MEMRA_MMV_TMA=0. */
 template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec)
@@ -133,6 +168,9 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     switch (R) {
     case 1:
+        if constexpr (T == MEMRA_TYPE_Q8_0)
+            if (tma && mmv_launch_q8d<T>(a, gy, sm_count, s))
+                return true;
         if (tma && !mq_is_float<T>::value)
             return mmv_launch_r<T, 1, true>(a, gy, sm_count, s, vec);
         return mmv_launch_r<T, 1, false>(a, gy, sm_count, s, vec);

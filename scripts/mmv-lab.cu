@@ -31,77 +31,6 @@ bool memra__cuda_pdl(void) { return memra__cuda_env_long("MEMRA_PDL", 1) != 0; }
         }                                                                                                              \
     } while (0)
 
-/* ---- block-level ring --------------------------------------------------------
- * A block owns the contiguous rows [r0, r1) (balanced to one row), i.e. one
- * contiguous byte range, streamed in chunks of CU units by TMA into NS
- * stages. A unit is 32 Q8_0 blocks (1088 bytes, lane per block) of one
- * row; warp w takes units w, w+WARPS, ... of each chunk. The last warp
- * done with a stage refills it. Output: one partial per unit. */
-constexpr int UB = 32 * 34;
-
-template <int WARPS, int KPW, int NS, bool MATH>
-__global__ void __launch_bounds__(WARPS * 32) ring_kernel(const mmv_args a, float *part)
-{
-    namespace ptx = cuda::ptx;
-    constexpr int CU = WARPS * KPW, CB = CU * UB;
-    extern __shared__ __align__(128) uint8_t sm[];
-    __shared__ __align__(8) uint64_t full[NS];
-    __shared__ int cnt[NS];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t nrows = a.vrow0[1], upr = a.ne0 / 1024;
-    const int64_t r0 = blockIdx.x * nrows / gridDim.x, r1 = (blockIdx.x + 1) * nrows / gridDim.x;
-    const uint8_t *base = a.W[0] + r0 * a.nb1[0];
-    const int64_t nu = (r1 - r0) * upr, nch = (nu + CU - 1) / CU;
-    auto issue = [&](int64_t c) {
-        const int s = (int)(c % NS);
-        const uint32_t bytes = (uint32_t)(min((int64_t)CU, nu - c * CU) * UB);
-        ptx::fence_proxy_async(ptx::space_shared);
-        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &full[s], bytes);
-        ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(sm + (size_t)s * CB),
-                           (const void *)(base + c * CB), bytes, &full[s]);
-    };
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NS; s++) {
-            ptx::mbarrier_init(&full[s], 1);
-            cnt[s] = 0;
-        }
-        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-        for (int64_t c = 0; c < NS && c < nch; c++)
-            issue(c);
-    }
-    MEMRA_PDL_ENTER();
-    int64_t xl;
-    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(sm + (size_t)NS * CB), &xl);
-    const float *xsum = x + xl;
-    for (int64_t c = 0; c < nch; c++) {
-        const int s = (int)(c % NS);
-        while (!ptx::mbarrier_try_wait_parity(&full[s], (uint32_t)((c / NS) & 1))) {
-        }
-        const uint8_t *st = sm + (size_t)s * CB;
-#pragma unroll
-        for (int k = 0; k < KPW; k++) {
-            const int64_t u = c * CU + k * WARPS + warp;
-            if (u < nu) {
-                const uint8_t *p = st + (k * WARPS + warp) * UB + lane * 34;
-                const int e0 = (int)(((u % upr) * 32 + lane) * 32);
-                float v;
-                if (MATH)
-                    v = warp_sum(mq_dot32_q8x(p, x + mmv_xp(e0), xsum[e0 / 32]));
-                else
-                    v = (float)p[2];
-                if (lane == 0)
-                    part[r0 * upr + u] = v;
-            }
-        }
-        __syncwarp();
-        if (lane == 0 && atomicAdd(&cnt[s], 1) == WARPS - 1) {
-            cnt[s] = 0;
-            if (c + NS < nch)
-                issue(c + NS);
-        }
-    }
-}
-
 /* ---- harness ------------------------------------------------------------------- */
 
 static int g_sms;
@@ -138,51 +67,92 @@ template <typename F> static double time_us(F launch, int nbuf, int reps)
     return 1000.0 * ms / reps;
 }
 
-/* ---- warp rings, pair math ------------------------------------------------------
+/* ---- block-level ring --------------------------------------------------------
+ * A block owns the contiguous rows [r0, r1) (balanced to one row), i.e. one
+ * contiguous byte range, streamed in chunks of CU units by TMA into NS
+ * stages. A unit is a 64-block segment of a row (2176 bytes, the production
+ * pair dot); warp w takes units w, w+WARPS, ... of each chunk. The last warp
+ * done with a stage refills it. Output: one partial per unit. */
+constexpr int UB = 2176;
+
+template <int WARPS, int KPW, int NS, bool MATH>
+__global__ void __launch_bounds__(WARPS * 32) ring_kernel(const mmv_args a, float *part)
+{
+    namespace ptx = cuda::ptx;
+    constexpr int CU = WARPS * KPW, CB = CU * UB;
+    extern __shared__ __align__(128) uint8_t sm[];
+    __shared__ __align__(8) uint64_t full[NS];
+    __shared__ int cnt[NS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t nrows = a.vrow0[1], upr = a.ne0 / 2048;
+    const int64_t r0 = blockIdx.x * nrows / gridDim.x, r1 = (blockIdx.x + 1) * nrows / gridDim.x;
+    const uint8_t *base = a.W[0] + r0 * a.nb1[0];
+    const int64_t nu = (r1 - r0) * upr, nch = (nu + CU - 1) / CU;
+    auto issue = [&](int64_t c) {
+        const int s = (int)(c % NS);
+        const uint32_t bytes = (uint32_t)(min((int64_t)CU, nu - c * CU) * UB);
+        ptx::fence_proxy_async(ptx::space_shared);
+        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &full[s], bytes);
+        ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(sm + (size_t)s * CB),
+                           (const void *)(base + c * CB), bytes, &full[s]);
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NS; s++) {
+            ptx::mbarrier_init(&full[s], 1);
+            cnt[s] = 0;
+        }
+        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+        for (int64_t c = 0; c < NS && c < nch; c++)
+            issue(c);
+    }
+    MEMRA_PDL_ENTER();
+    int64_t xl;
+    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(sm + (size_t)NS * CB), &xl);
+    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), ring = mmv_saddr(sm);
+    for (int64_t c = 0; c < nch; c++) {
+        const int s = (int)(c % NS);
+        while (!ptx::mbarrier_try_wait_parity(&full[s], (uint32_t)((c / NS) & 1))) {
+        }
+#pragma unroll
+        for (int k = 0; k < KPW; k++) {
+            const int64_t u = c * CU + k * WARPS + warp;
+            if (u < nu) {
+                float v = 0.0f;
+                if (MATH)
+                    mmv_q8_pair<1>(ring + (uint32_t)(s * CB + (k * WARPS + warp) * UB), 64, lane, xa, xl, sa,
+                                   a.ne0 / 32, (u % upr) * 64, 1, &v);
+                else
+                    v = (float)sm[s * CB + (k * WARPS + warp) * UB + lane];
+                v = warp_sum(v);
+                if (lane == 0)
+                    part[r0 * upr + u] = v;
+            }
+        }
+        __syncwarp();
+        if (lane == 0 && atomicAdd(&cnt[s], 1) == WARPS - 1) {
+            cnt[s] = 0;
+            if (c + NS < nch)
+                issue(c + NS);
+        }
+    }
+}
+
+/* ---- warp rings, bigger items ------------------------------------------------
  * The production structure (each warp streams its own items through a ring
- * of D slots by TMA) with a leaner Q8_0 dot: lane l takes the block pair
- * (2l, 2l+1) of a 64-block segment, 68 bytes at a 4-byte aligned offset, so
- * every quant is one PRMT from a loaded word (no funnel shifts), the 17
- * words are conflict-free LDS.32 (stride 17 words), x is padded every 64
- * floats (LDS.128 at stride 68 floats, conflict-free), and all shared
- * accesses use 32-bit shared addresses. RR rows of a segment share each x
- * load. */
-static __device__ __forceinline__ uint32_t lds32(uint32_t a)
-{
-    uint32_t v;
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
-    return v;
-}
-static __device__ __forceinline__ float4 lds128f(uint32_t a)
-{
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
-    return v;
-}
-static __device__ __forceinline__ float ldsf(uint32_t a)
-{
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
-    return v;
-}
-static __host__ __device__ __forceinline__ int xp64(int i) { return i + (i >> 6) * 4; }
-
-constexpr int SEGB = 2176; /* 64 Q8_0 blocks */
-
-template <int RR, int D> __global__ void __launch_bounds__(256) wr_kernel(const mmv_args a)
+ * of D slots by TMA; the production pair dot) with items of PPL segments
+ * (PPL x 2176 contiguous bytes of one row): fewer, larger bulk copies. */
+template <int D, int PPL> __global__ void __launch_bounds__(256, 3) wr_kernel(const mmv_args a)
 {
     namespace ptx = cuda::ptx;
     extern __shared__ __align__(128) uint8_t sm[];
     __shared__ __align__(8) uint64_t bars[8][D];
-    constexpr int SLOT = RR * SEGB;
+    constexpr int SLOT = PPL * UB;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int ne0 = (int)a.ne0, nseg = ne0 / 2048;
-    const int64_t nrows = a.vrow0[1], ngroups = (nrows + RR - 1) / RR;
+    const int nseg = (int)(a.ne0 / (2048 * PPL));
+    const int64_t nrows = a.vrow0[1];
     const int64_t gstride = (int64_t)gridDim.x * 8, g0 = (int64_t)blockIdx.x * 8 + warp;
-    const int64_t n_items = g0 < ngroups ? (ngroups - g0 + gstride - 1) / gstride * nseg : 0;
-    const uint32_t ring = (uint32_t)__cvta_generic_to_shared(sm) + (uint32_t)(warp * D * SLOT);
-    const uint32_t xs = (uint32_t)__cvta_generic_to_shared(sm) + (uint32_t)(8 * D * SLOT);
-    const uint32_t xsum = xs + (uint32_t)(xp64(ne0) * 4);
+    const int64_t n_items = g0 < nrows ? (nrows - g0 + gstride - 1) / gstride * nseg : 0;
+    const uint32_t ring = mmv_saddr(sm) + (uint32_t)(warp * D * SLOT);
     uint64_t *bar = bars[warp];
     if (lane == 0) {
         for (int d = 0; d < D; d++)
@@ -196,15 +166,10 @@ template <int RR, int D> __global__ void __launch_bounds__(256) wr_kernel(const 
     auto issue = [&](int slot) {
         if (issued < n_items) {
             if (lane == 0) {
-                const int nr = (int)min((int64_t)RR, nrows - ig * RR);
                 ptx::fence_proxy_async(ptx::space_shared);
-                ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot],
-                                               (uint32_t)(nr * SEGB));
-                for (int r = 0; r < nr; r++)
-                    ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
-                                       (void *)(sm + warp * D * SLOT + slot * SLOT + r * SEGB),
-                                       (const void *)(a.W[0] + (ig * RR + r) * a.nb1[0] + iseg * SEGB), SEGB,
-                                       &bar[slot]);
+                ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot], SLOT);
+                ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(sm + warp * D * SLOT + slot * SLOT),
+                                   (const void *)(a.W[0] + ig * a.nb1[0] + iseg * SLOT), SLOT, &bar[slot]);
             }
             if (++iseg == nseg) {
                 iseg = 0;
@@ -216,100 +181,43 @@ template <int RR, int D> __global__ void __launch_bounds__(256) wr_kernel(const 
     for (int d = 0; d < D - 1; d++)
         issue(d);
     MEMRA_PDL_ENTER();
-    {
-        float *xsp = (float *)(sm + 8 * D * SLOT);
-        for (int i = threadIdx.x; i < ne0; i += blockDim.x)
-            xsp[xp64(i)] = a.x[i] * MMV_Q8X_SCALE;
-        __syncthreads();
-        float *sums = xsp + xp64(ne0);
-        for (int j = threadIdx.x; j < ne0 / 32; j += blockDim.x) {
-            const float *b = xsp + xp64(j * 32);
-            float t = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 32; i++)
-                t += b[i];
-            sums[j] = t * 0x1p-71f * 0x1p-71f;
-        }
-        __syncthreads();
-    }
+    int64_t xl;
+    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(sm + 8 * D * SLOT), &xl);
+    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl);
     uint32_t phase = 0;
     int slot = 0, seg = 0;
-    int64_t grp = g0;
-    float acc[RR];
-#pragma unroll
-    for (int r = 0; r < RR; r++)
-        acc[r] = 0.0f;
+    int64_t row = g0;
+    float acc = 0.0f;
     for (int64_t k = 0; k < n_items; k++) {
         while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
         }
         phase ^= 1u << slot;
         issue(slot == 0 ? D - 1 : slot - 1);
-        const int nr = (int)min((int64_t)RR, nrows - grp * RR);
-        const uint32_t wq = ring + slot * SLOT + lane * 68;
-        const int e0 = seg * 2048 + lane * 64;
-        const uint32_t xa = xs + xp64(e0) * 4;
-        uint32_t w[RR][17];
 #pragma unroll
-        for (int r = 0; r < RR; r++)
-#pragma unroll
-            for (int i = 0; i < 17; i++)
-                w[r][i] = r < nr ? lds32(wq + r * SEGB + 4 * i) : 0u;
-        float s[RR][2][4];
-#pragma unroll
-        for (int r = 0; r < RR; r++)
-#pragma unroll
-            for (int b = 0; b < 2; b++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    s[r][b][c] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 16; j++) { /* x[4j .. 4j+4) of the pair's 64 */
-            const float4 xv = lds128f(xa + 16 * j);
-            const float xx[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int i = 4 * j + c;                      /* element of the pair */
-                const int byte = i < 32 ? 2 + i : 36 + (i - 32); /* its quant in the 68 bytes */
-#pragma unroll
-                for (int r = 0; r < RR; r++) {
-                    const uint32_t u = w[r][byte >> 2] ^ 0x80808080u;
-                    s[r][i >> 5][c] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + (byte & 3))), xx[c], s[r][i >> 5][c]);
-                }
-            }
-        }
-        const float sxa = ldsf(xsum + 4 * (e0 / 32)), sxb = ldsf(xsum + 4 * (e0 / 32 + 1));
-#pragma unroll
-        for (int r = 0; r < RR; r++) {
-            const float da = __half2float(__ushort_as_half((unsigned short)(w[r][0] & 0xffffu))) * 0x1p85f;
-            const float db = __half2float(__ushort_as_half((unsigned short)(w[r][8] >> 16))) * 0x1p85f;
-            const float sa = (s[r][0][0] + s[r][0][1]) + (s[r][0][2] + s[r][0][3]);
-            const float sb = (s[r][1][0] + s[r][1][1]) + (s[r][1][2] + s[r][1][3]);
-            acc[r] += (sa - sxa) * da + (sb - sxb) * db;
-        }
+        for (int q = 0; q < PPL; q++)
+            mmv_q8_pair<1>(ring + slot * SLOT + q * UB, 64, lane, xa, xl, sa, a.ne0 / 32, (seg * PPL + q) * 64, 1,
+                           &acc);
         __syncwarp();
         if (++seg == nseg) {
-#pragma unroll
-            for (int r = 0; r < RR; r++) {
-                const float g = warp_sum(acc[r]);
-                if (lane == 0 && r < nr)
-                    a.y[0][grp * RR + r] = g;
-                acc[r] = 0.0f;
-            }
+            const float g = warp_sum(acc);
+            if (lane == 0)
+                a.y[0][row] = g;
+            acc = 0.0f;
             seg = 0;
-            grp += gstride;
+            row += gstride;
         }
         slot = slot == D - 1 ? 0 : slot + 1;
     }
 }
 
-template <int RR, int D>
+template <int D, int PPL>
 static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uint8_t *> &bufs, int bps, size_t bytes,
                    const std::vector<double> &ref)
 {
-    if (sh.ne0 % 2048)
+    if (sh.ne0 % (2048 * PPL))
         return;
-    auto k = wr_kernel<RR, D>;
-    const size_t smem = (size_t)8 * D * RR * SEGB + (xp64((int)sh.ne0) + sh.ne0 / 32) * 4;
+    auto k = wr_kernel<D, PPL>;
+    const size_t smem = (size_t)8 * D * PPL * UB + mmv_x_bytes<MEMRA_TYPE_Q8_0>(sh.ne0, 1);
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, 256, smem));
@@ -322,6 +230,7 @@ static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uin
     const unsigned grid = (unsigned)(bps * g_sms);
     auto launch = [&](int i) {
         a.W[0] = bufs[i];
+        a.xsm = 1;
         CK(memra__launch(k, dim3(grid), dim3(256), smem, (cudaStream_t)0, a));
     };
     const double us = time_us(launch, (int)bufs.size(), 40);
@@ -378,7 +287,7 @@ static void run_ring(const char *tag, const shape &sh, mmv_args a, std::vector<u
     const double us = time_us(launch, (int)bufs.size(), 40);
     double err = 0;
     if (ref && MATH) {
-        const int64_t upr = sh.ne0 / 1024;
+        const int64_t upr = sh.ne0 / 2048;
         std::vector<float> h(sh.rows * upr);
         a.W[0] = bufs[0];
         CK(memra__launch(k, dim3(grid), dim3(WARPS * 32), smem, (cudaStream_t)0, a, part));
@@ -444,7 +353,7 @@ int main(void)
         float *x, *y, *part;
         CK(cudaMalloc(&x, sh.ne0 * 4));
         CK(cudaMalloc(&y, sh.rows * 4));
-        CK(cudaMalloc(&part, sh.rows * (sh.ne0 / 1024) * 4));
+        CK(cudaMalloc(&part, sh.rows * (sh.ne0 / 2048) * 4));
         CK(cudaMemcpy(x, hx.data(), sh.ne0 * 4, cudaMemcpyHostToDevice));
         printf("%s: %.1f MB, %d copies\n", sh.name, bytes / 1e6, nbuf);
 
@@ -490,14 +399,16 @@ int main(void)
             printf("  %-34s %8.2f us %7.0f GB/s\n", U == 4 ? "stream ceiling U4" : "stream ceiling U8", us,
                    bytes / us / 1e3);
         }
-        run_wr<1, 2>("wr rr1 d2", sh, a, bufs, 3, bytes, ref);
-        run_wr<1, 3>("wr rr1 d3", sh, a, bufs, 3, bytes, ref);
-        run_wr<2, 2>("wr rr2 d2", sh, a, bufs, 3, bytes, ref);
-        run_wr<2, 2>("wr rr2 d2 2/SM", sh, a, bufs, 2, bytes, ref);
-        run_wr<2, 3>("wr rr2 d3", sh, a, bufs, 3, bytes, ref);
-        run_wr<4, 2>("wr rr4 d2", sh, a, bufs, 3, bytes, ref);
+        run_wr<3, 1>("wr d3 ppl1", sh, a, bufs, 3, bytes, ref);
+        run_wr<2, 2>("wr d2 ppl2", sh, a, bufs, 3, bytes, ref);
+        run_wr<3, 2>("wr d3 ppl2", sh, a, bufs, 3, bytes, ref);
+        run_wr<4, 1>("wr d4 ppl1", sh, a, bufs, 3, bytes, ref);
         run_ring<8, 1, 4, false>("ring w8 k1 ns4 nomath 2/SM", sh, a, bufs, part, 2, bytes, nullptr);
+        run_ring<8, 1, 4, true>("ring w8 k1 ns4 2/SM", sh, a, bufs, part, 2, bytes, &ref);
+        run_ring<8, 2, 3, true>("ring w8 k2 ns3 2/SM", sh, a, bufs, part, 2, bytes, &ref);
         run_ring<16, 1, 3, true>("ring w16 k1 ns3 2/SM", sh, a, bufs, part, 2, bytes, &ref);
+        run_ring<8, 1, 3, true>("ring w8 k1 ns3 3/SM", sh, a, bufs, part, 3, bytes, &ref);
+        run_ring<8, 1, 6, true>("ring w8 k1 ns6 2/SM", sh, a, bufs, part, 2, bytes, &ref);
         for (uint8_t *b : bufs)
             cudaFree(b);
         cudaFree(x);
