@@ -55,6 +55,7 @@ memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a
  * with shuffles. q and k of the token are staged in shared memory. */
 #define DELTA_EPT 32
 #define DELTA_THREADS 256
+#define DELTA_ROWS 16 /* rows of the state per block (<= DELTA_THREADS / P) */
 
 template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb)
 {
@@ -129,7 +130,10 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
     int P = 1;
     while (P * DELTA_EPT < d)
         P <<= 1;
-    const int rb = d * P <= DELTA_THREADS ? d : DELTA_THREADS / P; /* rows per block */
+    /* rows per block: a head's rows over several blocks, so that a one-token
+     * step (a latency-bound 2 MB state pass per layer at 9B) has blocks on
+     * most SMs */
+    const int rb = d < DELTA_ROWS ? d : DELTA_ROWS;
     const int threads = (rb * P + 31) / 32 * 32;
     const size_t smem = 2 * (size_t)d * sizeof(float);
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));

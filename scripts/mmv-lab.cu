@@ -212,13 +212,15 @@ template <int D, int PPL> __global__ void __launch_bounds__(256, 3) wr_kernel(co
 
 template <int D, int PPL>
 static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uint8_t *> &bufs, int bps, size_t bytes,
-                   const std::vector<double> &ref)
+                   const std::vector<double> &ref, bool q8d = false, bool carve = false)
 {
     if (sh.ne0 % (2048 * PPL))
         return;
-    auto k = wr_kernel<D, PPL>;
+    void (*k)(const mmv_args) = q8d ? mmv_q8d_kernel<MEMRA_TYPE_Q8_0> : wr_kernel<D, PPL>;
     const size_t smem = (size_t)8 * D * PPL * UB + mmv_x_bytes<MEMRA_TYPE_Q8_0>(sh.ne0, 1);
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                            carve ? cudaSharedmemCarveoutMaxShared : cudaSharedmemCarveoutDefault));
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, 256, smem));
     if (occ < 1) {
@@ -400,15 +402,9 @@ int main(void)
                    bytes / us / 1e3);
         }
         run_wr<3, 1>("wr d3 ppl1", sh, a, bufs, 3, bytes, ref);
-        run_wr<2, 2>("wr d2 ppl2", sh, a, bufs, 3, bytes, ref);
-        run_wr<3, 2>("wr d3 ppl2", sh, a, bufs, 3, bytes, ref);
-        run_wr<4, 1>("wr d4 ppl1", sh, a, bufs, 3, bytes, ref);
-        run_ring<8, 1, 4, false>("ring w8 k1 ns4 nomath 2/SM", sh, a, bufs, part, 2, bytes, nullptr);
-        run_ring<8, 1, 4, true>("ring w8 k1 ns4 2/SM", sh, a, bufs, part, 2, bytes, &ref);
-        run_ring<8, 2, 3, true>("ring w8 k2 ns3 2/SM", sh, a, bufs, part, 2, bytes, &ref);
-        run_ring<16, 1, 3, true>("ring w16 k1 ns3 2/SM", sh, a, bufs, part, 2, bytes, &ref);
-        run_ring<8, 1, 3, true>("ring w8 k1 ns3 3/SM", sh, a, bufs, part, 3, bytes, &ref);
-        run_ring<8, 1, 6, true>("ring w8 k1 ns6 2/SM", sh, a, bufs, part, 2, bytes, &ref);
+        run_wr<3, 1>("q8d kernel, lab launch", sh, a, bufs, 3, bytes, ref, true);
+        run_wr<3, 1>("wr d3 ppl1 carveout max", sh, a, bufs, 3, bytes, ref, false, true);
+        run_wr<3, 1>("q8d kernel, lab launch, carveout max", sh, a, bufs, 3, bytes, ref, true, true);
         for (uint8_t *b : bufs)
             cudaFree(b);
         cudaFree(x);
