@@ -142,9 +142,17 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (smem > MMV_SMEM_MAX)
         return false;
     static std::atomic<uint64_t> cache[64][8];
-    const int occ = mmv_occupancy((const void *)mmv_q8d_kernel<T>, smem, cache);
+    int occ = mmv_occupancy((const void *)mmv_q8d_kernel<T>, smem, cache);
     if (occ == 0)
         return false;
+    /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per
+     * SM, leaving room for the next kernel's blocks (programmatic launch)
+     * to start streaming their weights early */
+    static long bps = -1;
+    if (bps < 0)
+        bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
+    if (bps > 0 && bps < occ)
+        occ = (int)bps;
     a.xsm = 1;
     a.ring = MMV_Q8D_RING;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
