@@ -1,8 +1,12 @@
 /* Matvec design lab (device only, not part of the library): times the
- * production Q8_0 decode matvec (cuda/mmv.cuh) against a block-level TMA
- * ring and plain streaming ceilings, on the same buffers in one run, at
- * the Qwen3.5-9B decode shapes. Weights rotate over copies larger than L2
- * so that every launch reads HBM, as decode does.
+ * library's Q8_0 decode matvec (cuda/mmv.cuh, through mmv_launch) against a
+ * plain streaming read (the ceiling), a block-level TMA ring, a warp-ring
+ * kernel with bigger items (wr_kernel) and the fast path with its
+ * generalities toggled off (q8x_kernel, the bisect that found the 128-byte
+ * alignment), on the same buffers in one run, at the Qwen3.5-9B decode
+ * shapes. Weights rotate over copies larger than L2 so that every launch
+ * reads HBM, as decode does; outputs are NaN-poisoned before each checked
+ * launch. docs/PERFORMANCE.md has the results.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Icuda -Ilib \
  *        -Iinclude -Ibuild-gpu scripts/mmv-lab.cu -o /tmp/mmv-lab && /tmp/mmv-lab
