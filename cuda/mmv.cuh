@@ -423,6 +423,20 @@ static __device__ __forceinline__ void mmv_q8_pair(uint32_t seg, int nb, int lan
     }
 }
 
+/* A warp's N slot barriers (one arrival each: the lane that issues the
+ * slot's bulk copy), initialized by lane 0 and visible to the async proxy
+ * before any copy completes on them. */
+static __device__ __forceinline__ void mmv_bars_init(uint64_t *bar, int n, int lane)
+{
+    namespace ptx = cuda::ptx;
+    if (lane == 0) {
+        for (int d = 0; d < n; d++)
+            ptx::mbarrier_init(&bar[d], 1);
+        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+    }
+    __syncwarp();
+}
+
 /* TMA: each ring slot is filled by one bulk copy (cp.async.bulk, issued by
  * lane 0, completing on the slot's mbarrier) instead of a 16-byte cp.async
  * per lane and chunk: no per-lane copy instructions in the hot loop, and
@@ -465,14 +479,8 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
 
     uint64_t *bar = bars[TMA ? warp : 0];
     uint32_t phase = 0; /* TMA: the parity each slot's barrier completes next, a bit per slot */
-    if (TMA) {
-        if (lane == 0) {
-            for (int d = 0; d < D; d++)
-                ptx::mbarrier_init(&bar[d], 1);
-            ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-        }
-        __syncwarp();
-    }
+    if (TMA)
+        mmv_bars_init(bar, D, lane);
 
     /* the issue side runs D-1 items ahead of the compute side */
     mmv_pos iq = {v0, 0, 0}, cq = {v0, 0, 0};
@@ -715,12 +723,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
     uint64_t *bar = bars[warp];
-    if (lane == 0) {
-        for (int d = 0; d < D; d++)
-            ptx::mbarrier_init(&bar[d], 1);
-        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-    }
-    __syncwarp();
+    mmv_bars_init(bar, D, lane);
 
     /* issue side: the current (row, part)'s bytes, found once per row part */
     mmv_pos iq = {v0, 0, 0};

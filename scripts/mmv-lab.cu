@@ -1,10 +1,10 @@
 /* Matvec design lab (device only, not part of the library): times the
  * library's Q8_0 decode matvec (cuda/mmv.cuh, through mmv_launch) against a
  * plain streaming read (the ceiling), a block-level TMA ring, a warp-ring
- * kernel with bigger items (wr_kernel) and the fast path with its
- * generalities toggled off (q8x_kernel, the bisect that found the 128-byte
- * alignment), on the same buffers in one run, at the Qwen3.5-9B decode
- * shapes. Weights rotate over copies larger than L2 so that every launch
+ * kernel with bigger items (wr_kernel: the reference the fast path was
+ * brought to; a bisect of the fast path's generalities, since removed,
+ * found the 128-byte ring alignment), on the same buffers in one run, at
+ * the Qwen3.5-9B decode shapes. Weights rotate over copies larger than L2 so that every launch
  * reads HBM, as decode does; outputs are NaN-poisoned before each checked
  * launch. docs/PERFORMANCE.md has the results.
  *
@@ -144,114 +144,6 @@ __global__ void __launch_bounds__(WARPS * 32) ring_kernel(const mmv_args a, floa
     }
 }
 
-/* ---- bisect: the fast path with its generalities toggled off ------------------
- * V bit 0: accumulate into acc directly (no per-segment part)
- * V bit 1: plain store instead of the epilogue
- * V bit 2: issue address from counters (one weight) instead of row_src
- * V bit 3: one part, counters instead of mmv_next on the compute side */
-template <int V> __global__ void __launch_bounds__(MMV_THREADS, 3) q8x_kernel(const mmv_args a)
-{
-    namespace ptx = cuda::ptx;
-    constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
-    extern __shared__ __align__(16) uint4 mmv_dyn[];
-    __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nseg = (int)(a.ne0 / 2048), np = (V & 8) ? 1 : a.glu ? 2 : 1;
-    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
-    const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
-    uint8_t *ring = (uint8_t *)mmv_dyn + (size_t)warp * D * SEG;
-    uint64_t *bar = bars[warp];
-    if (lane == 0) {
-        for (int d = 0; d < D; d++)
-            ptx::mbarrier_init(&bar[d], 1);
-        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-    }
-    __syncwarp();
-    mmv_pos iq = {v0, 0, 0};
-    auto row_src = [&](const mmv_pos &q) {
-        int64_t lrow;
-        const int wi = mmv_weight(a, q, &lrow);
-        return a.W[wi] + (size_t)lrow * a.nb1[wi];
-    };
-    const uint8_t *src = n_items ? row_src(iq) : NULL;
-    int64_t issued = 0;
-    auto issue = [&](int slot) {
-        if (issued == n_items)
-            return;
-        if (lane == 0) {
-            const uint8_t *p = (V & 4) ? a.W[0] + iq.v * a.nb1[0] + (size_t)iq.s * SEG : src + (size_t)iq.s * SEG;
-            ptx::fence_proxy_async(ptx::space_shared);
-            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot], SEG);
-            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(ring + slot * SEG), (const void *)p, SEG,
-                               &bar[slot]);
-        }
-        if (++issued < n_items) {
-            mmv_next(iq, np, nseg, rstride);
-            if (!(V & 4) && iq.s == 0)
-                src = row_src(iq);
-        }
-    };
-    for (int d = 0; d < D - 1; d++)
-        issue(d);
-    MEMRA_PDL_ENTER();
-    int64_t xl;
-    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)((uint8_t *)mmv_dyn + (size_t)MMV_WARPS * D * SEG), &xl);
-    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
-    const int64_t nbr = a.ne0 / 32;
-    mmv_pos cq = {v0, 0, 0};
-    int cs = 0;
-    int64_t crow = v0;
-    float acc0 = 0.0f, acc1 = 0.0f;
-    uint32_t phase = 0;
-    int slot = 0;
-    for (int64_t k = 0; k < n_items; k++) {
-        while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
-        issue(slot == 0 ? D - 1 : slot - 1);
-        const int s_ = (V & 8) ? cs : cq.s;
-        if (V & 1) {
-            mmv_q8_pair<1>(rs + slot * SEG, 64, lane, xa, xl, sa, nbr, (int64_t)s_ * 64, 1, &acc0);
-        } else {
-            float part = 0.0f;
-            mmv_q8_pair<1>(rs + slot * SEG, 64, lane, xa, xl, sa, nbr, (int64_t)s_ * 64, 1, &part);
-            if ((V & 8) || cq.p == 0)
-                acc0 += part;
-            else
-                acc1 += part;
-        }
-        __syncwarp();
-        if (V & 8) {
-            if (++cs == nseg) {
-                const float g = warp_sum(acc0);
-                if (lane == 0)
-                    a.y[0][crow] = g;
-                acc0 = 0.0f;
-                cs = 0;
-                crow += rstride;
-            }
-        } else {
-            if (cq.s == nseg - 1 && cq.p == np - 1) {
-                const float g = warp_sum(acc0);
-                const float u = a.glu ? warp_sum(acc1) : 0.0f;
-                if (lane == 0) {
-                    if (V & 2) {
-                        a.y[0][cq.v] = g;
-                    } else {
-                        int64_t lrow;
-                        const int wi = mmv_weight(a, cq, &lrow);
-                        mmv_store(a, wi, lrow, 0, 0, g, u);
-                    }
-                }
-                acc0 = acc1 = 0.0f;
-            }
-            mmv_next(cq, np, nseg, rstride);
-        }
-        slot = slot == D - 1 ? 0 : slot + 1;
-    }
-}
-
 /* ---- warp rings, bigger items ------------------------------------------------
  * The production structure (each warp streams its own items through a ring
  * of D slots by TMA; the production pair dot) with items of PPL segments
@@ -269,12 +161,7 @@ template <int D, int PPL> __global__ void __launch_bounds__(256, 3) wr_kernel(co
     const int64_t n_items = g0 < nrows ? (nrows - g0 + gstride - 1) / gstride * nseg : 0;
     const uint32_t ring = mmv_saddr(sm) + (uint32_t)(warp * D * SLOT);
     uint64_t *bar = bars[warp];
-    if (lane == 0) {
-        for (int d = 0; d < D; d++)
-            ptx::mbarrier_init(&bar[d], 1);
-        ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
-    }
-    __syncwarp();
+    mmv_bars_init(bar, D, lane);
     int64_t ig = g0;
     int iseg = 0;
     int64_t issued = 0;
@@ -519,12 +406,6 @@ int main(void)
                    bytes / us / 1e3);
         }
         run_wr<3, 1>("wr d3 ppl1", sh, a, bufs, 3, bytes, ref);
-        run_wr<3, 1>("q8x 0 (= fast path)", sh, a, bufs, 3, bytes, ref, false, false, q8x_kernel<0>);
-        run_wr<3, 1>("q8x 1 (acc direct)", sh, a, bufs, 3, bytes, ref, false, false, q8x_kernel<1>);
-        run_wr<3, 1>("q8x 2 (plain store)", sh, a, bufs, 3, bytes, ref, false, false, q8x_kernel<2>);
-        run_wr<3, 1>("q8x 4 (issue counters)", sh, a, bufs, 3, bytes, ref, false, false, q8x_kernel<4>);
-        run_wr<3, 1>("q8x 8 (compute counters)", sh, a, bufs, 3, bytes, ref, false, false, q8x_kernel<8>);
-        run_wr<3, 1>("q8x 15 (all)", sh, a, bufs, 3, bytes, ref, false, false, q8x_kernel<15>);
         for (uint8_t *b : bufs)
             cudaFree(b);
         cudaFree(x);
