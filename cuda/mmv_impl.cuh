@@ -72,6 +72,27 @@ template <int T> static int mmv_ring_depth(size_t xbytes)
     }
 }
 
+/* Blocks along x of a resident grid: enough for one virtual row per warp,
+ * at most OCC blocks per SM over the GY problems. */
+static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy)
+{
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    if (cap < 1)
+        cap = 1;
+    return (unsigned)(need < cap ? need : cap);
+}
+
+/* MEMRA_MMV_DEBUG=1: every matvec launch prints its configuration. */
+static bool mmv_debug(void)
+{
+    static int debug = -1;
+    if (debug < 0)
+        debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
+    return debug != 0;
+}
+
 template <int T, int R, bool TMA>
 static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
@@ -102,18 +123,12 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
             return false;
     }
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
-    if (cap < 1)
-        cap = 1;
-    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
-    static int debug = -1, probe = 0;
-    if (debug < 0) {
-        debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
+    const dim3 grid(mmv_grid_x(a, occ, sm_count, gy), gy);
+    static int probe = -1;
+    if (probe < 0)
         probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
-    }
     a.probe = probe;
-    if (debug)
+    if (mmv_debug())
         fprintf(stderr, "mmv type %d R %d%s: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 T, R, TMA ? " tma" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
                 occ, a.ring, smem);
@@ -154,14 +169,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     a.xsm = 1;
-    a.ring = MMV_Q8D_RING;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS, cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132);
-    const unsigned grid = (unsigned)(need < cap ? need : cap);
-    static int debug = -1;
-    if (debug < 0)
-        debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
-    if (debug)
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    if (mmv_debug())
         fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
                 (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
     return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
