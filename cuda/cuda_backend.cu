@@ -94,6 +94,7 @@ OP_NAME(rope);
 OP_NAME(attention);
 OP_NAME(conv);
 OP_NAME(delta);
+OP_NAME(gdn);
 OP_NAME(route);
 OP_NAME(moe);
 OP_NAME(argmax);
@@ -278,6 +279,7 @@ static memra__backend_i make_iface(void)
     i.attention = on_device<op_attention, memra__cuda_attention>::call;
     i.conv = on_device<op_conv, memra__cuda_conv>::call;
     i.delta = on_device<op_delta, memra__cuda_delta>::call;
+    i.gdn = on_device<op_gdn, memra__cuda_gdn>::call;
     i.route = on_device<op_route, memra__cuda_route>::call;
     i.moe = on_device<op_moe, memra__cuda_moe>::call;
     i.argmax = on_device<op_argmax, memra__cuda_argmax>::call;

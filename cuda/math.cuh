@@ -36,6 +36,22 @@ static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
 
 #define MEMRA_NORM_BLOCK 256 /* threads of every block that calls row_scale */
 
+/* The xor-butterfly sum of a warp's values (every lane gets the same
+ * bits: each step adds two equal partial sums in either order). */
+static __device__ __forceinline__ double warp_sum_d(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The scale of row_scale from the sum of squares T of a DIM-wide row. */
+static __device__ __forceinline__ double row_scale_of(bool rms, double t, int64_t dim, float eps)
+{
+    return rms ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
+}
+
 /* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
  * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
  * RED: MEMRA_NORM_BLOCK/32 + 1 doubles of shared memory. The summation
@@ -43,11 +59,12 @@ static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
 static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
 {
     double sum = 0.0;
+    /* unrolled so that a thread's loads are in flight together (x sits in
+     * L2 after the kernel that wrote it): the sum order is unchanged */
+#pragma unroll 16
     for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
         sum += (double)xr[i] * (double)xr[i];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sum = warp_sum_d(sum);
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = sum;
     __syncthreads();
@@ -55,7 +72,7 @@ static __device__ __forceinline__ double row_scale(bool rms, const float *xr, in
         double t = 0.0;
         for (int i = 0; i < MEMRA_NORM_BLOCK / 32; i++)
             t += red[i];
-        red[MEMRA_NORM_BLOCK / 32] = rms ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
+        red[MEMRA_NORM_BLOCK / 32] = row_scale_of(rms, t, dim, eps);
     }
     __syncthreads();
     const double s = red[MEMRA_NORM_BLOCK / 32];

@@ -56,6 +56,9 @@ struct mmv_args {
     int add;                     /* y += W·x */
     int post[MMV_MAXW];          /* STORE: memra_ew_op_t applied to each output (COPY: none) */
     const float *post_b[MMV_MAXW], *post_aux[MMV_MAXW];
+    const float *conv_w;         /* weight 0's outputs through the causal conv (one x row) */
+    float *conv_state;
+    int conv_k;
     int norm;                    /* x staged as rmsnorm(x) [* norm_w] */
     const float *norm_w;
     float eps;
@@ -147,7 +150,13 @@ template <int T> static __host__ __device__ __forceinline__ size_t mmv_x_bytes(i
 /* Copies (normalizing, with a.norm) the block's NR x rows into XS and
  * returns where the kernel reads x from, with its row stride in *XL. With
  * SCALE (Q8_0) the copies are x * 2^64 and the per-32 sums of x * 2^-78
- * follow the R rows. */
+ * follow the R rows: a warp's 32 lanes hold one block's 32 values (the
+ * thread stride is a multiple of 32 and so is NE0), so a block's sum is
+ * one fixed shuffle tree. Staging sits between every block's wait for its
+ * predecessor and its first dot: each thread keeps eight loads of x (and
+ * of the norm weight) in flight instead of walking them one by one. */
+#define MMV_STAGE_U 8
+
 template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
                                                            int64_t *xl)
@@ -158,51 +167,52 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         return x;
     }
     const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
-    const int64_t ld = mmv_xld<SCALE>(a.ne0);
+    const int64_t ld = mmv_xld<SCALE>(a.ne0), ne0 = a.ne0, nbr = ne0 / 32;
+    float *sums = xs + (int64_t)nr * ld;
     for (int r = 0; r < nr; r++) {
         const float *xr = x + r * a.ldx;
-        if (a.norm) {
-            const double s = row_scale(true, xr, a.ne0, a.eps, red);
-            for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-                xs[r * ld + mmv_xp<SCALE>(i)] = row_scaled(xr[i], s, a.norm_w, i) * sc;
-        } else if ((a.ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0) {
-            /* 16-byte loads, four in flight per thread: staging is on the
-             * critical path of every block */
-            const int64_t n4 = a.ne0 >> 2;
-            for (int64_t i0 = threadIdx.x; i0 < n4; i0 += 4 * (int64_t)blockDim.x) {
-                float4 v[4];
+        const double s = a.norm ? row_scale(true, xr, ne0, a.eps, red) : 1.0;
+        for (int64_t i0 = threadIdx.x; i0 < ne0; i0 += MMV_STAGE_U * MMV_THREADS) {
+            float v[MMV_STAGE_U], w[MMV_STAGE_U];
 #pragma unroll
-                for (int j = 0; j < 4; j++)
-                    if (i0 + j * blockDim.x < n4)
-                        v[j] = __ldg((const float4 *)xr + i0 + j * blockDim.x);
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    if (i0 + j * blockDim.x < n4)
-                        *(float4 *)(xs + r * ld + mmv_xp<SCALE>(4 * (i0 + j * blockDim.x))) =
-                            make_float4(v[j].x * sc, v[j].y * sc, v[j].z * sc, v[j].w * sc);
+            for (int j = 0; j < MMV_STAGE_U; j++) {
+                const int64_t i = i0 + j * MMV_THREADS;
+                v[j] = i < ne0 ? __ldg(xr + i) : 0.0f;
+                w[j] = i < ne0 && a.norm && a.norm_w ? __ldg(a.norm_w + i) : 1.0f;
             }
-        } else {
-            for (int64_t i = threadIdx.x; i < a.ne0; i += blockDim.x)
-                xs[r * ld + mmv_xp<SCALE>(i)] = __ldg(xr + i) * sc;
+#pragma unroll
+            for (int j = 0; j < MMV_STAGE_U; j++) {
+                const int64_t i = i0 + j * MMV_THREADS;
+                /* row_scaled's arithmetic (w = 1 without a weight) */
+                const float t = (a.norm ? (float)((double)v[j] * s * (double)w[j]) : v[j]) * sc;
+                if (i < ne0)
+                    xs[r * ld + mmv_xp<SCALE>(i)] = t;
+                if (SCALE && i0 - (threadIdx.x & 31) + j * MMV_THREADS < ne0) { /* warp-uniform */
+                    const float b = warp_sum(t);
+                    if ((threadIdx.x & 31) == 0)
+                        sums[r * nbr + i / 32] = b * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
+                }
+            }
         }
     }
     __syncthreads();
-    if (SCALE) {
-        /* each block's sum in a fixed order (its 32 staged values in turn) */
-        const int64_t nb = a.ne0 / 32;
-        float *sums = xs + (int64_t)nr * ld;
-        for (int64_t j = threadIdx.x; j < nr * nb; j += blockDim.x) {
-            const float *b = xs + (j / nb) * ld + mmv_xp<SCALE>((j % nb) * 32);
-            float t = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 32; i++)
-                t += b[i];
-            sums[j] = t * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
-        }
-        __syncthreads();
-    }
     *xl = ld;
     return xs;
+}
+
+/* Channel C's causal conv + SiLU of this token's input G, shifting G into
+ * its state: conv_kernel's arithmetic (cuda/ops_ssm.cu) for one token. */
+static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, float g)
+{
+    const int k1 = a.conv_k - 1;
+    const float *w = a.conv_w + c * a.conv_k;
+    float *st = a.conv_state + c * k1;
+    double sum = 0.0;
+    for (int k = 0; k < a.conv_k; k++)
+        sum += (double)(k < k1 ? st[k] : g) * (double)w[k];
+    for (int j = 0; j < k1; j++)
+        st[j] = j + 1 < k1 ? st[j + 1] : g;
+    return (float)(sum / (1.0 + exp(-sum)));
 }
 
 /* Writes one output of virtual row V (weight WI, local row LROW) for x row R. */
@@ -216,6 +226,8 @@ static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int6
         *y = d_glu(a.gelu, g, u);
     else if (a.add)
         *y = *y + g;
+    else if (wi == 0 && a.conv_w)
+        *y = mmv_conv(a, lrow, g);
     else if (a.post[wi] == MEMRA_EW_SIGMOID)
         *y = (float)d_sigmoid(g);
     else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)

@@ -143,6 +143,8 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
         return MEMRA_OK;
     if (m->norm && !x_fits(t0, ne0, rows_per_pass(m->n_rows)))
         return MEMRA_OK;
+    if (m->conv_w && m->n_rows != 1)
+        return MEMRA_OK; /* the conv walks tokens in order: one row per launch only */
     for (int i = 0; i < m->n_w; i++) {
         memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");
         if (st)
@@ -175,6 +177,11 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
         if (m->epi == MEMRA_MM_GLU)
             a.vrow0[1] = m->w[0]->ne[1];
         a.nw = nw;
+        if (i0 == 0 && m->conv_w) {
+            a.conv_w = m->conv_w;
+            a.conv_state = m->conv_state;
+            a.conv_k = (int)m->conv_k;
+        }
         a.glu = m->epi == MEMRA_MM_GLU;
         a.gelu = m->act == MEMRA_ACT_GELU;
         a.add = m->epi == MEMRA_MM_ADD;

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "cuda_common.cuh"
+#include "math.cuh"
 
 /* ---- conv ------------------------------------------------------------------- */
 
@@ -52,10 +53,73 @@ memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a
  * read row m alone. So a block takes RB rows of value head blockIdx.x;
  * thread (m, part) holds elements i = e*P + part of row m in registers for
  * the whole call; the P threads of a row sit in adjacent lanes and reduce
- * with shuffles. q and k of the token are staged in shared memory. */
+ * with shuffles. q and k of the token are staged in shared memory. A row's
+ * arithmetic (delta_row) is the same in the fused step (gdn_kernel). */
 #define DELTA_EPT 32
 #define DELTA_THREADS 256
 #define DELTA_ROWS 16 /* rows of the state per block (<= DELTA_THREADS / P) */
+
+/* Lanes per state row: the fewest (a power of two) that hold D elements. */
+static int delta_lanes(int d)
+{
+    int P = 1;
+    while (P * DELTA_EPT < d)
+        P <<= 1;
+    return P;
+}
+
+template <int EPT>
+static __device__ __forceinline__ void delta_load(float (&s)[EPT], const float *S, int m, int part, int P, int d, bool on)
+{
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int i = e * P + part;
+        s[e] = on && i < d ? S[(int64_t)m * d + i] : 0.0f;
+    }
+}
+
+template <int EPT>
+static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float *S, int m, int part, int P, int d, bool on)
+{
+    if (on) {
+#pragma unroll
+        for (int e = 0; e < EPT; e++) {
+            const int i = e * P + part;
+            if (i < d)
+                S[(int64_t)m * d + i] = s[e];
+        }
+    }
+}
+
+/* One token on the row held in S: decays and updates it, returns the row's
+ * o (scaled, rounded) on every lane of the row. */
+template <int EPT>
+static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *q_s, const float *k_s, int part, int P,
+                                                  int d, double decay, double beta, double vm, float scale)
+{
+    double u = 0.0;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int i = e * P + part;
+        if (i < d)
+            u += (double)s[e] * (double)k_s[i];
+    }
+    for (int o = 1; o < P; o <<= 1)
+        u += __shfl_xor_sync(0xffffffffu, u, o);
+    const double delta = beta * (vm - decay * u);
+    double o_acc = 0.0;
+#pragma unroll
+    for (int e = 0; e < EPT; e++) {
+        const int i = e * P + part;
+        if (i < d) {
+            s[e] = (float)__dadd_rn(__dmul_rn(decay, (double)s[e]), __dmul_rn((double)k_s[i], delta));
+            o_acc += (double)s[e] * (double)q_s[i];
+        }
+    }
+    for (int o = 1; o < P; o <<= 1)
+        o_acc += __shfl_xor_sync(0xffffffffu, o_acc, o);
+    return (float)((double)scale * o_acc);
+}
 
 template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb)
 {
@@ -68,11 +132,7 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
     const bool on = m < d && tid / P < rb;
     float *S = a.state + j * (int64_t)d * d;
     float s[EPT];
-#pragma unroll
-    for (int e = 0; e < EPT; e++) {
-        const int i = e * P + part;
-        s[e] = on && i < d ? S[(int64_t)m * d + i] : 0.0f;
-    }
+    delta_load(s, S, m, part, P, d, on);
     for (int64_t t = 0; t < a.n_tokens; t++) {
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
@@ -82,39 +142,12 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
         __syncthreads();
         const double decay = exp((double)a.g[t * a.gb_stride + j]);
         const double beta = (double)a.beta[t * a.gb_stride + j];
-        double u = 0.0;
-#pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int i = e * P + part;
-            if (i < d)
-                u += (double)s[e] * (double)k_s[i];
-        }
-        for (int o = 1; o < P; o <<= 1)
-            u += __shfl_xor_sync(0xffffffffu, u, o);
         const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
-        const double delta = beta * (vm - decay * u);
-        double o_acc = 0.0;
-#pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int i = e * P + part;
-            if (i < d) {
-                s[e] = (float)__dadd_rn(__dmul_rn(decay, (double)s[e]), __dmul_rn((double)k_s[i], delta));
-                o_acc += (double)s[e] * (double)q_s[i];
-            }
-        }
-        for (int o = 1; o < P; o <<= 1)
-            o_acc += __shfl_xor_sync(0xffffffffu, o_acc, o);
+        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0)
-            a.out[t * a.n_v * d + j * d + m] = (float)((double)a.scale * o_acc);
+            a.out[t * a.n_v * d + j * d + m] = o;
     }
-    if (on) {
-#pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int i = e * P + part;
-            if (i < d)
-                S[(int64_t)m * d + i] = s[e];
-        }
-    }
+    delta_store(s, S, m, part, P, d, on);
 }
 
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a)
@@ -126,10 +159,7 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
     if (a->d > 256)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "delta: head dim %lld above 256", (long long)a->d);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const int d = (int)a->d;
-    int P = 1;
-    while (P * DELTA_EPT < d)
-        P <<= 1;
+    const int d = (int)a->d, P = delta_lanes(d);
     /* rows per block: a head's rows over several blocks, so that a one-token
      * step (a latency-bound 2 MB state pass per layer at 9B) has blocks on
      * most SMs */
@@ -139,5 +169,113 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));
     memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb);
     MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* ---- the fused step (memra_gdn_args_t) ------------------------------------------ */
+
+/* Sums of squares of the rows X[0..NR) (DIM <= 256 floats each, shared
+ * memory) in row_scale's order (cuda/math.cuh: element e on thread e of
+ * MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in order),
+ * with however many warps the block has: "virtual warp" v of row r is
+ * job r*8 + v. RED: NR*8 doubles; the caller syncs and sums them in order. */
+#define GDN_VW (MEMRA_NORM_BLOCK / 32)
+
+static __device__ __forceinline__ void gdn_sumsq(const float *const *x, int nr, int dim, double *red)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int job = warp; job < nr * GDN_VW; job += blockDim.x >> 5) {
+        const float *row = x[job / GDN_VW];
+        const int e = (job % GDN_VW) * 32 + lane;
+        double p = 0.0;
+        if (e < dim)
+            p += (double)row[e] * (double)row[e];
+        p = warp_sum_d(p);
+        if (lane == 0)
+            red[job] = p;
+    }
+}
+
+static __device__ __forceinline__ double gdn_total(const double *red)
+{
+    double t = 0.0;
+    for (int i = 0; i < GDN_VW; i++)
+        t += red[i];
+    return t;
+}
+
+/* Block per value head j, P lanes per state row, every row of the head in
+ * the block: the head's q/k L2 norms and its o's RMS norm are block
+ * reductions, so the step needs no other launch. */
+#define GDN_THREADS 512
+
+template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    const memra_delta_args_t &a = g.delta;
+    extern __shared__ float gsm[];
+    __shared__ double red[3 * GDN_VW], scl[3];
+    const int d = (int)a.d;
+    float *q_s = gsm, *k_s = gsm + d, *o_s = gsm + 2 * d;
+    const int64_t j = blockIdx.x, kh = j % a.n_k;
+    const int tid = threadIdx.x, m = tid / P, part = tid % P;
+    const bool on = m < d;
+    float *S = a.state + j * (int64_t)d * d;
+    float s[EPT];
+    delta_load(s, S, m, part, P, d, on);
+    for (int64_t t = 0; t < a.n_tokens; t++) {
+        __syncthreads();
+        for (int i = tid; i < d; i += blockDim.x) {
+            q_s[i] = a.q[t * a.qk_stride + kh * d + i];
+            k_s[i] = a.k[t * a.qk_stride + kh * d + i];
+        }
+        const double decay = exp((double)a.g[t * a.gb_stride + j]);
+        const double beta = (double)a.beta[t * a.gb_stride + j];
+        const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
+        __syncthreads();
+        const float *qk[2] = {q_s, k_s};
+        gdn_sumsq(qk, 2, d, red);
+        __syncthreads();
+        if (tid < 2)
+            scl[tid] = row_scale_of(false, gdn_total(red + tid * GDN_VW), d, g.l2_eps);
+        __syncthreads();
+        for (int i = tid; i < d; i += blockDim.x) {
+            q_s[i] = row_scaled(q_s[i], scl[0], NULL, i);
+            k_s[i] = row_scaled(k_s[i], scl[1], NULL, i);
+        }
+        __syncthreads();
+        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
+        if (on && part == 0)
+            o_s[m] = o;
+        __syncthreads();
+        const float *orow[1] = {o_s};
+        gdn_sumsq(orow, 1, d, red + 2 * GDN_VW);
+        __syncthreads();
+        if (tid == 0)
+            scl[2] = row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
+        __syncthreads();
+        for (int i = tid; i < d; i += blockDim.x) {
+            const float on_i = row_scaled(o_s[i], scl[2], g.norm_w, i);
+            g.y[t * a.n_v * d + j * d + i] = (float)(d_silu((double)g.z[t * g.z_stride + j * d + i]) * (double)on_i);
+        }
+    }
+    delta_store(s, S, m, part, P, d, on);
+}
+
+memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, bool *done)
+{
+    *done = false;
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_GDN_FUSED", 1); /* experiments: 0 runs the sequence */
+    const int d = (int)g->delta.d, P = delta_lanes(d);
+    const int threads = (d * P + 31) / 32 * 32;
+    if (!on || g->delta.d > 256 || threads > GDN_THREADS)
+        return MEMRA_OK;
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    memra__launch(gdn_kernel<DELTA_EPT>, dim3((unsigned)g->delta.n_v), threads, 3 * (size_t)d * sizeof(float), c->stream,
+                  *g, P);
+    MEMRA_CUDA_LAUNCHED(be);
+    *done = true;
     return MEMRA_OK;
 }

@@ -429,8 +429,8 @@ static int64_t ws_deltanet(const q35_t *q, int64_t n)
          + n * q->value_dim                      /* z */
          + 2 * n * q->n_v                        /* beta, alpha (g in place) */
          + n * q->conv_dim                       /* conv out */
-         + 2 * n * 2 * q->key_dim                /* q|k gathered, q|k normed */
-         + 3 * n * q->value_dim;                 /* o, normed o, gated */
+         + n * 2 * q->key_dim                    /* q|k gathered and normed */
+         + 2 * n * q->value_dim;                 /* o (normed in place), gated */
 }
 
 static int64_t ws_ffn(const q35_t *q, int64_t n)
@@ -529,53 +529,39 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
 {
     const q35_t *q = Q(r);
     const int64_t n = r->n, C = q->conv_dim, KD = q->key_dim, VD = q->value_dim, nv = q->n_v, cf = r->m->carry_floats;
-    const memra__backend_i *ops = r->ops;
-
+    
     MEMRA__WS(mixed, n * C);
     MEMRA__WS(z, n * VD);
     MEMRA__WS(beta, n * nv);
     MEMRA__WS(alpha, n * nv);
     MEMRA__WS(conv, n * C);
-    float *qk_raw = memra__wsf(r, n * 2 * KD);
-    if (!qk_raw)
-        return MEMRA_E_INTERNAL;
     MEMRA__WS(qk, n * 2 * KD);
     MEMRA__WS(o, n * VD);
-    MEMRA__WS(on, n * VD);
     MEMRA__WS(y, n * VD);
 
-    /* the four in-projections of attn_norm(x); beta = sigmoid(·) and
+    /* the four in-projections of attn_norm(x), q|k|v through the causal
+     * conv + SiLU (its state shifted); beta = sigmoid(·) and
      * g = softplus(alpha + dt_bias) · ssm_a (ssm_a = −exp(A_log) < 0) in place */
     float *g = alpha;
     const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
-                                .n_w = 4, .w = {&L->wqkv, &L->wz, &L->wbeta, &L->walpha}, .y = {mixed, z, beta, alpha},
+                                .n_w = 4, .w = {&L->wqkv, &L->wz, &L->wbeta, &L->walpha}, .y = {conv, z, beta, alpha},
                                 .ldy = {C, VD, nv, nv}, .x_tmp = h,
                                 .post = {MEMRA_EW_COPY, MEMRA_EW_COPY, MEMRA_EW_SIGMOID, MEMRA_EW_SOFTPLUS_MUL},
-                                .post_b = {NULL, NULL, NULL, L->dt_bias}, .post_aux = {NULL, NULL, NULL, L->ssm_a}};
+                                .post_b = {NULL, NULL, NULL, L->dt_bias}, .post_aux = {NULL, NULL, NULL, L->ssm_a},
+                                .conv_w = (const float *)L->wconv.data, .conv_state = r->c->conv[il],
+                                .conv_k = q->d_conv, .tmp = {mixed}};
     MEMRA__TRY(memra__matmul_ex(r->be, &in));
 
-    memra_conv_args_t cv = {.x = mixed, .x_stride = C, .state = r->c->conv[il], .w = (const float *)L->wconv.data,
-                            .out = conv, .n_tokens = n, .channels = C, .kernel = q->d_conv};
-    MEMRA__TRY(ops->conv(r->be, &cv));
-
-    /* L2 norm of every q and k head (eps = rms eps): gather the q|k part of
-     * each conv row so that the heads are uniformly spaced rows of d_k */
-    if (n > 1) {
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, qk_raw, 2 * KD, conv, C, NULL, 0, n, 2 * KD, 0.0f));
-    } else {
-        qk_raw = conv; /* one token: its q|k heads are already uniformly spaced */
-    }
-    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_L2, qk_raw, q->d_k, NULL, qk, q->d_k, n * 2 * q->n_k, q->d_k, q->eps));
-
-    memra_delta_args_t dr = {.q = qk, .k = qk + KD, .v = conv + 2 * KD, .g = g, .beta = beta,
-                             .qk_stride = 2 * KD, .v_stride = C, .gb_stride = nv, .state = r->c->ssm[il],
-                             .out = o, .n_tokens = n, .n_k = q->n_k, .n_v = nv, .d = q->d_k,
-                             .scale = 1.0f / sqrtf((float)q->d_k)};
-    MEMRA__TRY(ops->delta(r->be, &dr));
-
-    /* gated RMSNorm: rms(o_j)·ssm_norm ⊙ silu(z_j), per value head */
-    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, o, q->d_v, L->ssm_norm, on, q->d_v, n * nv, q->d_v, q->eps));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SWIGLU, y, VD, z, VD, on, VD, n, VD, 0.0f));
+    /* L2-normed q and k heads (eps = rms eps), the delta rule (value head j
+     * reads key head j mod n_k), then the gated RMSNorm per value head:
+     * y = rms(o_j)·ssm_norm ⊙ silu(z_j) */
+    const memra_gdn_args_t st = {
+        .delta = {.q = conv, .k = conv + KD, .v = conv + 2 * KD, .g = g, .beta = beta, .qk_stride = C, .v_stride = C,
+                  .gb_stride = nv, .state = r->c->ssm[il], .out = o, .n_tokens = n, .n_k = q->n_k, .n_v = nv,
+                  .d = q->d_k, .scale = 1.0f / sqrtf((float)q->d_k)},
+        .l2_eps = q->eps, .norm_w = L->ssm_norm, .norm_eps = q->eps, .z = z, .z_stride = VD, .y = y,
+        .qk_tmp = qk, .o_tmp = o};
+    MEMRA__TRY(memra__gdn(r->be, &st));
     /* x += ssm_out · y */
     const memra_mm_args_t out = {.x = y, .ldx = VD, .n_rows = n, .n_w = 1, .w = {&L->wssm_out}, .y = {x},
                                  .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};

@@ -145,6 +145,28 @@ typedef struct memra_delta_args {
  * S += kδᵀ; o = Sᵀ(q·scale). The state is float32 between tokens, so a batch
  * equals one-token calls (bit for bit on CPU). */
 
+/* One Gated DeltaNet step after the conv (qwen35): defined as the sequence
+ * (memra__gdn in lib/gdn_ex.c runs it when a backend has no gdn slot or
+ * declines)
+ *   q, k heads of delta.q / delta.k (raw) gathered into qk_tmp ([n][2·n_k·d])
+ *   and L2-normed there (norm L2, eps l2_eps);
+ *   o_tmp = delta(those q, k; delta.v, .g, .beta, .state) (delta.out unused);
+ *   o_tmp = norm(RMS, rows of d, norm_w, norm_eps) in place;
+ *   y = SWIGLU(z, o_tmp): rmsnorm(o_j)·norm_w ⊙ silu(z_j).
+ * y rows are n_v·d apart, z rows z_stride apart. A backend's fused gdn must
+ * give the bits of that sequence on the same backend (memra_check_kernels
+ * compares them exactly). */
+typedef struct memra_gdn_args {
+    memra_delta_args_t delta;
+    float l2_eps;
+    const float *norm_w;       /* d floats */
+    float norm_eps;
+    const float *z;
+    int64_t z_stride;
+    float *y;
+    float *qk_tmp, *o_tmp;     /* device scratch of the sequence */
+} memra_gdn_args_t;
+
 /* MoE routing: probs = softmax(logits[t]); top-k by prob (ties: lower id);
  * w = probs[sel] (divided by max(sum, 6.103515625e-5) when norm). */
 typedef struct memra_route_args {
@@ -188,6 +210,10 @@ typedef struct memra_moe_args {
  *   GLU   tmp[j] = matmul(w[j], xin), j < 2; y[0] = SWIGLU/GEGLU(tmp[0], tmp[1])  (n_w 2)
  * and, with STORE, y[i] = elementwise post[i] of y[i] in place (COPY: none;
  * SIGMOID; SOFTPLUS_MUL with b = post_b[i] broadcast, aux = post_aux[i]).
+ * With conv_w (STORE, post[0] COPY): tmp[0] = matmul(w[0], xin), then
+ * y[0] = conv(tmp[0] rows; conv_state, conv_w, kernel conv_k): the causal
+ * conv + SiLU of memra_conv_args_t over w[0]'s ne1 channels (y[0] rows
+ * ne1 apart).
  * A backend's fused path must give the bits of that sequence on the same
  * backend (memra_check_kernels compares them exactly). x_tmp (n_rows x
  * ne0) and tmp (n_rows x ne1) are device scratch for the sequence; y rows
@@ -214,6 +240,9 @@ typedef struct memra_mm_args {
     memra_act_t act;           /* GLU */
     memra_ew_op_t post[MEMRA_MM_MAX_W];
     const float *post_b[MEMRA_MM_MAX_W], *post_aux[MEMRA_MM_MAX_W];
+    const float *conv_w;       /* [ne1][conv_k] */
+    float *conv_state;         /* [ne1][conv_k - 1] */
+    int64_t conv_k;
     float *x_tmp, *tmp[2];
 } memra_mm_args_t;
 
@@ -259,6 +288,9 @@ typedef struct memra__backend_i {
     memra_status_t (*attention)(memra__backend_t *be, const memra_attn_args_t *a);
     memra_status_t (*conv)(memra__backend_t *be, const memra_conv_args_t *a);
     memra_status_t (*delta)(memra__backend_t *be, const memra_delta_args_t *a);
+    /* (optional) the fused step of memra_gdn_args_t (validated by
+     * memra__gdn); *done = false declines the case. */
+    memra_status_t (*gdn)(memra__backend_t *be, const memra_gdn_args_t *a, bool *done);
     memra_status_t (*route)(memra__backend_t *be, const memra_route_args_t *a);
     memra_status_t (*moe)(memra__backend_t *be, const memra_moe_args_t *a);
     /* (optional) index of the max of x[0..n) into *out (host). Ties: the
@@ -317,6 +349,10 @@ bool memra__ew_reads_b(memra_ew_op_t op);
 /* Runs A on BE: validates it, then the backend's fused matmul_ex or, when
  * there is none or it declines, the unfused sequence (lib/matmul_ex.c). */
 memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a);
+
+/* Runs A on BE: validates it, then the backend's fused gdn or the sequence
+ * (lib/gdn_ex.c). */
+memra_status_t memra__gdn(memra__backend_t *be, const memra_gdn_args_t *a);
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);

@@ -700,17 +700,18 @@ static memra_status_t mx_run(void *c, memra__backend_t *be, int side)
  * matmul bound, and the CUDA fused path against the CUDA unfused sequence
  * bit for bit (what lets the forwards fuse without changing a logit). */
 static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
-                         int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast)
+                         int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv)
 {
+    const int64_t K = 4; /* conv: weight 0's outputs through qwen35's causal conv + SiLU, checked with its state */
     /* four STORE weights: the last two get qwen35's sigmoid / softplus·a post ops */
     const bool post = epi == MEMRA_MM_STORE && n_w == 4;
     const bool bf = getenv("MEMRA_FAST_GEMM") && strcmp(getenv("MEMRA_FAST_GEMM"), "bf16") == 0;
     const double tol = fast && n_rows > 8 ? (bf ? TOL_BF16 : TOL_F16) : TOL_F32;
     const char *en = epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? (act == MEMRA_ACT_GELU ? " geglu" : " swiglu") : "";
-    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", tol, "%s%s W[%lld..] x %d, %lld wide, %lld rows%s%s%s%s",
+    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", tol, "%s%s W[%lld..] x %d, %lld wide, %lld rows%s%s%s%s%s",
                                            tname(t[0]), n_w > 1 && t[n_w - 1] != t[0] ? "+" : "", (long long)ne1[0],
                                            n_w, (long long)ne0, (long long)n_rows, norm ? " norm" : "", en,
-                                           post ? " sigmoid/softplus" : "", fast ? " fast" : "");
+                                           post ? " sigmoid/softplus" : "", conv ? " conv" : "", fast ? " fast" : "");
     if (!L)
         return;
     memra__backend_t *gb = fast ? k->fast : k->gpu;
@@ -728,10 +729,16 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     for (int i = 0; i < n_w; i++) {
         if (!kc_weight(k, t[i], ne0, ne1[i], 1, 0, w[i]))
             return;
-        o[i] = (kc_out){n_rows, ne1[i], ne1[i] + 5};
+        o[i] = (kc_out){n_rows, ne1[i], ne1[i] + (conv && i == 0 ? 0 : 5)};
         if (ne1[i] > ne1_max)
             ne1_max = ne1[i];
     }
+    const kc_out os = {1, ne1[0] * (K - 1), ne1[0] * (K - 1)};
+    float *cw = conv ? kc_randf(k, (size_t)(ne1[0] * K), -0.5f, 0.5f) : NULL;
+    float *cst = conv ? kc_randf(k, (size_t)(ne1[0] * (K - 1)), -1.0f, 1.0f) : NULL;
+    void *cwp[2] = {NULL, NULL};
+    if (conv && (!cw || !cst || !kc_both(k, cw, (size_t)(ne1[0] * K) * 4, cwp)))
+        return;
     float *init = epi == MEMRA_MM_ADD ? kc_randf(k, (size_t)(n_rows * ne1[0]), -4.0f, 4.0f) : NULL;
     void *pb[2] = {NULL, NULL}, *pa[2] = {NULL, NULL};
     if (post) {
@@ -751,6 +758,12 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
         a->n_w = n_w;
         a->epi = epi;
         a->act = act;
+        if (conv) {
+            a->conv_w = cwp[s];
+            a->conv_k = K;
+            if (!(a->conv_state = kc_out_new(k, be, &os, cst)))
+                return;
+        }
         if (post) {
             a->post[2] = MEMRA_EW_SIGMOID;
             a->post[3] = MEMRA_EW_SOFTPLUS_MUL;
@@ -778,6 +791,8 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     for (int i = 0; i < n_w; i++)
         if (!(u.y[i] = kc_out_new(k, gb, &o[i], i == 0 ? init : NULL)))
             return;
+    if (conv && !(u.conv_state = kc_out_new(k, gb, &os, cst)))
+        return;
     if (!kc_run2(k, L, mx_run, &c, gb))
         return;
     memra_status_t st = memra__matmul_ex(&seq, &u);
@@ -795,6 +810,11 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
         const float *got = kc_out_get(k, gb, c.a[1].y[i], &o[i]);
         kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].y[i], &o[i]), got, &o[i], "y");
         kc_cmp(&e, kc_out_get(k, gb, u.y[i], &o[i]), got, &o[i], "y");
+    }
+    if (conv) {
+        const float *got = kc_out_get(k, gb, c.a[1].conv_state, &os);
+        kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].conv_state, &os), got, &os, "conv state");
+        kc_cmp(&e, kc_out_get(k, gb, u.conv_state, &os), got, &os, "conv state");
     }
     if (e.n_diff_bits && !a.note[0])
         snprintf(a.note, sizeof a.note, "fused != unfused cuda in %lld elements", (long long)e.n_diff_bits);
@@ -1253,6 +1273,86 @@ static void kc_delta_rowinv(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t 
     kc_finish_exact(k, L, st, p, 2);
 }
 
+/* ---- the fused Gated DeltaNet step -------------------------------------------- */
+
+typedef struct gd_case {
+    memra_gdn_args_t a[2];
+} gd_case;
+
+static memra_status_t gd_run(void *c, memra__backend_t *be, int side)
+{
+    return memra__gdn(be, &((gd_case *)c)->a[side]);
+}
+
+/* memra__gdn on raw (un-normed) q/k rows as the conv leaves them (q|k|v in
+ * one row): against the CPU reference within the f32 bound, and the CUDA
+ * fused step against the CUDA sequence of separate ops bit for bit. */
+static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d)
+{
+    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld k / %lld v heads x %lld (y + state)",
+                                           (long long)n, (long long)n_k, (long long)n_v, (long long)d);
+    if (!L)
+        return;
+    const int64_t KD = n_k * d, VD = n_v * d, C = 2 * KD + VD + 4, gs = n_v + 2, zs = VD + 3;
+    float *conv = kc_randf(k, (size_t)(n * C), -1.0f, 1.0f), *g = kc_randf(k, (size_t)(n * gs), -1.5f, 0.0f);
+    float *b = kc_randf(k, (size_t)(n * gs), 0.05f, 0.95f), *state = kc_randf(k, (size_t)(n_v * d * d), -0.1f, 0.1f);
+    float *z = kc_randf(k, (size_t)(n * zs), -3.0f, 3.0f), *nw = kc_randf(k, (size_t)d, 0.5f, 1.5f);
+    void *cp[2], *gp[2], *bp[2], *zp[2], *np[2];
+    if (!conv || !g || !b || !state || !z || !nw || !kc_both(k, conv, (size_t)(n * C) * 4, cp) ||
+        !kc_both(k, g, (size_t)(n * gs) * 4, gp) || !kc_both(k, b, (size_t)(n * gs) * 4, bp) ||
+        !kc_both(k, z, (size_t)(n * zs) * 4, zp) || !kc_both(k, nw, (size_t)d * 4, np))
+        return;
+    const kc_out oy = {n, VD, VD}, os = {n_v, d * d, d * d};
+    gd_case c;
+    memra_gdn_args_t u; /* the CUDA sequence */
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const float *cv = cp[s ? 1 : 0];
+        memra_gdn_args_t a = {
+            .delta = {.q = cv, .k = cv + KD, .v = cv + 2 * KD, .g = gp[s ? 1 : 0], .beta = bp[s ? 1 : 0],
+                      .qk_stride = C, .v_stride = C, .gb_stride = gs, .state = kc_out_new(k, be, &os, state),
+                      .n_tokens = n, .n_k = n_k, .n_v = n_v, .d = d, .scale = 1.0f / sqrtf((float)d)},
+            .l2_eps = 1e-6f, .norm_w = np[s ? 1 : 0], .norm_eps = 1e-6f, .z = zp[s ? 1 : 0], .z_stride = zs,
+            .y = kc_out_new(k, be, &oy, NULL),
+            .qk_tmp = kc_track(k, be, be->iface->alloc(be, (size_t)(n * 2 * KD) * 4)),
+            .o_tmp = kc_track(k, be, be->iface->alloc(be, (size_t)(n * VD) * 4))};
+        if (!a.delta.state || !a.y || !a.qk_tmp || !a.o_tmp)
+            return;
+        a.delta.out = a.o_tmp;
+        if (s < 2)
+            c.a[s] = a;
+        else
+            u = a;
+    }
+    if (!kc_run2(k, L, gd_run, &c, k->gpu))
+        return;
+    memra__backend_i seq_i = *k->gpu->iface;
+    seq_i.gdn = NULL;
+    memra__backend_t seq = *k->gpu;
+    seq.iface = &seq_i;
+    memra_status_t st = memra__gdn(&seq, &u);
+    if (!st)
+        st = k->gpu->iface->synchronize(k->gpu);
+    if (st) {
+        kc_op_failed(k, L, "cuda sequence", st);
+        return;
+    }
+    kc_acc a, e;
+    kc_acc_init(&a);
+    kc_acc_init(&e);
+    const float *gy = kc_out_get(k, k->gpu, c.a[1].y, &oy), *gst = kc_out_get(k, k->gpu, c.a[1].delta.state, &os);
+    kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].y, &oy), gy, &oy, "y");
+    kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].delta.state, &os), gst, &os, "state");
+    kc_cmp(&e, kc_out_get(k, k->gpu, u.y, &oy), gy, &oy, "y");
+    kc_cmp(&e, kc_out_get(k, k->gpu, u.delta.state, &os), gst, &os, "state");
+    if (e.n_diff_bits && !a.note[0])
+        snprintf(a.note, sizeof a.note, "fused != cuda sequence in %lld elements", (long long)e.n_diff_bits);
+    if (e.n_diff_bits || !e.guard_ok)
+        a.guard_ok = false; /* fails the line whatever the bound */
+    kc_finish(k, L, &a);
+    kc_bench(k, L, gd_run, &c, k->gpu, (double)(2 * n_v * d * d * 4));
+}
+
 /* ---- route ---------------------------------------------------------------- */
 
 typedef struct rt_case {
@@ -1516,26 +1616,28 @@ static void run_suite(kc *k)
             bool norm;
             memra_mm_epi_t epi;
             memra_act_t act;
-            bool fast, big;
+            bool fast, big, conv;
         } mx[] = {
-            {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false},
-            {"matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false},
-            {"matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false},
-            {"matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true},
-            {"matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true},
-            {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true},
+            {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false},
+            {"matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false},
+            {"matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.proj4_conv", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
+            {"matmul_ex.proj4_conv_rows3", 4, q8, 256, proj, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
+            {"matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, true},
+            {"matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false},
+            {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false},
         };
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
                 continue;
             KC(kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm, mx[i].epi,
-                         mx[i].act, mx[i].fast));
+                         mx[i].act, mx[i].fast, mx[i].conv));
         }
     }
 
@@ -1597,6 +1699,10 @@ static void run_suite(kc *k)
     KC(kc_delta(k, "delta.prefill", 6, 16, 32, 128));
     KC(kc_delta(k, "delta.d64", 3, 2, 6, 64));
     KC(kc_delta_rowinv(k, 5, 16, 32, 128));
+    KC(kc_gdn(k, "gdn.fixture", 5, 2, 4, 16));
+    KC(kc_gdn(k, "gdn.decode", 1, 16, 32, 128));
+    KC(kc_gdn(k, "gdn.prefill", 6, 16, 32, 128));
+    KC(kc_gdn(k, "gdn.d64", 3, 2, 6, 64));
 
     KC(kc_route(k, 5, 8, 2, false, false));
     KC(kc_route(k, 5, 128, 8, true, false));

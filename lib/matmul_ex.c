@@ -17,6 +17,11 @@ static memra_status_t check(memra__backend_t *be, const memra_mm_args_t *a)
                            (int)a->epi, a->n_w);
     if (a->epi == MEMRA_MM_GLU && a->act != MEMRA_ACT_SILU && a->act != MEMRA_ACT_GELU)
         return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: unknown GLU activation %d", (int)a->act);
+    if (a->conv_w &&
+        (a->epi != MEMRA_MM_STORE || a->post[0] != MEMRA_EW_COPY || !a->tmp[0] || a->conv_k < 1 ||
+         (a->conv_k > 1 && !a->conv_state) || !a->w[0] || (a->n_rows > 1 && a->ldy[0] != a->w[0]->ne[1])))
+        return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: conv needs STORE, no post op on weight 0, scratch, "
+                                                     "a kernel size, a state and dense rows");
     if (a->norm && !a->x_tmp)
         return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: norm without x_tmp scratch");
     const int n_y = a->epi == MEMRA_MM_STORE ? a->n_w : 1; /* outputs */
@@ -60,6 +65,18 @@ static memra_status_t unfused(memra__backend_t *be, const memra_mm_args_t *a)
     }
     if (a->epi == MEMRA_MM_STORE) {
         for (int i = 0; i < a->n_w; i++) {
+            if (i == 0 && a->conv_w) {
+                const int64_t ne1 = a->w[0]->ne[1];
+                memra_status_t st = ops->matmul(be, a->w[0], x, ldx, a->tmp[0], ne1, n);
+                const memra_conv_args_t cv = {.x = a->tmp[0], .x_stride = ne1, .state = a->conv_state,
+                                              .w = a->conv_w, .out = a->y[0], .n_tokens = n, .channels = ne1,
+                                              .kernel = a->conv_k};
+                if (!st)
+                    st = ops->conv(be, &cv);
+                if (st)
+                    return st;
+                continue;
+            }
             memra_status_t st = ops->matmul(be, a->w[i], x, ldx, a->y[i], a->ldy[i], n);
             if (!st && a->post[i] != MEMRA_EW_COPY) {
                 const memra_ew_args_t e = {.op = a->post[i], .y = a->y[i], .a = a->y[i], .b = a->post_b[i],
