@@ -150,12 +150,74 @@ template <int T> static __host__ __device__ __forceinline__ size_t mmv_x_bytes(i
 /* Copies (normalizing, with a.norm) the block's NR x rows into XS and
  * returns where the kernel reads x from, with its row stride in *XL. With
  * SCALE (Q8_0) the copies are x * 2^64 and the per-32 sums of x * 2^-78
- * follow the R rows: a warp's 32 lanes hold one block's 32 values (the
- * thread stride is a multiple of 32 and so is NE0), so a block's sum is
- * one fixed shuffle tree. Staging sits between every block's wait for its
- * predecessor and its first dot: each thread keeps eight loads of x (and
- * of the norm weight) in flight instead of walking them one by one. */
-#define MMV_STAGE_U 8
+ * follow the R rows. Staging sits between every block's wait for its
+ * predecessor and its first dot, so it is built for latency: thread t
+ * takes the 4-float chunks t, t + 256, ... (16-byte loads, four in flight;
+ * with the norm two, with their weight chunks), and a Q8_0 block (8 chunks, 8 adjacent lanes)
+ * sums its chunk sums with a 3-step shuffle tree. The bits do not depend
+ * on alignment (unaligned rows take the same values element by element). */
+static __device__ __forceinline__ float4 mmv_ld4(const float *p, int64_t e, int64_t n, bool vec)
+{
+    if (vec)
+        return __ldg((const float4 *)(p + e));
+    return make_float4(e < n ? __ldg(p + e) : 0.0f, e + 1 < n ? __ldg(p + e + 1) : 0.0f,
+                       e + 2 < n ? __ldg(p + e + 2) : 0.0f, e + 3 < n ? __ldg(p + e + 3) : 0.0f);
+}
+
+/* One x row into XR_S (its block sums into SUMS): U chunks in flight per
+ * thread, with NORM their norm weight chunks too (norm scale S). */
+template <bool SCALE, int U, bool NORM>
+static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, double s, int64_t ne0, bool vec,
+                                                     float *xr_s, float *sums)
+{
+    const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
+    const int64_t nc = (ne0 + 3) >> 2;
+    const int lane = threadIdx.x & 31;
+    /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
+    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
+        float4 v[U], w[U];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int64_t c = c0 + lane + j * MMV_THREADS;
+            v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (NORM)
+                w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int64_t c = c0 + lane + j * MMV_THREADS;
+            float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+            if (NORM) {
+                const float wj[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
+#pragma unroll
+                for (int q = 0; q < 4; q++) /* row_scaled's arithmetic (w = 1 without a weight) */
+                    t[q] = (float)((double)t[q] * s * (double)wj[q]);
+            }
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                t[q] *= sc;
+            float *dst = xr_s + mmv_xp<SCALE>(4 * c);
+            if (c < nc) {
+                if (4 * c + 3 < ne0) {
+                    *(float4 *)dst = make_float4(t[0], t[1], t[2], t[3]);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        if (4 * c + q < ne0)
+                            dst[q] = t[q];
+                }
+            }
+            if (SCALE && c0 + j * MMV_THREADS < nc) { /* warp-uniform; nc is a multiple of 8 */
+                float b = c < nc ? ((t[0] + t[1]) + t[2]) + t[3] : 0.0f;
+                b += __shfl_xor_sync(0xffffffffu, b, 1);
+                b += __shfl_xor_sync(0xffffffffu, b, 2);
+                b += __shfl_xor_sync(0xffffffffu, b, 4);
+                if ((lane & 7) == 0 && c < nc)
+                    sums[c / 8] = b * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
+            }
+        }
+    }
+}
 
 template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
@@ -166,34 +228,16 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         *xl = a.ldx;
         return x;
     }
-    const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
-    const int64_t ld = mmv_xld<SCALE>(a.ne0), ne0 = a.ne0, nbr = ne0 / 32;
-    float *sums = xs + (int64_t)nr * ld;
+    const int64_t ld = mmv_xld<SCALE>(a.ne0), ne0 = a.ne0;
+    const float *nw = a.norm ? a.norm_w : NULL;
     for (int r = 0; r < nr; r++) {
         const float *xr = x + r * a.ldx;
-        const double s = a.norm ? row_scale(true, xr, ne0, a.eps, red) : 1.0;
-        for (int64_t i0 = threadIdx.x; i0 < ne0; i0 += MMV_STAGE_U * MMV_THREADS) {
-            float v[MMV_STAGE_U], w[MMV_STAGE_U];
-#pragma unroll
-            for (int j = 0; j < MMV_STAGE_U; j++) {
-                const int64_t i = i0 + j * MMV_THREADS;
-                v[j] = i < ne0 ? __ldg(xr + i) : 0.0f;
-                w[j] = i < ne0 && a.norm && a.norm_w ? __ldg(a.norm_w + i) : 1.0f;
-            }
-#pragma unroll
-            for (int j = 0; j < MMV_STAGE_U; j++) {
-                const int64_t i = i0 + j * MMV_THREADS;
-                /* row_scaled's arithmetic (w = 1 without a weight) */
-                const float t = (a.norm ? (float)((double)v[j] * s * (double)w[j]) : v[j]) * sc;
-                if (i < ne0)
-                    xs[r * ld + mmv_xp<SCALE>(i)] = t;
-                if (SCALE && i0 - (threadIdx.x & 31) + j * MMV_THREADS < ne0) { /* warp-uniform */
-                    const float b = warp_sum(t);
-                    if ((threadIdx.x & 31) == 0)
-                        sums[r * nbr + i / 32] = b * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
-                }
-            }
-        }
+        const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
+        float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
+        if (a.norm) /* the register budget holds half as many chunks with their weights */
+            mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
+        else
+            mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
     *xl = ld;
