@@ -53,8 +53,7 @@ static __device__ __forceinline__ double row_scale_of(bool rms, double t, int64_
 }
 
 /* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
- * for a block of a multiple of MEMRA_NORM_BLOCK threads (the first
- * MEMRA_NORM_BLOCK sum); every thread gets the result.
+ * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
  * RED: MEMRA_NORM_BLOCK/32 + 1 doubles of shared memory. The summation
  * order (thread stride, shuffle tree, warps in order) is fixed. */
 static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
@@ -62,13 +61,11 @@ static __device__ __forceinline__ double row_scale(bool rms, const float *xr, in
     double sum = 0.0;
     /* unrolled so that a thread's loads are in flight together (x sits in
      * L2 after the kernel that wrote it): the sum order is unchanged */
-    if (threadIdx.x < MEMRA_NORM_BLOCK) {
 #pragma unroll 16
-        for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
-            sum += (double)xr[i] * (double)xr[i];
-    }
+    for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
+        sum += (double)xr[i] * (double)xr[i];
     sum = warp_sum_d(sum);
-    if ((threadIdx.x & 31) == 0 && threadIdx.x < MEMRA_NORM_BLOCK)
+    if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = sum;
     __syncthreads();
     if (threadIdx.x == 0) {

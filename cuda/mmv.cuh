@@ -152,7 +152,7 @@ template <int T> static __host__ __device__ __forceinline__ size_t mmv_x_bytes(i
  * SCALE (Q8_0) the copies are x * 2^64 and the per-32 sums of x * 2^-78
  * follow the R rows. Staging sits between every block's wait for its
  * predecessor and its first dot, so it is built for latency: thread t
- * takes the 4-float chunks t, t + blockDim.x, ... (16-byte loads, four in flight;
+ * takes the 4-float chunks t, t + 256, ... (16-byte loads, four in flight;
  * with the norm two, with their weight chunks), and a Q8_0 block (8 chunks, 8 adjacent lanes)
  * sums its chunk sums with a 3-step shuffle tree. The bits do not depend
  * on alignment (unaligned rows take the same values element by element). */
@@ -174,19 +174,18 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
     /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
-    const int nt = blockDim.x;
-    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * nt) {
+    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
         float4 v[U], w[U];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * nt;
+            const int64_t c = c0 + lane + j * MMV_THREADS;
             v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (NORM)
                 w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * nt;
+            const int64_t c = c0 + lane + j * MMV_THREADS;
             float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
             if (NORM) {
                 const float wj[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
@@ -208,7 +207,7 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
                             dst[q] = t[q];
                 }
             }
-            if (SCALE && c0 + j * nt < nc) { /* warp-uniform; nc is a multiple of 8 */
+            if (SCALE && c0 + j * MMV_THREADS < nc) { /* warp-uniform; nc is a multiple of 8 */
                 float b = c < nc ? ((t[0] + t[1]) + t[2]) + t[3] : 0.0f;
                 b += __shfl_xor_sync(0xffffffffu, b, 1);
                 b += __shfl_xor_sync(0xffffffffu, b, 2);
@@ -765,21 +764,18 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
  * matvec at 3.8 instead of 4.27 TB/s (scripts/mmv-lab.cu). */
 #define MMV_Q8D_SEG (64 * 34)
 #define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
-#define MMV_Q8D_WIDE 24 /* warps of the one-block-per-SM variant */
-#define MMV_Q8D_SMEM_MAX (220 * 1024)
 
-template <int T, int W>
-__global__ void __launch_bounds__(W * 32, 3 * MMV_WARPS / W) mmv_q8d_kernel(const mmv_args a)
+template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     namespace ptx = cuda::ptx;
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
-    __shared__ __align__(8) uint64_t bars[W][D];
+    __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t rstride = (int64_t)gridDim.x * W, v0 = (int64_t)blockIdx.x * W + warp;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
     uint64_t *bar = bars[warp];
@@ -813,7 +809,7 @@ __global__ void __launch_bounds__(W * 32, 3 * MMV_WARPS / W) mmv_q8d_kernel(cons
         issue(d);
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
     int64_t xl;
-    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(mmv_q8d_dyn + (size_t)W * D * SEG), &xl);
+    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG), &xl);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};

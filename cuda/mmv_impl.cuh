@@ -11,8 +11,7 @@
 /* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
  * memory, cached per device and size (pipeline stages launch on several
  * GPUs from several threads: entries are single atomic words). */
-static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8], int threads = MMV_THREADS,
-                         int smem_max = MMV_SMEM_MAX)
+static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8])
 {
     int dev = 0;
     cudaGetDevice(&dev);
@@ -27,12 +26,12 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     }
     /* the attributes are per device too; setting them again is harmless.
      * All of the carveout to shared memory: the weights bypass L1. */
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max) != cudaSuccess ||
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
             cudaSuccess)
         cudaGetLastError();
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }
@@ -75,10 +74,10 @@ template <int T> static int mmv_ring_depth(size_t xbytes)
 
 /* Blocks along x of a resident grid: enough for one virtual row per warp,
  * at most OCC blocks per SM over the GY problems. */
-static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy, int warps = MMV_WARPS)
+static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy)
 {
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t need = (nv + warps - 1) / warps;
+    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
     int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
     if (cap < 1)
         cap = 1;
@@ -140,34 +139,6 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     return true;
 }
 
-/* The fast path's launch with W warps per block; false when its shared
- * memory does not fit. */
-template <int T, int W> static bool mmv_launch_q8d_w(const mmv_args &a, int sm_count, cudaStream_t s)
-{
-    const size_t xbytes = mmv_x_bytes<T>(a.ne0, 1);
-    const size_t smem = (size_t)W * MMV_Q8D_RING * MMV_Q8D_SEG + xbytes;
-    if (smem > MMV_Q8D_SMEM_MAX)
-        return false;
-    static std::atomic<uint64_t> cache[64][8];
-    int occ = mmv_occupancy((const void *)mmv_q8d_kernel<T, W>, smem, cache, W * 32, MMV_Q8D_SMEM_MAX);
-    if (occ == 0)
-        return false;
-    /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per
-     * SM, leaving room for the next kernel's blocks (programmatic launch)
-     * to start streaming their weights early */
-    static long bps = -1;
-    if (bps < 0)
-        bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
-    if (bps > 0 && bps < occ)
-        occ = (int)bps;
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1, W);
-    if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u x %d warps, %d blocks/SM, smem %zu\n",
-                (long long)a.ne0, (long long)(a.glu ? a.vrow0[1] : a.vrow0[a.nw]), a.nw, a.glu ? " glu" : "",
-                a.norm ? " norm" : "", grid, W, occ, smem);
-    return memra__launch(mmv_q8d_kernel<T, W>, dim3(grid), W * 32, smem, s, a) == cudaSuccess;
-}
-
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
@@ -181,18 +152,29 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
             return false;
     mmv_args a = a0;
+    const size_t xbytes = mmv_x_bytes<T>(a.ne0, 1);
+    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + xbytes;
+    if (smem > MMV_SMEM_MAX)
+        return false;
+    static std::atomic<uint64_t> cache[64][8];
+    int occ = mmv_occupancy((const void *)mmv_q8d_kernel<T>, smem, cache);
+    if (occ == 0)
+        return false;
+    /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per
+     * SM, leaving room for the next kernel's blocks (programmatic launch)
+     * to start streaming their weights early */
+    static long bps = -1;
+    if (bps < 0)
+        bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
+    if (bps > 0 && bps < occ)
+        occ = (int)bps;
     a.xsm = 1;
-    /* one block of 24 warps per SM stages x once per SM instead of three
-     * times (x staging is on the critical path of every block, and its L2
-     * reads of a 12288-wide x are ~19 MB a launch at 396 blocks); 8-warp
-     * blocks when x does not fit next to the wide ring.
-     * Experiments: MEMRA_MMV_Q8D_WARPS=8 forces the narrow blocks. */
-    static long wide = -1;
-    if (wide < 0)
-        wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WARPS", MMV_Q8D_WIDE) == MMV_Q8D_WIDE;
-    if (wide && mmv_launch_q8d_w<T, MMV_Q8D_WIDE>(a, sm_count, s))
-        return true;
-    return mmv_launch_q8d_w<T, MMV_WARPS>(a, sm_count, s);
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    if (mmv_debug())
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
+                (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
+    return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies

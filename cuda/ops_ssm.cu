@@ -6,8 +6,6 @@
  * token the sums are float64, as in the reference. */
 #include <math.h>
 
-#include <cooperative_groups.h>
-
 #include "cuda_common.cuh"
 #include "math.cuh"
 
@@ -176,35 +174,26 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
 
 /* ---- the fused step (memra_gdn_args_t) ------------------------------------------ */
 
-/* Sums of squares of the rows X[0..NR) (NR <= 2, DIM <= 256 floats each,
- * shared memory) in row_scale's order (cuda/math.cuh: element e on thread
- * e of MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in
- * order), with however many warps the block has: "virtual warp" v of row r
- * is job r*8 + v, a warp's jobs reduce side by side. RED: NR*8 doubles;
- * the caller syncs and sums them in order (gdn_total). */
+/* Sums of squares of the rows X[0..NR) (DIM <= 256 floats each, shared
+ * memory) in row_scale's order (cuda/math.cuh: element e on thread e of
+ * MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in order),
+ * with however many warps the block has: "virtual warp" v of row r is
+ * job r*8 + v. RED: NR*8 doubles; the caller syncs and sums them in order. */
 #define GDN_VW (MEMRA_NORM_BLOCK / 32)
 
 static __device__ __forceinline__ void gdn_sumsq(const float *const *x, int nr, int dim, double *red)
 {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5, nj = nr * GDN_VW;
-    double p[2 * GDN_VW];
-#pragma unroll
-    for (int k = 0; k < 2 * GDN_VW; k++) {
-        const int job = warp + k * nw, e = (job % GDN_VW) * 32 + lane;
-        p[k] = 0.0;
-        if (job < nj && e < dim)
-            p[k] += (double)x[job / GDN_VW][e] * (double)x[job / GDN_VW][e];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int job = warp; job < nr * GDN_VW; job += blockDim.x >> 5) {
+        const float *row = x[job / GDN_VW];
+        const int e = (job % GDN_VW) * 32 + lane;
+        double p = 0.0;
+        if (e < dim)
+            p += (double)row[e] * (double)row[e];
+        p = warp_sum_d(p);
+        if (lane == 0)
+            red[job] = p;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int k = 0; k < 2 * GDN_VW; k++)
-            if (warp + k * nw < nj) /* warp-uniform */
-                p[k] += __shfl_xor_sync(0xffffffffu, p[k], o);
-#pragma unroll
-    for (int k = 0; k < 2 * GDN_VW; k++)
-        if (lane == 0 && warp + k * nw < nj)
-            red[warp + k * nw] = p[k];
 }
 
 static __device__ __forceinline__ double gdn_total(const double *red)
@@ -215,34 +204,26 @@ static __device__ __forceinline__ double gdn_total(const double *red)
     return t;
 }
 
-/* A cluster of GDN_CL blocks per value head j, each taking d/GDN_CL state
- * rows (P lanes per row, as delta_kernel): the FP64 work of the step spreads
- * over GDN_CL SMs per head. Every block L2-norms the head's q and k itself;
- * the gated RMS norm needs the whole head's o, so each block writes its
- * rows' o into every block of the cluster (distributed shared memory, a
- * buffer per token parity) before one cluster barrier per token. */
-#define GDN_CL 8
-#define GDN_THREADS 256
+/* Block per value head j, P lanes per state row, every row of the head in
+ * the block: the head's q/k L2 norms and its o's RMS norm are block
+ * reductions, so the step needs no other launch. */
+#define GDN_THREADS 512
 
-template <int EPT>
-__global__ void __cluster_dims__(GDN_CL, 1, 1) __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P)
+template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
     const memra_delta_args_t &a = g.delta;
     extern __shared__ float gsm[];
     __shared__ double red[3 * GDN_VW], scl[3];
-    const int d = (int)a.d, rb = d / GDN_CL;
-    float *q_s = gsm, *k_s = gsm + d;
-    const int64_t j = blockIdx.x / GDN_CL, kh = j % a.n_k;
-    const int tid = threadIdx.x, m0 = (int)cl.block_rank() * rb, m = m0 + tid / P, part = tid % P;
-    const bool on = tid / P < rb;
+    const int d = (int)a.d;
+    float *q_s = gsm, *k_s = gsm + d, *o_s = gsm + 2 * d;
+    const int64_t j = blockIdx.x, kh = j % a.n_k;
+    const int tid = threadIdx.x, m = tid / P, part = tid % P;
+    const bool on = m < d;
     float *S = a.state + j * (int64_t)d * d;
     float s[EPT];
     delta_load(s, S, m, part, P, d, on);
     for (int64_t t = 0; t < a.n_tokens; t++) {
-        float *o_s = gsm + 2 * d + (t & 1) * d;
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
             q_s[i] = a.q[t * a.qk_stride + kh * d + i];
@@ -265,17 +246,15 @@ __global__ void __cluster_dims__(GDN_CL, 1, 1) __launch_bounds__(GDN_THREADS) gd
         __syncthreads();
         const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0)
-            for (int r = 0; r < GDN_CL; r++)
-                *cl.map_shared_rank(o_s + m, r) = o;
-        cl.sync();
+            o_s[m] = o;
+        __syncthreads();
         const float *orow[1] = {o_s};
         gdn_sumsq(orow, 1, d, red + 2 * GDN_VW);
         __syncthreads();
         if (tid == 0)
             scl[2] = row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
         __syncthreads();
-        if (tid < rb) {
-            const int i = m0 + tid;
+        for (int i = tid; i < d; i += blockDim.x) {
             const float on_i = row_scaled(o_s[i], scl[2], g.norm_w, i);
             g.y[t * a.n_v * d + j * d + i] = (float)(d_silu((double)g.z[t * g.z_stride + j * d + i]) * (double)on_i);
         }
@@ -290,12 +269,12 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
     if (on < 0)
         on = memra__cuda_env_long("MEMRA_GDN_FUSED", 1); /* experiments: 0 runs the sequence */
     const int d = (int)g->delta.d, P = delta_lanes(d);
-    const int threads = (d / GDN_CL * P + 31) / 32 * 32;
-    if (!on || g->delta.d > 256 || d % GDN_CL || threads > GDN_THREADS || g->delta.n_v * GDN_CL > INT32_MAX)
+    const int threads = (d * P + 31) / 32 * 32;
+    if (!on || g->delta.d > 256 || threads > GDN_THREADS)
         return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(gdn_kernel<DELTA_EPT>, dim3((unsigned)(g->delta.n_v * GDN_CL)), threads, 4 * (size_t)d * sizeof(float),
-                  c->stream, *g, P);
+    memra__launch(gdn_kernel<DELTA_EPT>, dim3((unsigned)g->delta.n_v), threads, 3 * (size_t)d * sizeof(float), c->stream,
+                  *g, P);
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;
