@@ -95,6 +95,7 @@ OP_NAME(attention);
 OP_NAME(conv);
 OP_NAME(delta);
 OP_NAME(gdn);
+OP_NAME(qk_norm_rope);
 OP_NAME(route);
 OP_NAME(moe);
 OP_NAME(argmax);
@@ -280,6 +281,7 @@ static memra__backend_i make_iface(void)
     i.conv = on_device<op_conv, memra__cuda_conv>::call;
     i.delta = on_device<op_delta, memra__cuda_delta>::call;
     i.gdn = on_device<op_gdn, memra__cuda_gdn>::call;
+    i.qk_norm_rope = on_device<op_qk_norm_rope, memra__cuda_qk_norm_rope>::call;
     i.route = on_device<op_route, memra__cuda_route>::call;
     i.moe = on_device<op_moe, memra__cuda_moe>::call;
     i.argmax = on_device<op_argmax, memra__cuda_argmax>::call;

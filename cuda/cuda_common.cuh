@@ -144,6 +144,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
 memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a);
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a);
 memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *a, bool *done);
+memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a, bool *done);
 memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a);
 memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a);
 memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out);

@@ -122,30 +122,42 @@ memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args
 
 /* ---- rope ------------------------------------------------------------------- */
 
-/* Block per token; thread i rebuilds the angle of pair i with the same i
- * float multiplications the reference makes. */
+/* cos and sin of pair i's angle at position POS: the angle is rebuilt with
+ * the same i float multiplications the reference makes. */
+static __device__ __forceinline__ float2 rope_cs(const memra_rope_args_t &a, float theta_scale, int32_t pos, int64_t i)
+{
+    float theta = (float)pos;
+    for (int64_t k = 0; k < i; k++)
+        theta = __fmul_rn(theta, theta_scale);
+    const float ff = a.freq_factors ? a.freq_factors[i] : 1.0f;
+    const float ang = __fdiv_rn(theta, ff);
+    /* float64 then one rounding: the correctly rounded cosf/sinf */
+    return make_float2((float)cos((double)ang), (float)sin((double)ang));
+}
+
+/* Pair i of a head row ((i, i+half) NEOX, (2i, 2i+1) NORM) from SRC into P
+ * (may be SRC). */
+static __device__ __forceinline__ void rope_rot(const memra_rope_args_t &a, float2 cs, int64_t i, const float *src,
+                                                float *p)
+{
+    const int64_t step = a.mode == MEMRA_ROPE_NEOX ? 1 : 2;
+    const int64_t other = a.mode == MEMRA_ROPE_NEOX ? a.n_rot / 2 : 1;
+    const float x0 = src[i * step], x1 = src[i * step + other];
+    p[i * step] = __fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y));
+    p[i * step + other] = __fadd_rn(__fmul_rn(x0, cs.y), __fmul_rn(x1, cs.x));
+}
+
+/* Block per token; thread i rotates pair i of every head. */
 __global__ void rope_kernel(const memra_rope_args_t a, float theta_scale)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t half = a.n_rot / 2;
-    const int64_t step = a.mode == MEMRA_ROPE_NEOX ? 1 : 2;
-    const int64_t other = a.mode == MEMRA_ROPE_NEOX ? half : 1;
     for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x) {
         float *xt = a.x + t * a.token_stride;
         for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-            float theta = (float)a.pos[t];
-            for (int64_t k = 0; k < i; k++)
-                theta = __fmul_rn(theta, theta_scale);
-            const float ff = a.freq_factors ? a.freq_factors[i] : 1.0f;
-            const float ang = __fdiv_rn(theta, ff);
-            /* float64 then one rounding: the correctly rounded cosf/sinf */
-            const float cos_t = (float)cos((double)ang), sin_t = (float)sin((double)ang);
-            for (int64_t h = 0; h < a.n_heads; h++) {
-                float *p = xt + h * a.head_stride + i * step;
-                const float x0 = p[0], x1 = p[other];
-                p[0] = __fsub_rn(__fmul_rn(x0, cos_t), __fmul_rn(x1, sin_t));
-                p[other] = __fadd_rn(__fmul_rn(x0, sin_t), __fmul_rn(x1, cos_t));
-            }
+            const float2 cs = rope_cs(a, theta_scale, a.pos[t], i);
+            for (int64_t h = 0; h < a.n_heads; h++)
+                rope_rot(a, cs, i, xt + h * a.head_stride, xt + h * a.head_stride);
         }
     }
 }
@@ -162,5 +174,51 @@ memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a
     const int threads = a->n_rot / 2 >= 128 ? 128 : (int)((a->n_rot / 2 + 31) / 32 * 32);
     memra__launch(rope_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), threads, 0, c->stream, *a, theta_scale);
     MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* ---- per-head norm + rope (memra_qk_args_t) --------------------------------------- */
+
+/* Block per (token, head) of both parts: norm_kernel's arithmetic into
+ * shared memory, then rope_kernel's from there, so the sequence's bits. */
+__global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_qk_args_t a, float theta_scale)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    extern __shared__ float qk_row[];
+    __shared__ double red[NORM_THREADS / 32 + 1];
+    const int64_t t = blockIdx.x, hd = a.rope.head_dim;
+    int64_t h = blockIdx.y;
+    const int p = h < a.part[0].n_heads ? 0 : 1;
+    const memra_qk_part_t &q = a.part[p];
+    if (p)
+        h -= a.part[0].n_heads;
+    const float *src = q.src + t * q.src_token_stride + h * q.src_head_stride;
+    float *dst = q.dst + t * q.dst_token_stride + h * q.dst_head_stride;
+    const double scale = row_scale(true, src, hd, a.eps, red);
+    for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
+        qk_row[i] = row_scaled(src[i], scale, q.norm_w, i);
+    __syncthreads();
+    const int64_t n_rot = a.rope.n_rot;
+    for (int64_t i = threadIdx.x; i < n_rot / 2; i += NORM_THREADS)
+        rope_rot(a.rope, rope_cs(a.rope, theta_scale, a.rope.pos[t], i), i, qk_row, dst);
+    for (int64_t i = n_rot + threadIdx.x; i < hd; i += NORM_THREADS)
+        dst[i] = qk_row[i];
+}
+
+memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a, bool *done)
+{
+    *done = false;
+    const int64_t heads = a->part[0].n_heads + (a->n_parts > 1 ? a->part[1].n_heads : 0);
+    if (a->rope.n_tokens > INT32_MAX || heads > 65535 || a->rope.head_dim > 8192 || a->rope.n_rot == 0)
+        return MEMRA_OK;
+    memra_qk_args_t k = *a;
+    if (k.n_parts < 2)
+        k.part[1].n_heads = 0;
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const float theta_scale = powf(a->rope.base, -2.0f / (float)a->rope.n_rot); /* as memra__cuda_rope */
+    memra__launch(qk_norm_rope_kernel, dim3((unsigned)a->rope.n_tokens, (unsigned)heads), NORM_THREADS,
+                  (size_t)a->rope.head_dim * sizeof(float), c->stream, k, theta_scale);
+    MEMRA_CUDA_LAUNCHED(be);
+    *done = true;
     return MEMRA_OK;
 }

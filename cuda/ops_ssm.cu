@@ -92,9 +92,11 @@ static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float 
 }
 
 /* One token on the row held in S: decays and updates it, returns the row's
- * o (scaled, rounded) on every lane of the row. */
+ * o (scaled, rounded) on every lane of the row. q and k sit in shared
+ * memory as doubles: every row's lanes read them, and float-to-double
+ * conversions run at a quarter of the FP64 rate on sm_90. */
 template <int EPT>
-static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *q_s, const float *k_s, int part, int P,
+static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double *q_s, const double *k_s, int part, int P,
                                                   int d, double decay, double beta, double vm, float scale)
 {
     double u = 0.0;
@@ -102,7 +104,7 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
     for (int e = 0; e < EPT; e++) {
         const int i = e * P + part;
         if (i < d)
-            u += (double)s[e] * (double)k_s[i];
+            u += (double)s[e] * k_s[i];
     }
     for (int o = 1; o < P; o <<= 1)
         u += __shfl_xor_sync(0xffffffffu, u, o);
@@ -112,8 +114,8 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
     for (int e = 0; e < EPT; e++) {
         const int i = e * P + part;
         if (i < d) {
-            s[e] = (float)__dadd_rn(__dmul_rn(decay, (double)s[e]), __dmul_rn((double)k_s[i], delta));
-            o_acc += (double)s[e] * (double)q_s[i];
+            s[e] = (float)__dadd_rn(__dmul_rn(decay, (double)s[e]), __dmul_rn(k_s[i], delta));
+            o_acc += (double)s[e] * q_s[i];
         }
     }
     for (int o = 1; o < P; o <<= 1)
@@ -124,9 +126,9 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
 template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    extern __shared__ float dsm[];
+    extern __shared__ double dsm[];
     const int d = (int)a.d;
-    float *q_s = dsm, *k_s = dsm + d;
+    double *q_s = dsm, *k_s = dsm + d;
     const int64_t j = blockIdx.x, kh = j % a.n_k;
     const int tid = threadIdx.x, m = blockIdx.y * rb + tid / P, part = tid % P;
     const bool on = m < d && tid / P < rb;
@@ -136,8 +138,8 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
     for (int64_t t = 0; t < a.n_tokens; t++) {
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
-            q_s[i] = a.q[t * a.qk_stride + kh * d + i];
-            k_s[i] = a.k[t * a.qk_stride + kh * d + i];
+            q_s[i] = (double)a.q[t * a.qk_stride + kh * d + i];
+            k_s[i] = (double)a.k[t * a.qk_stride + kh * d + i];
         }
         __syncthreads();
         const double decay = exp((double)a.g[t * a.gb_stride + j]);
@@ -165,7 +167,7 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
      * most SMs */
     const int rb = d < DELTA_ROWS ? d : DELTA_ROWS;
     const int threads = (rb * P + 31) / 32 * 32;
-    const size_t smem = 2 * (size_t)d * sizeof(float);
+    const size_t smem = 2 * (size_t)d * sizeof(double);
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));
     memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb);
     MEMRA_CUDA_LAUNCHED(be);
@@ -213,10 +215,11 @@ template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(con
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const memra_delta_args_t &a = g.delta;
-    extern __shared__ float gsm[];
+    extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw and o as floats */
     __shared__ double red[3 * GDN_VW], scl[3];
     const int d = (int)a.d;
-    float *q_s = gsm, *k_s = gsm + d, *o_s = gsm + 2 * d;
+    double *q_d = gsm, *k_d = gsm + d;
+    float *q_s = (float *)(gsm + 2 * d), *k_s = q_s + d, *o_s = k_s + d;
     const int64_t j = blockIdx.x, kh = j % a.n_k;
     const int tid = threadIdx.x, m = tid / P, part = tid % P;
     const bool on = m < d;
@@ -240,11 +243,11 @@ template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(con
             scl[tid] = row_scale_of(false, gdn_total(red + tid * GDN_VW), d, g.l2_eps);
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
-            q_s[i] = row_scaled(q_s[i], scl[0], NULL, i);
-            k_s[i] = row_scaled(k_s[i], scl[1], NULL, i);
+            q_d[i] = (double)row_scaled(q_s[i], scl[0], NULL, i);
+            k_d[i] = (double)row_scaled(k_s[i], scl[1], NULL, i);
         }
         __syncthreads();
-        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
+        const float o = delta_row(s, q_d, k_d, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0)
             o_s[m] = o;
         __syncthreads();
@@ -265,15 +268,19 @@ template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(con
 memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, bool *done)
 {
     *done = false;
-    static long on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_GDN_FUSED", 1); /* experiments: 0 runs the sequence */
+    /* a block per head walks the tokens: prefill chunks keep the sequence,
+     * whose delta kernel spreads a head over more blocks (pp512 3675 tok/s
+     * against 3578 fused, one H200). Experiments: MEMRA_GDN_FUSED=N fuses
+     * up to N tokens, 0 never. */
+    static long max_tokens = -1;
+    if (max_tokens < 0)
+        max_tokens = memra__cuda_env_long("MEMRA_GDN_FUSED", 8);
     const int d = (int)g->delta.d, P = delta_lanes(d);
     const int threads = (d * P + 31) / 32 * 32;
-    if (!on || g->delta.d > 256 || threads > GDN_THREADS)
+    if (g->delta.n_tokens > max_tokens || g->delta.d > 256 || threads > GDN_THREADS)
         return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(gdn_kernel<DELTA_EPT>, dim3((unsigned)g->delta.n_v), threads, 3 * (size_t)d * sizeof(float), c->stream,
+    memra__launch(gdn_kernel<DELTA_EPT>, dim3((unsigned)g->delta.n_v), threads, (size_t)d * (2 * sizeof(double) + 3 * sizeof(float)), c->stream,
                   *g, P);
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;

@@ -493,20 +493,17 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
                                 .ldy = {2 * H * hd, Hkv * hd, kv_w}, .x_tmp = h};
     MEMRA__TRY(memra__matmul_ex(r->be, &in));
 
-    /* q of head h is rows [2h·hd, 2h·hd+hd) of qg: n·H rows of hd, 2hd apart */
-    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, qg, 2 * hd, L->q_norm, qn, hd, n * H, hd, q->eps));
-    /* K is cached after its norm and rope */
-    MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, kraw, hd, L->k_norm, k_rows, hd, n * Hkv, hd, q->eps));
-
-    memra_rope_args_t rq = {.x = qn, .n_tokens = n, .n_heads = H, .head_dim = hd, .head_stride = hd,
-                            .token_stride = H * hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
-                            .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX};
-    MEMRA__TRY(ops->rope(r->be, &rq));
-    memra_rope_args_t rk = rq;
-    rk.x = k_rows;
-    rk.n_heads = Hkv;
-    rk.token_stride = kv_w;
-    MEMRA__TRY(ops->rope(r->be, &rk));
+    /* per-head RMS norm + NEOX rope of q (head h: rows [2h·hd, 2h·hd+hd) of
+     * qg) and of k; K is cached after its norm and rope */
+    const memra_qk_args_t qk = {
+        .part = {{.src = qg, .src_head_stride = 2 * hd, .src_token_stride = 2 * H * hd, .dst = qn,
+                  .dst_head_stride = hd, .dst_token_stride = H * hd, .n_heads = H, .norm_w = L->q_norm},
+                 {.src = kraw, .src_head_stride = hd, .src_token_stride = Hkv * hd, .dst = k_rows,
+                  .dst_head_stride = hd, .dst_token_stride = kv_w, .n_heads = Hkv, .norm_w = L->k_norm}},
+        .n_parts = 2, .eps = q->eps,
+        .rope = {.n_tokens = n, .head_dim = hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
+                 .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX}};
+    MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
 
     memra_attn_args_t at = {.q = qn, .k_cache = r->c->k[il], .v_cache = r->c->v[il], .out = o, .n_tokens = n,
                             .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv, .head_dim = hd, .q_stride = H * hd,

@@ -90,6 +90,30 @@ typedef struct memra_rope_args {
 /* CPU: ggml's float32 recipe bit for bit (θ_0 = p, θ_{i+1} = θ_i·powf(base,
  * -2/n_rot), cosf/sinf(θ_i / ff_i)), not a float64 angle: model-spec §3.1. */
 
+/* Per-head RMS norm, then rope, of up to two head sets (q and k) of the
+ * same tokens: defined as, for each part, norm(RMS, every src head row,
+ * norm_w, eps) into the dst head rows, then rope(dst) with the shared rope
+ * fields (memra__qk_norm_rope in lib/qk_norm_rope.c runs that sequence
+ * when a backend has no qk_norm_rope or declines). Head h of token t is at
+ * src + t*src_token_stride + h*src_head_stride (dst likewise); dst heads
+ * must not overlap src or the other part. A backend's fused step must give
+ * the bits of the sequence on the same backend. */
+typedef struct memra_qk_part {
+    const float *src;
+    int64_t src_head_stride, src_token_stride;
+    float *dst;
+    int64_t dst_head_stride, dst_token_stride;
+    int64_t n_heads;
+    const float *norm_w;       /* head_dim floats, or NULL */
+} memra_qk_part_t;
+
+typedef struct memra_qk_args {
+    memra_qk_part_t part[2];
+    int n_parts;
+    float eps;
+    memra_rope_args_t rope;    /* x, n_heads, head_stride, token_stride: unused (the parts') */
+} memra_qk_args_t;
+
 /* Causal attention of n_tokens queries at positions pos0 .. pos0+n-1 over
  * cached keys/values 0 .. pos0+n-1 of one sequence. q: [n][n_head*head_dim]
  * rows with stride q_stride; k/v cache rows: [pos][n_kv_head*head_dim];
@@ -285,6 +309,9 @@ typedef struct memra__backend_i {
                            const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
     memra_status_t (*elementwise)(memra__backend_t *be, const memra_ew_args_t *a);
     memra_status_t (*rope)(memra__backend_t *be, const memra_rope_args_t *a);
+    /* (optional) the fused step of memra_qk_args_t (validated by
+     * memra__qk_norm_rope); *done = false declines the case. */
+    memra_status_t (*qk_norm_rope)(memra__backend_t *be, const memra_qk_args_t *a, bool *done);
     memra_status_t (*attention)(memra__backend_t *be, const memra_attn_args_t *a);
     memra_status_t (*conv)(memra__backend_t *be, const memra_conv_args_t *a);
     memra_status_t (*delta)(memra__backend_t *be, const memra_delta_args_t *a);
@@ -353,6 +380,10 @@ memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a);
 /* Runs A on BE: validates it, then the backend's fused gdn or the sequence
  * (lib/gdn_ex.c). */
 memra_status_t memra__gdn(memra__backend_t *be, const memra_gdn_args_t *a);
+
+/* Runs A on BE: validates it, then the backend's fused qk_norm_rope or the
+ * sequence (lib/qk_norm_rope.c). */
+memra_status_t memra__qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a);
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);

@@ -1273,6 +1273,90 @@ static void kc_delta_rowinv(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t 
     kc_finish_exact(k, L, st, p, 2);
 }
 
+/* ---- per-head norm + rope of q and k -------------------------------------------- */
+
+typedef struct qk_case {
+    memra_qk_args_t a[2];
+} qk_case;
+
+static memra_status_t qk_run(void *c, memra__backend_t *be, int side)
+{
+    return memra__qk_norm_rope(be, &((qk_case *)c)->a[side]);
+}
+
+/* memra__qk_norm_rope as qwen35 calls it (q heads interleaved with their
+ * gates, 2hd apart; k heads into cache-like rows): against the CPU
+ * reference (its sequence) and bit for bit against the CUDA sequence. */
+static void kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot)
+{
+    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld q / %lld k heads x %lld, n_rot %lld",
+                                           (long long)n, (long long)H, (long long)Hkv, (long long)hd, (long long)n_rot);
+    if (!L)
+        return;
+    const int64_t qs = 2 * H * hd, ks = Hkv * hd, kvs = Hkv * hd + 8;
+    float *qg = kc_randf(k, (size_t)(n * qs), -2.0f, 2.0f), *kr = kc_randf(k, (size_t)(n * ks), -2.0f, 2.0f);
+    float *qw = kc_randf(k, (size_t)hd, 0.5f, 1.5f), *kw = kc_randf(k, (size_t)hd, 0.5f, 1.5f);
+    int32_t *pos = kc_host(k, (size_t)n * 4);
+    if (!qg || !kr || !qw || !kw || !pos)
+        return;
+    for (int64_t t = 0; t < n; t++)
+        pos[t] = (int32_t)(t == 0 ? 40000 : kc_int(k, 40000));
+    void *qp[2], *kp[2], *qwp[2], *kwp[2], *pp[2];
+    if (!kc_both(k, qg, (size_t)(n * qs) * 4, qp) || !kc_both(k, kr, (size_t)(n * ks) * 4, kp) ||
+        !kc_both(k, qw, (size_t)hd * 4, qwp) || !kc_both(k, kw, (size_t)hd * 4, kwp) ||
+        !kc_both(k, pos, (size_t)n * 4, pp))
+        return;
+    const kc_out oq = {n, H * hd, H * hd}, ok = {n, Hkv * hd, kvs};
+    qk_case c;
+    memra_qk_args_t u;
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        memra_qk_args_t a = {
+            .part = {{.src = qp[i], .src_head_stride = 2 * hd, .src_token_stride = qs, .dst = kc_out_new(k, be, &oq, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = H * hd, .n_heads = H, .norm_w = qwp[i]},
+                     {.src = kp[i], .src_head_stride = hd, .src_token_stride = ks, .dst = kc_out_new(k, be, &ok, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = kwp[i]}},
+            .n_parts = 2, .eps = 1e-6f,
+            .rope = {.n_tokens = n, .head_dim = hd, .n_rot = n_rot, .pos = pp[i], .base = 10000000.0f,
+                     .mode = MEMRA_ROPE_NEOX}};
+        if (!a.part[0].dst || !a.part[1].dst)
+            return;
+        if (s < 2)
+            c.a[s] = a;
+        else
+            u = a;
+    }
+    if (!kc_run2(k, L, qk_run, &c, k->gpu))
+        return;
+    memra__backend_i seq_i = *k->gpu->iface;
+    seq_i.qk_norm_rope = NULL;
+    memra__backend_t seq = *k->gpu;
+    seq.iface = &seq_i;
+    memra_status_t st = memra__qk_norm_rope(&seq, &u);
+    if (!st)
+        st = k->gpu->iface->synchronize(k->gpu);
+    if (st) {
+        kc_op_failed(k, L, "cuda sequence", st);
+        return;
+    }
+    kc_acc a, e;
+    kc_acc_init(&a);
+    kc_acc_init(&e);
+    const kc_out *o[2] = {&oq, &ok};
+    for (int p = 0; p < 2; p++) {
+        const float *got = kc_out_get(k, k->gpu, c.a[1].part[p].dst, o[p]);
+        kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].part[p].dst, o[p]), got, o[p], p ? "k" : "q");
+        kc_cmp(&e, kc_out_get(k, k->gpu, u.part[p].dst, o[p]), got, o[p], p ? "k" : "q");
+    }
+    if (e.n_diff_bits && !a.note[0])
+        snprintf(a.note, sizeof a.note, "fused != cuda sequence in %lld elements", (long long)e.n_diff_bits);
+    if (e.n_diff_bits || !e.guard_ok)
+        a.guard_ok = false; /* fails the line whatever the bound */
+    kc_finish(k, L, &a);
+    kc_bench(k, L, qk_run, &c, k->gpu, (double)(n * (2 * H + 2 * Hkv) * hd * 4));
+}
+
 /* ---- the fused Gated DeltaNet step -------------------------------------------- */
 
 typedef struct gd_case {
@@ -1676,6 +1760,9 @@ static void run_suite(kc *k)
     KC(kc_rope(k, "rope.neox.partial", MEMRA_ROPE_NEOX, 6, 16, 256, 64, false, 262144));
     KC(kc_rope(k, "rope.norm.freq", MEMRA_ROPE_NORM, 4, 4, 128, 128, true, 100000));
     KC(kc_rope(k, "rope.neox.freq512", MEMRA_ROPE_NEOX, 3, 8, 512, 512, true, 8192));
+    KC(kc_qk_norm_rope(k, "qk_norm_rope.decode", 1, 16, 4, 256, 64));
+    KC(kc_qk_norm_rope(k, "qk_norm_rope.prefill", 7, 16, 4, 256, 64));
+    KC(kc_qk_norm_rope(k, "qk_norm_rope.full", 3, 4, 2, 128, 128));
 
     KC(kc_attention(k, "attention.fixture", 7, 0, 4, 2, 16, 0));
     KC(kc_attention(k, "attention.fixture.hd64", 40, 0, 2, 1, 64, 0));
