@@ -52,18 +52,10 @@ static __device__ __forceinline__ double row_scale_of(bool rms, double t, int64_
     return rms ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
 }
 
-/* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
- * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
- * RED: MEMRA_NORM_BLOCK/32 + 1 doubles of shared memory. The summation
- * order (thread stride, shuffle tree, warps in order) is fixed. */
-static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
+/* row_scale from each thread's partial sum SUM (its elements i = t, t +
+ * MEMRA_NORM_BLOCK, ... in order): the block's fixed reduction. */
+static __device__ __forceinline__ double row_scale_reduce(bool rms, double sum, int64_t dim, float eps, double *red)
 {
-    double sum = 0.0;
-    /* unrolled so that a thread's loads are in flight together (x sits in
-     * L2 after the kernel that wrote it): the sum order is unchanged */
-#pragma unroll 16
-    for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
-        sum += (double)xr[i] * (double)xr[i];
     sum = warp_sum_d(sum);
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = sum;
@@ -78,6 +70,21 @@ static __device__ __forceinline__ double row_scale(bool rms, const float *xr, in
     const double s = red[MEMRA_NORM_BLOCK / 32];
     __syncthreads(); /* red is reused by the next row */
     return s;
+}
+
+/* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
+ * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
+ * RED: MEMRA_NORM_BLOCK/32 + 1 doubles of shared memory. The summation
+ * order (thread stride, shuffle tree, warps in order) is fixed. */
+static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
+{
+    double sum = 0.0;
+    /* unrolled so that a thread's loads are in flight together (x sits in
+     * L2 after the kernel that wrote it): the sum order is unchanged */
+#pragma unroll 16
+    for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
+        sum += (double)xr[i] * (double)xr[i];
+    return row_scale_reduce(rms, sum, dim, eps, red);
 }
 
 /* x · scale [· w], rounded once. */

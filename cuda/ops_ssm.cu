@@ -235,6 +235,9 @@ template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(con
         const double decay = exp((double)a.g[t * a.gb_stride + j]);
         const double beta = (double)a.beta[t * a.gb_stride + j];
         const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
+        /* the gate and norm weight of output row tid, loaded long before use */
+        const float zt = tid < d ? g.z[t * g.z_stride + j * d + tid] : 0.0f;
+        const float wt = tid < d ? g.norm_w[tid] : 0.0f;
         __syncthreads();
         const float *qk[2] = {q_s, k_s};
         gdn_sumsq(qk, 2, d, red);
@@ -257,9 +260,9 @@ template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(con
         if (tid == 0)
             scl[2] = row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
         __syncthreads();
-        for (int i = tid; i < d; i += blockDim.x) {
-            const float on_i = row_scaled(o_s[i], scl[2], g.norm_w, i);
-            g.y[t * a.n_v * d + j * d + i] = (float)(d_silu((double)g.z[t * g.z_stride + j * d + i]) * (double)on_i);
+        if (tid < d) { /* d <= 256 rows, blockDim >= d (d * P threads) */
+            const float on_i = row_scaled(o_s[tid], scl[2], &wt, 0);
+            g.y[t * a.n_v * d + j * d + tid] = (float)(d_silu((double)zt) * (double)on_i);
         }
     }
     delta_store(s, S, m, part, P, d, on);

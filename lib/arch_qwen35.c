@@ -538,13 +538,14 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
 
     /* the four in-projections of attn_norm(x), q|k|v through the causal
      * conv + SiLU (its state shifted); beta = sigmoid(·) and
-     * g = softplus(alpha + dt_bias) · ssm_a (ssm_a = −exp(A_log) < 0) in place */
+     * g = softplus(alpha + dt_bias) · ssm_a (ssm_a = −exp(A_log) < 0) in place.
+     * z last: a warp's last rows then have no float64 epilogue to finish */
     float *g = alpha;
     const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
-                                .n_w = 4, .w = {&L->wqkv, &L->wz, &L->wbeta, &L->walpha}, .y = {conv, z, beta, alpha},
-                                .ldy = {C, VD, nv, nv}, .x_tmp = h,
-                                .post = {MEMRA_EW_COPY, MEMRA_EW_COPY, MEMRA_EW_SIGMOID, MEMRA_EW_SOFTPLUS_MUL},
-                                .post_b = {NULL, NULL, NULL, L->dt_bias}, .post_aux = {NULL, NULL, NULL, L->ssm_a},
+                                .n_w = 4, .w = {&L->wqkv, &L->wbeta, &L->walpha, &L->wz}, .y = {conv, beta, alpha, z},
+                                .ldy = {C, nv, nv, VD}, .x_tmp = h,
+                                .post = {MEMRA_EW_COPY, MEMRA_EW_SIGMOID, MEMRA_EW_SOFTPLUS_MUL, MEMRA_EW_COPY},
+                                .post_b = {NULL, NULL, L->dt_bias, NULL}, .post_aux = {NULL, NULL, L->ssm_a, NULL},
                                 .conv_w = (const float *)L->wconv.data, .conv_state = r->c->conv[il],
                                 .conv_k = q->d_conv, .tmp = {mixed}};
     MEMRA__TRY(memra__matmul_ex(r->be, &in));

@@ -703,7 +703,7 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv)
 {
     const int64_t K = 4; /* conv: weight 0's outputs through qwen35's causal conv + SiLU, checked with its state */
-    /* four STORE weights: the last two get qwen35's sigmoid / softplus·a post ops */
+    /* four STORE weights: the middle two get qwen35's sigmoid / softplus·a post ops (its order) */
     const bool post = epi == MEMRA_MM_STORE && n_w == 4;
     const bool bf = getenv("MEMRA_FAST_GEMM") && strcmp(getenv("MEMRA_FAST_GEMM"), "bf16") == 0;
     const double tol = fast && n_rows > 8 ? (bf ? TOL_BF16 : TOL_F16) : TOL_F32;
@@ -742,8 +742,8 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     float *init = epi == MEMRA_MM_ADD ? kc_randf(k, (size_t)(n_rows * ne1[0]), -4.0f, 4.0f) : NULL;
     void *pb[2] = {NULL, NULL}, *pa[2] = {NULL, NULL};
     if (post) {
-        float *b = kc_randf(k, (size_t)ne1[3], -2.0f, 2.0f), *aux = kc_randf(k, (size_t)ne1[3], -3.0f, -0.1f);
-        if (!b || !aux || !kc_both(k, b, (size_t)ne1[3] * 4, pb) || !kc_both(k, aux, (size_t)ne1[3] * 4, pa))
+        float *b = kc_randf(k, (size_t)ne1[2], -2.0f, 2.0f), *aux = kc_randf(k, (size_t)ne1[2], -3.0f, -0.1f);
+        if (!b || !aux || !kc_both(k, b, (size_t)ne1[2] * 4, pb) || !kc_both(k, aux, (size_t)ne1[2] * 4, pa))
             return;
     }
     for (int s = 0; s < 2; s++) {
@@ -765,10 +765,10 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
                 return;
         }
         if (post) {
-            a->post[2] = MEMRA_EW_SIGMOID;
-            a->post[3] = MEMRA_EW_SOFTPLUS_MUL;
-            a->post_b[3] = pb[s];
-            a->post_aux[3] = pa[s];
+            a->post[1] = MEMRA_EW_SIGMOID;
+            a->post[2] = MEMRA_EW_SOFTPLUS_MUL;
+            a->post_b[2] = pb[s];
+            a->post_aux[2] = pa[s];
         }
         for (int i = 0; i < n_w; i++) {
             a->w[i] = &w[i][s];
@@ -1687,8 +1687,8 @@ static void run_suite(kc *k)
         static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
         static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
         static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
-        static const int64_t proj[4] = {384, 256, 16, 16}, glu[2] = {700, 700}, one[1] = {300},
-                             mixr[3] = {256, 96, 512}, gdn[4] = {8192, 4096, 32, 32}, ff[2] = {12288, 12288},
+        static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
+                             mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
                              hid[1] = {4096};
         static const struct {
             const char *name;
