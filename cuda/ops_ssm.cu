@@ -68,25 +68,52 @@ static int delta_lanes(int d)
     return P;
 }
 
+/* Element e of lane PART's share of a row: runs of four, so that a lane
+ * moves its share with 16-byte accesses (a warp then touches 64-byte runs
+ * of 8 rows instead of 16-byte ones). */
+static __device__ __forceinline__ int delta_idx(int e, int part, int P)
+{
+    return ((e >> 2) * P + part) * 4 + (e & 3);
+}
+
 template <int EPT>
 static __device__ __forceinline__ void delta_load(float (&s)[EPT], const float *S, int m, int part, int P, int d, bool on)
 {
+    const float *row = S + (int64_t)m * d;
 #pragma unroll
-    for (int e = 0; e < EPT; e++) {
-        const int i = e * P + part;
-        s[e] = on && i < d ? S[(int64_t)m * d + i] : 0.0f;
+    for (int e = 0; e < EPT; e += 4) {
+        const int i = delta_idx(e, part, P);
+        if (d % 4 == 0) { /* rows and runs 16-byte aligned */
+            const float4 v = on && i < d ? *(const float4 *)(row + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            s[e] = v.x;
+            s[e + 1] = v.y;
+            s[e + 2] = v.z;
+            s[e + 3] = v.w;
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                s[e + c] = on && i + c < d ? row[i + c] : 0.0f;
+        }
     }
 }
 
 template <int EPT>
 static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float *S, int m, int part, int P, int d, bool on)
 {
-    if (on) {
+    if (!on)
+        return;
+    float *row = S + (int64_t)m * d;
 #pragma unroll
-        for (int e = 0; e < EPT; e++) {
-            const int i = e * P + part;
+    for (int e = 0; e < EPT; e += 4) {
+        const int i = delta_idx(e, part, P);
+        if (d % 4 == 0) {
             if (i < d)
-                S[(int64_t)m * d + i] = s[e];
+                *(float4 *)(row + i) = make_float4(s[e], s[e + 1], s[e + 2], s[e + 3]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                if (i + c < d)
+                    row[i + c] = s[e + c];
         }
     }
 }
@@ -102,7 +129,7 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double 
     double u = 0.0;
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
-        const int i = e * P + part;
+        const int i = delta_idx(e, part, P);
         if (i < d)
             u += (double)s[e] * k_s[i];
     }
@@ -112,7 +139,7 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double 
     double o_acc = 0.0;
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
-        const int i = e * P + part;
+        const int i = delta_idx(e, part, P);
         if (i < d) {
             s[e] = (float)__dadd_rn(__dmul_rn(decay, (double)s[e]), __dmul_rn(k_s[i], delta));
             o_acc += (double)s[e] * q_s[i];
