@@ -392,6 +392,42 @@ static void kc_finish_exact(kc *k, memra_kernel_check_line_t *L, memra_status_t 
     kc_finish(k, L, &acc);
 }
 
+/* Fused ops (matmul_ex, gdn, qk_norm_rope) are checked twice: against the
+ * CPU reference within their bound, and against the GPU engine's own
+ * sequence of plain ops bit for bit. kc_run_seq runs side 2 of a case on
+ * the GPU engine with every fused slot removed (so the memra__ wrapper
+ * runs the defining sequence); kc_finish_fused fails the line A (vs the
+ * CPU) whenever E (fused vs that sequence) saw a differing bit. */
+static bool kc_run_seq(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *gb)
+{
+    memra__backend_i seq_i = *gb->iface;
+    seq_i.matmul_ex = NULL;
+    seq_i.gdn = NULL;
+    seq_i.qk_norm_rope = NULL;
+    memra__backend_t seq = *gb;
+    seq.iface = &seq_i;
+    memra_status_t st = run(c, &seq, 2);
+    if (!st)
+        st = gb->iface->synchronize(gb);
+    if (st) {
+        kc_op_failed(k, L, "cuda sequence", st);
+        return false;
+    }
+    return true;
+}
+
+static void kc_finish_fused(kc *k, memra_kernel_check_line_t *L, kc_acc *a, const kc_acc *e)
+{
+    if (e->n_diff_bits && !a->note[0])
+        snprintf(a->note, sizeof a->note, "fused != cuda sequence in %lld elements", (long long)e->n_diff_bits);
+    if (e->n_diff_bits || !e->guard_ok) {
+        a->guard_ok = false; /* fails the line whatever the bound */
+        if (!e->guard_ok && !a->note[0])
+            snprintf(a->note, sizeof a->note, "sequence: %.50s", e->note);
+    }
+    kc_finish(k, L, a);
+}
+
 /* Mean time of back-to-back calls, after ~50 ms of the same calls: the
  * check is bursty (CPU references in between), and an idle GPU sits at a
  * low clock that a short timed loop would measure instead of the op. At
@@ -685,7 +721,7 @@ static void kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, in
 /* ---- fused matmuls (matmul_ex) ---------------------------------------------------- */
 
 typedef struct mx_case {
-    memra_mm_args_t a[2];
+    memra_mm_args_t a[3]; /* cpu, cuda fused, cuda sequence */
     memra__backend_t *gpu;      /* the engine the cuda side runs on */
 } mx_case;
 
@@ -782,26 +818,15 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
         if (!a->x_tmp || !a->tmp[0] || !a->tmp[1])
             return;
     }
-    /* the unfused sequence on the GPU: the same engine with the slot removed */
-    memra__backend_i seq_i = *gb->iface;
-    seq_i.matmul_ex = NULL;
-    memra__backend_t seq = *gb;
-    seq.iface = &seq_i;
-    memra_mm_args_t u = c.a[1];
+    memra_mm_args_t *u = &c.a[2];
+    *u = c.a[1];
     for (int i = 0; i < n_w; i++)
-        if (!(u.y[i] = kc_out_new(k, gb, &o[i], i == 0 ? init : NULL)))
+        if (!(u->y[i] = kc_out_new(k, gb, &o[i], i == 0 ? init : NULL)))
             return;
-    if (conv && !(u.conv_state = kc_out_new(k, gb, &os, cst)))
+    if (conv && !(u->conv_state = kc_out_new(k, gb, &os, cst)))
         return;
-    if (!kc_run2(k, L, mx_run, &c, gb))
+    if (!kc_run2(k, L, mx_run, &c, gb) || !kc_run_seq(k, L, mx_run, &c, gb))
         return;
-    memra_status_t st = memra__matmul_ex(&seq, &u);
-    if (!st)
-        st = gb->iface->synchronize(gb);
-    if (st) {
-        kc_op_failed(k, L, "cuda unfused", st);
-        return;
-    }
     kc_acc a, e;
     kc_acc_init(&a);
     kc_acc_init(&e);
@@ -809,21 +834,14 @@ static void kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     for (int i = 0; i < n_out; i++) {
         const float *got = kc_out_get(k, gb, c.a[1].y[i], &o[i]);
         kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].y[i], &o[i]), got, &o[i], "y");
-        kc_cmp(&e, kc_out_get(k, gb, u.y[i], &o[i]), got, &o[i], "y");
+        kc_cmp(&e, kc_out_get(k, gb, u->y[i], &o[i]), got, &o[i], "y");
     }
     if (conv) {
         const float *got = kc_out_get(k, gb, c.a[1].conv_state, &os);
         kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].conv_state, &os), got, &os, "conv state");
-        kc_cmp(&e, kc_out_get(k, gb, u.conv_state, &os), got, &os, "conv state");
+        kc_cmp(&e, kc_out_get(k, gb, u->conv_state, &os), got, &os, "conv state");
     }
-    if (e.n_diff_bits && !a.note[0])
-        snprintf(a.note, sizeof a.note, "fused != unfused cuda in %lld elements", (long long)e.n_diff_bits);
-    if (e.n_diff_bits || !e.guard_ok) {
-        a.guard_ok = false; /* fails the line whatever the bound */
-        if (!e.guard_ok && !a.note[0])
-            snprintf(a.note, sizeof a.note, "unfused: %.50s", e.note);
-    }
-    kc_finish(k, L, &a);
+    kc_finish_fused(k, L, &a, &e);
     double bytes = 0;
     for (int i = 0; i < n_w; i++)
         bytes += (double)(w[i][1].nb1 * (size_t)ne1[i]);
@@ -1276,7 +1294,7 @@ static void kc_delta_rowinv(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t 
 /* ---- per-head norm + rope of q and k -------------------------------------------- */
 
 typedef struct qk_case {
-    memra_qk_args_t a[2];
+    memra_qk_args_t a[3]; /* cpu, cuda fused, cuda sequence */
 } qk_case;
 
 static memra_status_t qk_run(void *c, memra__backend_t *be, int side)
@@ -1308,7 +1326,6 @@ static void kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64
         return;
     const kc_out oq = {n, H * hd, H * hd}, ok = {n, Hkv * hd, kvs};
     qk_case c;
-    memra_qk_args_t u;
     for (int s = 0; s < 3; s++) {
         memra__backend_t *be = s ? k->gpu : k->cpu;
         const int i = s ? 1 : 0;
@@ -1322,24 +1339,10 @@ static void kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64
                      .mode = MEMRA_ROPE_NEOX}};
         if (!a.part[0].dst || !a.part[1].dst)
             return;
-        if (s < 2)
-            c.a[s] = a;
-        else
-            u = a;
+        c.a[s] = a;
     }
-    if (!kc_run2(k, L, qk_run, &c, k->gpu))
+    if (!kc_run2(k, L, qk_run, &c, k->gpu) || !kc_run_seq(k, L, qk_run, &c, k->gpu))
         return;
-    memra__backend_i seq_i = *k->gpu->iface;
-    seq_i.qk_norm_rope = NULL;
-    memra__backend_t seq = *k->gpu;
-    seq.iface = &seq_i;
-    memra_status_t st = memra__qk_norm_rope(&seq, &u);
-    if (!st)
-        st = k->gpu->iface->synchronize(k->gpu);
-    if (st) {
-        kc_op_failed(k, L, "cuda sequence", st);
-        return;
-    }
     kc_acc a, e;
     kc_acc_init(&a);
     kc_acc_init(&e);
@@ -1347,20 +1350,16 @@ static void kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64
     for (int p = 0; p < 2; p++) {
         const float *got = kc_out_get(k, k->gpu, c.a[1].part[p].dst, o[p]);
         kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].part[p].dst, o[p]), got, o[p], p ? "k" : "q");
-        kc_cmp(&e, kc_out_get(k, k->gpu, u.part[p].dst, o[p]), got, o[p], p ? "k" : "q");
+        kc_cmp(&e, kc_out_get(k, k->gpu, c.a[2].part[p].dst, o[p]), got, o[p], p ? "k" : "q");
     }
-    if (e.n_diff_bits && !a.note[0])
-        snprintf(a.note, sizeof a.note, "fused != cuda sequence in %lld elements", (long long)e.n_diff_bits);
-    if (e.n_diff_bits || !e.guard_ok)
-        a.guard_ok = false; /* fails the line whatever the bound */
-    kc_finish(k, L, &a);
+    kc_finish_fused(k, L, &a, &e);
     kc_bench(k, L, qk_run, &c, k->gpu, (double)(n * (2 * H + 2 * Hkv) * hd * 4));
 }
 
 /* ---- the fused Gated DeltaNet step -------------------------------------------- */
 
 typedef struct gd_case {
-    memra_gdn_args_t a[2];
+    memra_gdn_args_t a[3]; /* cpu, cuda fused, cuda sequence */
 } gd_case;
 
 static memra_status_t gd_run(void *c, memra__backend_t *be, int side)
@@ -1388,7 +1387,6 @@ static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v,
         return;
     const kc_out oy = {n, VD, VD}, os = {n_v, d * d, d * d};
     gd_case c;
-    memra_gdn_args_t u; /* the CUDA sequence */
     for (int s = 0; s < 3; s++) {
         memra__backend_t *be = s ? k->gpu : k->cpu;
         const float *cv = cp[s ? 1 : 0];
@@ -1403,37 +1401,19 @@ static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v,
         if (!a.delta.state || !a.y || !a.qk_tmp || !a.o_tmp)
             return;
         a.delta.out = a.o_tmp;
-        if (s < 2)
-            c.a[s] = a;
-        else
-            u = a;
+        c.a[s] = a;
     }
-    if (!kc_run2(k, L, gd_run, &c, k->gpu))
+    if (!kc_run2(k, L, gd_run, &c, k->gpu) || !kc_run_seq(k, L, gd_run, &c, k->gpu))
         return;
-    memra__backend_i seq_i = *k->gpu->iface;
-    seq_i.gdn = NULL;
-    memra__backend_t seq = *k->gpu;
-    seq.iface = &seq_i;
-    memra_status_t st = memra__gdn(&seq, &u);
-    if (!st)
-        st = k->gpu->iface->synchronize(k->gpu);
-    if (st) {
-        kc_op_failed(k, L, "cuda sequence", st);
-        return;
-    }
     kc_acc a, e;
     kc_acc_init(&a);
     kc_acc_init(&e);
     const float *gy = kc_out_get(k, k->gpu, c.a[1].y, &oy), *gst = kc_out_get(k, k->gpu, c.a[1].delta.state, &os);
     kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].y, &oy), gy, &oy, "y");
     kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].delta.state, &os), gst, &os, "state");
-    kc_cmp(&e, kc_out_get(k, k->gpu, u.y, &oy), gy, &oy, "y");
-    kc_cmp(&e, kc_out_get(k, k->gpu, u.delta.state, &os), gst, &os, "state");
-    if (e.n_diff_bits && !a.note[0])
-        snprintf(a.note, sizeof a.note, "fused != cuda sequence in %lld elements", (long long)e.n_diff_bits);
-    if (e.n_diff_bits || !e.guard_ok)
-        a.guard_ok = false; /* fails the line whatever the bound */
-    kc_finish(k, L, &a);
+    kc_cmp(&e, kc_out_get(k, k->gpu, c.a[2].y, &oy), gy, &oy, "y");
+    kc_cmp(&e, kc_out_get(k, k->gpu, c.a[2].delta.state, &os), gst, &os, "state");
+    kc_finish_fused(k, L, &a, &e);
     kc_bench(k, L, gd_run, &c, k->gpu, (double)(2 * n_v * d * d * 4));
 }
 
