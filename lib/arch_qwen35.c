@@ -526,7 +526,7 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
 {
     const q35_t *q = Q(r);
     const int64_t n = r->n, C = q->conv_dim, KD = q->key_dim, VD = q->value_dim, nv = q->n_v, cf = r->m->carry_floats;
-    
+
     MEMRA__WS(mixed, n * C);
     MEMRA__WS(z, n * VD);
     MEMRA__WS(beta, n * nv);
