@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "cuda_common.cuh"
+#include "math.cuh"
 
 #define FA_THREADS 128
 #define FA_TILE 128          /* keys per score tile */
@@ -40,6 +41,15 @@ static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int
         *chunk = FA_SPLIT_KEYS;
         *nsplit = (*len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
     }
+}
+
+/* Output element D of query T, head H: V, through the optional gate
+ * (elementwise MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
+static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, int64_t t, int64_t h, int d, float v)
+{
+    if (!a.gate)
+        return v;
+    return (float)((double)v * d_sigmoid((double)a.gate[t * a.gate_stride + h * a.gate_head_stride + d]));
 }
 
 static __device__ __forceinline__ float block_max(float v, float *red)
@@ -247,7 +257,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         float v = accr[d];
         for (int gg = 1; gg < kg; gg++)
             v += accr[gg * hd + d];
-        o[d] = direct ? v / l : v;
+        o[d] = direct ? fa_out(a, t, h, d, v / l) : v;
     }
     if (!direct && threadIdx.x == 0) {
         o[hd] = m;
@@ -277,7 +287,7 @@ __global__ void fa_combine_kernel(const fa_args f)
         float v = 0.0f;
         for (int64_t s = 0; s < nsplit; s++)
             v = fmaf(p[s * (hd + 2) + d], expf(p[s * (hd + 2) + hd] - M), v);
-        o[d] = v / L;
+        o[d] = fa_out(a, t, h, d, v / L);
     }
 }
 

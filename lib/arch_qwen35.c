@@ -507,11 +507,10 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
 
     memra_attn_args_t at = {.q = qn, .k_cache = r->c->k[il], .v_cache = r->c->v[il], .out = o, .n_tokens = n,
                             .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv, .head_dim = hd, .q_stride = H * hd,
-                            .kv_stride = kv_w, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+                            .kv_stride = kv_w, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,
+                            /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
+                            .gate = qg + hd, .gate_stride = 2 * H * hd, .gate_head_stride = 2 * hd};
     MEMRA__TRY(ops->attention(r->be, &at));
-
-    /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_MUL_SIGMOID, o, hd, o, hd, qg + hd, 2 * hd, n * H, hd, 0.0f));
     /* x += wo · o */
     const memra_mm_args_t out = {.x = o, .ldx = H * hd, .n_rows = n, .n_w = 1, .w = {&L->wo}, .y = {x},
                                  .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};

@@ -130,10 +130,15 @@ typedef struct memra_attn_args {
     int64_t kv_stride;         /* floats between cached rows (>= n_kv_head*head_dim) */
     float scale;
     int64_t n_swa;
+    const float *gate;         /* (optional) out = attention ⊙ sigmoid(gate) */
+    int64_t gate_stride, gate_head_stride;
 } memra_attn_args_t;
 /* out rows are n_head*head_dim apart and must not overlap q or the cache. A
  * query's output depends only on its position and the cache, never on
- * n_tokens (CPU: bit-identical prefill and decode). */
+ * n_tokens (CPU: bit-identical prefill and decode). With gate, element d of
+ * query t, head h is the elementwise MUL_SIGMOID of the attention output
+ * and gate[t*gate_stride + h*gate_head_stride + d] (qwen35's output gate),
+ * the bits of that elementwise op after the plain attention. */
 
 /* Depthwise causal conv over channels (qwen35 Gated DeltaNet), with SiLU.
  * x: [n][C] (row stride x_stride); state: [C][K-1] oldest first, updated;

@@ -1073,26 +1073,33 @@ static memra_status_t at_run(void *c, memra__backend_t *be, int side)
 }
 
 static void kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
-                         int64_t hd, int64_t n_swa)
+                         int64_t hd, int64_t n_swa, bool gated)
 {
     memra_kernel_check_line_t *L =
-        kc_line(k, name, "nmse", TOL_F32, "%lld q at pos %lld, %lld/%lld heads x %lld, swa %lld", (long long)n_tokens,
-                (long long)pos0, (long long)n_head, (long long)n_kv, (long long)hd, (long long)n_swa);
+        kc_line(k, name, "nmse", TOL_F32, "%lld q at pos %lld, %lld/%lld heads x %lld, swa %lld%s", (long long)n_tokens,
+                (long long)pos0, (long long)n_head, (long long)n_kv, (long long)hd, (long long)n_swa,
+                gated ? ", sigmoid gate" : "");
     if (!L)
         return;
     const int64_t n_keys = pos0 + n_tokens, kvs = n_kv * hd + 4, qs = n_head * hd + 4;
     const kc_out o = {n_tokens, n_head * hd, n_head * hd};
     float *q = kc_randf(k, (size_t)(n_tokens * qs), -1.0f, 1.0f);
     float *kv = kc_randf(k, (size_t)(2 * n_keys * kvs), -1.0f, 1.0f);
-    void *qp[2], *kp[2];
+    void *qp[2], *kp[2], *gp[2] = {NULL, NULL};
     if (!q || !kv || !kc_both(k, q, (size_t)(n_tokens * qs) * 4, qp) || !kc_both(k, kv, (size_t)(2 * n_keys * kvs) * 4, kp))
+        return;
+    /* a gate laid out as qwen35's: head h's gate 2*hd apart, after its q */
+    float *gt = gated ? kc_randf(k, (size_t)(n_tokens * 2 * n_head * hd), -4.0f, 4.0f) : NULL;
+    if (gated && (!gt || !kc_both(k, gt, (size_t)(n_tokens * 2 * n_head * hd) * 4, gp)))
         return;
     at_case c;
     for (int s = 0; s < 2; s++) {
         c.a[s] = (memra_attn_args_t){.q = qp[s], .k_cache = kp[s], .v_cache = (float *)kp[s] + n_keys * kvs,
                                      .out = kc_out_new(k, s ? k->gpu : k->cpu, &o, NULL), .n_tokens = n_tokens,
                                      .pos0 = pos0, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .q_stride = qs,
-                                     .kv_stride = kvs, .scale = 1.0f / sqrtf((float)hd), .n_swa = n_swa};
+                                     .kv_stride = kvs, .scale = 1.0f / sqrtf((float)hd), .n_swa = n_swa,
+                                     .gate = gated ? (const float *)gp[s] + hd : NULL, .gate_stride = 2 * n_head * hd,
+                                     .gate_head_stride = 2 * hd};
         if (!c.a[s].out)
             return;
     }
@@ -1744,16 +1751,18 @@ static void run_suite(kc *k)
     KC(kc_qk_norm_rope(k, "qk_norm_rope.prefill", 7, 16, 4, 256, 64));
     KC(kc_qk_norm_rope(k, "qk_norm_rope.full", 3, 4, 2, 128, 128));
 
-    KC(kc_attention(k, "attention.fixture", 7, 0, 4, 2, 16, 0));
-    KC(kc_attention(k, "attention.fixture.hd64", 40, 0, 2, 1, 64, 0));
-    KC(kc_attention(k, "attention.gqa", 5, 17, 4, 1, 32, 0));
-    KC(kc_attention(k, "attention.odd_hd", 3, 9, 2, 2, 18, 0));
-    KC(kc_attention(k, "attention.decode.hd256", 1, 3000, 16, 4, 256, 0));
-    KC(kc_attention(k, "attention.decode.long", 1, 20000, 16, 4, 256, 0));
-    KC(kc_attention(k, "attention.prefill.hd256", 9, 600, 16, 4, 256, 0));
-    KC(kc_attention(k, "attention.swa", 9, 500, 8, 4, 256, 128));
-    KC(kc_attention(k, "attention.swa.decode", 1, 5000, 8, 2, 256, 1024));
-    KC(kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0));
+    KC(kc_attention(k, "attention.fixture", 7, 0, 4, 2, 16, 0, false));
+    KC(kc_attention(k, "attention.fixture.hd64", 40, 0, 2, 1, 64, 0, false));
+    KC(kc_attention(k, "attention.gqa", 5, 17, 4, 1, 32, 0, false));
+    KC(kc_attention(k, "attention.odd_hd", 3, 9, 2, 2, 18, 0, false));
+    KC(kc_attention(k, "attention.decode.hd256", 1, 3000, 16, 4, 256, 0, false));
+    KC(kc_attention(k, "attention.decode.long", 1, 20000, 16, 4, 256, 0, false));
+    KC(kc_attention(k, "attention.prefill.hd256", 9, 600, 16, 4, 256, 0, false));
+    KC(kc_attention(k, "attention.swa", 9, 500, 8, 4, 256, 128, false));
+    KC(kc_attention(k, "attention.swa.decode", 1, 5000, 8, 2, 256, 1024, false));
+    KC(kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0, false));
+    KC(kc_attention(k, "attention.gated.decode", 1, 3000, 16, 4, 256, 0, true));
+    KC(kc_attention(k, "attention.gated.short", 3, 40, 4, 2, 64, 0, true));
     KC(kc_attention_rowinv(k, 6, 300, 4, 2, 128));
 
     KC(kc_conv(k, "conv.fixture", 7, 96, 4));

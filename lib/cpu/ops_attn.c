@@ -54,6 +54,11 @@ static void attn_part(void *ctx, int64_t begin, int64_t end)
         float *o = a->out + t * a->n_head * hd + h * hd;
         for (int64_t d = 0; d < hd; d++)
             o[d] = (float)(acc[d] / sum);
+        if (a->gate) { /* elementwise MUL_SIGMOID's arithmetic (ops_norm.c) */
+            const float *g = a->gate + t * a->gate_stride + h * a->gate_head_stride;
+            for (int64_t d = 0; d < hd; d++)
+                o[d] = (float)((double)o[d] * memra__cpu_sigmoid(g[d]));
+        }
     }
     free(w);
     free(acc);
