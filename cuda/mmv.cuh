@@ -246,50 +246,24 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
     return xs;
 }
 
-/* An output's epilogue inputs from memory (the residual, the conv taps
- * and state, the softplus vectors), loadable early: lane k of the warp
- * that computes virtual row (WI, LROW) holds value k (mmv_epi_load), so
- * that their latency overlaps the row's dots instead of following them.
- * MMV_EPI lanes; conv kernels above MMV_EPI_CONV taps read memory late. */
-#define MMV_EPI 8
-#define MMV_EPI_CONV 4
-
-static __device__ __forceinline__ float mmv_epi_load(const mmv_args &a, int wi, int64_t lrow, int lane)
-{
-    if (a.glu)
-        return 0.0f;
-    if (a.add)
-        return lane == 0 ? a.y[wi][lrow] : 0.0f;
-    if (wi == 0 && a.conv_w && a.conv_k <= MMV_EPI_CONV) {
-        const int K = a.conv_k;
-        return lane < K ? a.conv_w[lrow * K + lane] : lane < 2 * K - 1 ? a.conv_state[lrow * (K - 1) + lane - K] : 0.0f;
-    }
-    if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
-        return lane == 1 ? a.post_b[wi][lrow] : lane == 2 ? a.post_aux[wi][lrow] : 0.0f;
-    return 0.0f;
-}
-
 /* Channel C's causal conv + SiLU of this token's input G, shifting G into
- * its state: conv_kernel's arithmetic (cuda/ops_ssm.cu) for one token.
- * PV: mmv_epi_load's values (taps, then state), or NULL to read memory. */
-static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, float g, const float *pv)
+ * its state: conv_kernel's arithmetic (cuda/ops_ssm.cu) for one token. */
+static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, float g)
 {
-    const int K = a.conv_k, k1 = K - 1;
-    const float *w = pv ? pv : a.conv_w + c * K;
-    const float *s0 = pv ? pv + K : a.conv_state + c * k1;
+    const int k1 = a.conv_k - 1;
+    const float *w = a.conv_w + c * a.conv_k;
     float *st = a.conv_state + c * k1;
     double sum = 0.0;
-    for (int k = 0; k < K; k++)
-        sum += (double)(k < k1 ? s0[k] : g) * (double)w[k];
+    for (int k = 0; k < a.conv_k; k++)
+        sum += (double)(k < k1 ? st[k] : g) * (double)w[k];
     for (int j = 0; j < k1; j++)
-        st[j] = j + 1 < k1 ? s0[j + 1] : g;
+        st[j] = j + 1 < k1 ? st[j + 1] : g;
     return (float)(sum / (1.0 + exp(-sum)));
 }
 
-/* Writes one output of virtual row V (weight WI, local row LROW) for x row
- * R. PV: the row's mmv_epi_load values gathered from its warp, or NULL. */
+/* Writes one output of virtual row V (weight WI, local row LROW) for x row R. */
 static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int64_t lrow, int64_t yrow, int r, float g,
-                                                 float u, const float *pv = NULL)
+                                                 float u)
 {
     if (a.glu)
         wi = 0; /* the pair's one output */
@@ -297,14 +271,13 @@ static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int6
     if (a.glu)
         *y = d_glu(a.gelu, g, u);
     else if (a.add)
-        *y = (pv ? pv[0] : *y) + g;
+        *y = *y + g;
     else if (wi == 0 && a.conv_w)
-        *y = mmv_conv(a, lrow, g, a.conv_k <= MMV_EPI_CONV ? pv : NULL);
+        *y = mmv_conv(a, lrow, g);
     else if (a.post[wi] == MEMRA_EW_SIGMOID)
         *y = (float)d_sigmoid(g);
     else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
-        *y = (float)(d_softplus((double)g + (double)(pv ? pv[1] : a.post_b[wi][lrow])) *
-                     (double)(pv ? pv[2] : a.post_aux[wi][lrow]));
+        *y = (float)(d_softplus((double)g + (double)a.post_b[wi][lrow]) * (double)a.post_aux[wi][lrow]);
     else
         *y = g;
 }
@@ -842,7 +815,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};
-    float acc0 = 0.0f, acc1 = 0.0f, pre = 0.0f;
+    float acc0 = 0.0f, acc1 = 0.0f;
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
@@ -851,11 +824,6 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         phase ^= 1u << slot;
         issue(slot == 0 ? D - 1 : slot - 1);
         float part = 0.0f;
-        if (cq.s == 0 && cq.p == 0) { /* a new row: its epilogue's inputs start loading */
-            int64_t lrow;
-            const int wi = mmv_weight(a, cq, &lrow);
-            pre = mmv_epi_load(a, wi, lrow, lane);
-        }
         mmv_q8_pair<1>(rs + slot * SEG, 64, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
         if (cq.p == 0)
             acc0 += part;
@@ -865,14 +833,10 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         if (cq.s == nseg - 1 && cq.p == np - 1) {
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
-            float pv[MMV_EPI];
-#pragma unroll
-            for (int k = 0; k < MMV_EPI; k++)
-                pv[k] = __shfl_sync(0xffffffffu, pre, k);
             if (lane == 0) {
                 int64_t lrow;
                 const int wi = mmv_weight(a, cq, &lrow);
-                mmv_store(a, wi, lrow, 0, 0, g, u, pv);
+                mmv_store(a, wi, lrow, 0, 0, g, u);
             }
             acc0 = acc1 = 0.0f;
         }
