@@ -40,6 +40,7 @@
 #define MMV_RING_MIN 2                /* items per warp in shared memory: at least */
 #define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
+#define MMV_SMEM_OPTIN (227 * 1024)   /* ... for the fast path's one block per SM (sm_90's opt-in limit) */
 #define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, scripts/mmv-lab.cu) */
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
@@ -72,6 +73,7 @@ struct mmv_args {
     int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
     int ring;           /* quantized kernel: items per warp in shared memory */
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
+    int xexp;           /* MEMRA_MMV_EXP (fast path, timing only): 1 stages x twice, 2 normalizes in float */
 };
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
@@ -166,32 +168,38 @@ static __device__ __forceinline__ float4 mmv_ld4(const float *p, int64_t e, int6
 
 /* One x row into XR_S (its block sums into SUMS): U chunks in flight per
  * thread, with NORM their norm weight chunks too (norm scale S). */
-template <bool SCALE, int U, bool NORM>
+template <bool SCALE, int U, bool NORM, int NT = MMV_THREADS>
 static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, double s, int64_t ne0, bool vec,
-                                                     float *xr_s, float *sums)
+                                                     float *xr_s, float *sums, bool normf = false)
 {
     const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
     /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
-    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
+    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * NT) {
         float4 v[U], w[U];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * MMV_THREADS;
+            const int64_t c = c0 + lane + j * NT;
             v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (NORM)
                 w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * MMV_THREADS;
+            const int64_t c = c0 + lane + j * NT;
             float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
             if (NORM) {
                 const float wj[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
+                if (normf) {
 #pragma unroll
-                for (int q = 0; q < 4; q++) /* row_scaled's arithmetic (w = 1 without a weight) */
-                    t[q] = (float)((double)t[q] * s * (double)wj[q]);
+                    for (int q = 0; q < 4; q++)
+                        t[q] = t[q] * (float)s * wj[q];
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; q++) /* row_scaled's arithmetic (w = 1 without a weight) */
+                        t[q] = (float)((double)t[q] * s * (double)wj[q]);
+                }
             }
 #pragma unroll
             for (int q = 0; q < 4; q++)
@@ -207,7 +215,7 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
                             dst[q] = t[q];
                 }
             }
-            if (SCALE && c0 + j * MMV_THREADS < nc) { /* warp-uniform; nc is a multiple of 8 */
+            if (SCALE && c0 + j * NT < nc) { /* warp-uniform; nc is a multiple of 8 */
                 float b = c < nc ? ((t[0] + t[1]) + t[2]) + t[3] : 0.0f;
                 b += __shfl_xor_sync(0xffffffffu, b, 1);
                 b += __shfl_xor_sync(0xffffffffu, b, 2);
@@ -219,7 +227,7 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
     }
 }
 
-template <bool SCALE>
+template <bool SCALE, int NT = MMV_THREADS>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
                                                            int64_t *xl)
 {
@@ -234,12 +242,16 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         const float *xr = x + r * a.ldx;
         const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
         float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
-        if (a.norm) /* the register budget holds half as many chunks with their weights (a one-read
-                     * variant that parked x in shared memory through the reduction measured slower:
-                     * tg128 273.6 vs 292.2 tok/s) */
-            mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
-        else
-            mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+        if constexpr (NT == MEMRA_NORM_BLOCK) {
+            if (a.norm) { /* the register budget holds half as many chunks with their weights (a one-read
+                           * variant that parked x in shared memory through the reduction measured slower:
+                           * tg128 273.6 vs 292.2 tok/s) */
+                mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld,
+                                              sums, a.xexp & 2);
+                continue;
+            }
+        }
+        mmv_stage_row<SCALE, 4, false, NT>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
     *xl = ld;
@@ -767,17 +779,55 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
 #define MMV_Q8D_SEG (64 * 34)
 #define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
 
-template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
+/* Row epilogues of the fast path. STORE: mmv_store by lane 0 when the row
+ * ends. ADD (one weight, y += W x) and CONV (weight 0's rows through the
+ * causal conv) load what the epilogue reads when the row starts, so that
+ * the load's latency hides behind the row's items instead of stalling the
+ * warp after them: the residual (lane 0), the conv taps and state (lane k
+ * holds tap k and state element k, one round trip instead of a serial
+ * walk). The bits are mmv_store's. */
+enum { MMV_EPI_STORE, MMV_EPI_ADD, MMV_EPI_CONV };
+
+/* mmv_conv's arithmetic for channel C from the taps WL and state SL that
+ * lane k holds: every lane sums the same shuffled values in mmv_conv's
+ * order, lanes j < K-1 shift the state, lane 0 writes the output. */
+static __device__ __forceinline__ void mmv_conv_warp(const mmv_args &a, int64_t c, float g, float wl, float sl,
+                                                     int lane)
+{
+    const int k1 = a.conv_k - 1;
+    double sum = 0.0;
+    for (int k = 0; k < a.conv_k; k++) {
+        const float sv = __shfl_sync(0xffffffffu, sl, k), wv = __shfl_sync(0xffffffffu, wl, k);
+        sum += (double)(k < k1 ? sv : g) * (double)wv;
+    }
+    const float next = __shfl_down_sync(0xffffffffu, sl, 1);
+    if (lane < k1)
+        a.conv_state[c * k1 + lane] = lane + 1 < k1 ? next : g;
+    if (lane == 0)
+        a.y[0][c] = (float)(sum / (1.0 + exp(-sum)));
+}
+
+static __device__ __forceinline__ void mmv_prefetch_l2(const void *p)
+{
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+/* NW warps per block: 8 (three blocks per SM), or 24 in one block per SM
+ * for rows whose staged x leaves room for only two blocks of 8 warps
+ * (x staged once per SM instead of twice; no norm: row_scale's order is
+ * that of a 256-thread block). */
+template <int T, int EPI, int NW>
+__global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     namespace ptx = cuda::ptx;
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
-    __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
+    __shared__ __align__(8) uint64_t bars[NW][D];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int64_t rstride = (int64_t)gridDim.x * NW, v0 = (int64_t)blockIdx.x * NW + warp;
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
     uint64_t *bar = bars[warp];
@@ -809,16 +859,40 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     };
     for (int d = 0; d < D - 1; d++)
         issue(d);
+    /* the conv rows' taps (weights) into L2 before the wait, their state after it */
+    const int64_t pv = v0 + lane * rstride;
+    const bool pconv = EPI == MMV_EPI_CONV && pv < a.vrow0[1];
+    if (pconv)
+        mmv_prefetch_l2(a.conv_w + pv * a.conv_k);
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
+    if (pconv)
+        mmv_prefetch_l2(a.conv_state + pv * (a.conv_k - 1));
     int64_t xl;
-    const float *x = mmv_stage_x<true>(a, a.x, 1, (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG), &xl);
+    float *xs = (float *)(mmv_q8d_dyn + (size_t)NW * D * SEG);
+    const float *x = mmv_stage_x<true, NW * 32>(a, a.x, 1, xs, &xl);
+    if (a.xexp & 1) /* experiment: the staging's cost, from a second one */
+        x = mmv_stage_x<true, NW * 32>(a, a.x, 1, xs, &xl);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};
     float acc0 = 0.0f, acc1 = 0.0f;
+    float e0 = 0.0f, e1 = 0.0f; /* ADD: the residual (lane 0); CONV: tap and state element */
+    int64_t lrow = 0;
+    int wi = 0;
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
+        if (EPI != MMV_EPI_STORE && cq.s == 0 && cq.p == 0) { /* a row starts */
+            wi = mmv_weight(a, cq, &lrow);
+            if (EPI == MMV_EPI_ADD) {
+                if (lane == 0)
+                    e0 = a.y[0][lrow];
+            } else if (wi == 0) {
+                const int k1 = a.conv_k - 1;
+                e0 = lane < a.conv_k ? a.conv_w[lrow * a.conv_k + lane] : 0.0f;
+                e1 = lane < k1 ? a.conv_state[lrow * k1 + lane] : 0.0f;
+            }
+        }
         while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
         }
         phase ^= 1u << slot;
@@ -833,9 +907,14 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         if (cq.s == nseg - 1 && cq.p == np - 1) {
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
-            if (lane == 0) {
-                int64_t lrow;
-                const int wi = mmv_weight(a, cq, &lrow);
+            if (EPI == MMV_EPI_ADD) {
+                if (lane == 0)
+                    a.y[0][lrow] = e0 + g;
+            } else if (EPI == MMV_EPI_CONV && wi == 0) {
+                mmv_conv_warp(a, lrow, g, e0, e1, lane);
+            } else if (lane == 0) {
+                if (EPI == MMV_EPI_STORE)
+                    wi = mmv_weight(a, cq, &lrow);
                 mmv_store(a, wi, lrow, 0, 0, g, u);
             }
             acc0 = acc1 = 0.0f;

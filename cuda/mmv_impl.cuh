@@ -11,7 +11,7 @@
 /* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
  * memory, cached per device and size (pipeline stages launch on several
  * GPUs from several threads: entries are single atomic words). */
-static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8])
+static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8], int threads = MMV_THREADS)
 {
     int dev = 0;
     cudaGetDevice(&dev);
@@ -26,12 +26,12 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     }
     /* the attributes are per device too; setting them again is harmless.
      * All of the carveout to shared memory: the weights bypass L1. */
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess ||
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(smem > MMV_SMEM_MAX ? smem : MMV_SMEM_MAX)) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
             cudaSuccess)
         cudaGetLastError();
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }
@@ -74,10 +74,10 @@ template <int T> static int mmv_ring_depth(size_t xbytes)
 
 /* Blocks along x of a resident grid: enough for one virtual row per warp,
  * at most OCC blocks per SM over the GY problems. */
-static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy)
+static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy, int nw = MMV_WARPS)
 {
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
+    const int64_t need = (nv + nw - 1) / nw;
     int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
     if (cap < 1)
         cap = 1;
@@ -139,25 +139,16 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     return true;
 }
 
-/* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
- * false to take the generic kernel. */
-template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
+/* One fast-path launch with epilogue EPI and NW warps per block; false
+ * when it does not fit. */
+template <int T, int EPI, int NW> static bool mmv_launch_q8d_k(mmv_args a, int sm_count, cudaStream_t s)
 {
-    static long on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048)
-        return false;
-    for (int i = 0; i < a0.nw; i++)
-        if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
-            return false;
-    mmv_args a = a0;
-    const size_t xbytes = mmv_x_bytes<T>(a.ne0, 1);
-    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + xbytes;
-    if (smem > MMV_SMEM_MAX)
+    const size_t smem = (size_t)NW * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
+    if (smem > (NW > MMV_WARPS ? MMV_SMEM_OPTIN : MMV_SMEM_MAX))
         return false;
     static std::atomic<uint64_t> cache[64][8];
-    int occ = mmv_occupancy((const void *)mmv_q8d_kernel<T>, smem, cache);
+    const void *kernel = (const void *)mmv_q8d_kernel<T, EPI, NW>;
+    int occ = mmv_occupancy(kernel, smem, cache, NW * 32);
     if (occ == 0)
         return false;
     /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per
@@ -166,15 +157,49 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     static long bps = -1;
     if (bps < 0)
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
-    if (bps > 0 && bps < occ)
+    if (bps > 0 && bps < occ && NW == MMV_WARPS)
         occ = (int)bps;
-    a.xsm = 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1, NW);
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
-                (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
-    return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+        fprintf(stderr, "mmv q8d epi %d, %d warps: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n",
+                EPI, NW, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ,
+                smem);
+    return memra__launch(mmv_q8d_kernel<T, EPI, NW>, dim3(grid), NW * 32, smem, s, a) == cudaSuccess;
+}
+
+/* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
+ * false to take the generic kernel. */
+template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static long on = -1, epi = -1, w24 = -1, xexp = -1;
+    if (on < 0) {
+        on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);   /* experiments: 0 = every row through mmv_store */
+        w24 = memra__cuda_env_long("MEMRA_MMV_W24", 1);   /* 0 = never 24 warps, 2 = for every unnormalized x */
+        xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
+    }
+    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048)
+        return false;
+    for (int i = 0; i < a0.nw; i++)
+        if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
+            return false;
+    mmv_args a = a0;
+    a.xsm = 1;
+    a.xexp = (int)xexp;
+    const bool add = epi && a.add && a.nw == 1 && !a.glu;
+    /* 24 warps when three blocks of 8 do not fit beside x (ffn down) */
+    const size_t smem8 = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
+    if (!a.norm && (w24 == 2 || (w24 == 1 && 3 * (smem8 + 1024) > 228 * 1024))) {
+        if (add ? mmv_launch_q8d_k<T, MMV_EPI_ADD, 24>(a, sm_count, s)
+                : mmv_launch_q8d_k<T, MMV_EPI_STORE, 24>(a, sm_count, s))
+            return true;
+    }
+    if (add)
+        return mmv_launch_q8d_k<T, MMV_EPI_ADD, MMV_WARPS>(a, sm_count, s);
+    if (epi && a.conv_w)
+        return mmv_launch_q8d_k<T, MMV_EPI_CONV, MMV_WARPS>(a, sm_count, s);
+    return mmv_launch_q8d_k<T, MMV_EPI_STORE, MMV_WARPS>(a, sm_count, s);
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies

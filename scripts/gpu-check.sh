@@ -18,7 +18,8 @@
 # Env: KC_ARGS (extra memra-kernel-check arguments, e.g. "--bench"),
 # FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
 # SKIP_MODELS=1, SKIP_KC=1, SKIP_BENCH=1, SYNTH=path (reuse a model),
-# BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512").
+# BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
+# built elsewhere, laid out as a build folder: scripts/prebuilt.sh; no build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check-out}
@@ -32,25 +33,30 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 # ---- build ------------------------------------------------------------------
 t0=$(date +%s)
-if [ ! -f build-gpu/build.ninja ]; then
-  meson setup build-gpu -Dcuda=enabled >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 2; }
+B=${PREBUILT:-build-gpu}
+if [ -n "${PREBUILT:-}" ]; then
+  note "build: prebuilt $B ($(cat "$B/REV" 2>/dev/null))"
+else
+  if [ ! -f build-gpu/build.ninja ]; then
+    meson setup build-gpu -Dcuda=enabled >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 2; }
+  fi
+  if ! ninja -C build-gpu >>"$OUT/build.log" 2>&1; then
+    grep -E "error|FAILED" "$OUT/build.log" | head -40
+    exit 2
+  fi
+  note "build: ok ($(( $(date +%s) - t0 )) s)"
 fi
-if ! ninja -C build-gpu >>"$OUT/build.log" 2>&1; then
-  grep -E "error|FAILED" "$OUT/build.log" | head -40
-  exit 2
-fi
-note "build: ok ($(( $(date +%s) - t0 )) s)"
 
 # ---- kernel check -------------------------------------------------------------
 kc_rc=0
 if [ "${SKIP_KC:-0}" != 1 ]; then
   t0=$(date +%s)
-  timeout 300 build-gpu/probes/memra-kernel-check ${KC_ARGS:-} >"$OUT/kernel-check.log" 2>&1
+  timeout 300 $B/probes/memra-kernel-check ${KC_ARGS:-} >"$OUT/kernel-check.log" 2>&1
   kc_rc=$?
   grep -vE " ok( |$)" "$OUT/kernel-check.log" | tail -30
   note "kernel-check: rc $kc_rc, $(tail -1 "$OUT/kernel-check.log") ($(( $(date +%s) - t0 )) s)"
   if [ -n "${KC_AB:-}" ]; then # A/B of the decode matvec build: MEMRA_MMV_MINB=1
-    MEMRA_MMV_MINB=1 build-gpu/probes/memra-kernel-check --bench --test="$KC_AB" >"$OUT/kernel-check-minb1.log" 2>&1
+    MEMRA_MMV_MINB=1 $B/probes/memra-kernel-check --bench --test="$KC_AB" >"$OUT/kernel-check-minb1.log" 2>&1
     grep -E "GB/s" "$OUT/kernel-check-minb1.log" | sed 's/^/minb1 /' | cut -c1-36,115-200
   fi
 fi
@@ -61,10 +67,10 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
     t0=$(date +%s)
     if [ $mode = fast ]; then
       env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 \
-        MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" build-gpu/test/test_models >"$OUT/models-$mode.log" 2>&1
+        MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-$mode.log" 2>&1
     else
       env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 \
-        build-gpu/test/test_models >"$OUT/models-$mode.log" 2>&1
+        $B/test/test_models >"$OUT/models-$mode.log" 2>&1
     fi
     rc=$?
     grep -E "^ACCURACY|FAILED|PASSED|SKIPPED|\[  (FAILED|ERROR) \]|fail|differs" "$OUT/models-$mode.log" | head -40
@@ -77,12 +83,12 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   model=${SYNTH:-/tmp/q35-9b-q8_0.gguf}
   if [ ! -f "$model" ]; then
     t0=$(date +%s)
-    build-gpu/examples/memra-synth --model qwen3.5-9b --type q8_0 --out "$model" >"$OUT/synth.log" 2>&1 ||
+    $B/examples/memra-synth --model qwen3.5-9b --type q8_0 --out "$model" >"$OUT/synth.log" 2>&1 ||
       { tail -5 "$OUT/synth.log"; exit 2; }
     note "synth qwen3.5-9b q8_0 ($(( $(date +%s) - t0 )) s)"
   fi
   for d in ${BENCH_DEPTHS:-0 512}; do
-    build-gpu/examples/memra-bench -m "$model" --device cuda:0 -p 512 -n 128 -d "$d" -r "${BENCH_REPS:-3}" --json \
+    $B/examples/memra-bench -m "$model" --device cuda:0 -p 512 -n 128 -d "$d" -r "${BENCH_REPS:-3}" --json \
       >"$OUT/bench-d$d.json" 2>"$OUT/bench-d$d.err"
     rc=$?
     line=$(python3 - "$OUT/bench-d$d.json" 2>/dev/null <<'PY'
@@ -97,7 +103,7 @@ PY
   done
   # one profile of decode alone, one of prefill alone
   for run in "tg:-p 0 -n 128" "pp:-p 512 -n 0"; do
-    MEMRA_CUDA_PROFILE=1 build-gpu/examples/memra-bench -m "$model" --device cuda:0 ${run#*:} -r 1 \
+    MEMRA_CUDA_PROFILE=1 $B/examples/memra-bench -m "$model" --device cuda:0 ${run#*:} -r 1 \
       >"$OUT/profile-${run%%:*}.txt" 2>&1
     note "profile ${run%%:*}: $(grep -m1 '^memra cuda profile' "$OUT/profile-${run%%:*}.txt" | cut -d: -f2-)"
     grep -A16 '^ *total_ms' "$OUT/profile-${run%%:*}.txt"
