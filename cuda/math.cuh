@@ -52,39 +52,50 @@ static __device__ __forceinline__ double row_scale_of(bool rms, double t, int64_
     return rms ? 1.0 / sqrt(t / (double)dim + (double)eps) : 1.0 / fmax(sqrt(t), (double)eps);
 }
 
-/* row_scale from each thread's partial sum SUM (its elements i = t, t +
- * MEMRA_NORM_BLOCK, ... in order): the block's fixed reduction. */
+/* row_scale from each thread's partial sum SUM (row_sumsq_part's order):
+ * the block's fixed reduction. Every thread sums the warps' sums in order
+ * itself (same bits everywhere: one barrier instead of a broadcast). */
 static __device__ __forceinline__ double row_scale_reduce(bool rms, double sum, int64_t dim, float eps, double *red)
 {
     sum = warp_sum_d(sum);
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = sum;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-        for (int i = 0; i < MEMRA_NORM_BLOCK / 32; i++)
-            t += red[i];
-        red[MEMRA_NORM_BLOCK / 32] = row_scale_of(rms, t, dim, eps);
-    }
-    __syncthreads();
-    const double s = red[MEMRA_NORM_BLOCK / 32];
+    double t = 0.0;
+#pragma unroll
+    for (int i = 0; i < MEMRA_NORM_BLOCK / 32; i++)
+        t += red[i];
     __syncthreads(); /* red is reused by the next row */
-    return s;
+    return row_scale_of(rms, t, dim, eps);
 }
 
-/* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
- * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
- * RED: MEMRA_NORM_BLOCK/32 + 1 doubles of shared memory. The summation
- * order (thread stride, shuffle tree, warps in order) is fixed. */
-static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
+/* The GPU's fixed order of a row's sum of squares (row_scale and every
+ * fused copy of it: the matvec's x staging, the Gated DeltaNet step):
+ * thread t of MEMRA_NORM_BLOCK takes the 4-element chunks t, t + MEMRA_NORM_BLOCK,
+ * ... and adds each chunk's squares in element order, in float64; then
+ * the warp's xor-butterfly, then the warps' sums in order. Chunks of four
+ * because the matvec stages x 16 bytes at a time and sums the squares of
+ * what it holds in registers. */
+static __device__ __forceinline__ double row_sumsq_part(const float *xr, int64_t dim)
 {
     double sum = 0.0;
     /* unrolled so that a thread's loads are in flight together (x sits in
      * L2 after the kernel that wrote it): the sum order is unchanged */
-#pragma unroll 16
-    for (int64_t i = threadIdx.x; i < dim; i += MEMRA_NORM_BLOCK)
-        sum += (double)xr[i] * (double)xr[i];
-    return row_scale_reduce(rms, sum, dim, eps, red);
+#pragma unroll 4
+    for (int64_t c = threadIdx.x; 4 * c < dim; c += MEMRA_NORM_BLOCK)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            if (4 * c + q < dim)
+                sum += (double)xr[4 * c + q] * (double)xr[4 * c + q];
+    return sum;
+}
+
+/* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
+ * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
+ * RED: MEMRA_NORM_BLOCK/32 doubles of shared memory. */
+static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
+{
+    return row_scale_reduce(rms, row_sumsq_part(xr, dim), dim, eps, red);
 }
 
 /* x · scale [· w], rounded once. */

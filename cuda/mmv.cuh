@@ -40,7 +40,6 @@
 #define MMV_RING_MIN 2                /* items per warp in shared memory: at least */
 #define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
-#define MMV_SMEM_OPTIN (227 * 1024)   /* ... for the fast path's one block per SM (sm_90's opt-in limit) */
 #define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, scripts/mmv-lab.cu) */
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
@@ -73,7 +72,9 @@ struct mmv_args {
     int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
     int ring;           /* quantized kernel: items per warp in shared memory */
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
-    int xexp;           /* MEMRA_MMV_EXP (fast path, timing only): 1 stages x twice, 2 normalizes in float */
+    int xexp;           /* MEMRA_MMV_EXP: 1 (fast path, timing only) stages x twice, the staging's cost from the
+                         * difference; 2 normalizes in two passes (same bits) */
+    int l2pf;           /* fast path: items per warp prefetched into L2 before the wait, beyond the ring */
 };
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
@@ -166,72 +167,130 @@ static __device__ __forceinline__ float4 mmv_ld4(const float *p, int64_t e, int6
                        e + 2 < n ? __ldg(p + e + 2) : 0.0f, e + 3 < n ? __ldg(p + e + 3) : 0.0f);
 }
 
-/* One x row into XR_S (its block sums into SUMS): U chunks in flight per
- * thread, with NORM their norm weight chunks too (norm scale S). */
-template <bool SCALE, int U, bool NORM, int NT = MMV_THREADS>
-static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, double s, int64_t ne0, bool vec,
-                                                     float *xr_s, float *sums, bool normf = false)
+/* Chunk C of a staged row: T (x, normalized) scaled for Q8_0 into XR_S,
+ * and with SCALE its Q8_0 block's sum (8 chunks, 8 adjacent lanes: a
+ * 3-step shuffle tree; UNIFORM: the warp's lanes all take part). */
+template <bool SCALE>
+static __device__ __forceinline__ void mmv_stage_put(float t[4], int64_t c, int64_t nc, int64_t ne0, bool uniform,
+                                                     float *xr_s, float *sums)
 {
-    const float sc = SCALE ? MMV_Q8X_SCALE : 1.0f;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        t[q] *= SCALE ? MMV_Q8X_SCALE : 1.0f;
+    float *dst = xr_s + mmv_xp<SCALE>(4 * c);
+    if (c < nc) {
+        if (4 * c + 3 < ne0) {
+            *(float4 *)dst = make_float4(t[0], t[1], t[2], t[3]);
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (4 * c + q < ne0)
+                    dst[q] = t[q];
+        }
+    }
+    if (SCALE && uniform) { /* nc is a multiple of 8 */
+        float b = c < nc ? ((t[0] + t[1]) + t[2]) + t[3] : 0.0f;
+        b += __shfl_xor_sync(0xffffffffu, b, 1);
+        b += __shfl_xor_sync(0xffffffffu, b, 2);
+        b += __shfl_xor_sync(0xffffffffu, b, 4);
+        if ((lane & 7) == 0 && c < nc)
+            sums[c / 8] = b * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
+    }
+}
+
+/* row_scaled's arithmetic on a chunk (w = 1 without a weight). */
+static __device__ __forceinline__ void mmv_scaled4(float t[4], float4 w, double s)
+{
+    const float wj[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        t[q] = (float)((double)t[q] * s * (double)wj[q]);
+}
+
+/* One x row into XR_S (its block sums into SUMS): U chunks in flight per
+ * thread, with NORM (scale S) their norm weight chunks too. */
+template <bool SCALE, int U, bool NORM>
+static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, double s, int64_t ne0, bool vec,
+                                                     float *xr_s, float *sums)
+{
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
     /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
-    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * NT) {
+    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
         float4 v[U], w[U];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * NT;
+            const int64_t c = c0 + lane + j * MMV_THREADS;
             v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (NORM)
                 w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * NT;
             float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-            if (NORM) {
-                const float wj[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
-                if (normf) {
-#pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        t[q] = t[q] * (float)s * wj[q];
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 4; q++) /* row_scaled's arithmetic (w = 1 without a weight) */
-                        t[q] = (float)((double)t[q] * s * (double)wj[q]);
-                }
-            }
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                t[q] *= sc;
-            float *dst = xr_s + mmv_xp<SCALE>(4 * c);
-            if (c < nc) {
-                if (4 * c + 3 < ne0) {
-                    *(float4 *)dst = make_float4(t[0], t[1], t[2], t[3]);
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        if (4 * c + q < ne0)
-                            dst[q] = t[q];
-                }
-            }
-            if (SCALE && c0 + j * NT < nc) { /* warp-uniform; nc is a multiple of 8 */
-                float b = c < nc ? ((t[0] + t[1]) + t[2]) + t[3] : 0.0f;
-                b += __shfl_xor_sync(0xffffffffu, b, 1);
-                b += __shfl_xor_sync(0xffffffffu, b, 2);
-                b += __shfl_xor_sync(0xffffffffu, b, 4);
-                if ((lane & 7) == 0 && c < nc)
-                    sums[c / 8] = b * 0x1p-71f * 0x1p-71f; /* 2^-78 sum(x) = 2^-142 sum(x 2^64), in two normal steps */
-            }
+            if (NORM)
+                mmv_scaled4(t, w[j], s);
+            mmv_stage_put<SCALE>(t, c0 + lane + j * MMV_THREADS, nc, ne0, c0 + j * MMV_THREADS < nc, xr_s, sums);
         }
     }
 }
 
-template <bool SCALE, int NT = MMV_THREADS>
+/* A normalized row in one read of x (ne0 <= 16 MMV_THREADS): thread t
+ * loads its chunks t, t + 256, ... at once, sums their squares in
+ * row_sumsq_part's order, parks them in XR_S (where they go) through the
+ * block reduction (RED), then scales its own chunks in place: one round
+ * trip to L2 where the scale-then-copy passes took three. The norm weight
+ * is read after the reduction (the fast path has it in L1 from before its
+ * wait: mmv_prefetch_norm); a chunk at a time keeps the float64
+ * temporaries within the register budget. */
+#define MMV_ONEPASS_U 4
+
+template <bool SCALE>
+static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, float eps, double *red,
+                                                           int64_t ne0, bool vec, float *xr_s, float *sums)
+{
+    const int64_t nc = (ne0 + 3) >> 2;
+    const int lane = threadIdx.x & 31;
+    const int64_t c0 = threadIdx.x;
+    double sq = 0.0;
+    {
+        float4 v[MMV_ONEPASS_U];
+#pragma unroll
+        for (int j = 0; j < MMV_ONEPASS_U; j++) {
+            const int64_t c = c0 + j * MMV_THREADS;
+            v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < MMV_ONEPASS_U; j++) { /* zeros past the row add nothing */
+            const int64_t c = c0 + j * MMV_THREADS;
+            const float vj[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                sq += (double)vj[q] * (double)vj[q];
+            if (c < nc) /* whole chunks only: ne0 % 4 == 0 here */
+                *(float4 *)(xr_s + mmv_xp<SCALE>(4 * c)) = v[j];
+        }
+    }
+    const double s = row_scale_reduce(true, sq, ne0, eps, red);
+#pragma unroll 1
+    for (int j = 0; j < MMV_ONEPASS_U; j++) {
+        const int64_t c = c0 + j * MMV_THREADS;
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (c < nc) {
+            const float4 v = *(const float4 *)(xr_s + mmv_xp<SCALE>(4 * c));
+            t[0] = v.x, t[1] = v.y, t[2] = v.z, t[3] = v.w;
+            mmv_scaled4(t, nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s);
+        }
+        mmv_stage_put<SCALE>(t, c, nc, ne0, c0 - lane + j * MMV_THREADS < nc, xr_s, sums);
+    }
+}
+
+template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
                                                            int64_t *xl)
 {
-    __shared__ double red[MEMRA_NORM_BLOCK / 32 + 1];
+    __shared__ double red[MEMRA_NORM_BLOCK / 32];
     if (!a.xsm) {
         *xl = a.ldx;
         return x;
@@ -242,16 +301,12 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         const float *xr = x + r * a.ldx;
         const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
         float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
-        if constexpr (NT == MEMRA_NORM_BLOCK) {
-            if (a.norm) { /* the register budget holds half as many chunks with their weights (a one-read
-                           * variant that parked x in shared memory through the reduction measured slower:
-                           * tg128 273.6 vs 292.2 tok/s) */
-                mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld,
-                                              sums, a.xexp & 2);
-                continue;
-            }
-        }
-        mmv_stage_row<SCALE, 4, false, NT>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+        if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS && !(a.xexp & 2))
+            mmv_stage_row_norm1<SCALE>(xr, nw, a.eps, red, ne0, vec, xs + r * ld, sums);
+        else if (a.norm) /* the scale first, then two chunks in flight with their weights */
+            mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
+        else
+            mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
     *xl = ld;
@@ -812,22 +867,31 @@ static __device__ __forceinline__ void mmv_prefetch_l2(const void *p)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-/* NW warps per block: 8 (three blocks per SM), or 24 in one block per SM
- * for rows whose staged x leaves room for only two blocks of 8 warps
- * (x staged once per SM instead of twice; no norm: row_scale's order is
- * that of a 256-thread block). */
-template <int T, int EPI, int NW>
-__global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kernel(const mmv_args a)
+/* The norm weight's lines into L1, before the wait (no kernel writes it). */
+static __device__ __forceinline__ void mmv_prefetch_norm(const mmv_args &a)
+{
+    if (a.norm && a.norm_w)
+        for (int64_t i = (int64_t)threadIdx.x * 32; i < a.ne0; i += 32 * MMV_THREADS)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(a.norm_w + i));
+}
+
+/* N bytes (a multiple of 16, 16-byte aligned) into L2 (sm_90 bulk prefetch). */
+static __device__ __forceinline__ void mmv_prefetch_bulk_l2(const void *p, uint32_t n)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+}
+
+template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     namespace ptx = cuda::ptx;
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
-    __shared__ __align__(8) uint64_t bars[NW][D];
+    __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t rstride = (int64_t)gridDim.x * NW, v0 = (int64_t)blockIdx.x * NW + warp;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
     uint64_t *bar = bars[warp];
@@ -859,19 +923,27 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     };
     for (int d = 0; d < D - 1; d++)
         issue(d);
+    /* lane i < a.l2pf: item D - 1 + i into L2 before the wait, so that the
+     * memory pipe stays busy while x is staged */
+    if (lane < a.l2pf && D - 1 + lane < n_items) {
+        const int64_t m = D - 1 + lane, per_row = (int64_t)np * nseg;
+        const mmv_pos q = {v0 + m / per_row * rstride, (int)(m % per_row / nseg), (int)(m % nseg)};
+        mmv_prefetch_bulk_l2(row_src(q) + (size_t)q.s * SEG, SEG);
+    }
     /* the conv rows' taps (weights) into L2 before the wait, their state after it */
     const int64_t pv = v0 + lane * rstride;
     const bool pconv = EPI == MMV_EPI_CONV && pv < a.vrow0[1];
     if (pconv)
         mmv_prefetch_l2(a.conv_w + pv * a.conv_k);
+    mmv_prefetch_norm(a);
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
     if (pconv)
         mmv_prefetch_l2(a.conv_state + pv * (a.conv_k - 1));
     int64_t xl;
-    float *xs = (float *)(mmv_q8d_dyn + (size_t)NW * D * SEG);
-    const float *x = mmv_stage_x<true, NW * 32>(a, a.x, 1, xs, &xl);
+    float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
+    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl);
     if (a.xexp & 1) /* experiment: the staging's cost, from a second one */
-        x = mmv_stage_x<true, NW * 32>(a, a.x, 1, xs, &xl);
+        x = mmv_stage_x<true>(a, a.x, 1, xs, &xl);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};

@@ -11,7 +11,7 @@
 /* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
  * memory, cached per device and size (pipeline stages launch on several
  * GPUs from several threads: entries are single atomic words). */
-static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8], int threads = MMV_THREADS)
+static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8])
 {
     int dev = 0;
     cudaGetDevice(&dev);
@@ -26,12 +26,12 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     }
     /* the attributes are per device too; setting them again is harmless.
      * All of the carveout to shared memory: the weights bypass L1. */
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(smem > MMV_SMEM_MAX ? smem : MMV_SMEM_MAX)) != cudaSuccess ||
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
             cudaSuccess)
         cudaGetLastError();
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }
@@ -74,10 +74,10 @@ template <int T> static int mmv_ring_depth(size_t xbytes)
 
 /* Blocks along x of a resident grid: enough for one virtual row per warp,
  * at most OCC blocks per SM over the GY problems. */
-static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy, int nw = MMV_WARPS)
+static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy)
 {
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t need = (nv + nw - 1) / nw;
+    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
     int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
     if (cap < 1)
         cap = 1;
@@ -139,45 +139,19 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     return true;
 }
 
-/* One fast-path launch with epilogue EPI and NW warps per block; false
- * when it does not fit. */
-template <int T, int EPI, int NW> static bool mmv_launch_q8d_k(mmv_args a, int sm_count, cudaStream_t s)
-{
-    const size_t smem = (size_t)NW * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
-    if (smem > (NW > MMV_WARPS ? MMV_SMEM_OPTIN : MMV_SMEM_MAX))
-        return false;
-    static std::atomic<uint64_t> cache[64][8];
-    const void *kernel = (const void *)mmv_q8d_kernel<T, EPI, NW>;
-    int occ = mmv_occupancy(kernel, smem, cache, NW * 32);
-    if (occ == 0)
-        return false;
-    /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per
-     * SM, leaving room for the next kernel's blocks (programmatic launch)
-     * to start streaming their weights early */
-    static long bps = -1;
-    if (bps < 0)
-        bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
-    if (bps > 0 && bps < occ && NW == MMV_WARPS)
-        occ = (int)bps;
-    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1, NW);
-    if (mmv_debug())
-        fprintf(stderr, "mmv q8d epi %d, %d warps: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n",
-                EPI, NW, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ,
-                smem);
-    return memra__launch(mmv_q8d_kernel<T, EPI, NW>, dim3(grid), NW * 32, smem, s, a) == cudaSuccess;
-}
-
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, epi = -1, w24 = -1, xexp = -1;
+    static long on = -1, epi = -1, xexp = -1, l2pf = -1, bps = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);   /* experiments: 0 = every row through mmv_store */
-        w24 = memra__cuda_env_long("MEMRA_MMV_W24", 1);   /* 0 = never 24 warps, 2 = for every unnormalized x */
+        /* experiments: MEMRA_MMV_EPI=0 sends every row through mmv_store;
+         * MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
+        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);
         xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
+        l2pf = memra__cuda_env_long("MEMRA_MMV_L2PF", 4);
+        bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
     if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048)
         return false;
@@ -187,19 +161,29 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     mmv_args a = a0;
     a.xsm = 1;
     a.xexp = (int)xexp;
-    const bool add = epi && a.add && a.nw == 1 && !a.glu;
-    /* 24 warps when three blocks of 8 do not fit beside x (ffn down) */
-    const size_t smem8 = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
-    if (!a.norm && (w24 == 2 || (w24 == 1 && 3 * (smem8 + 1024) > 228 * 1024))) {
-        if (add ? mmv_launch_q8d_k<T, MMV_EPI_ADD, 24>(a, sm_count, s)
-                : mmv_launch_q8d_k<T, MMV_EPI_STORE, 24>(a, sm_count, s))
-            return true;
-    }
-    if (add)
-        return mmv_launch_q8d_k<T, MMV_EPI_ADD, MMV_WARPS>(a, sm_count, s);
-    if (epi && a.conv_w)
-        return mmv_launch_q8d_k<T, MMV_EPI_CONV, MMV_WARPS>(a, sm_count, s);
-    return mmv_launch_q8d_k<T, MMV_EPI_STORE, MMV_WARPS>(a, sm_count, s);
+    a.l2pf = (int)(l2pf < 0 ? 0 : l2pf > 32 ? 32 : l2pf);
+    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
+    if (smem > MMV_SMEM_MAX)
+        return false;
+    const int e = epi && a.add && a.nw == 1 && !a.glu ? MMV_EPI_ADD : epi && a.conv_w ? MMV_EPI_CONV : MMV_EPI_STORE;
+    static std::atomic<uint64_t> cache[3][64][8];
+    const void *kernel = e == MMV_EPI_ADD    ? (const void *)mmv_q8d_kernel<T, MMV_EPI_ADD>
+                         : e == MMV_EPI_CONV ? (const void *)mmv_q8d_kernel<T, MMV_EPI_CONV>
+                                             : (const void *)mmv_q8d_kernel<T, MMV_EPI_STORE>;
+    int occ = mmv_occupancy(kernel, smem, cache[e]);
+    if (occ == 0)
+        return false;
+    if (bps > 0 && bps < occ)
+        occ = (int)bps;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    if (mmv_debug())
+        fprintf(stderr, "mmv q8d epi %d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", e,
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
+    cudaError_t err = e == MMV_EPI_ADD    ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_ADD>, dim3(grid), MMV_THREADS, smem, s, a)
+                      : e == MMV_EPI_CONV ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_CONV>, dim3(grid), MMV_THREADS, smem, s, a)
+                                          : memra__launch(mmv_q8d_kernel<T, MMV_EPI_STORE>, dim3(grid), MMV_THREADS, smem, s, a);
+    return err == cudaSuccess;
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies

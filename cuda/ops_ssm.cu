@@ -203,11 +203,11 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
 
 /* ---- the fused step (memra_gdn_args_t) ------------------------------------------ */
 
-/* Sums of squares of the rows X[0..NR) (DIM <= 256 floats each, shared
- * memory) in row_scale's order (cuda/math.cuh: element e on thread e of
- * MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in order),
- * with however many warps the block has: "virtual warp" v of row r is
- * job r*8 + v. RED: NR*8 doubles; the caller syncs and sums them in order. */
+/* Sums of squares of the rows X[0..NR) (DIM <= 1024 floats each, shared
+ * memory) in row_scale's order (cuda/math.cuh: 4-element chunk c on thread
+ * c of MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in
+ * order), with however many warps the block has: "virtual warp" v of row r
+ * is job r*8 + v. RED: NR*8 doubles; the caller syncs and sums them in order. */
 #define GDN_VW (MEMRA_NORM_BLOCK / 32)
 
 static __device__ __forceinline__ void gdn_sumsq(const float *const *x, int nr, int dim, double *red)
@@ -215,10 +215,12 @@ static __device__ __forceinline__ void gdn_sumsq(const float *const *x, int nr, 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int job = warp; job < nr * GDN_VW; job += blockDim.x >> 5) {
         const float *row = x[job / GDN_VW];
-        const int e = (job % GDN_VW) * 32 + lane;
+        const int c = (job % GDN_VW) * 32 + lane;
         double p = 0.0;
-        if (e < dim)
-            p += (double)row[e] * (double)row[e];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            if (4 * c + q < dim)
+                p += (double)row[4 * c + q] * (double)row[4 * c + q];
         p = warp_sum_d(p);
         if (lane == 0)
             red[job] = p;
