@@ -41,6 +41,8 @@
 #define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
 #define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, scripts/mmv-lab.cu) */
+#define MMV_Q8D_SEG (64 * 34)        /* the Q8_0 fast path's item: 64 blocks, one bulk copy */
+#define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
 
@@ -73,8 +75,8 @@ struct mmv_args {
     int ring;           /* quantized kernel: items per warp in shared memory */
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
     int xexp;           /* MEMRA_MMV_EXP: 1 (fast path, timing only) stages x twice, the staging's cost from the
-                         * difference; 2 normalizes in two passes (same bits) */
-    int l2pf;           /* fast path: items per warp prefetched into L2 before the wait, beyond the ring */
+                         * difference; 2 normalizes in two passes, 4 reads the norm weight from global
+                         * memory (both the same bits) */
 };
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
@@ -241,14 +243,25 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
  * row_sumsq_part's order, parks them in XR_S (where they go) through the
  * block reduction (RED), then scales its own chunks in place: one round
  * trip to L2 where the scale-then-copy passes took three. The norm weight
- * is read after the reduction (the fast path has it in L1 from before its
- * wait: mmv_prefetch_norm); a chunk at a time keeps the float64
- * temporaries within the register budget. */
+ * is read after the reduction, from shared memory where the fast path
+ * parked it before its wait (WPARK), else from global memory; two chunks
+ * at a time keep the float64 temporaries within the register budget. */
 #define MMV_ONEPASS_U 4
 
+/* Where the fast path parks chunk C of the norm weight before its wait:
+ * the ring's last slot of every warp, free until the first item is done
+ * (136 chunks per slot, so ne0 <= 4352). */
+#define MMV_WPARK_CHUNKS (MMV_Q8D_SEG / 16)
+
+static __device__ __forceinline__ uint8_t *mmv_wpark_at(uint8_t *ring, int64_t c)
+{
+    return ring + ((c / MMV_WPARK_CHUNKS) * MMV_Q8D_RING + MMV_Q8D_RING - 1) * MMV_Q8D_SEG + (c % MMV_WPARK_CHUNKS) * 16;
+}
+
 template <bool SCALE>
-static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, float eps, double *red,
-                                                           int64_t ne0, bool vec, float *xr_s, float *sums)
+static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, uint8_t *wpark, float eps,
+                                                           double *red, int64_t ne0, bool vec, float *xr_s,
+                                                           float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
@@ -273,14 +286,16 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
         }
     }
     const double s = row_scale_reduce(true, sq, ne0, eps, red);
-#pragma unroll 1
+#pragma unroll 2
     for (int j = 0; j < MMV_ONEPASS_U; j++) {
         const int64_t c = c0 + j * MMV_THREADS;
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (c < nc) {
             const float4 v = *(const float4 *)(xr_s + mmv_xp<SCALE>(4 * c));
             t[0] = v.x, t[1] = v.y, t[2] = v.z, t[3] = v.w;
-            mmv_scaled4(t, nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s);
+            mmv_scaled4(t, wpark ? *(const float4 *)mmv_wpark_at(wpark, c)
+                           : nw  ? mmv_ld4(nw, 4 * c, ne0, vec)
+                                 : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s);
         }
         mmv_stage_put<SCALE>(t, c, nc, ne0, c0 - lane + j * MMV_THREADS < nc, xr_s, sums);
     }
@@ -288,7 +303,7 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
 
 template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
-                                                           int64_t *xl)
+                                                           int64_t *xl, uint8_t *wpark = NULL)
 {
     __shared__ double red[MEMRA_NORM_BLOCK / 32];
     if (!a.xsm) {
@@ -302,11 +317,14 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
         float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
         if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS && !(a.xexp & 2))
-            mmv_stage_row_norm1<SCALE>(xr, nw, a.eps, red, ne0, vec, xs + r * ld, sums);
+            mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums);
         else if (a.norm) /* the scale first, then two chunks in flight with their weights */
             mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
         else
-            mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+            if (ne0 > 4 * 4 * MMV_THREADS) /* ffn down: two round trips instead of three */
+                mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+            else
+                mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
     *xl = ld;
@@ -831,8 +849,6 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
  * The slots are 128-byte aligned (2176 = 17 x 128 from a 128-aligned
  * base): with the base only 16-byte aligned the same kernel ran the vocab
  * matvec at 3.8 instead of 4.27 TB/s (scripts/mmv-lab.cu). */
-#define MMV_Q8D_SEG (64 * 34)
-#define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
 
 /* Row epilogues of the fast path. STORE: mmv_store by lane 0 when the row
  * ends. ADD (one weight, y += W x) and CONV (weight 0's rows through the
@@ -867,19 +883,6 @@ static __device__ __forceinline__ void mmv_prefetch_l2(const void *p)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-/* The norm weight's lines into L1, before the wait (no kernel writes it). */
-static __device__ __forceinline__ void mmv_prefetch_norm(const mmv_args &a)
-{
-    if (a.norm && a.norm_w)
-        for (int64_t i = (int64_t)threadIdx.x * 32; i < a.ne0; i += 32 * MMV_THREADS)
-            asm volatile("prefetch.global.L1 [%0];" ::"l"(a.norm_w + i));
-}
-
-/* N bytes (a multiple of 16, 16-byte aligned) into L2 (sm_90 bulk prefetch). */
-static __device__ __forceinline__ void mmv_prefetch_bulk_l2(const void *p, uint32_t n)
-{
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
-}
 
 template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
@@ -923,27 +926,25 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
     };
     for (int d = 0; d < D - 1; d++)
         issue(d);
-    /* lane i < a.l2pf: item D - 1 + i into L2 before the wait, so that the
-     * memory pipe stays busy while x is staged */
-    if (lane < a.l2pf && D - 1 + lane < n_items) {
-        const int64_t m = D - 1 + lane, per_row = (int64_t)np * nseg;
-        const mmv_pos q = {v0 + m / per_row * rstride, (int)(m % per_row / nseg), (int)(m % nseg)};
-        mmv_prefetch_bulk_l2(row_src(q) + (size_t)q.s * SEG, SEG);
-    }
     /* the conv rows' taps (weights) into L2 before the wait, their state after it */
     const int64_t pv = v0 + lane * rstride;
     const bool pconv = EPI == MMV_EPI_CONV && pv < a.vrow0[1];
     if (pconv)
         mmv_prefetch_l2(a.conv_w + pv * a.conv_k);
-    mmv_prefetch_norm(a);
+    /* the norm weight (no kernel writes it) into the ring's free slots */
+    const bool wpark = a.norm && a.norm_w && !(a.xexp & 4) && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
+                       a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS;
+    if (wpark)
+        for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
+            *(float4 *)mmv_wpark_at(mmv_q8d_dyn, c) = __ldg((const float4 *)a.norm_w + c);
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
     if (pconv)
         mmv_prefetch_l2(a.conv_state + pv * (a.conv_k - 1));
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
-    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl);
+    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
     if (a.xexp & 1) /* experiment: the staging's cost, from a second one */
-        x = mmv_stage_x<true>(a, a.x, 1, xs, &xl);
+        x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};
