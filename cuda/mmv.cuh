@@ -76,7 +76,7 @@ struct mmv_args {
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
     int xexp;           /* MEMRA_MMV_EXP: 1 (fast path, timing only) stages x twice, the staging's cost from the
                          * difference; 2 normalizes in two passes, 4 reads the norm weight from global
-                         * memory (both the same bits) */
+                         * memory (both the same bits), 8 skips the norm's reduction (wrong results) */
 };
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
@@ -261,7 +261,7 @@ static __device__ __forceinline__ uint8_t *mmv_wpark_at(uint8_t *ring, int64_t c
 template <bool SCALE>
 static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, uint8_t *wpark, float eps,
                                                            double *red, int64_t ne0, bool vec, float *xr_s,
-                                                           float *sums)
+                                                           float *sums, int xexp)
 {
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
@@ -285,7 +285,7 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
                 *(float4 *)(xr_s + mmv_xp<SCALE>(4 * c)) = v[j];
         }
     }
-    const double s = row_scale_reduce(true, sq, ne0, eps, red);
+    const double s = xexp & 8 ? 1.0 : row_scale_reduce(true, sq, ne0, eps, red);
 #pragma unroll 2
     for (int j = 0; j < MMV_ONEPASS_U; j++) {
         const int64_t c = c0 + j * MMV_THREADS;
@@ -317,7 +317,7 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
         float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
         if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS && !(a.xexp & 2))
-            mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums);
+            mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums, a.xexp);
         else if (a.norm) /* the scale first, then two chunks in flight with their weights */
             mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
         else

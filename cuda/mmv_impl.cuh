@@ -146,9 +146,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     static long on = -1, epi = -1, xexp = -1, bps = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        /* experiments: MEMRA_MMV_EPI=0 sends every row through mmv_store;
+        /* experiments: MEMRA_MMV_EPI (bits: 1 ADD, 2 CONV epilogue) selects the row epilogues;
          * MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
-        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);
+        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 3);
         xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
@@ -163,7 +163,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    const int e = epi && a.add && a.nw == 1 && !a.glu ? MMV_EPI_ADD : epi && a.conv_w ? MMV_EPI_CONV : MMV_EPI_STORE;
+    const int e = (epi & 1) && a.add && a.nw == 1 && !a.glu ? MMV_EPI_ADD
+                  : (epi & 2) && a.conv_w                    ? MMV_EPI_CONV
+                                                             : MMV_EPI_STORE;
     static std::atomic<uint64_t> cache[3][64][8];
     const void *kernel = e == MMV_EPI_ADD    ? (const void *)mmv_q8d_kernel<T, MMV_EPI_ADD>
                          : e == MMV_EPI_CONV ? (const void *)mmv_q8d_kernel<T, MMV_EPI_CONV>
