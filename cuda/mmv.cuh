@@ -851,21 +851,22 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
  * matvec at 3.8 instead of 4.27 TB/s (scripts/mmv-lab.cu). */
 
 /* Row epilogues of the fast path. STORE: mmv_store by lane 0 when the row
- * ends. ADD (one weight, y += W x) and CONV (weight 0's rows through the
- * causal conv) load what the epilogue reads when the row starts, so that
- * the load's latency hides behind the row's items instead of stalling the
- * warp after them: the residual (lane 0), the conv taps and state (lane k
- * holds tap k and state element k, one round trip instead of a serial
- * walk). The bits are mmv_store's. */
-enum { MMV_EPI_STORE, MMV_EPI_ADD, MMV_EPI_CONV };
+ * ends. CONV (weight 0's rows through the causal conv): the whole warp
+ * finishes the row, lane k loading tap k and state element k (one round
+ * trip instead of lane 0's serial walk; their lines are prefetched into
+ * L2 when the kernel starts). Loading them when the row starts instead
+ * (and the residual of ADD rows) measured slower: the values live across
+ * the item loop cost the dot its registers (tg128 305 -> 297 and 283). */
+enum { MMV_EPI_STORE, MMV_EPI_CONV };
 
-/* mmv_conv's arithmetic for channel C from the taps WL and state SL that
- * lane k holds: every lane sums the same shuffled values in mmv_conv's
- * order, lanes j < K-1 shift the state, lane 0 writes the output. */
-static __device__ __forceinline__ void mmv_conv_warp(const mmv_args &a, int64_t c, float g, float wl, float sl,
-                                                     int lane)
+/* mmv_conv's arithmetic for channel C of this token's input G, the whole
+ * warp taking part: every lane sums the same shuffled taps and state in
+ * mmv_conv's order, lanes j < K-1 shift the state, lane 0 writes the output. */
+static __device__ __forceinline__ void mmv_conv_warp(const mmv_args &a, int64_t c, float g, int lane)
 {
     const int k1 = a.conv_k - 1;
+    const float wl = lane < a.conv_k ? a.conv_w[c * a.conv_k + lane] : 0.0f;
+    const float sl = lane < k1 ? a.conv_state[c * k1 + lane] : 0.0f;
     double sum = 0.0;
     for (int k = 0; k < a.conv_k; k++) {
         const float sv = __shfl_sync(0xffffffffu, sl, k), wv = __shfl_sync(0xffffffffu, wl, k);
@@ -949,23 +950,9 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};
     float acc0 = 0.0f, acc1 = 0.0f;
-    float e0 = 0.0f, e1 = 0.0f; /* ADD: the residual (lane 0); CONV: tap and state element */
-    int64_t lrow = 0;
-    int wi = 0;
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        if (EPI != MMV_EPI_STORE && cq.s == 0 && cq.p == 0) { /* a row starts */
-            wi = mmv_weight(a, cq, &lrow);
-            if (EPI == MMV_EPI_ADD) {
-                if (lane == 0)
-                    e0 = a.y[0][lrow];
-            } else if (wi == 0) {
-                const int k1 = a.conv_k - 1;
-                e0 = lane < a.conv_k ? a.conv_w[lrow * a.conv_k + lane] : 0.0f;
-                e1 = lane < k1 ? a.conv_state[lrow * k1 + lane] : 0.0f;
-            }
-        }
         while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
         }
         phase ^= 1u << slot;
@@ -980,16 +967,12 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
         if (cq.s == nseg - 1 && cq.p == np - 1) {
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
-            if (EPI == MMV_EPI_ADD) {
-                if (lane == 0)
-                    a.y[0][lrow] = e0 + g;
-            } else if (EPI == MMV_EPI_CONV && wi == 0) {
-                mmv_conv_warp(a, lrow, g, e0, e1, lane);
-            } else if (lane == 0) {
-                if (EPI == MMV_EPI_STORE)
-                    wi = mmv_weight(a, cq, &lrow);
+            int64_t lrow;
+            const int wi = mmv_weight(a, cq, &lrow);
+            if (EPI == MMV_EPI_CONV && wi == 0)
+                mmv_conv_warp(a, lrow, g, lane);
+            else if (lane == 0)
                 mmv_store(a, wi, lrow, 0, 0, g, u);
-            }
             acc0 = acc1 = 0.0f;
         }
         mmv_next(cq, np, nseg, rstride);

@@ -146,9 +146,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     static long on = -1, epi = -1, xexp = -1, bps = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        /* experiments: MEMRA_MMV_EPI (bits: 1 ADD, 2 CONV epilogue) selects the row epilogues;
+        /* experiments: MEMRA_MMV_EPI=0 sends the conv rows through mmv_store too;
          * MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
-        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 3);
+        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);
         xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
@@ -163,13 +163,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    const int e = (epi & 1) && a.add && a.nw == 1 && !a.glu ? MMV_EPI_ADD
-                  : (epi & 2) && a.conv_w                    ? MMV_EPI_CONV
-                                                             : MMV_EPI_STORE;
-    static std::atomic<uint64_t> cache[3][64][8];
-    const void *kernel = e == MMV_EPI_ADD    ? (const void *)mmv_q8d_kernel<T, MMV_EPI_ADD>
-                         : e == MMV_EPI_CONV ? (const void *)mmv_q8d_kernel<T, MMV_EPI_CONV>
-                                             : (const void *)mmv_q8d_kernel<T, MMV_EPI_STORE>;
+    const int e = epi && a.conv_w ? MMV_EPI_CONV : MMV_EPI_STORE;
+    static std::atomic<uint64_t> cache[2][64][8];
+    const void *kernel = e == MMV_EPI_CONV ? (const void *)mmv_q8d_kernel<T, MMV_EPI_CONV>
+                                           : (const void *)mmv_q8d_kernel<T, MMV_EPI_STORE>;
     int occ = mmv_occupancy(kernel, smem, cache[e]);
     if (occ == 0)
         return false;
@@ -180,9 +177,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (mmv_debug())
         fprintf(stderr, "mmv q8d epi %d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", e,
                 (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
-    cudaError_t err = e == MMV_EPI_ADD    ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_ADD>, dim3(grid), MMV_THREADS, smem, s, a)
-                      : e == MMV_EPI_CONV ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_CONV>, dim3(grid), MMV_THREADS, smem, s, a)
-                                          : memra__launch(mmv_q8d_kernel<T, MMV_EPI_STORE>, dim3(grid), MMV_THREADS, smem, s, a);
+    const cudaError_t err =
+        e == MMV_EPI_CONV ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_CONV>, dim3(grid), MMV_THREADS, smem, s, a)
+                          : memra__launch(mmv_q8d_kernel<T, MMV_EPI_STORE>, dim3(grid), MMV_THREADS, smem, s, a);
     return err == cudaSuccess;
 }
 
