@@ -76,7 +76,8 @@ struct mmv_args {
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
     int xexp;           /* MEMRA_MMV_EXP: 1 (fast path, timing only) stages x twice, the staging's cost from the
                          * difference; 2 normalizes in two passes, 4 reads the norm weight from global
-                         * memory (both the same bits), 8 skips the norm's reduction (wrong results) */
+                         * memory (both the same bits), 8 skips the norm's reduction (wrong results),
+                         * 16 parks the norm weight with loads that complete before the wait */
 };
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
@@ -850,45 +851,42 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
  * base): with the base only 16-byte aligned the same kernel ran the vocab
  * matvec at 3.8 instead of 4.27 TB/s (scripts/mmv-lab.cu). */
 
-/* Row epilogues of the fast path. STORE: mmv_store by lane 0 when the row
- * ends. CONV (weight 0's rows through the causal conv): the whole warp
- * finishes the row, lane k loading tap k and state element k (one round
- * trip instead of lane 0's serial walk; their lines are prefetched into
- * L2 when the kernel starts). Loading them when the row starts instead
- * (and the residual of ADD rows) measured slower: the values live across
- * the item loop cost the dot its registers (tg128 305 -> 297 and 283). */
-enum { MMV_EPI_STORE, MMV_EPI_CONV };
+/* Row epilogues of the fast path, chosen at compile time so that a
+ * launch carries only its own row-end code: STORE (mmv_store: every other
+ * case), GLU (act(g) * u) and ADD (y += g, one weight). Loading a row's
+ * epilogue inputs when the row starts (the residual, the conv taps and
+ * state, lane-parallel) measured slower: values live across the item loop
+ * cost the dot its registers (tg128 305 -> 283 and 297). */
+enum { MMV_EPI_STORE, MMV_EPI_GLU, MMV_EPI_ADD };
 
-/* mmv_conv's arithmetic for channel C of this token's input G, the whole
- * warp taking part: every lane sums the same shuffled taps and state in
- * mmv_conv's order, lanes j < K-1 shift the state, lane 0 writes the output. */
-static __device__ __forceinline__ void mmv_conv_warp(const mmv_args &a, int64_t c, float g, int lane)
+/* The ring's shared-memory side in 32-bit addresses: the generic pointers
+ * of cuda::ptx cost an address conversion (and SR reads) per item. */
+static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t parity)
 {
-    const int k1 = a.conv_k - 1;
-    const float wl = lane < a.conv_k ? a.conv_w[c * a.conv_k + lane] : 0.0f;
-    const float sl = lane < k1 ? a.conv_state[c * k1 + lane] : 0.0f;
-    double sum = 0.0;
-    for (int k = 0; k < a.conv_k; k++) {
-        const float sv = __shfl_sync(0xffffffffu, sl, k), wv = __shfl_sync(0xffffffffu, wl, k);
-        sum += (double)(k < k1 ? sv : g) * (double)wv;
-    }
-    const float next = __shfl_down_sync(0xffffffffu, sl, 1);
-    if (lane < k1)
-        a.conv_state[c * k1 + lane] = lane + 1 < k1 ? next : g;
-    if (lane == 0)
-        a.y[0][c] = (float)(sum / (1.0 + exp(-sum)));
+    uint32_t ok;
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return ok != 0;
 }
 
-static __device__ __forceinline__ void mmv_prefetch_l2(const void *p)
+/* N bytes from global SRC into the slot at DST, completing on BAR; the
+ * fence orders the slot's earlier (generic-proxy) reads before the write. */
+static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *src, uint32_t n, uint32_t bar)
 {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    asm volatile("fence.proxy.async.shared::cta;\n\t"
+                 "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%3], %2;\n\t"
+                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :
+                 : "r"(dst), "l"(src), "r"(n), "r"(bar)
+                 : "memory");
 }
-
 
 template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
-    namespace ptx = cuda::ptx;
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
@@ -898,8 +896,8 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
     const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
-    uint64_t *bar = bars[warp];
-    mmv_bars_init(bar, D, lane);
+    mmv_bars_init(bars[warp], D, lane);
+    const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
 
     /* issue side: the current (row, part)'s bytes, found once per row part */
     mmv_pos iq = {v0, 0, 0};
@@ -913,12 +911,8 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
     auto issue = [&](int slot) {
         if (issued == n_items)
             return;
-        if (lane == 0) {
-            ptx::fence_proxy_async(ptx::space_shared); /* the slot's earlier reads precede the async write */
-            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot], SEG);
-            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(ring + slot * SEG),
-                               (const void *)(src + (size_t)iq.s * SEG), SEG, &bar[slot]);
-        }
+        if (lane == 0)
+            mmv_bulk_load(ring0 + slot * SEG, src + (size_t)iq.s * SEG, SEG, bar0 + 8 * slot);
         if (++issued < n_items) {
             mmv_next(iq, np, nseg, rstride);
             if (iq.s == 0) /* a new row part */
@@ -927,20 +921,21 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
     };
     for (int d = 0; d < D - 1; d++)
         issue(d);
-    /* the conv rows' taps (weights) into L2 before the wait, their state after it */
-    const int64_t pv = v0 + lane * rstride;
-    const bool pconv = EPI == MMV_EPI_CONV && pv < a.vrow0[1];
-    if (pconv)
-        mmv_prefetch_l2(a.conv_w + pv * a.conv_k);
-    /* the norm weight (no kernel writes it) into the ring's free slots */
+    /* the norm weight (no kernel writes it) into the ring's free slots,
+     * asynchronously: the copies overlap the wait */
     const bool wpark = a.norm && a.norm_w && !(a.xexp & 4) && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
                        a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS;
-    if (wpark)
-        for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
-            *(float4 *)mmv_wpark_at(mmv_q8d_dyn, c) = __ldg((const float4 *)a.norm_w + c);
+    if (wpark) {
+        for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS) {
+            if (a.xexp & 16) /* experiment: the loads before the wait */
+                *(float4 *)mmv_wpark_at(mmv_q8d_dyn, c) = __ldg((const float4 *)a.norm_w + c);
+            else
+                cp_async16(mmv_wpark_at(mmv_q8d_dyn, c), (const float4 *)a.norm_w + c);
+        }
+        cp_async_commit();
+    }
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
-    if (pconv)
-        mmv_prefetch_l2(a.conv_state + pv * (a.conv_k - 1));
+    cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
     const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
@@ -953,7 +948,7 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
+        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
         }
         phase ^= 1u << slot;
         issue(slot == 0 ? D - 1 : slot - 1);
@@ -967,12 +962,17 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
         if (cq.s == nseg - 1 && cq.p == np - 1) {
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
-            int64_t lrow;
-            const int wi = mmv_weight(a, cq, &lrow);
-            if (EPI == MMV_EPI_CONV && wi == 0)
-                mmv_conv_warp(a, lrow, g, lane);
-            else if (lane == 0)
-                mmv_store(a, wi, lrow, 0, 0, g, u);
+            if (lane == 0) {
+                if (EPI == MMV_EPI_GLU) {
+                    a.y[0][cq.v] = d_glu(a.gelu, g, u);
+                } else if (EPI == MMV_EPI_ADD) {
+                    a.y[0][cq.v] += g;
+                } else {
+                    int64_t lrow;
+                    const int wi = mmv_weight(a, cq, &lrow);
+                    mmv_store(a, wi, lrow, 0, 0, g, u);
+                }
+            }
             acc0 = acc1 = 0.0f;
         }
         mmv_next(cq, np, nseg, rstride);

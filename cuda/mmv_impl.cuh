@@ -146,7 +146,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     static long on = -1, epi = -1, xexp = -1, bps = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        /* experiments: MEMRA_MMV_EPI=0 sends the conv rows through mmv_store too;
+        /* experiments: MEMRA_MMV_EPI=0 sends every row through mmv_store;
          * MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);
         xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
@@ -163,10 +163,14 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    const int e = epi && a.conv_w ? MMV_EPI_CONV : MMV_EPI_STORE;
-    static std::atomic<uint64_t> cache[2][64][8];
-    const void *kernel = e == MMV_EPI_CONV ? (const void *)mmv_q8d_kernel<T, MMV_EPI_CONV>
-                                           : (const void *)mmv_q8d_kernel<T, MMV_EPI_STORE>;
+    const int e = !epi                          ? MMV_EPI_STORE
+                  : a.glu                       ? MMV_EPI_GLU
+                  : a.add && a.nw == 1 && !a.conv_w ? MMV_EPI_ADD
+                                                : MMV_EPI_STORE;
+    static std::atomic<uint64_t> cache[3][64][8];
+    const void *kernel = e == MMV_EPI_GLU   ? (const void *)mmv_q8d_kernel<T, MMV_EPI_GLU>
+                         : e == MMV_EPI_ADD ? (const void *)mmv_q8d_kernel<T, MMV_EPI_ADD>
+                                            : (const void *)mmv_q8d_kernel<T, MMV_EPI_STORE>;
     int occ = mmv_occupancy(kernel, smem, cache[e]);
     if (occ == 0)
         return false;
@@ -178,8 +182,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         fprintf(stderr, "mmv q8d epi %d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", e,
                 (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
     const cudaError_t err =
-        e == MMV_EPI_CONV ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_CONV>, dim3(grid), MMV_THREADS, smem, s, a)
-                          : memra__launch(mmv_q8d_kernel<T, MMV_EPI_STORE>, dim3(grid), MMV_THREADS, smem, s, a);
+        e == MMV_EPI_GLU   ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_GLU>, dim3(grid), MMV_THREADS, smem, s, a)
+        : e == MMV_EPI_ADD ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_ADD>, dim3(grid), MMV_THREADS, smem, s, a)
+                           : memra__launch(mmv_q8d_kernel<T, MMV_EPI_STORE>, dim3(grid), MMV_THREADS, smem, s, a);
     return err == cudaSuccess;
 }
 
