@@ -851,14 +851,6 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
  * base): with the base only 16-byte aligned the same kernel ran the vocab
  * matvec at 3.8 instead of 4.27 TB/s (scripts/mmv-lab.cu). */
 
-/* Row epilogues of the fast path, chosen at compile time so that a
- * launch carries only its own row-end code: STORE (mmv_store: every other
- * case), GLU (act(g) * u) and ADD (y += g, one weight). Loading a row's
- * epilogue inputs when the row starts (the residual, the conv taps and
- * state, lane-parallel) measured slower: values live across the item loop
- * cost the dot its registers (tg128 305 -> 283 and 297). */
-enum { MMV_EPI_STORE, MMV_EPI_GLU, MMV_EPI_ADD };
-
 /* The ring's shared-memory side in 32-bit addresses: the generic pointers
  * of cuda::ptx cost an address conversion (and SR reads) per item. */
 static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t parity)
@@ -884,7 +876,11 @@ static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *s
                  : "memory");
 }
 
-template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
+/* One instantiation serves every fused epilogue (mmv_store's runtime
+ * branches): variants specialized per epilogue (GLU, ADD, conv; session 5)
+ * each measured 3-8 % slower per token although each launch ran less
+ * code, and so did loading a row's epilogue inputs when the row starts. */
+template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
@@ -963,15 +959,9 @@ template <int T, int EPI> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
             if (lane == 0) {
-                if (EPI == MMV_EPI_GLU) {
-                    a.y[0][cq.v] = d_glu(a.gelu, g, u);
-                } else if (EPI == MMV_EPI_ADD) {
-                    a.y[0][cq.v] += g;
-                } else {
-                    int64_t lrow;
-                    const int wi = mmv_weight(a, cq, &lrow);
-                    mmv_store(a, wi, lrow, 0, 0, g, u);
-                }
+                int64_t lrow;
+                const int wi = mmv_weight(a, cq, &lrow);
+                mmv_store(a, wi, lrow, 0, 0, g, u);
             }
             acc0 = acc1 = 0.0f;
         }

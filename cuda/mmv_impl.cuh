@@ -143,12 +143,11 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, epi = -1, xexp = -1, bps = -1;
+    static long on = -1, xexp = -1, bps = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        /* experiments: MEMRA_MMV_EPI=0 sends every row through mmv_store;
-         * MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
-        epi = memra__cuda_env_long("MEMRA_MMV_EPI", 1);
+        /* experiments: MEMRA_MMV_EXP (mmv_args.xexp); MEMRA_MMV_Q8D_BPS caps
+         * the grid at that many blocks per SM */
         xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
@@ -163,15 +162,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    const int e = !epi                          ? MMV_EPI_STORE
-                  : a.glu                       ? MMV_EPI_GLU
-                  : a.add && a.nw == 1 && !a.conv_w ? MMV_EPI_ADD
-                                                : MMV_EPI_STORE;
-    static std::atomic<uint64_t> cache[3][64][8];
-    const void *kernel = e == MMV_EPI_GLU   ? (const void *)mmv_q8d_kernel<T, MMV_EPI_GLU>
-                         : e == MMV_EPI_ADD ? (const void *)mmv_q8d_kernel<T, MMV_EPI_ADD>
-                                            : (const void *)mmv_q8d_kernel<T, MMV_EPI_STORE>;
-    int occ = mmv_occupancy(kernel, smem, cache[e]);
+    static std::atomic<uint64_t> cache[64][8];
+    const void *kernel = (const void *)mmv_q8d_kernel<T>;
+    int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0)
         return false;
     if (bps > 0 && bps < occ)
@@ -179,13 +172,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d epi %d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", e,
-                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
-    const cudaError_t err =
-        e == MMV_EPI_GLU   ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_GLU>, dim3(grid), MMV_THREADS, smem, s, a)
-        : e == MMV_EPI_ADD ? memra__launch(mmv_q8d_kernel<T, MMV_EPI_ADD>, dim3(grid), MMV_THREADS, smem, s, a)
-                           : memra__launch(mmv_q8d_kernel<T, MMV_EPI_STORE>, dim3(grid), MMV_THREADS, smem, s, a);
-    return err == cudaSuccess;
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
+                (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
+    return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies

@@ -218,7 +218,7 @@ static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uin
 {
     if (sh.ne0 % (2048 * PPL))
         return;
-    void (*k)(const mmv_args) = kx ? kx : q8d ? mmv_q8d_kernel<MEMRA_TYPE_Q8_0, MMV_EPI_STORE> : wr_kernel<D, PPL>;
+    void (*k)(const mmv_args) = kx ? kx : q8d ? mmv_q8d_kernel<MEMRA_TYPE_Q8_0> : wr_kernel<D, PPL>;
     const size_t smem = (size_t)8 * D * PPL * UB + mmv_x_bytes<MEMRA_TYPE_Q8_0>(sh.ne0, 1);
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
