@@ -1,6 +1,5 @@
 /* CUDA backend: device selection, memory, the engine's stream and cuBLAS
  * handle. Op kernels live in the other files of cuda/. */
-#include <atomic>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -248,36 +247,6 @@ bool memra__cuda_pdl(void)
     if (v < 0)
         v = memra__cuda_env_long("MEMRA_PDL", 1) != 0;
     return v == 1;
-}
-
-/* MEMRA_CARVEOUT=1: every kernel prefers the whole L1/shared carveout as
- * shared memory (the matvec's setting), once per kernel and device, so
- * that consecutive kernels share one SM configuration. */
-void memra__cuda_carveout(const void *kernel)
-{
-    static int on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_CARVEOUT", 0) > 0;
-    if (!on)
-        return;
-    static std::atomic<uintptr_t> seen[512];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    const uintptr_t key = (uintptr_t)kernel ^ ((uintptr_t)(dev & 63) << 58);
-    size_t i = (key >> 4) % 512;
-    for (int n = 0; n < 512; n++, i = (i + 1) % 512) {
-        uintptr_t e = seen[i].load(std::memory_order_relaxed);
-        if (e == key)
-            return;
-        if (e == 0 && seen[i].compare_exchange_strong(e, key)) {
-            if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-                cudaGetLastError();
-            return;
-        }
-        if (e == key)
-            return;
-    }
 }
 
 long memra__cuda_env_long(const char *name, long def)

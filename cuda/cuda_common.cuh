@@ -102,7 +102,6 @@ static __device__ __forceinline__ void memra_pdl_launch(void)
     } while (0)
 
 bool memra__cuda_pdl(void);
-void memra__cuda_carveout(const void *kernel);
 
 template <typename... KArgs, typename... Args>
 static inline cudaError_t memra__launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
@@ -118,7 +117,6 @@ static inline cudaError_t memra__launch(void (*kernel)(KArgs...), dim3 grid, dim
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = memra__cuda_pdl() ? 1 : 0;
-    memra__cuda_carveout((const void *)kernel);
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 

@@ -74,10 +74,6 @@ struct mmv_args {
     int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
     int ring;           /* quantized kernel: items per warp in shared memory */
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
-    int xexp;           /* MEMRA_MMV_EXP: 1 (fast path, timing only) stages x twice, the staging's cost from the
-                         * difference; 2 normalizes in two passes, 4 reads the norm weight from global
-                         * memory (both the same bits), 8 skips the norm's reduction (wrong results),
-                         * 16 parks the norm weight with loads that complete before the wait */
 };
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
@@ -262,7 +258,7 @@ static __device__ __forceinline__ uint8_t *mmv_wpark_at(uint8_t *ring, int64_t c
 template <bool SCALE>
 static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, uint8_t *wpark, float eps,
                                                            double *red, int64_t ne0, bool vec, float *xr_s,
-                                                           float *sums, int xexp)
+                                                           float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
@@ -286,7 +282,7 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
                 *(float4 *)(xr_s + mmv_xp<SCALE>(4 * c)) = v[j];
         }
     }
-    const double s = xexp & 8 ? 1.0 : row_scale_reduce(true, sq, ne0, eps, red);
+    const double s = row_scale_reduce(true, sq, ne0, eps, red);
 #pragma unroll 2
     for (int j = 0; j < MMV_ONEPASS_U; j++) {
         const int64_t c = c0 + j * MMV_THREADS;
@@ -317,8 +313,8 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         const float *xr = x + r * a.ldx;
         const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
         float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
-        if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS && !(a.xexp & 2))
-            mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums, a.xexp);
+        if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS)
+            mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums);
         else if (a.norm) /* the scale first, then two chunks in flight with their weights */
             mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
         else
@@ -919,15 +915,11 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         issue(d);
     /* the norm weight (no kernel writes it) into the ring's free slots,
      * asynchronously: the copies overlap the wait */
-    const bool wpark = a.norm && a.norm_w && !(a.xexp & 4) && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
+    const bool wpark = a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
                        a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS;
     if (wpark) {
-        for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS) {
-            if (a.xexp & 16) /* experiment: the loads before the wait */
-                *(float4 *)mmv_wpark_at(mmv_q8d_dyn, c) = __ldg((const float4 *)a.norm_w + c);
-            else
-                cp_async16(mmv_wpark_at(mmv_q8d_dyn, c), (const float4 *)a.norm_w + c);
-        }
+        for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
+            cp_async16(mmv_wpark_at(mmv_q8d_dyn, c), (const float4 *)a.norm_w + c);
         cp_async_commit();
     }
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
@@ -935,8 +927,6 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
     const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
-    if (a.xexp & 1) /* experiment: the staging's cost, from a second one */
-        x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};

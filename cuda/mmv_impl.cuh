@@ -143,12 +143,10 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, xexp = -1, bps = -1;
+    static long on = -1, bps = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        /* experiments: MEMRA_MMV_EXP (mmv_args.xexp); MEMRA_MMV_Q8D_BPS caps
-         * the grid at that many blocks per SM */
-        xexp = memra__cuda_env_long("MEMRA_MMV_EXP", 0);
+        /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
     if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048)
@@ -158,7 +156,6 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
             return false;
     mmv_args a = a0;
     a.xsm = 1;
-    a.xexp = (int)xexp;
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;

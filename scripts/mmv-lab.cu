@@ -25,7 +25,6 @@ long memra__cuda_env_long(const char *name, long def)
     return v && *v ? strtol(v, NULL, 10) : def;
 }
 bool memra__cuda_pdl(void) { return memra__cuda_env_long("MEMRA_PDL", 1) != 0; }
-void memra__cuda_carveout(const void *) {}
 
 #define CK(x)                                                                                                          \
     do {                                                                                                               \
