@@ -55,10 +55,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_rc=$?
   grep -vE " ok( |$)" "$OUT/kernel-check.log" | tail -30
   note "kernel-check: rc $kc_rc, $(tail -1 "$OUT/kernel-check.log") ($(( $(date +%s) - t0 )) s)"
-  if [ -n "${KC_AB:-}" ]; then # A/B of the decode matvec build: MEMRA_MMV_MINB=1
-    MEMRA_MMV_MINB=1 $B/probes/memra-kernel-check --bench --test="$KC_AB" >"$OUT/kernel-check-minb1.log" 2>&1
-    grep -E "GB/s" "$OUT/kernel-check-minb1.log" | sed 's/^/minb1 /' | cut -c1-36,115-200
-  fi
 fi
 
 # ---- model fixtures on the GPU engine ----------------------------------------------
