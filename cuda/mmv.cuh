@@ -317,11 +317,10 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
             mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums);
         else if (a.norm) /* the scale first, then two chunks in flight with their weights */
             mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
+        else if (ne0 > 4 * 4 * MMV_THREADS) /* ffn down: two round trips instead of three */
+            mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
         else
-            if (ne0 > 4 * 4 * MMV_THREADS) /* ffn down: two round trips instead of three */
-                mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
-            else
-                mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+            mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
     *xl = ld;
