@@ -22,6 +22,11 @@ typedef struct memra__cuda_ctx {
     /* argmax: per-block partials on the device, the answer in pinned host memory */
     void *argmax_part;
     int32_t *argmax_host;
+    /* small uploads (a step's token ids and positions) go through this
+     * page-locked buffer, so they queue without a stream synchronize;
+     * up_done marks when the last one has left it */
+    void *up_host;
+    cudaEvent_t up_done;
     /* peer devices whose access was already tried (bit per ordinal < 64) */
     uint64_t peer_tried;
     /* MEMRA_CUDA_PROFILE=1 (cuda/profile.cu): per-op event timing, else NULL;
@@ -103,21 +108,38 @@ static __device__ __forceinline__ void memra_pdl_launch(void)
 
 bool memra__cuda_pdl(void);
 
+/* CLUSTER > 1: blocks in clusters of that many along x (sm_90). */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t memra__launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                        Args... args)
+static inline cudaError_t memra__launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                                cudaStream_t s, unsigned cluster, Args... args)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (memra__cuda_pdl()) {
+        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster > 1) {
+        attr[n].id = cudaLaunchAttributeClusterDimension;
+        attr[n].val.clusterDim.x = cluster;
+        attr[n].val.clusterDim.y = 1;
+        attr[n++].val.clusterDim.z = 1;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = memra__cuda_pdl() ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+template <typename... KArgs, typename... Args>
+static inline cudaError_t memra__launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                        Args... args)
+{
+    return memra__launch_cluster(kernel, grid, block, smem, s, 1, args...);
 }
 
 static inline unsigned memra__cuda_blocks(int64_t work, int64_t per_block, int64_t cap)

@@ -6,6 +6,8 @@
  * token the sums are float64, as in the reference. */
 #include <math.h>
 
+#include <cooperative_groups.h>
+
 #include "cuda_common.cuh"
 #include "math.cuh"
 
@@ -24,8 +26,8 @@ __global__ void conv_kernel(const memra_conv_args_t a)
 #define SEQ(idx) ((idx) < k1 ? st[(idx)] : a.x[((idx) - k1) * a.x_stride + c])
         for (int64_t t = 0; t < a.n_tokens; t++) {
             double sum = 0.0;
-            for (int64_t k = 0; k < K; k++)
-                sum += (double)SEQ(t + k) * (double)w[k];
+            for (int64_t k = 0; k < K; k++) /* explicit FMA: the fused step (gdn_conv) rounds alike */
+                sum = __fma_rn((double)SEQ(t + k), (double)w[k], sum);
             a.out[t * a.channels + c] = (float)(sum / (1.0 + exp(-sum)));
         }
         /* ascending j reads index n+j >= j: the shift never reads a new value */
@@ -239,34 +241,139 @@ static __device__ __forceinline__ double gdn_total(const double *red)
  * the block: the head's q/k L2 norms and its o's RMS norm are block
  * reductions, so the step needs no other launch. */
 #define GDN_THREADS 512
+#define GDN_MAX_CLUSTER 8 /* portable cluster size */
 
-template <int EPT> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P)
+static __device__ __forceinline__ void gdn_cluster_arrive(void)
 {
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void gdn_cluster_wait(void)
+{
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+}
+
+/* The one-token conv (conv_kernel's arithmetic) of the channels the step of
+ * value head J reads, with CONV: the R value heads of key head KH form a
+ * cluster (rank r is head KH + r n_k); each computes its own v channels and
+ * 1/R of the key head's q|k channels, which it writes into every member's
+ * q_s / k_s (distributed shared memory), and shifts only the states of the
+ * channels it computed, so no state is read by one block and written by
+ * another. Thread t takes slot t (the host checks that the slots fit the
+ * block): its channel and taps are known before the kernel's wait (the
+ * taps are weights), its input and state only after it. */
+#define GDN_CONV_K 4 /* taps at most (qwen35: 4) */
+
+struct gdn_conv_slot {
+    int64_t ch; /* -1: no slot */
+    int i;      /* q|k element of the key head (qk), else v row */
+    bool qk;
+    float w[GDN_CONV_K];
+};
+
+static __device__ __forceinline__ gdn_conv_slot gdn_conv_prep(const memra_gdn_args_t &g, int64_t j, int64_t kh, int R)
+{
+    const int d = (int)g.delta.d;
+    const int64_t KD = g.delta.n_k * d;
+    const int share = (2 * d + R - 1) / R, i0 = (int)(blockIdx.x % R) * share;
+    const int nqk = max(0, min(2 * d, i0 + share) - i0), sl = threadIdx.x;
+    gdn_conv_slot c = {-1, 0, false, {0.0f, 0.0f, 0.0f, 0.0f}};
+    if (sl >= nqk + d)
+        return c;
+    c.qk = sl < nqk;
+    c.i = c.qk ? i0 + sl : sl - nqk;
+    c.ch = !c.qk ? 2 * KD + j * d + c.i : c.i < d ? kh * d + c.i : KD + kh * d + (c.i - d);
+#pragma unroll
+    for (int k = 0; k < GDN_CONV_K; k++)
+        if (k < g.conv.kernel)
+            c.w[k] = g.conv.w[c.ch * g.conv.kernel + k];
+    return c;
+}
+
+/* After the wait: the slot's output into q_s / k_s of every cluster member
+ * or into v_s; returns with the block (R = 1) or the cluster synchronized.
+ * The kernel arrived at the cluster barrier when it started: peers write
+ * into a block's shared memory only once it runs. */
+static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, const gdn_conv_slot &c, int R,
+                                                    float *q_s, float *k_s, float *v_s)
+{
+    const int d = (int)g.delta.d;
+    const int K = (int)g.conv.kernel, k1 = K - 1;
+    float y = 0.0f;
+    if (c.ch >= 0) {
+        const float x = g.conv.x[c.ch];
+        float *st = g.conv.state + c.ch * k1;
+        float sv[GDN_CONV_K];
+#pragma unroll
+        for (int k = 0; k < GDN_CONV_K; k++)
+            sv[k] = k < k1 ? st[k] : k == k1 ? x : 0.0f;
+        double sum = 0.0;
+#pragma unroll
+        for (int k = 0; k < GDN_CONV_K; k++)
+            if (k < K)
+                sum = __fma_rn((double)sv[k], (double)c.w[k], sum);
+#pragma unroll
+        for (int k = 0; k + 1 < GDN_CONV_K; k++)
+            if (k < k1)
+                st[k] = sv[k + 1];
+        y = (float)(sum / (1.0 + exp(-sum)));
+    }
+    if (R > 1)
+        gdn_cluster_wait();
+    if (c.ch >= 0) {
+        if (!c.qk) {
+            v_s[c.i] = y;
+        } else {
+            float *dst = c.i < d ? q_s + c.i : k_s + (c.i - d);
+            if (R == 1)
+                *dst = y;
+            else
+                for (int r = 0; r < R; r++)
+                    *cooperative_groups::this_cluster().map_shared_rank(dst, r) = y;
+        }
+    }
+    if (R > 1)
+        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    else
+        __syncthreads();
+}
+
+template <int EPT, bool CONV> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R)
+{
+    if (CONV && R > 1)
+        gdn_cluster_arrive();
     const memra_delta_args_t &a = g.delta;
-    extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw and o as floats */
+    const int64_t j = CONV ? blockIdx.x / R + (blockIdx.x % R) * a.n_k : blockIdx.x, kh = j % a.n_k;
+    gdn_conv_slot cs;
+    if (CONV)
+        cs = gdn_conv_prep(g, j, kh, R);
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw, o and (CONV) v as floats */
     __shared__ double red[3 * GDN_VW], scl[3];
     const int d = (int)a.d;
     double *q_d = gsm, *k_d = gsm + d;
-    float *q_s = (float *)(gsm + 2 * d), *k_s = q_s + d, *o_s = k_s + d;
-    const int64_t j = blockIdx.x, kh = j % a.n_k;
+    float *q_s = (float *)(gsm + 2 * d), *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
     const int tid = threadIdx.x, m = tid / P, part = tid % P;
     const bool on = m < d;
     float *S = a.state + j * (int64_t)d * d;
     float s[EPT];
     delta_load(s, S, m, part, P, d, on);
-    for (int64_t t = 0; t < a.n_tokens; t++) {
-        __syncthreads();
-        for (int i = tid; i < d; i += blockDim.x) {
-            q_s[i] = a.q[t * a.qk_stride + kh * d + i];
-            k_s[i] = a.k[t * a.qk_stride + kh * d + i];
-        }
-        const double decay = exp((double)a.g[t * a.gb_stride + j]);
-        const double beta = (double)a.beta[t * a.gb_stride + j];
-        const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
+    for (int64_t t = 0; t < a.n_tokens; t++) { /* CONV: one token */
         /* the gate and norm weight of output row tid, loaded long before use */
         const float zt = tid < d ? g.z[t * g.z_stride + j * d + tid] : 0.0f;
         const float wt = tid < d ? g.norm_w[tid] : 0.0f;
+        const double decay = exp((double)a.g[t * a.gb_stride + j]);
+        const double beta = (double)a.beta[t * a.gb_stride + j];
+        if (CONV) {
+            gdn_conv_run(g, cs, R, q_s, k_s, v_s);
+        } else {
+            __syncthreads();
+            for (int i = tid; i < d; i += blockDim.x) {
+                q_s[i] = a.q[t * a.qk_stride + kh * d + i];
+                k_s[i] = a.k[t * a.qk_stride + kh * d + i];
+            }
+        }
+        const double vm = on ? (double)(CONV ? v_s[m] : a.v[t * a.v_stride + j * d + m]) : 0.0;
         __syncthreads();
         const float *qk[2] = {q_s, k_s};
         gdn_sumsq(qk, 2, d, red);
@@ -311,9 +418,26 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
     const int threads = (d * P + 31) / 32 * 32;
     if (g->delta.n_tokens > max_tokens || g->delta.d > 256 || threads > GDN_THREADS)
         return MEMRA_OK;
+    /* the conv inside when its outputs are exactly q|k|v of one token and
+     * a key head's value heads fit a cluster; else the conv kernel first */
+    const memra_delta_args_t &a = g->delta;
+    const int64_t KD = a.n_k * a.d, R = a.n_v / a.n_k;
+    const bool conv_in = g->conv.w && a.n_tokens == 1 && a.n_v % a.n_k == 0 && R <= GDN_MAX_CLUSTER &&
+                         g->conv.kernel <= GDN_CONV_K && (2 * d + R - 1) / R + d <= threads &&
+                         g->conv.channels == 2 * KD + a.n_v * a.d && a.q == g->conv.out && a.k == a.q + KD &&
+                         a.v == a.q + 2 * KD;
+    if (g->conv.w && !conv_in) {
+        memra_status_t st = memra__cuda_conv(be, &g->conv);
+        if (st)
+            return st;
+    }
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(gdn_kernel<DELTA_EPT>, dim3((unsigned)g->delta.n_v), threads, (size_t)d * (2 * sizeof(double) + 3 * sizeof(float)), c->stream,
-                  *g, P);
+    const size_t smem = (size_t)d * (2 * sizeof(double) + 4 * sizeof(float));
+    if (conv_in)
+        memra__launch_cluster(gdn_kernel<DELTA_EPT, true>, dim3((unsigned)a.n_v), threads, smem, c->stream,
+                              (unsigned)R, *g, P, (int)R);
+    else
+        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), threads, smem, c->stream, *g, P, 1);
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;

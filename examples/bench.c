@@ -5,7 +5,9 @@
  *
  * pp: one forward over P random tokens from an empty cache (last-row
  * logits). tg: after DEPTH tokens of context (untimed), N single-token
- * decode steps, each returning its logits to the host. Each test runs R
+ * decode steps, each returning its logits to the host (in memory of
+ * memra_engine_host_alloc, as an application that cares would; with
+ * --pageable in malloc'd memory). Each test runs R
  * times after one warm-up; median and standard deviation are reported.
  * Decode is also stated against the roofline this program measures itself:
  * bytes the weights make each token read, over the engine's measured copy
@@ -77,16 +79,17 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
 static void usage(const char *a0)
 {
     fprintf(stderr, "usage: %s -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [--device cpu|cuda:N] [--threads N] "
-                    "[--chunk N] [--json]\n", a0);
+                    "[--chunk N] [--json] [--pageable]\n", a0);
 }
 
 int main(int argc, char **argv)
 {
     const char *path = NULL, *device = "cpu";
-    int p = 512, n = 128, depth = 0, reps = 5, threads = 0, chunk = 0, json = 0;
+    int p = 512, n = 128, depth = 0, reps = 5, threads = 0, chunk = 0, json = 0, pageable = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--pageable")) { pageable = 1; continue; }
         if (!v) { usage(argv[0]); return 2; }
         if (!strcmp(a, "-m")) path = v;
         else if (!strcmp(a, "-p")) p = atoi(v);
@@ -130,13 +133,17 @@ int main(int argc, char **argv)
     int32_t nv = memra_model_n_vocab(m);
     int32_t len = depth + p + n + 8;
     int32_t *tok = malloc((size_t)len * sizeof *tok);
-    float *logits = malloc((size_t)nv * sizeof *logits);
+    float *logits = pageable ? malloc((size_t)nv * sizeof *logits) : memra_engine_host_alloc(e, (size_t)nv * sizeof *logits);
     uint64_t rng = 12345;
-    for (int32_t i = 0; i < len; i++) {
+    for (int32_t i = 0; tok && i < len; i++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         tok[i] = (int32_t)((rng >> 33) % (uint64_t)(nv > 256 ? 256 : nv)); /* ordinary byte tokens */
     }
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    if (!tok || !logits || !pp || !tg) {
+        fprintf(stderr, "%s: out of memory\n", argv[0]);
+        return 1;
+    }
     for (int r = -1; r < reps && !st; r++) { /* r = -1: warm-up */
         if (p > 0) {
             memra_cache_clear(c);
@@ -185,7 +192,10 @@ int main(int argc, char **argv)
                roof, roof > 0 ? 100.0 * stg.median / roof : 0.0);
     }
     free(tok);
-    free(logits);
+    if (pageable)
+        free(logits);
+    else
+        memra_host_free(logits);
     free(pp);
     free(tg);
     memra_cache_free(c);

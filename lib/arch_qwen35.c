@@ -535,24 +535,26 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
     MEMRA__WS(o, n * VD);
     MEMRA__WS(y, n * VD);
 
-    /* the four in-projections of attn_norm(x), q|k|v through the causal
-     * conv + SiLU (its state shifted); beta = sigmoid(·) and
+    /* the four in-projections of attn_norm(x); beta = sigmoid(·) and
      * g = softplus(alpha + dt_bias) · ssm_a (ssm_a = −exp(A_log) < 0) in place.
      * z last: a warp's last rows then have no float64 epilogue to finish */
     float *g = alpha;
     const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
-                                .n_w = 4, .w = {&L->wqkv, &L->wbeta, &L->walpha, &L->wz}, .y = {conv, beta, alpha, z},
+                                .n_w = 4, .w = {&L->wqkv, &L->wbeta, &L->walpha, &L->wz}, .y = {mixed, beta, alpha, z},
                                 .ldy = {C, nv, nv, VD}, .x_tmp = h,
                                 .post = {MEMRA_EW_COPY, MEMRA_EW_SIGMOID, MEMRA_EW_SOFTPLUS_MUL, MEMRA_EW_COPY},
-                                .post_b = {NULL, NULL, L->dt_bias, NULL}, .post_aux = {NULL, NULL, L->ssm_a, NULL},
-                                .conv_w = (const float *)L->wconv.data, .conv_state = r->c->conv[il],
-                                .conv_k = q->d_conv, .tmp = {mixed}};
+                                .post_b = {NULL, NULL, L->dt_bias, NULL}, .post_aux = {NULL, NULL, L->ssm_a, NULL}};
     MEMRA__TRY(memra__matmul_ex(r->be, &in));
 
-    /* L2-normed q and k heads (eps = rms eps), the delta rule (value head j
-     * reads key head j mod n_k), then the gated RMSNorm per value head:
-     * y = rms(o_j)·ssm_norm ⊙ silu(z_j) */
+    /* q|k|v through the causal conv + SiLU (its state shifted), L2-normed q
+     * and k heads (eps = rms eps), the delta rule (value head j reads key
+     * head j mod n_k), then the gated RMSNorm per value head:
+     * y = rms(o_j)·ssm_norm ⊙ silu(z_j). The conv is the step's (not the
+     * in-projection's epilogue): per-row conv work at the end of the
+     * matvec's rows cost ~2.5 % of a decode token (docs/PERFORMANCE.md) */
     const memra_gdn_args_t st = {
+        .conv = {.x = mixed, .x_stride = C, .state = r->c->conv[il], .w = (const float *)L->wconv.data, .out = conv,
+                 .n_tokens = n, .channels = C, .kernel = q->d_conv},
         .delta = {.q = conv, .k = conv + KD, .v = conv + 2 * KD, .g = g, .beta = beta, .qk_stride = C, .v_stride = C,
                   .gb_stride = nv, .state = r->c->ssm[il], .out = o, .n_tokens = n, .n_k = q->n_k, .n_v = nv,
                   .d = q->d_k, .scale = 1.0f / sqrtf((float)q->d_k)},

@@ -174,9 +174,10 @@ typedef struct memra_delta_args {
  * S += kδᵀ; o = Sᵀ(q·scale). The state is float32 between tokens, so a batch
  * equals one-token calls (bit for bit on CPU). */
 
-/* One Gated DeltaNet step after the conv (qwen35): defined as the sequence
- * (memra__gdn in lib/gdn_ex.c runs it when a backend has no gdn slot or
- * declines)
+/* One Gated DeltaNet step (qwen35): defined as the sequence (memra__gdn in
+ * lib/gdn_ex.c runs it when a backend has no gdn slot or declines)
+ *   with conv.w: conv(conv) first, the causal conv + SiLU of the raw
+ *   projections into conv.out, where delta.q, .k and .v then point;
  *   q, k heads of delta.q / delta.k (raw) gathered into qk_tmp ([n][2·n_k·d])
  *   and L2-normed there (norm L2, eps l2_eps);
  *   o_tmp = delta(those q, k; delta.v, .g, .beta, .state) (delta.out unused);
@@ -186,6 +187,7 @@ typedef struct memra_delta_args {
  * give the bits of that sequence on the same backend (memra_check_kernels
  * compares them exactly). */
 typedef struct memra_gdn_args {
+    memra_conv_args_t conv;    /* optional (w NULL: delta reads q, k, v as they are) */
     memra_delta_args_t delta;
     float l2_eps;
     const float *norm_w;       /* d floats */
@@ -400,5 +402,7 @@ int memra__cuda_device_count(void);
 memra_status_t memra__cuda_backend_create(int device, memra__backend_t **out);
 void memra__cuda_backend_destroy(memra__backend_t *be);
 memra_status_t memra__cuda_device_info(int device, memra_engine_info_t *info);
+void *memra__cuda_host_alloc(int device, size_t bytes); /* page-locked, NULL on failure */
+void memra__cuda_host_free(void *p);
 
 #endif

@@ -1375,16 +1375,25 @@ static memra_status_t gd_run(void *c, memra__backend_t *be, int side)
 }
 
 /* memra__gdn on raw (un-normed) q/k rows as the conv leaves them (q|k|v in
- * one row): against the CPU reference within the f32 bound, and the CUDA
- * fused step against the CUDA sequence of separate ops bit for bit. */
-static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d)
+ * one row), or with CONV on the raw projections through the conv (4 taps,
+ * its state an output too): against the CPU reference within the f32
+ * bound, and the CUDA fused step against the CUDA sequence of separate ops
+ * bit for bit. */
+static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d, bool conv_on)
 {
-    memra_kernel_check_line_t *L = kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld k / %lld v heads x %lld (y + state)",
-                                           (long long)n, (long long)n_k, (long long)n_v, (long long)d);
+    memra_kernel_check_line_t *L =
+        kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld k / %lld v heads x %lld (y + state%s)", (long long)n,
+                (long long)n_k, (long long)n_v, (long long)d, conv_on ? " + conv state" : "");
     if (!L)
         return;
-    const int64_t KD = n_k * d, VD = n_v * d, C = 2 * KD + VD + 4, gs = n_v + 2, zs = VD + 3;
+    /* with the conv its rows are exactly q|k|v (the fused kernel's layout) */
+    const int64_t KD = n_k * d, VD = n_v * d, C = 2 * KD + VD + (conv_on ? 0 : 4), gs = n_v + 2, zs = VD + 3, K = 4;
     float *conv = kc_randf(k, (size_t)(n * C), -1.0f, 1.0f), *g = kc_randf(k, (size_t)(n * gs), -1.5f, 0.0f);
+    float *cw = kc_randf(k, (size_t)(C * K), -0.6f, 0.6f), *cst = kc_randf(k, (size_t)(C * (K - 1)), -1.0f, 1.0f);
+    void *cwp[2];
+    if (!cw || !cst || !kc_both(k, cw, (size_t)(C * K) * 4, cwp))
+        return;
+    const kc_out ocs = {C, K - 1, K - 1}, ocv = {n, C, C};
     float *b = kc_randf(k, (size_t)(n * gs), 0.05f, 0.95f), *state = kc_randf(k, (size_t)(n_v * d * d), -0.1f, 0.1f);
     float *z = kc_randf(k, (size_t)(n * zs), -3.0f, 3.0f), *nw = kc_randf(k, (size_t)d, 0.5f, 1.5f);
     void *cp[2], *gp[2], *bp[2], *zp[2], *np[2];
@@ -1408,6 +1417,16 @@ static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v,
         if (!a.delta.state || !a.y || !a.qk_tmp || !a.o_tmp)
             return;
         a.delta.out = a.o_tmp;
+        if (conv_on) { /* cv holds the raw projections; q|k|v come out of the conv */
+            float *out = kc_out_new(k, be, &ocv, NULL);
+            a.conv = (memra_conv_args_t){.x = cv, .x_stride = C, .state = kc_out_new(k, be, &ocs, cst),
+                                         .w = cwp[s ? 1 : 0], .out = out, .n_tokens = n, .channels = C, .kernel = K};
+            if (!out || !a.conv.state)
+                return;
+            a.delta.q = out;
+            a.delta.k = out + KD;
+            a.delta.v = out + 2 * KD;
+        }
         c.a[s] = a;
     }
     if (!kc_run2(k, L, gd_run, &c, k->gpu) || !kc_run_seq(k, L, gd_run, &c, k->gpu))
@@ -1420,6 +1439,11 @@ static void kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v,
     kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].delta.state, &os), gst, &os, "state");
     kc_cmp(&e, kc_out_get(k, k->gpu, c.a[2].y, &oy), gy, &oy, "y");
     kc_cmp(&e, kc_out_get(k, k->gpu, c.a[2].delta.state, &os), gst, &os, "state");
+    if (conv_on) {
+        const float *gcs = kc_out_get(k, k->gpu, c.a[1].conv.state, &ocs);
+        kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].conv.state, &ocs), gcs, &ocs, "conv state");
+        kc_cmp(&e, kc_out_get(k, k->gpu, c.a[2].conv.state, &ocs), gcs, &ocs, "conv state");
+    }
     kc_finish_fused(k, L, &a, &e);
     kc_bench(k, L, gd_run, &c, k->gpu, (double)(2 * n_v * d * d * 4));
 }
@@ -1777,10 +1801,17 @@ static void run_suite(kc *k)
     KC(kc_delta(k, "delta.prefill", 6, 16, 32, 128));
     KC(kc_delta(k, "delta.d64", 3, 2, 6, 64));
     KC(kc_delta_rowinv(k, 5, 16, 32, 128));
-    KC(kc_gdn(k, "gdn.fixture", 5, 2, 4, 16));
-    KC(kc_gdn(k, "gdn.decode", 1, 16, 32, 128));
-    KC(kc_gdn(k, "gdn.prefill", 6, 16, 32, 128));
-    KC(kc_gdn(k, "gdn.d64", 3, 2, 6, 64));
+    KC(kc_gdn(k, "gdn.fixture", 5, 2, 4, 16, false));
+    KC(kc_gdn(k, "gdn.decode", 1, 16, 32, 128, false));
+    KC(kc_gdn(k, "gdn.prefill", 6, 16, 32, 128, false));
+    KC(kc_gdn(k, "gdn.d64", 3, 2, 6, 64, false));
+    /* the conv inside the step: clusters of 2 (9B, 35B-A3B), 3 (27B), none */
+    KC(kc_gdn(k, "gdn.conv.decode", 1, 16, 32, 128, true));
+    KC(kc_gdn(k, "gdn.conv.27b", 1, 16, 48, 128, true));
+    KC(kc_gdn(k, "gdn.conv.fixture", 1, 2, 4, 16, true));
+    KC(kc_gdn(k, "gdn.conv.d64", 1, 2, 6, 64, true));
+    KC(kc_gdn(k, "gdn.conv.r1", 1, 4, 4, 128, true));
+    KC(kc_gdn(k, "gdn.conv.prefill", 6, 16, 32, 128, true));
 
     KC(kc_route(k, 5, 8, 2, false, false));
     KC(kc_route(k, 5, 128, 8, true, false));

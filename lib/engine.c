@@ -68,7 +68,49 @@ memra_status_t memra__cuda_device_info(int device, memra_engine_info_t *info)
     (void)info;
     return memra__fail(NULL, MEMRA_E_NO_DEVICE, "CUDA device %d: built without CUDA", device);
 }
+void *memra__cuda_host_alloc(int device, size_t bytes)
+{
+    (void)device, (void)bytes;
+    return NULL;
+}
+void memra__cuda_host_free(void *p) { (void)p; }
 #endif
+
+/* memra_engine_host_alloc's blocks start with this header (a whole
+ * alignment unit, so the caller's bytes keep malloc's alignment): how the
+ * block was allocated, so that memra_host_free needs no engine. */
+#define HOST_HDR 64
+enum { HOST_PLAIN = 0x6d656d50, HOST_PINNED = 0x6d656d43 };
+
+void *memra_engine_host_alloc(memra_engine_t *e, size_t bytes)
+{
+    if (!e || bytes == 0 || bytes > SIZE_MAX - HOST_HDR)
+        return NULL;
+    uint32_t kind = HOST_PINNED;
+    uint8_t *b = e->params.backend == MEMRA_BACKEND_CUDA ? memra__cuda_host_alloc(e->params.device, bytes + HOST_HDR)
+                                                          : NULL;
+    if (!b) {
+        kind = HOST_PLAIN;
+        b = aligned_alloc(HOST_HDR, (bytes + 2 * HOST_HDR - 1) / HOST_HDR * HOST_HDR);
+    }
+    if (!b)
+        return NULL;
+    memcpy(b, &kind, sizeof kind);
+    return b + HOST_HDR;
+}
+
+void memra_host_free(void *p)
+{
+    if (!p)
+        return;
+    uint8_t *b = (uint8_t *)p - HOST_HDR;
+    uint32_t kind;
+    memcpy(&kind, b, sizeof kind);
+    if (kind == HOST_PINNED)
+        memra__cuda_host_free(b);
+    else
+        free(b);
+}
 
 int32_t memra_cuda_device_count(void)
 {

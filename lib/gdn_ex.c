@@ -1,8 +1,8 @@
-/* The Gated DeltaNet step after the conv (memra_gdn_args_t, lib/backend.h):
- * validation, and the sequence of separate ops that defines it. The CPU
- * reference always runs the sequence; the CUDA backend runs the step as one
- * kernel in decode (L2 norm of q and k, the delta rule, the gated RMS norm:
- * four launches and three passes over scratch become one). */
+/* The Gated DeltaNet step (memra_gdn_args_t, lib/backend.h): validation,
+ * and the sequence of separate ops that defines it. The CPU reference
+ * always runs the sequence; the CUDA backend runs the step as one kernel in
+ * decode (the conv, L2 norm of q and k, the delta rule, the gated RMS norm:
+ * five launches and four passes over scratch become one). */
 #include "backend.h"
 
 static memra_status_t check(memra__backend_t *be, const memra_gdn_args_t *a)
@@ -15,6 +15,9 @@ static memra_status_t check(memra__backend_t *be, const memra_gdn_args_t *a)
     if (d->n_tokens > 1 && a->z_stride < d->n_v * d->d)
         return memra__fail(be->err, MEMRA_E_INVALID, "gdn: gate stride %lld below %lld", (long long)a->z_stride,
                            (long long)(d->n_v * d->d));
+    if (a->conv.w && a->conv.n_tokens != d->n_tokens)
+        return memra__fail(be->err, MEMRA_E_INVALID, "gdn: conv of %lld tokens for a step of %lld",
+                           (long long)a->conv.n_tokens, (long long)d->n_tokens);
     return MEMRA_OK;
 }
 
@@ -23,12 +26,15 @@ static memra_status_t sequence(memra__backend_t *be, const memra_gdn_args_t *a)
     const memra__backend_i *ops = be->iface;
     const memra_delta_args_t *d = &a->delta;
     const int64_t n = d->n_tokens, KD = d->n_k * d->d, VD = d->n_v * d->d;
+    memra_status_t st = a->conv.w ? ops->conv(be, &a->conv) : MEMRA_OK;
+    if (st)
+        return st;
     const memra_ew_args_t gq = {.op = MEMRA_EW_COPY, .y = a->qk_tmp, .a = d->q, .rows = n, .cols = KD,
                                 .ys = 2 * KD, .as = d->qk_stride};
     memra_ew_args_t gk = gq;
     gk.y = a->qk_tmp + KD;
     gk.a = d->k;
-    memra_status_t st = ops->elementwise(be, &gq);
+    st = ops->elementwise(be, &gq);
     if (!st)
         st = ops->elementwise(be, &gk);
     if (!st)
@@ -60,6 +66,8 @@ memra_status_t memra__gdn(memra__backend_t *be, const memra_gdn_args_t *a)
     d.out = a->o_tmp; /* delta.out is unused */
     st = memra__check_delta(be, &d, &none);
     if (st || none)
+        return st;
+    if (a->conv.w && ((st = memra__check_conv(be, &a->conv, &none)) || none))
         return st;
     if (be->iface->gdn) {
         bool done = false;

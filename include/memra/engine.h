@@ -68,6 +68,20 @@ MEMRA_API memra_status_t memra_engine_get_info(const memra_engine_t *engine, mem
 MEMRA_API memra_status_t memra_engine_copy_bandwidth(memra_engine_t *engine, size_t bytes, int32_t reps,
                                                      double *bytes_per_s);
 
+/* Host memory for what a call copies out of ENGINE's device (logits):
+ * page-locked on a CUDA engine, so that a decode step's n_vocab logits
+ * cross the bus in one direct copy instead of the driver's staging
+ * through its own pinned buffer (memra-bench: docs/PERFORMANCE.md). Plain
+ * memory on the CPU engine, and whenever pinned memory is unavailable.
+ * Any memra call that writes host memory accepts it; free it with
+ * memra_host_free (not free()). NULL for 0 bytes or out of memory.
+ * Thread-safety: any thread. */
+MEMRA_API void *memra_engine_host_alloc(memra_engine_t *engine, size_t bytes);
+
+/* Frees memory of memra_engine_host_alloc (its engine may be gone); NULL is
+ * a no-op. Thread-safety: any thread. */
+MEMRA_API void memra_host_free(void *p);
+
 /* Number of CUDA devices usable by this build (0 without CUDA or GPU).
  * Thread-safety: any thread. */
 MEMRA_API int32_t memra_cuda_device_count(void);

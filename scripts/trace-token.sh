@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Where a decode token's time goes with every overlap left in (device only):
+# CUPTI's activity API (scripts/cupti-trace.c) traces `memra-bench -p 0 -n N`
+# (no serialization, unlike MEMRA_CUDA_PROFILE and ncu), and each kernel of a token is charged its
+# marginal time: its end minus the latest end before it, so that the
+# marginals of a token add up to its wall time on the GPU. Prints the
+# median per position in the token and the sums per kernel kind.
+# Usage: scripts/trace-token.sh MODEL   (B: build folder, N: tokens, D: depth,
+# BENCH_ARGS: more memra-bench arguments)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${B:-${PREBUILT:-build-gpu}}
+OUT=${OUT:-/tmp}
+model=$1
+so=${TRACER:-$B/cupti-trace.so}
+[ -f "$so" ] || gcc -O2 -shared -fPIC -I/usr/local/cuda/include scripts/cupti-trace.c -L/usr/local/cuda/lib64 -lcupti \
+  -o "$so" || exit 1
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CUDA_INJECTION64_PATH=$(realpath "$so") MEMRA_TRACE_OUT="$OUT/trace.txt" "$B/examples/memra-bench" -m "$model" \
+  --device cuda:0 -p 0 -n "${N:-48}" -d "${D:-0}" -r 1 ${BENCH_ARGS:-} >"$OUT/trace-run.log" 2>&1 || { tail -5 "$OUT/trace-run.log"; exit 1; }
+grep -E "^tg|decode at" "$OUT/trace-run.log"
+python3 - "$OUT/trace.txt" <<'PY'
+import sys, statistics as st, collections
+ks = []
+for line in open(sys.argv[1]):
+    f = line.split(None, 6)
+    ks.append((int(f[0]), int(f[1]), f[6].strip()[:34], int(f[2]), int(f[3])))
+ks.sort()
+# a token ends with the longest kernel of the run (the head matvec)
+head = max(ks, key=lambda k: k[1] - k[0])
+hkey = (head[2], head[3], head[4])
+ends = [i for i, k in enumerate(ks) if (k[2], k[3], k[4]) == hkey and k[1] - k[0] > 0.5 * (head[1] - head[0])]
+toks = [ks[a + 1:b + 1] for a, b in zip(ends, ends[1:])]
+P = collections.Counter(len(t) for t in toks).most_common(1)[0][0]
+toks = [t for t in toks if len(t) == P][2:]
+print("trace: %d tokens of %d kernels each" % (len(toks), P))
+marg = [[] for _ in range(P)]; dur = [[] for _ in range(P)]; lat = [[] for _ in range(P)]
+walls = []
+for t in toks:
+    last = t[0][0]
+    prev_end = None
+    for j, (s, e, n, gx, gy) in enumerate(t):
+        marg[j].append(max(0, e - last) / 1e3 if j else (e - s) / 1e3)
+        dur[j].append((e - s) / 1e3)
+        lat[j].append(((s - prev_end) / 1e3) if prev_end is not None else 0.0)
+        prev_end = e
+        last = max(last, e)
+    walls.append((last - t[0][0]) / 1e3)
+gap = [(b[0][0] - a[-1][1]) / 1e3 for a, b in zip(toks, toks[1:])]
+print("token on GPU (first start to last end): median %.1f us; host gap between tokens: median %.1f us" %
+      (st.median(walls), st.median(gap) if gap else 0))
+kind = collections.OrderedDict()
+for j in range(P):
+    s, e, n, gx, gy = toks[0][j]
+    k = "%s g%d" % (n, gx)
+    m = st.median(marg[j]); d = st.median(dur[j]); l = st.median(lat[j])
+    a = kind.setdefault(k, [0, 0.0, 0.0, 0.0]); a[0] += 1; a[1] += m; a[2] += d; a[3] += l
+    if j < 40 or j >= P - 6:
+        print("%3d %-42s marg %6.1f dur %6.1f start-prevend %6.1f" % (j, k, m, d, l))
+print("per kind: calls, sum of marginal us, mean marginal, mean duration, mean start-prevend")
+tot = sum(a[1] for a in kind.values())
+for k, a in sorted(kind.items(), key=lambda kv: -kv[1][1]):
+    print("%-42s %3d %8.1f (%4.1f%%) %6.1f %6.1f %6.1f" % (k, a[0], a[1], 100 * a[1] / tot, a[1] / a[0], a[2] / a[0], a[3] / a[0]))
+print("sum of marginals %.1f us" % tot)
+PY
