@@ -74,7 +74,31 @@ struct mmv_args {
     int xsm;            /* x staged in shared memory (R rows of mmv_xld(ne0)) */
     int ring;           /* quantized kernel: items per warp in shared memory */
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
+    int tl_seq;         /* MEMRA_MMV_TIMELINE builds: the launch's number (mmv_impl.cuh: mmv_tl_note) */
 };
+
+#ifdef MEMRA_MMV_TIMELINE
+/* Diagnostic build (meson -Dcuda_args... -DMEMRA_MMV_TIMELINE): each fast-path
+ * block records %globaltimer at its start, after its wait, after staging x
+ * and at its end, for the last MMV_TL_LAUNCHES launches; dumped at exit to
+ * $MEMRA_MMV_TIMELINE (scripts/mmv-timeline.py reads it). */
+#define MMV_TL_LAUNCHES 1024
+#define MMV_TL_BLOCKS 512
+static __device__ unsigned long long mmv_tl[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][4];
+static __device__ __forceinline__ unsigned long long mmv_tl_now(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define MMV_TL(a, i, t)                                                                                                \
+    do {                                                                                                               \
+        if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)                                                           \
+            mmv_tl[(a).tl_seq % MMV_TL_LAUNCHES][blockIdx.x][i] = (t);                                                 \
+    } while (0)
+#else
+#define MMV_TL(a, i, t) ((void)0)
+#endif
 
 /* x in shared memory: 4 floats of padding after every 32 (P64: every 64),
  * so that lanes reading 32-element runs (P64: 64-element runs) with
@@ -881,6 +905,9 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
+#ifdef MEMRA_MMV_TIMELINE
+    const unsigned long long tl0 = mmv_tl_now();
+#endif
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
@@ -922,10 +949,17 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         cp_async_commit();
     }
     MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
+#ifdef MEMRA_MMV_TIMELINE
+    MMV_TL(a, 0, tl0);
+    MMV_TL(a, 1, mmv_tl_now());
+#endif
     cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
     const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
+#ifdef MEMRA_MMV_TIMELINE
+    MMV_TL(a, 2, mmv_tl_now());
+#endif
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};
@@ -957,6 +991,10 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         mmv_next(cq, np, nseg, rstride);
         slot = slot == D - 1 ? 0 : slot + 1;
     }
+#ifdef MEMRA_MMV_TIMELINE
+    __syncthreads();
+    MMV_TL(a, 3, mmv_tl_now());
+#endif
 }
 
 /* Shared memory of a quantized launch besides x: the warps' rings of D items. */

@@ -139,6 +139,43 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     return true;
 }
 
+#ifdef MEMRA_MMV_TIMELINE
+/* Numbers the launch and keeps its shape; at exit writes every recorded
+ * block's four times (mmv.cuh) with the shape of its launch. */
+static int mmv_tl_meta[MMV_TL_LAUNCHES][4];
+static int mmv_tl_count;
+
+static void mmv_tl_dump(void)
+{
+    static unsigned long long h[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][4];
+    const char *path = getenv("MEMRA_MMV_TIMELINE");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f || cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(h, mmv_tl, sizeof h) != cudaSuccess) {
+        if (f)
+            fclose(f);
+        return;
+    }
+    const int n = mmv_tl_count < MMV_TL_LAUNCHES ? mmv_tl_count : MMV_TL_LAUNCHES;
+    for (int k = mmv_tl_count - n; k < mmv_tl_count; k++) {
+        const int i = k % MMV_TL_LAUNCHES, *m = mmv_tl_meta[i];
+        for (int b = 0; b < m[0] && b < MMV_TL_BLOCKS; b++)
+            fprintf(f, "%d %d %d %d %d %llu %llu %llu %llu\n", k, m[0], m[1], m[2], b, h[i][b][0], h[i][b][1],
+                    h[i][b][2], h[i][b][3]);
+    }
+    fclose(f);
+}
+
+static void mmv_tl_note(mmv_args &a, unsigned grid, int64_t nv)
+{
+    if (mmv_tl_count == 0)
+        atexit(mmv_tl_dump);
+    a.tl_seq = mmv_tl_count % MMV_TL_LAUNCHES;
+    int *m = mmv_tl_meta[a.tl_seq];
+    m[0] = (int)grid, m[1] = (int)a.ne0, m[2] = (int)nv, m[3] = a.glu;
+    mmv_tl_count++;
+}
+#endif
+
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
@@ -171,6 +208,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (mmv_debug())
         fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
                 (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
+#ifdef MEMRA_MMV_TIMELINE
+    mmv_tl_note(a, grid, nv);
+#endif
     return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 

@@ -287,6 +287,8 @@ static __device__ __forceinline__ gdn_conv_slot gdn_conv_prep(const memra_gdn_ar
     for (int k = 0; k < GDN_CONV_K; k++)
         if (k < g.conv.kernel)
             c.w[k] = g.conv.w[c.ch * g.conv.kernel + k];
+    if (g.conv.kernel > 1) /* its state's line into L2 (a prefetch: safe before the wait) */
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(g.conv.state + c.ch * (g.conv.kernel - 1)) : "memory");
     return c;
 }
 
@@ -347,6 +349,16 @@ template <int EPT, bool CONV> __global__ void __launch_bounds__(GDN_THREADS) gdn
     gdn_conv_slot cs;
     if (CONV)
         cs = gdn_conv_prep(g, j, kh, R);
+    /* the head's state (last written a token ago, long out of L2) into L2
+     * while the in-projection finishes: a prefetch moves no data into the
+     * block, so it may run before the wait */
+    if (threadIdx.x < 4) {
+        const size_t q = (size_t)a.d * a.d; /* floats; four parts of whole 16-byte units */
+        const size_t b0 = (q * threadIdx.x / 4) & ~(size_t)3, b1 = (q * (threadIdx.x + 1) / 4) & ~(size_t)3;
+        if (b1 > b0 && ((uintptr_t)(a.state + j * q) & 15) == 0)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.state + j * q + b0),
+                         "r"((unsigned)((b1 - b0) * sizeof(float))) : "memory");
+    }
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw, o and (CONV) v as floats */
     __shared__ double red[3 * GDN_VW], scl[3];
