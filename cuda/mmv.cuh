@@ -84,7 +84,16 @@ struct mmv_args {
  * $MEMRA_MMV_TIMELINE (scripts/mmv-timeline.py reads it). */
 #define MMV_TL_LAUNCHES 1024
 #define MMV_TL_BLOCKS 512
-static __device__ unsigned long long mmv_tl[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][4];
+static __device__ unsigned long long mmv_tl[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][8];
+static __shared__ int mmv_tl_seq_s; /* the block's launch number, for stamps inside the staging */
+/* %globaltimer once V (a register the stamp must follow) is ready */
+static __device__ __forceinline__ unsigned long long mmv_tl_after(double v)
+{
+    unsigned long long t;
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.neu.f64 p, %1, %1;\n\tmov.u64 %0, %%globaltimer;\n\t@p add.u64 %0, %0, 1;\n\t}"
+                 : "=l"(t) : "d"(v));
+    return t;
+}
 static __device__ __forceinline__ unsigned long long mmv_tl_now(void)
 {
     unsigned long long t;
@@ -306,7 +315,15 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
                 *(float4 *)(xr_s + mmv_xp<SCALE>(4 * c)) = v[j];
         }
     }
+#ifdef MEMRA_MMV_TIMELINE
+    if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
+        mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][4] = mmv_tl_after(sq);
+#endif
     const double s = row_scale_reduce(true, sq, ne0, eps, red);
+#ifdef MEMRA_MMV_TIMELINE
+    if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
+        mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][5] = mmv_tl_after(s);
+#endif
 #pragma unroll 2
     for (int j = 0; j < MMV_ONEPASS_U; j++) {
         const int64_t c = c0 + j * MMV_THREADS;
@@ -952,6 +969,9 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 0, tl0);
     MMV_TL(a, 1, mmv_tl_now());
+    if (threadIdx.x == 0)
+        mmv_tl_seq_s = a.tl_seq;
+    __syncthreads();
 #endif
     cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;

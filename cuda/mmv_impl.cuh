@@ -147,7 +147,7 @@ static int mmv_tl_count;
 
 static void mmv_tl_dump(void)
 {
-    static unsigned long long h[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][4];
+    static unsigned long long h[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][8];
     const char *path = getenv("MEMRA_MMV_TIMELINE");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (!f || cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(h, mmv_tl, sizeof h) != cudaSuccess) {
@@ -159,8 +159,8 @@ static void mmv_tl_dump(void)
     for (int k = mmv_tl_count - n; k < mmv_tl_count; k++) {
         const int i = k % MMV_TL_LAUNCHES, *m = mmv_tl_meta[i];
         for (int b = 0; b < m[0] && b < MMV_TL_BLOCKS; b++)
-            fprintf(f, "%d %d %d %d %d %llu %llu %llu %llu\n", k, m[0], m[1], m[2], b, h[i][b][0], h[i][b][1],
-                    h[i][b][2], h[i][b][3]);
+            fprintf(f, "%d %d %d %d %d %llu %llu %llu %llu %llu %llu\n", k, m[0], m[1], m[2], b, h[i][b][0],
+                    h[i][b][1], h[i][b][2], h[i][b][3], h[i][b][4], h[i][b][5]);
     }
     fclose(f);
 }

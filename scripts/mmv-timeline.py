@@ -14,10 +14,12 @@ bw = float(sys.argv[2]) if len(sys.argv) > 2 else 4.18e12
 L = collections.defaultdict(list)
 meta = {}
 for line in open(sys.argv[1]):
-    k, grid, ne0, nv, b, t0, t1, t2, t3 = map(int, line.split())
+    f = list(map(int, line.split()))
+    k, grid, ne0, nv, b, t0, t1, t2, t3 = f[:9]
+    t4, t5 = (f[9], f[10]) if len(f) > 10 else (0, 0)
     meta[k] = (grid, ne0, nv)
     if t3 > t0 > 0:
-        L[k].append((t0, t1, t2, t3))
+        L[k].append((t0, t1, t2, t3, t4, t5))
 seqs = sorted(L)[-600:]
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
 prev_end = {}
@@ -35,6 +37,10 @@ for k in seqs:
     r["run"].append((t3max - t1min) / 1e3)
     r["tail"].append((t3max - st.median(x[3] for x in b)) / 1e3)
     r["first_end"].append((min(x[3] for x in b) - t1min) / 1e3)
+    if all(x[4] > x[1] and x[5] >= x[4] and x[2] >= x[5] for x in b):  # the normalized staging's inner stamps
+        r["loads"].append(st.median(x[4] - x[1] for x in b) / 1e3)
+        r["reduce"].append(st.median(x[5] - x[4] for x in b) / 1e3)
+        r["pass2"].append(st.median(x[2] - x[5] for x in b) / 1e3)
 print("shape (ne0 x rows, grid): launches | blocks' wait | release gap after an adjacent matvec | staging median/max |"
       " release->last end | first end | tail | ideal at %.2f TB/s" % (bw / 1e12))
 for (ne0, nv, grid), r in sorted(rows.items()):
@@ -43,3 +49,6 @@ for (ne0, nv, grid), r in sorted(rows.items()):
     print("%6d x %6d g%d: %4d | %6.1f | %5.2f (%d) | %5.2f / %5.2f | %6.1f | %6.1f | %5.1f | %6.1f" %
           (ne0, nv, grid, len(r["run"]), m("wait"), m("release"), len(r["release"]), m("stage"), m("stage_max"),
            m("run"), m("first_end"), m("tail"), ideal))
+    if r["loads"]:
+        print("    normalized staging: x loads + sum of squares %.2f, reduction + scale %.2f, scaling pass + barrier %.2f"
+              % (m("loads"), m("reduce"), m("pass2")))

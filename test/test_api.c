@@ -68,6 +68,40 @@ static void test_cuda_without_gpu(void **state)
     assert_int_equal(memra_engine_create(&p, &e), MEMRA_E_NO_DEVICE);
 }
 
+/* memra_engine_host_alloc: usable, aligned memory from either engine (page
+ * locked on CUDA), freed without its engine; bad sizes give NULL. */
+static void host_alloc_on(const char *device)
+{
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    assert_int_equal(memra_engine_params_set_device(&p, device), MEMRA_OK);
+    memra_engine_t *e = NULL;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_OK);
+    const size_t n = (size_t)248320 * sizeof(float);
+    float *a = memra_engine_host_alloc(e, n), *b = memra_engine_host_alloc(e, 1);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal((uintptr_t)a % 64, 0);
+    memset(a, 0x5a, n);
+    *(char *)b = 1;
+    assert_null(memra_engine_host_alloc(e, 0));
+    assert_null(memra_engine_host_alloc(e, SIZE_MAX));
+    memra_host_free(b);
+    assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+    assert_int_equal(((unsigned char *)a)[n - 1], 0x5a);
+    memra_host_free(a); /* after its engine */
+}
+
+static void test_host_alloc(void **state)
+{
+    (void)state;
+    assert_null(memra_engine_host_alloc(NULL, 16));
+    memra_host_free(NULL);
+    host_alloc_on("cpu");
+    if (memra_cuda_device_count() > 0)
+        host_alloc_on("cuda:0");
+}
+
 static void test_device_spec(void **state)
 {
     (void)state;
@@ -135,7 +169,7 @@ int main(void)
         cmocka_unit_test(test_status_text),   cmocka_unit_test(test_version),
         cmocka_unit_test(test_cpu_engine),    cmocka_unit_test(test_cuda_without_gpu),
         cmocka_unit_test(test_device_spec),   cmocka_unit_test(test_engine_misuse),
-        cmocka_unit_test(test_log_callback),
+        cmocka_unit_test(test_log_callback),  cmocka_unit_test(test_host_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
