@@ -383,7 +383,12 @@ static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, f
     return (float)(sum / (1.0 + exp(-sum)));
 }
 
-/* Writes one output of virtual row V (weight WI, local row LROW) for x row R. */
+/* Writes one output of virtual row V (weight WI, local row LROW) for x row R.
+ * CONV = false leaves the conv epilogue out (the Q8_0 fast path, whose
+ * launcher sends conv launches to the generic kernel: no decode forward
+ * fuses the conv into a matvec any more, and the fast path is measured to
+ * slow down with every piece of code it carries). */
+template <bool CONV = true>
 static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int64_t lrow, int64_t yrow, int r, float g,
                                                  float u)
 {
@@ -394,7 +399,7 @@ static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int6
         *y = d_glu(a.gelu, g, u);
     else if (a.add)
         *y = *y + g;
-    else if (wi == 0 && a.conv_w)
+    else if (CONV && wi == 0 && a.conv_w)
         *y = mmv_conv(a, lrow, g);
     else if (a.post[wi] == MEMRA_EW_SIGMOID)
         *y = (float)d_sigmoid(g);
@@ -1004,7 +1009,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
             if (lane == 0) {
                 int64_t lrow;
                 const int wi = mmv_weight(a, cq, &lrow);
-                mmv_store(a, wi, lrow, 0, 0, g, u);
+                mmv_store<false>(a, wi, lrow, 0, 0, g, u);
             }
             acc0 = acc1 = 0.0f;
         }

@@ -186,7 +186,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
-    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048)
+    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048 || a0.conv_w)
         return false;
     for (int i = 0; i < a0.nw; i++)
         if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
