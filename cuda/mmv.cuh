@@ -78,9 +78,11 @@ struct mmv_args {
 };
 
 #ifdef MEMRA_MMV_TIMELINE
-/* Diagnostic build (meson -Dcuda_args... -DMEMRA_MMV_TIMELINE): each fast-path
- * block records %globaltimer at its start, after its wait, after staging x
- * and at its end, for the last MMV_TL_LAUNCHES launches; dumped at exit to
+/* Diagnostic build (scripts/timeline-build.sh: cuda/mmv_q8.cu compiled with
+ * -DMEMRA_MMV_TIMELINE into a copy of the library): each fast-path block
+ * records %globaltimer at its start, after its wait, after staging x and at
+ * its end (the normalized staging also after its sum of squares and its
+ * scale), for the last MMV_TL_LAUNCHES launches; dumped at exit to
  * $MEMRA_MMV_TIMELINE (scripts/mmv-timeline.py reads it). */
 #define MMV_TL_LAUNCHES 1024
 #define MMV_TL_BLOCKS 512

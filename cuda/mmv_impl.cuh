@@ -141,7 +141,7 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
 
 #ifdef MEMRA_MMV_TIMELINE
 /* Numbers the launch and keeps its shape; at exit writes every recorded
- * block's four times (mmv.cuh) with the shape of its launch. */
+ * block's stamps (mmv.cuh) with the shape of its launch. */
 static int mmv_tl_meta[MMV_TL_LAUNCHES][4];
 static int mmv_tl_count;
 
