@@ -351,6 +351,21 @@ static void kc_op_failed(kc *k, memra_kernel_check_line_t *L, const char *side, 
 /* The op of one case on one side (0 = cpu, 1 = cuda pointers) on BE. */
 typedef memra_status_t (*kc_run_fn)(void *c, memra__backend_t *be, int side);
 
+/* Side SIDE of a case on the device backend BE, awaited; false (line
+ * failed, WHAT names the side) on an error. */
+static bool kc_run_gpu(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *be, int side,
+                       const char *what)
+{
+    memra_status_t st = run(c, be, side);
+    if (!st)
+        st = be->iface->synchronize(be);
+    if (st) {
+        kc_op_failed(k, L, what, st);
+        return false;
+    }
+    return true;
+}
+
 /* Runs both sides; false (line failed) when either op returns an error. */
 static bool kc_run2(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *gpu_be)
 {
@@ -359,14 +374,7 @@ static bool kc_run2(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c,
         kc_op_failed(k, L, "cpu", st);
         return false;
     }
-    st = run(c, gpu_be, 1);
-    if (!st)
-        st = gpu_be->iface->synchronize(gpu_be);
-    if (st) {
-        kc_op_failed(k, L, "cuda", st);
-        return false;
-    }
-    return true;
+    return kc_run_gpu(k, L, run, c, gpu_be, 1, "cuda");
 }
 
 /* The end of a GPU-against-GPU bit-identity check: fails the line on ST,
@@ -406,14 +414,7 @@ static bool kc_run_seq(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void 
     seq_i.qk_norm_rope = NULL;
     memra__backend_t seq = *gb;
     seq.iface = &seq_i;
-    memra_status_t st = run(c, &seq, 2);
-    if (!st)
-        st = gb->iface->synchronize(gb);
-    if (st) {
-        kc_op_failed(k, L, "cuda sequence", st);
-        return false;
-    }
-    return true;
+    return kc_run_gpu(k, L, run, c, &seq, 2, "cuda sequence");
 }
 
 static void kc_finish_fused(kc *k, memra_kernel_check_line_t *L, kc_acc *a, const kc_acc *e)
