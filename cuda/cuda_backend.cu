@@ -374,6 +374,13 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         free(c);
         return memra__fail(NULL, MEMRA_E_NOMEM, "cuda device %d: out of memory for the argmax buffers", device);
     }
+    /* optional: without it attention merges its splits in a second kernel */
+    if (cudaMalloc((void **)&c->fa_count, MEMRA_CUDA_FA_COUNTS * sizeof(int)) != cudaSuccess ||
+        cudaMemsetAsync(c->fa_count, 0, MEMRA_CUDA_FA_COUNTS * sizeof(int), c->stream) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(c->fa_count);
+        c->fa_count = NULL;
+    }
     /* optional: without it uploads synchronize */
     if (cudaMallocHost(&c->up_host, CU_UP_STAGE) != cudaSuccess ||
         cudaEventCreateWithFlags(&c->up_done, cudaEventDisableTiming) != cudaSuccess) {
@@ -400,6 +407,7 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     cudaFree(c->ws);
     cudaFree(c->argmax_part);
     cudaFreeHost(c->argmax_host);
+    cudaFree(c->fa_count);
     if (c->up_host) {
         cudaEventDestroy(c->up_done);
         cudaFreeHost(c->up_host);

@@ -22,6 +22,10 @@ typedef struct memra__cuda_ctx {
     /* argmax: per-block partials on the device, the answer in pinned host memory */
     void *argmax_part;
     int32_t *argmax_host;
+    /* attention: per (query, head) counts of finished key splits, zero
+     * between launches (cuda/ops_attn.cu); optional: NULL merges in a
+     * second kernel */
+    int *fa_count;
     /* small uploads (a step's token ids and positions) go through this
      * page-locked buffer, so they queue without a stream synchronize;
      * up_done marks when the last one has left it */
@@ -34,6 +38,8 @@ typedef struct memra__cuda_ctx {
     struct memra__cuda_prof *prof;
     char prof_detail[64];
 } memra__cuda_ctx_t;
+
+#define MEMRA_CUDA_FA_COUNTS 4096
 
 static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
 {

@@ -18,6 +18,11 @@
 #define FA_SPLIT_KEYS 64     /* default keys per split: decode blocks stay short */
 #define FA_MAX_C4 2          /* float4 columns per thread: head_dim <= 1024 */
 #define FA_WS_CAP ((size_t)256 << 20)
+/* Loads in flight per round: a decode block is a chain of dependent
+ * rounds (scores, then P·V), each waiting out a memory latency, so a round
+ * takes many keys (the sums are the same as one key at a time). */
+#define FA_QK_KEYS 8  /* keys per warp per score round (x 2 float4 columns) */
+#define FA_PV_KEYS 16 /* keys per thread per P·V round */
 
 struct fa_args {
     memra_attn_args_t a;
@@ -25,6 +30,7 @@ struct fa_args {
     int64_t max_splits;  /* gridDim.y */
     int64_t fixed_split; /* MEMRA_FA_SPLIT, or 0 */
     float *part;         /* [token of wave][head][split][hd + 2] */
+    int *count;          /* [token of wave][head]: splits done (zero between launches), or NULL: merge kernel */
 };
 
 static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int64_t *lo, int64_t *len, int64_t *nsplit,
@@ -84,9 +90,32 @@ static __device__ __forceinline__ float block_sum(float v, float *red)
     return r;
 }
 
+/* Merges query T's (wave token TW) splits of head H: the max, the rescaled
+ * sums, then every output element over the splits in order. The partials
+ * are read from L2 (__ldcg): in the fused path other blocks wrote them. */
+static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit)
+{
+    const memra_attn_args_t &a = f.a;
+    const int hd = (int)a.head_dim;
+    const int64_t t = f.t0 + tw;
+    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * (int64_t)(hd + 2);
+    float M = -INFINITY;
+    for (int64_t s = 0; s < nsplit; s++)
+        M = fmaxf(M, __ldcg(p + s * (hd + 2) + hd));
+    float L = 0.0f;
+    for (int64_t s = 0; s < nsplit; s++)
+        L += __ldcg(p + s * (hd + 2) + hd + 1) * expf(__ldcg(p + s * (hd + 2) + hd) - M);
+    float *o = a.out + t * a.n_head * hd + h * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float v = 0.0f;
+        for (int64_t s = 0; s < nsplit; s++)
+            v = fmaf(__ldcg(p + s * (hd + 2) + d), expf(__ldcg(p + s * (hd + 2) + hd) - M), v);
+        o[d] = fa_out(a, t, h, d, v / L);
+    }
+}
+
 template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(const fa_args f)
 {
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ __align__(16) float fa_smem[];
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
@@ -97,6 +126,17 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         return;
     const int64_t k_begin = lo + s * chunk, k_end = min(lo + len, k_begin + chunk);
     const int64_t kvh = h / (a.n_head / a.n_kv_head);
+    const float *kb = a.k_cache + kvh * hd, *vb = a.v_cache + kvh * hd;
+    if (VEC) {
+        /* the split's K and V rows (written tokens ago, or by the previous
+         * kernel: a prefetch moves no data into the block, so it may run
+         * before the wait) into L2 while the previous kernel finishes */
+        for (int64_t r = threadIdx.x; r < 2 * (k_end - k_begin); r += FA_THREADS)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((r & 1 ? vb : kb) +
+                                                                           (k_begin + (r >> 1)) * a.kv_stride),
+                         "r"((unsigned)(hd * sizeof(float))) : "memory");
+    }
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     float *q_s = fa_smem;              /* hd */
     float *sc = q_s + hd;              /* FA_TILE */
     float *red = sc + FA_TILE;         /* 32 */
@@ -104,7 +144,6 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     const float *q = a.q + t * a.q_stride + h * hd;
     for (int i = threadIdx.x; i < hd; i += FA_THREADS)
         q_s[i] = q[i];
-    const float *kb = a.k_cache + kvh * hd, *vb = a.v_cache + kvh * hd;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nc4 = hd / 4;
     /* P·V layout: thread = (key group g, float4 column) */
@@ -124,40 +163,51 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     __syncthreads();
     for (int64_t k0 = k_begin; k0 < k_end; k0 += FA_TILE) {
         const int nt = (int)min((int64_t)FA_TILE, k_end - k0);
-        /* scores: a warp per key, four keys at a time so that their loads
-         * are in flight together (a key's sum is the same either way) */
-        constexpr int NW = FA_THREADS / 32;
-        for (int kb0 = warp; kb0 < nt; kb0 += 4 * NW) {
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const float *kr[4];
+        /* scores: a warp per key, FA_QK_KEYS keys and two of a lane's
+         * columns per round, their loads in flight together; each key's
+         * sum runs over the lane's columns in order */
+        constexpr int NW = FA_THREADS / 32, QK = FA_QK_KEYS;
+        for (int kb0 = warp; kb0 < nt; kb0 += QK * NW) {
+            float d[QK];
+            const float *kr[QK];
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < QK; j++) {
+                d[j] = 0.0f;
                 kr[j] = kb + (k0 + min(kb0 + j * NW, nt - 1)) * a.kv_stride;
+            }
             if (VEC) {
-                for (int c = lane; c < nc4; c += 32) {
-                    float4 kv[4];
+                for (int c = lane; c < nc4; c += 64) {
+                    const bool c2 = c + 32 < nc4;
+                    float4 kv[QK][2];
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        kv[j] = __ldg((const float4 *)kr[j] + c);
-                    const float4 qv = ((const float4 *)q_s)[c];
+                    for (int j = 0; j < QK; j++) {
+                        kv[j][0] = __ldg((const float4 *)kr[j] + c);
+                        kv[j][1] = c2 ? __ldg((const float4 *)kr[j] + c + 32) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    }
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        d[j] = fmaf(qv.x, kv[j].x, d[j]);
-                        d[j] = fmaf(qv.y, kv[j].y, d[j]);
-                        d[j] = fmaf(qv.z, kv[j].z, d[j]);
-                        d[j] = fmaf(qv.w, kv[j].w, d[j]);
+                    for (int u = 0; u < 2; u++) {
+                        if (u == 1 && !c2)
+                            break;
+                        const float4 qv = ((const float4 *)q_s)[c + 32 * u];
+#pragma unroll
+                        for (int j = 0; j < QK; j++) {
+                            d[j] = fmaf(qv.x, kv[j][u].x, d[j]);
+                            d[j] = fmaf(qv.y, kv[j][u].y, d[j]);
+                            d[j] = fmaf(qv.z, kv[j][u].z, d[j]);
+                            d[j] = fmaf(qv.w, kv[j][u].w, d[j]);
+                        }
                     }
                 }
             } else {
                 for (int c = lane; c < hd; c += 32) {
                     const float qv = q_s[c];
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
+                    for (int j = 0; j < QK; j++)
                         d[j] = fmaf(qv, __ldg(kr[j] + c), d[j]);
                 }
             }
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < QK; j++) {
 #pragma unroll
                 for (int o = 16; o > 0; o >>= 1)
                     d[j] += __shfl_xor_sync(0xffffffffu, d[j], o);
@@ -189,26 +239,27 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
                     acc[i].z *= alpha;
                     acc[i].w *= alpha;
                 }
-                /* four keys' V rows loaded together, then accumulated in
-                 * key order (the same sums as one key at a time) */
-                for (int kb0 = g; kb0 < nt; kb0 += 4 * kg) {
+                /* FA_PV_KEYS keys' V rows loaded together, then accumulated
+                 * in key order (the same sums as one key at a time) */
+                constexpr int PV = FA_PV_KEYS;
 #pragma unroll
-                    for (int i = 0; i < FA_MAX_C4; i++) {
-                        const int c4 = c4_0 + i * FA_THREADS;
-                        if (c4 < nc4) {
-                            float4 v[4];
+                for (int i = 0; i < FA_MAX_C4; i++) {
+                    const int c4 = c4_0 + i * FA_THREADS;
+                    if (c4 >= nc4)
+                        continue;
+                    for (int kb0 = g; kb0 < nt; kb0 += PV * kg) {
+                        float4 v[PV];
 #pragma unroll
-                            for (int j = 0; j < 4; j++)
-                                v[j] = __ldg((const float4 *)(vb + (k0 + min(kb0 + j * kg, nt - 1)) * a.kv_stride) + c4);
+                        for (int j = 0; j < PV; j++)
+                            v[j] = __ldg((const float4 *)(vb + (k0 + min(kb0 + j * kg, nt - 1)) * a.kv_stride) + c4);
 #pragma unroll
-                            for (int j = 0; j < 4; j++) {
-                                if (kb0 + j * kg < nt) {
-                                    const float p = sc[kb0 + j * kg];
-                                    acc[i].x = fmaf(p, v[j].x, acc[i].x);
-                                    acc[i].y = fmaf(p, v[j].y, acc[i].y);
-                                    acc[i].z = fmaf(p, v[j].z, acc[i].z);
-                                    acc[i].w = fmaf(p, v[j].w, acc[i].w);
-                                }
+                        for (int j = 0; j < PV; j++) {
+                            if (kb0 + j * kg < nt) {
+                                const float p = sc[kb0 + j * kg];
+                                acc[i].x = fmaf(p, v[j].x, acc[i].x);
+                                acc[i].y = fmaf(p, v[j].y, acc[i].y);
+                                acc[i].z = fmaf(p, v[j].z, acc[i].z);
+                                acc[i].w = fmaf(p, v[j].w, acc[i].w);
                             }
                         }
                     }
@@ -263,32 +314,34 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         o[hd] = m;
         o[hd + 1] = l;
     }
+    if (direct || !f.count)
+        return;
+    /* the query's last split to finish merges them all (one launch less);
+     * each thread's partial writes are fenced before the count */
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cnt = f.count + tw * a.n_head + h;
+        last = atomicAdd(cnt, 1) == (int)nsplit - 1;
+        if (last)
+            *cnt = 0; /* every split has counted: ready for the next launch */
+    }
+    __syncthreads();
+    if (last) {
+        __threadfence();
+        fa_merge(f, tw, h, nsplit);
+    }
 }
 
 __global__ void fa_combine_kernel(const fa_args f)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    const memra_attn_args_t &a = f.a;
-    const int hd = (int)a.head_dim;
-    const int64_t h = blockIdx.x, tw = blockIdx.y, t = f.t0 + tw;
+    const int64_t h = blockIdx.x, tw = blockIdx.y;
     int64_t lo, len, nsplit, chunk;
-    fa_range(f, t, &lo, &len, &nsplit, &chunk);
-    if (nsplit == 1)
-        return;
-    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * (int64_t)(hd + 2);
-    float M = -INFINITY;
-    for (int64_t s = 0; s < nsplit; s++)
-        M = fmaxf(M, p[s * (hd + 2) + hd]);
-    float L = 0.0f;
-    for (int64_t s = 0; s < nsplit; s++)
-        L += p[s * (hd + 2) + hd + 1] * expf(p[s * (hd + 2) + hd] - M);
-    float *o = a.out + t * a.n_head * hd + h * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float v = 0.0f;
-        for (int64_t s = 0; s < nsplit; s++)
-            v = fmaf(p[s * (hd + 2) + d], expf(p[s * (hd + 2) + hd] - M), v);
-        o[d] = fa_out(a, t, h, d, v / L);
-    }
+    fa_range(f, f.t0 + tw, &lo, &len, &nsplit, &chunk);
+    if (nsplit > 1)
+        fa_merge(f, tw, h, nsplit);
 }
 
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
@@ -303,9 +356,11 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     if (hd > (vec ? 4 * FA_MAX_C4 * FA_THREADS : 8 * FA_THREADS))
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    static long fixed = -2;
-    if (fixed == -2)
+    static long fixed = -2, fuse = 1;
+    if (fixed == -2) {
         fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
+        fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1); /* experiments: 0 merges in a second kernel */
+    }
     const int64_t n_keys = a->pos0 + a->n_tokens;
     const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
     int64_t max_splits;
@@ -345,13 +400,15 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += wave) {
         const int64_t nt = a->n_tokens - t0 < wave ? a->n_tokens - t0 : wave;
         f.t0 = t0;
+        /* the splits merge themselves when the wave's counters fit */
+        f.count = c->fa_count && nt * a->n_head <= MEMRA_CUDA_FA_COUNTS && fuse ? c->fa_count : NULL;
         const dim3 grid((unsigned)a->n_head, (unsigned)max_splits, (unsigned)nt);
         if (vec)
             memra__launch(fa_kernel<true>, grid, FA_THREADS, smem, c->stream, f);
         else
             memra__launch(fa_kernel<false>, grid, FA_THREADS, smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
-        if (max_splits > 1) {
+        if (max_splits > 1 && !f.count) {
             memra__launch(fa_combine_kernel, dim3((unsigned)a->n_head, (unsigned)nt), 128, 0, c->stream, f);
             MEMRA_CUDA_LAUNCHED(be);
         }

@@ -1115,9 +1115,10 @@ static void kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0
 }
 
 /* N queries in one call equal N one-query calls bit for bit. */
-static void kc_attention_rowinv(kc *k, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv, int64_t hd)
+static void kc_attention_rowinv(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                                int64_t hd)
 {
-    memra_kernel_check_line_t *L = kc_line(k, "attention.rowinv", "exact", 0, "%lld q at pos %lld vs 1+1+.., %lld/%lld x %lld",
+    memra_kernel_check_line_t *L = kc_line(k, name, "exact", 0, "%lld q at pos %lld vs 1+1+.., %lld/%lld x %lld",
                                            (long long)n_tokens, (long long)pos0, (long long)n_head, (long long)n_kv,
                                            (long long)hd);
     if (!L)
@@ -1790,7 +1791,11 @@ static void run_suite(kc *k)
     KC(kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0, false));
     KC(kc_attention(k, "attention.gated.decode", 1, 3000, 16, 4, 256, 0, true));
     KC(kc_attention(k, "attention.gated.short", 3, 40, 4, 2, 64, 0, true));
-    KC(kc_attention_rowinv(k, 6, 300, 4, 2, 128));
+    KC(kc_attention_rowinv(k, "attention.rowinv", 6, 300, 4, 2, 128));
+    /* on CUDA, a call of more (query, head) pairs than the backend keeps
+     * split counters for merges its splits in a second kernel, one query
+     * in the last split's block: both must give the same bits */
+    KC(kc_attention_rowinv(k, "attention.rowinv.merge", 36, 100, 128, 8, 16));
 
     KC(kc_conv(k, "conv.fixture", 7, 96, 4));
     KC(kc_conv(k, "conv.decode", 1, 8192, 4));
