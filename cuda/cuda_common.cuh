@@ -26,6 +26,11 @@ typedef struct memra__cuda_ctx {
      * between launches (cuda/ops_attn.cu); optional: NULL merges in a
      * second kernel */
     int *fa_count;
+    /* the last launch was a latency-bound step (Gated DeltaNet, attention):
+     * the next matvec streams less before its wait (mmv_args.lean); one
+     * item per warp instead of two measured 331.5 / 329.1 against 326.1 /
+     * 328.6 tok/s in one run */
+    bool after_step;
     /* small uploads (a step's token ids and positions) go through this
      * page-locked buffer, so they queue without a stream synchronize;
      * up_done marks when the last one has left it */

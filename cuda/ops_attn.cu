@@ -413,6 +413,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
             MEMRA_CUDA_LAUNCHED(be);
         }
     }
+    c->after_step = true;
     return MEMRA_OK;
 }
 

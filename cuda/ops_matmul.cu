@@ -38,9 +38,12 @@ static int64_t env_max_rows(void)
 }
 
 /* One launch column per R x rows (the kernel takes blockIdx.y * R). */
-static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv_args &a, int R, unsigned gy)
+static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv_args &a0, int R, unsigned gy)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    mmv_args a = a0;
+    a.lean = c->after_step;
+    c->after_step = false;
     const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
     bool ok = false;
 #define MMV_CASE(T) ok = mmv_launch<T>(a, R, gy, c->sm_count, c->stream, vec)

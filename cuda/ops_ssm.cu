@@ -253,15 +253,27 @@ static __device__ __forceinline__ void gdn_cluster_wait(void)
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
 
+/* The block's (C = 1) or the cluster's barrier, its shared-memory writes
+ * (distributed ones included) visible after it. */
+static __device__ __forceinline__ void gdn_cluster_sync(int C)
+{
+    if (C > 1)
+        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    else
+        __syncthreads();
+}
+
 /* The one-token conv (conv_kernel's arithmetic) of the channels the step of
- * value head J reads, with CONV: the R value heads of key head KH form a
- * cluster (rank r is head KH + r n_k); each computes its own v channels and
- * 1/R of the key head's q|k channels, which it writes into every member's
- * q_s / k_s (distributed shared memory), and shifts only the states of the
- * channels it computed, so no state is read by one block and written by
- * another. Thread t takes slot t (the host checks that the slots fit the
- * block): its channel and taps are known before the kernel's wait (the
- * taps are weights), its input and state only after it. */
+ * value head J reads, with CONV: the R value heads of key head KH, each in
+ * B blocks of d/B state rows, form a cluster of C = R B (rank r B + b is
+ * rows [b d/B, (b+1) d/B) of head KH + r n_k); each block computes the v
+ * channels of its rows and 1/C of the key head's q|k channels, which it
+ * writes into every member's q_s / k_s (distributed shared memory), and
+ * shifts only the states of the channels it computed, so no state is read
+ * by one block and written by another. Thread t takes slot t (the host
+ * checks that the slots fit the block): its channel and taps are known
+ * before the kernel's wait (the taps are weights), its input and state
+ * only after it. */
 #define GDN_CONV_K 4 /* taps at most (qwen35: 4) */
 
 struct gdn_conv_slot {
@@ -271,17 +283,18 @@ struct gdn_conv_slot {
     float w[GDN_CONV_K];
 };
 
-static __device__ __forceinline__ gdn_conv_slot gdn_conv_prep(const memra_gdn_args_t &g, int64_t j, int64_t kh, int R)
+static __device__ __forceinline__ gdn_conv_slot gdn_conv_prep(const memra_gdn_args_t &g, int64_t j, int64_t kh, int C,
+                                                             int m0, int rows)
 {
     const int d = (int)g.delta.d;
     const int64_t KD = g.delta.n_k * d;
-    const int share = (2 * d + R - 1) / R, i0 = (int)(blockIdx.x % R) * share;
+    const int share = (2 * d + C - 1) / C, i0 = (int)(blockIdx.x % C) * share;
     const int nqk = max(0, min(2 * d, i0 + share) - i0), sl = threadIdx.x;
     gdn_conv_slot c = {-1, 0, false, {0.0f, 0.0f, 0.0f, 0.0f}};
-    if (sl >= nqk + d)
+    if (sl >= nqk + rows)
         return c;
     c.qk = sl < nqk;
-    c.i = c.qk ? i0 + sl : sl - nqk;
+    c.i = c.qk ? i0 + sl : m0 + sl - nqk;
     c.ch = !c.qk ? 2 * KD + j * d + c.i : c.i < d ? kh * d + c.i : KD + kh * d + (c.i - d);
 #pragma unroll
     for (int k = 0; k < GDN_CONV_K; k++)
@@ -296,7 +309,7 @@ static __device__ __forceinline__ gdn_conv_slot gdn_conv_prep(const memra_gdn_ar
  * or into v_s; returns with the block (R = 1) or the cluster synchronized.
  * The kernel arrived at the cluster barrier when it started: peers write
  * into a block's shared memory only once it runs. */
-static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, const gdn_conv_slot &c, int R,
+static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, const gdn_conv_slot &c, int C,
                                                     float *q_s, float *k_s, float *v_s)
 {
     const int d = (int)g.delta.d;
@@ -320,64 +333,64 @@ static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, c
                 st[k] = sv[k + 1];
         y = (float)(sum / (1.0 + exp(-sum)));
     }
-    if (R > 1)
+    if (C > 1)
         gdn_cluster_wait();
     if (c.ch >= 0) {
         if (!c.qk) {
             v_s[c.i] = y;
         } else {
             float *dst = c.i < d ? q_s + c.i : k_s + (c.i - d);
-            if (R == 1)
+            if (C == 1)
                 *dst = y;
             else
-                for (int r = 0; r < R; r++)
+                for (int r = 0; r < C; r++)
                     *cooperative_groups::this_cluster().map_shared_rank(dst, r) = y;
         }
     }
-    if (R > 1)
-        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-    else
-        __syncthreads();
+    gdn_cluster_sync(C);
 }
 
-template <int EPT, bool CONV> __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R)
+template <int EPT, bool CONV>
+__global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R, int B)
 {
-    if (CONV && R > 1)
+    const int C = CONV ? R * B : 1; /* cluster size; B = 1 without CONV */
+    if (CONV && C > 1)
         gdn_cluster_arrive();
     const memra_delta_args_t &a = g.delta;
-    const int64_t j = CONV ? blockIdx.x / R + (blockIdx.x % R) * a.n_k : blockIdx.x, kh = j % a.n_k;
+    const int rank = (int)(blockIdx.x % C), d = (int)a.d, rows = d / B, m0 = (rank % B) * rows;
+    const int64_t j = CONV ? blockIdx.x / C + (rank / B) * a.n_k : blockIdx.x, kh = j % a.n_k;
     gdn_conv_slot cs;
     if (CONV)
-        cs = gdn_conv_prep(g, j, kh, R);
-    /* the head's state (last written a token ago, long out of L2) into L2
-     * while the in-projection finishes: a prefetch moves no data into the
-     * block, so it may run before the wait */
+        cs = gdn_conv_prep(g, j, kh, C, m0, rows);
+    /* the block's rows of the state (last written a token ago, long out of
+     * L2) into L2 while the in-projection finishes: a prefetch moves no
+     * data into the block, so it may run before the wait */
     if (threadIdx.x < 4) {
-        const size_t q = (size_t)a.d * a.d; /* floats; four parts of whole 16-byte units */
+        const size_t q = (size_t)rows * d; /* floats; four parts of whole 16-byte units */
+        const float *S0 = a.state + j * (size_t)d * d + (size_t)m0 * d;
         const size_t b0 = (q * threadIdx.x / 4) & ~(size_t)3, b1 = (q * (threadIdx.x + 1) / 4) & ~(size_t)3;
-        if (b1 > b0 && ((uintptr_t)(a.state + j * q) & 15) == 0)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.state + j * q + b0),
+        if (b1 > b0 && ((uintptr_t)S0 & 15) == 0)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(S0 + b0),
                          "r"((unsigned)((b1 - b0) * sizeof(float))) : "memory");
     }
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw, o and (CONV) v as floats */
     __shared__ double red[3 * GDN_VW], scl[3];
-    const int d = (int)a.d;
     double *q_d = gsm, *k_d = gsm + d;
     float *q_s = (float *)(gsm + 2 * d), *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
-    const int tid = threadIdx.x, m = tid / P, part = tid % P;
-    const bool on = m < d;
+    const int tid = threadIdx.x, m = m0 + tid / P, part = tid % P;
+    const bool on = tid / P < rows;
     float *S = a.state + j * (int64_t)d * d;
     float s[EPT];
     delta_load(s, S, m, part, P, d, on);
     for (int64_t t = 0; t < a.n_tokens; t++) { /* CONV: one token */
-        /* the gate and norm weight of output row tid, loaded long before use */
-        const float zt = tid < d ? g.z[t * g.z_stride + j * d + tid] : 0.0f;
-        const float wt = tid < d ? g.norm_w[tid] : 0.0f;
+        /* the gate and norm weight of output row m0 + tid, loaded long before use */
+        const float zt = tid < rows ? g.z[t * g.z_stride + j * d + m0 + tid] : 0.0f;
+        const float wt = tid < rows ? g.norm_w[m0 + tid] : 0.0f;
         const double decay = exp((double)a.g[t * a.gb_stride + j]);
         const double beta = (double)a.beta[t * a.gb_stride + j];
         if (CONV) {
-            gdn_conv_run(g, cs, R, q_s, k_s, v_s);
+            gdn_conv_run(g, cs, C, q_s, k_s, v_s);
         } else {
             __syncthreads();
             for (int i = tid; i < d; i += blockDim.x) {
@@ -399,18 +412,25 @@ template <int EPT, bool CONV> __global__ void __launch_bounds__(GDN_THREADS) gdn
         }
         __syncthreads();
         const float o = delta_row(s, q_d, k_d, part, P, d, decay, beta, vm, a.scale);
-        if (on && part == 0)
-            o_s[m] = o;
-        __syncthreads();
+        if (on && part == 0) {
+            if (B == 1) {
+                o_s[m] = o;
+            } else { /* into the o_s of every block of the head */
+                const int r0 = rank - rank % B;
+                for (int b = 0; b < B; b++)
+                    *cooperative_groups::this_cluster().map_shared_rank(o_s + m, r0 + b) = o;
+            }
+        }
+        gdn_cluster_sync(B > 1 ? C : 1);
         const float *orow[1] = {o_s};
         gdn_sumsq(orow, 1, d, red + 2 * GDN_VW);
         __syncthreads();
         if (tid == 0)
             scl[2] = row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
         __syncthreads();
-        if (tid < d) { /* d <= 256 rows, blockDim >= d (d * P threads) */
-            const float on_i = row_scaled(o_s[tid], scl[2], &wt, 0);
-            g.y[t * a.n_v * d + j * d + tid] = (float)(d_silu((double)zt) * (double)on_i);
+        if (tid < rows) { /* blockDim >= rows (rows * P threads) */
+            const float on_i = row_scaled(o_s[m0 + tid], scl[2], &wt, 0);
+            g.y[t * a.n_v * d + j * d + m0 + tid] = (float)(d_silu((double)zt) * (double)on_i);
         }
     }
     delta_store(s, S, m, part, P, d, on);
@@ -434,10 +454,18 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
      * a key head's value heads fit a cluster; else the conv kernel first */
     const memra_delta_args_t &a = g->delta;
     const int64_t KD = a.n_k * a.d, R = a.n_v / a.n_k;
-    const bool conv_in = g->conv.w && a.n_tokens == 1 && a.n_v % a.n_k == 0 && R <= GDN_MAX_CLUSTER &&
-                         g->conv.kernel <= GDN_CONV_K && (2 * d + R - 1) / R + d <= threads &&
-                         g->conv.channels == 2 * KD + a.n_v * a.d && a.q == g->conv.out && a.k == a.q + KD &&
-                         a.v == a.q + 2 * KD;
+    const bool conv_fits = g->conv.w && a.n_tokens == 1 && a.n_v % a.n_k == 0 && g->conv.kernel <= GDN_CONV_K &&
+                           g->conv.channels == 2 * KD + a.n_v * a.d && a.q == g->conv.out && a.k == a.q + KD &&
+                           a.v == a.q + 2 * KD;
+    /* with the conv, each head's rows over two blocks of the cluster,
+     * each row over twice the lanes (a block keeps its threads, each
+     * thread half the elements): the step's float64 pipe (three
+     * conversions and five operations per state element) was its limit,
+     * 3.3 us of an 11 us step (per-phase %globaltimer stamps, H200); one
+     * run: 335.3 / 335.6 tok/s against 331.5 / 329.1 for a block per head */
+    auto slots_fit = [&](int64_t b) { return (2 * d + R * b - 1) / (R * b) + d / b <= threads; };
+    const int B = conv_fits && d % 2 == 0 && R * 2 <= GDN_MAX_CLUSTER && slots_fit(2) ? 2 : 1;
+    const bool conv_in = conv_fits && R * B <= GDN_MAX_CLUSTER && slots_fit(B);
     if (g->conv.w && !conv_in) {
         memra_status_t st = memra__cuda_conv(be, &g->conv);
         if (st)
@@ -445,11 +473,15 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
     }
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const size_t smem = (size_t)d * (2 * sizeof(double) + 4 * sizeof(float));
-    if (conv_in)
+    if (conv_in && B == 2)
+        memra__launch_cluster(gdn_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(a.n_v * 2)), threads, smem, c->stream,
+                              (unsigned)(R * 2), *g, 2 * P, (int)R, 2);
+    else if (conv_in)
         memra__launch_cluster(gdn_kernel<DELTA_EPT, true>, dim3((unsigned)a.n_v), threads, smem, c->stream,
-                              (unsigned)R, *g, P, (int)R);
+                              (unsigned)R, *g, P, (int)R, 1);
     else
-        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), threads, smem, c->stream, *g, P, 1);
+        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), threads, smem, c->stream, *g, P, 1, 1);
+    c->after_step = true;
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;

@@ -1811,12 +1811,15 @@ static void run_suite(kc *k)
     KC(kc_gdn(k, "gdn.decode", 1, 16, 32, 128, false));
     KC(kc_gdn(k, "gdn.prefill", 6, 16, 32, 128, false));
     KC(kc_gdn(k, "gdn.d64", 3, 2, 6, 64, false));
-    /* the conv inside the step: clusters of 2 (9B, 35B-A3B), 3 (27B), none */
+    /* the conv inside the step, on CUDA a cluster of a key head's value
+     * heads, each head in two blocks: clusters of 4 (9B, 35B-A3B), 6
+     * (27B), 2; in one block per head when two do not fit (r8: 8) */
     KC(kc_gdn(k, "gdn.conv.decode", 1, 16, 32, 128, true));
     KC(kc_gdn(k, "gdn.conv.27b", 1, 16, 48, 128, true));
     KC(kc_gdn(k, "gdn.conv.fixture", 1, 2, 4, 16, true));
     KC(kc_gdn(k, "gdn.conv.d64", 1, 2, 6, 64, true));
     KC(kc_gdn(k, "gdn.conv.r1", 1, 4, 4, 128, true));
+    KC(kc_gdn(k, "gdn.conv.r8", 1, 2, 16, 64, true));
     KC(kc_gdn(k, "gdn.conv.prefill", 6, 16, 32, 128, true));
 
     KC(kc_route(k, 5, 8, 2, false, false));
