@@ -27,9 +27,9 @@ typedef struct memra__cuda_ctx {
      * second kernel */
     int *fa_count;
     /* the last launch was a latency-bound step (Gated DeltaNet, attention):
-     * the next matvec streams less before its wait (mmv_args.lean); one
-     * item per warp instead of two measured 331.5 / 329.1 against 326.1 /
-     * 328.6 tok/s in one run */
+     * the next matvec streams less before its wait (mmv_args.lean): one
+     * item per warp instead of two, 335.1 against 332.0 tok/s at depth
+     * 512 in one run (the step's own loads wait less) */
     bool after_step;
     /* small uploads (a step's token ids and positions) go through this
      * page-locked buffer, so they queue without a stream synchronize;
