@@ -237,9 +237,10 @@ static __device__ __forceinline__ double gdn_total(const double *red)
     return t;
 }
 
-/* Block per value head j, P lanes per state row, every row of the head in
- * the block: the head's q/k L2 norms and its o's RMS norm are block
- * reductions, so the step needs no other launch. */
+/* Block per value head j (with the conv: per half of its state rows, the
+ * two halves in one cluster), P lanes per state row: the head's q/k L2
+ * norms are block reductions and its o's RMS norm one over o gathered in
+ * every block of the head, so the step needs no other launch. */
 #define GDN_THREADS 512
 #define GDN_MAX_CLUSTER 8 /* portable cluster size */
 
@@ -306,7 +307,7 @@ static __device__ __forceinline__ gdn_conv_slot gdn_conv_prep(const memra_gdn_ar
 }
 
 /* After the wait: the slot's output into q_s / k_s of every cluster member
- * or into v_s; returns with the block (R = 1) or the cluster synchronized.
+ * or into v_s; returns with the block (C = 1) or the cluster synchronized.
  * The kernel arrived at the cluster barrier when it started: peers write
  * into a block's shared memory only once it runs. */
 static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, const gdn_conv_slot &c, int C,
