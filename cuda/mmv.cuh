@@ -625,6 +625,19 @@ static __device__ __forceinline__ void mmv_bars_init(uint64_t *bar, int n, int l
     __syncwarp();
 }
 
+/* N bytes from global SRC into the slot at DST, completing on BAR; the
+ * fence orders the slot's earlier (generic-proxy) reads before the write. */
+static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
+                                                     uint64_t policy)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n\t"
+                 "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%3], %2;\n\t"
+                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 :
+                 : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 /* TMA: each ring slot is filled by one bulk copy (cp.async.bulk, issued by
  * lane 0, completing on the slot's mbarrier) instead of a 16-byte cp.async
  * per lane and chunk: no per-lane copy instructions in the hot loop, and
@@ -667,6 +680,9 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
 
     uint64_t *bar = bars[TMA ? warp : 0];
     uint32_t phase = 0; /* TMA: the parity each slot's barrier completes next, a bit per slot */
+    uint64_t policy = 0;
+    if (TMA)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
     if (TMA)
         mmv_bars_init(bar, D, lane);
 
@@ -679,15 +695,9 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
             const int wi = mmv_weight(a, iq, &lrow);
             const mmv_item<T> it = mmv_locate<T>(a.W[wi] + woff + (size_t)lrow * a.nb1[wi], iq.s, nblk);
             if (TMA) {
-                if (lane == 0) {
-                    const uint32_t bytes = (uint32_t)it.nchunk * 16u;
-                    /* the slot's earlier generic reads precede this async write */
-                    ptx::fence_proxy_async(ptx::space_shared);
-                    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar[slot],
-                                                   bytes);
-                    ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, (void *)(ring + slot * S::nch),
-                                       (const void *)it.a0, bytes, &bar[slot]);
-                }
+                if (lane == 0) /* evict-first, as the fast path's copies (mmv_q8d_kernel) */
+                    mmv_bulk_load(mmv_saddr(ring + slot * S::nch), it.a0, (uint32_t)it.nchunk * 16u,
+                                  mmv_saddr(&bar[slot]), policy);
             } else {
                 mmv_issue_async<T>(it, lane, ring + slot * S::nch);
             }
@@ -908,18 +918,6 @@ static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t p
     return ok != 0;
 }
 
-/* N bytes from global SRC into the slot at DST, completing on BAR; the
- * fence orders the slot's earlier (generic-proxy) reads before the write. */
-static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
-                                                     uint64_t policy)
-{
-    asm volatile("fence.proxy.async.shared::cta;\n\t"
-                 "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%3], %2;\n\t"
-                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                 :
-                 : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
-                 : "memory");
-}
 
 /* One instantiation serves every fused epilogue (mmv_store's runtime
  * branches): variants specialized per epilogue (GLU, ADD, conv; session 5)
