@@ -98,10 +98,15 @@ static __device__ __forceinline__ double row_scale(bool rms, const float *xr, in
     return row_scale_reduce(rms, row_sumsq_part(xr, dim), dim, eps, red);
 }
 
-/* x · scale [· w], rounded once. */
-static __device__ __forceinline__ float row_scaled(float x, double scale, const float *w, int64_t i)
+/* x · s [· w] in float32, each product rounded (s: row_scale rounded to
+ * float32): HF's order (x · rsqrt(...), then · weight). Its float64 form
+ * (one rounding of x · s · w) took three float64 conversions per element,
+ * a quarter-rate slot each: 1.9 us of every normalized matvec's staging,
+ * converting the same x in each of ~400 blocks (docs/PERFORMANCE.md). */
+static __device__ __forceinline__ float row_scaled(float x, float s, const float *w, int64_t i)
 {
-    return (float)((double)x * scale * (w ? (double)w[i] : 1.0));
+    const float t = __fmul_rn(x, s);
+    return w ? __fmul_rn(t, w[i]) : t;
 }
 
 #endif

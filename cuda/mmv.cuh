@@ -235,18 +235,18 @@ static __device__ __forceinline__ void mmv_stage_put(float t[4], int64_t c, int6
 }
 
 /* row_scaled's arithmetic on a chunk (w = 1 without a weight). */
-static __device__ __forceinline__ void mmv_scaled4(float t[4], float4 w, double s)
+static __device__ __forceinline__ void mmv_scaled4(float t[4], float4 w, float s)
 {
     const float wj[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int q = 0; q < 4; q++)
-        t[q] = (float)((double)t[q] * s * (double)wj[q]);
+        t[q] = __fmul_rn(__fmul_rn(t[q], s), wj[q]);
 }
 
 /* One x row into XR_S (its block sums into SUMS): U chunks in flight per
  * thread, with NORM (scale S) their norm weight chunks too. */
 template <bool SCALE, int U, bool NORM>
-static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, double s, int64_t ne0, bool vec,
+static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, float s, int64_t ne0, bool vec,
                                                      float *xr_s, float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
@@ -277,8 +277,7 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
  * block reduction (RED), then scales its own chunks in place: one round
  * trip to L2 where the scale-then-copy passes took three. The norm weight
  * is read after the reduction, from shared memory where the fast path
- * parked it before its wait (WPARK), else from global memory; two chunks
- * at a time keep the float64 temporaries within the register budget. */
+ * parked it before its wait (WPARK), else from global memory. */
 #define MMV_ONEPASS_U 4
 
 /* Where the fast path parks chunk C of the norm weight before its wait:
@@ -322,12 +321,12 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
     if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
         mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][4] = mmv_tl_after(sq);
 #endif
-    const double s = row_scale_reduce(true, sq, ne0, eps, red);
+    const float s = (float)row_scale_reduce(true, sq, ne0, eps, red);
 #ifdef MEMRA_MMV_TIMELINE
     if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
         mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][5] = mmv_tl_after(s);
 #endif
-#pragma unroll 2
+#pragma unroll
     for (int j = 0; j < MMV_ONEPASS_U; j++) {
         const int64_t c = c0 + j * MMV_THREADS;
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -360,11 +359,11 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS)
             mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums);
         else if (a.norm) /* the scale first, then two chunks in flight with their weights */
-            mmv_stage_row<SCALE, 2, true>(xr, nw, row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
+            mmv_stage_row<SCALE, 2, true>(xr, nw, (float)row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
         else if (ne0 > 4 * 4 * MMV_THREADS) /* ffn down: two round trips instead of three */
-            mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+            mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0f, ne0, vec, xs + r * ld, sums);
         else
-            mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0, ne0, vec, xs + r * ld, sums);
+            mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0f, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
     *xl = ld;

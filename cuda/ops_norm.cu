@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float *xr = x + r * xs;
         float *yr = y + r * ys;
-        const double scale = row_scale(kind == MEMRA_NORM_RMS, xr, dim, eps, red);
+        const float scale = (float)row_scale(kind == MEMRA_NORM_RMS, xr, dim, eps, red);
         /* in place is safe: each thread rewrites only the elements it read */
         for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
             yr[i] = row_scaled(xr[i], scale, w, i);
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_
         h -= a.part[0].n_heads;
     const float *src = q.src + t * q.src_token_stride + h * q.src_head_stride;
     float *dst = q.dst + t * q.dst_token_stride + h * q.dst_head_stride;
-    const double scale = row_scale(true, src, hd, a.eps, red);
+    const float scale = (float)row_scale(true, src, hd, a.eps, red);
     for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
         qk_row[i] = row_scaled(src[i], scale, q.norm_w, i);
     __syncthreads();

@@ -376,7 +376,8 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
     }
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw, o and (CONV) v as floats */
-    __shared__ double red[3 * GDN_VW], scl[3];
+    __shared__ double red[3 * GDN_VW];
+    __shared__ float scl[3];
     double *q_d = gsm, *k_d = gsm + d;
     float *q_s = (float *)(gsm + 2 * d), *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
     const int tid = threadIdx.x, m = m0 + tid / P, part = tid % P;
@@ -405,7 +406,7 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
         gdn_sumsq(qk, 2, d, red);
         __syncthreads();
         if (tid < 2)
-            scl[tid] = row_scale_of(false, gdn_total(red + tid * GDN_VW), d, g.l2_eps);
+            scl[tid] = (float)row_scale_of(false, gdn_total(red + tid * GDN_VW), d, g.l2_eps);
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
             q_d[i] = (double)row_scaled(q_s[i], scl[0], NULL, i);
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
         gdn_sumsq(orow, 1, d, red + 2 * GDN_VW);
         __syncthreads();
         if (tid == 0)
-            scl[2] = row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
+            scl[2] = (float)row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
         __syncthreads();
         if (tid < rows) { /* blockDim >= rows (rows * P threads) */
             const float on_i = row_scaled(o_s[m0 + tid], scl[2], &wt, 0);

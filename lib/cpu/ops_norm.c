@@ -33,9 +33,13 @@ static void norm_part(void *ctx, int64_t begin, int64_t end)
             scale = 1.0 / sqrt(sum / (double)j->dim + (double)j->eps);
         else
             scale = 1.0 / fmax(sqrt(sum), (double)j->eps);
-        /* y may be x: every x[i] has been read above */
-        for (int64_t i = 0; i < j->dim; i++)
-            y[i] = (float)((double)x[i] * scale * (j->w ? (double)j->w[i] : 1.0));
+        /* x · s, then · w, each rounded to float32, as HF does (and the GPU:
+         * cuda/math.cuh row_scaled); y may be x: every x[i] was read above */
+        const float s = (float)scale;
+        for (int64_t i = 0; i < j->dim; i++) {
+            const float t = x[i] * s;
+            y[i] = j->w ? t * j->w[i] : t;
+        }
     }
 }
 
