@@ -234,6 +234,52 @@ static __device__ __forceinline__ void mmv_stage_put(float t[4], int64_t c, int6
     }
 }
 
+/* row_scaled's arithmetic on a chunk (w = 1 without a weight). */
+static __device__ __forceinline__ void mmv_scaled4(float t[4], float4 w, float s)
+{
+    const float wj[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        t[q] = __fmul_rn(__fmul_rn(t[q], s), wj[q]);
+}
+
+/* One x row into XR_S (its block sums into SUMS): U chunks in flight per
+ * thread, with NORM (scale S) their norm weight chunks too. */
+template <bool SCALE, int U, bool NORM>
+static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, float s, int64_t ne0, bool vec,
+                                                     float *xr_s, float *sums)
+{
+    const int64_t nc = (ne0 + 3) >> 2;
+    const int lane = threadIdx.x & 31;
+    /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
+    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
+        float4 v[U], w[U];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int64_t c = c0 + lane + j * MMV_THREADS;
+            v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (NORM)
+                w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+            if (NORM)
+                mmv_scaled4(t, w[j], s);
+            mmv_stage_put<SCALE>(t, c0 + lane + j * MMV_THREADS, nc, ne0, c0 + j * MMV_THREADS < nc, xr_s, sums);
+        }
+    }
+}
+
+/* A normalized row in one read of x (ne0 <= 16 MMV_THREADS): thread t
+ * loads its chunks t, t + 256, ... at once, sums their squares in
+ * row_sumsq_part's order, parks them in XR_S (where they go) through the
+ * block reduction (RED), then scales its own chunks in place: one round
+ * trip to L2 where the scale-then-copy passes took three. The norm weight
+ * is read after the reduction, from shared memory where the fast path
+ * parked it before its wait (WPARK), else from global memory. */
+#define MMV_ONEPASS_U 4
+
 /* Where the fast path parks chunk C of the norm weight before its wait:
  * the ring's last slot of every warp, free until the first item is done
  * (136 chunks per slot, so ne0 <= 4352). */
@@ -244,100 +290,82 @@ static __device__ __forceinline__ uint8_t *mmv_wpark_at(uint8_t *ring, int64_t c
     return ring + ((c / MMV_WPARK_CHUNKS) * MMV_Q8D_RING + MMV_Q8D_RING - 1) * MMV_Q8D_SEG + (c % MMV_WPARK_CHUNKS) * 16;
 }
 
-/* One x row into XR_S (its block sums into SUMS), U chunks in flight per
- * thread. With NORM it stages x ⊙ w (w: the norm weight chunks, parked in
- * shared memory at WPARK or read from NW; 1 without a weight) and returns
- * the thread's part of sum(x²), in float64, chunk by chunk in element
- * order: the row's scale waits for one reduction after the staging, and
- * the dots are scaled instead of x. */
-template <bool SCALE, int U, bool NORM>
-static __device__ __forceinline__ double mmv_stage_row(const float *xr, const float *nw, uint8_t *wpark,
-                                                       int64_t ne0, bool vec, float *xr_s, float *sums)
+template <bool SCALE>
+static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, uint8_t *wpark, float eps,
+                                                           double *red, int64_t ne0, bool vec, float *xr_s,
+                                                           float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
+    const int64_t c0 = threadIdx.x;
     double sq = 0.0;
-    /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
-    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
-        float4 v[U], w[U];
+    {
+        float4 v[MMV_ONEPASS_U];
 #pragma unroll
-        for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * MMV_THREADS;
+        for (int j = 0; j < MMV_ONEPASS_U; j++) {
+            const int64_t c = c0 + j * MMV_THREADS;
             v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (NORM && !wpark)
-                w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
         }
 #pragma unroll
-        for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * MMV_THREADS;
-            float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-            if (NORM) { /* zeros past the row add nothing */
-                const float4 wv = !wpark ? w[j] : c < nc ? *(const float4 *)mmv_wpark_at(wpark, c)
-                                                         : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-                const float wj[4] = {wv.x, wv.y, wv.z, wv.w};
+        for (int j = 0; j < MMV_ONEPASS_U; j++) { /* zeros past the row add nothing */
+            const int64_t c = c0 + j * MMV_THREADS;
+            const float vj[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    sq += (double)t[q] * (double)t[q];
-                    t[q] = __fmul_rn(t[q], wj[q]);
-                }
-            }
-            mmv_stage_put<SCALE>(t, c, nc, ne0, c0 + j * MMV_THREADS < nc, xr_s, sums);
+            for (int q = 0; q < 4; q++)
+                sq += (double)vj[q] * (double)vj[q];
+            if (c < nc) /* whole chunks only: ne0 % 4 == 0 here */
+                *(float4 *)(xr_s + mmv_xp<SCALE>(4 * c)) = v[j];
         }
     }
-    return sq;
+#ifdef MEMRA_MMV_TIMELINE
+    if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
+        mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][4] = mmv_tl_after(sq);
+#endif
+    const float s = (float)row_scale_reduce(true, sq, ne0, eps, red);
+#ifdef MEMRA_MMV_TIMELINE
+    if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
+        mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][5] = mmv_tl_after(s);
+#endif
+#pragma unroll
+    for (int j = 0; j < MMV_ONEPASS_U; j++) {
+        const int64_t c = c0 + j * MMV_THREADS;
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (c < nc) {
+            const float4 v = *(const float4 *)(xr_s + mmv_xp<SCALE>(4 * c));
+            t[0] = v.x, t[1] = v.y, t[2] = v.z, t[3] = v.w;
+            mmv_scaled4(t, wpark ? *(const float4 *)mmv_wpark_at(wpark, c)
+                           : nw  ? mmv_ld4(nw, 4 * c, ne0, vec)
+                                 : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s);
+        }
+        mmv_stage_put<SCALE>(t, c, nc, ne0, c0 - lane + j * MMV_THREADS < nc, xr_s, sums);
+    }
 }
 
-/* Stages the block's NR (<= R) x rows into XS: see mmv_stage_put. With
- * a.norm (RMS) it stages x ⊙ w, and NS[r] gets row r's scale s, by which
- * the kernel multiplies each of the row's dots: y = s · (W (x ⊙ w)), one
- * rounding more than W · ((x·s) ⊙ w) (kernel-check bounds it), where the
- * scaled x took a second pass over the staged row after the reduction
- * (0.6 us) and its barrier. Without the norm NS[r] = 1. The norm weight
- * comes from WPARK where the fast path parked it before its wait. */
-template <bool SCALE, int R>
+template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
-                                                           int64_t *xl, float (&ns)[R], uint8_t *wpark = NULL)
+                                                           int64_t *xl, uint8_t *wpark = NULL)
 {
-    __shared__ double red[R][MMV_WARPS];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        ns[r] = 1.0f;
-    if (!a.xsm) { /* the launcher stages x whenever a.norm is set */
+    __shared__ double red[MEMRA_NORM_BLOCK / 32];
+    if (!a.xsm) {
         *xl = a.ldx;
         return x;
     }
     const int64_t ld = mmv_xld<SCALE>(a.ne0), ne0 = a.ne0;
     const float *nw = a.norm ? a.norm_w : NULL;
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        if (r >= nr)
-            break;
+    for (int r = 0; r < nr; r++) {
         const float *xr = x + r * a.ldx;
         const bool vec = (ne0 & 3) == 0 && ((uintptr_t)xr & 15) == 0 && ((uintptr_t)nw & 15) == 0;
         float *sums = xs + (int64_t)nr * ld + r * (ne0 / 32);
-        if (a.norm) {
-            const double sq = warp_sum_d(mmv_stage_row<SCALE, 4, true>(xr, nw, wpark, ne0, vec, xs + r * ld, sums));
-            if ((threadIdx.x & 31) == 0)
-                red[r][threadIdx.x >> 5] = sq;
-        } else if (ne0 > 4 * 4 * MMV_THREADS) { /* ffn down: two round trips instead of three */
-            mmv_stage_row<SCALE, 6, false>(xr, NULL, NULL, ne0, vec, xs + r * ld, sums);
-        } else {
-            mmv_stage_row<SCALE, 4, false>(xr, NULL, NULL, ne0, vec, xs + r * ld, sums);
-        }
+        if (a.norm && vec && ne0 <= 4 * MMV_ONEPASS_U * MMV_THREADS)
+            mmv_stage_row_norm1<SCALE>(xr, nw, wpark, a.eps, red, ne0, vec, xs + r * ld, sums);
+        else if (a.norm) /* the scale first, then two chunks in flight with their weights */
+            mmv_stage_row<SCALE, 2, true>(xr, nw, (float)row_scale(true, xr, ne0, a.eps, red), ne0, vec, xs + r * ld, sums);
+        else if (ne0 > 4 * 4 * MMV_THREADS) /* ffn down: two round trips instead of three */
+            mmv_stage_row<SCALE, 6, false>(xr, NULL, 1.0f, ne0, vec, xs + r * ld, sums);
+        else
+            mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0f, ne0, vec, xs + r * ld, sums);
     }
     __syncthreads();
-    if (a.norm) {
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            if (r < nr) {
-                double t = 0.0;
-#pragma unroll
-                for (int i = 0; i < MMV_WARPS; i++)
-                    t += red[r][i];
-                ns[r] = (float)row_scale_of(true, t, ne0, a.eps);
-            }
-        }
-    }
     *xl = ld;
     return xs;
 }
@@ -686,8 +714,7 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
     if (!a.ids)
         MEMRA_PDL_ENTER();
     int64_t xl;
-    float ns[R];
-    x = mmv_stage_x<mmv_q8x<T>::on>(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl, ns);
+    x = mmv_stage_x<mmv_q8x<T>::on>(a, x, nr, (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
     const float *xsum = x + (int64_t)nr * xl; /* Q8_0 with x staged: the block sums */
     float acc0[R], acc1[R];
 #pragma unroll
@@ -752,7 +779,7 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
                 const float g = warp_sum(acc0[r]);
                 const float u = a.glu ? warp_sum(acc1[r]) : 0.0f;
                 if (lane == 0 && r < nr)
-                    mmv_store(a, wi, lrow, yrow, r, __fmul_rn(g, ns[r]), __fmul_rn(u, ns[r]));
+                    mmv_store(a, wi, lrow, yrow, r, g, u);
                 acc0[r] = acc1[r] = 0.0f;
             }
         }
@@ -780,8 +807,7 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
         return;
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     int64_t xl;
-    float ns[R];
-    x = mmv_stage_x<false>(a, x, nr, (float *)mmv_dyn, &xl, ns);
+    x = mmv_stage_x<false>(a, x, nr, (float *)mmv_dyn, &xl);
     const uint8_t *W = a.W[0] + woff;
     const int64_t ne0 = a.ne0, ne1 = a.vrow0[1];
     for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
@@ -864,7 +890,7 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
         for (int r = 0; r < R; r++) {
             const float s = warp_sum(acc[r]);
             if (lane == 0 && r < nr)
-                mmv_store(a, 0, row, yrow, r, __fmul_rn(s, ns[r]), 0.0f);
+                mmv_store(a, 0, row, yrow, r, s, 0.0f);
         }
     }
 }
@@ -965,11 +991,10 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         mmv_tl_seq_s = a.tl_seq;
     __syncthreads();
 #endif
-    cp_async_wait<0>(); /* this thread's parked chunks: the staging reads the same chunks */
+    cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
-    float ns[1];
-    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, ns, wpark ? mmv_q8d_dyn : NULL);
+    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 2, mmv_tl_now());
 #endif
@@ -999,7 +1024,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
             if (lane == 0) {
                 int64_t lrow;
                 const int wi = mmv_weight(a, cq, &lrow);
-                mmv_store<false>(a, wi, lrow, 0, 0, __fmul_rn(g, ns[0]), __fmul_rn(u, ns[0]));
+                mmv_store<false>(a, wi, lrow, 0, 0, g, u);
             }
             acc0 = acc1 = 0.0f;
         }
