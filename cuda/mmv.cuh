@@ -923,16 +923,10 @@ static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t p
  * branches): variants specialized per epilogue (GLU, ADD, conv; session 5)
  * each measured 3-8 % slower per token although each launch ran less
  * code, and so did loading a row's epilogue inputs when the row starts. */
-/* D = 2 is the whole-row form: each warp has at most one row of at most
- * two items (the launcher's rule), both issued before the first dot, and
- * four blocks per SM (64 registers) so that a 4096-row launch gives every
- * warp one row instead of one or two. */
-template <int T, int D = MMV_Q8D_RING>
-__global__ void __launch_bounds__(MMV_THREADS, D == 2 ? 4 : 3) mmv_q8d_kernel(const mmv_args a)
+template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
-    static_assert(D == 2 || D == MMV_Q8D_RING, "the ring's two forms");
-    constexpr int SEG = MMV_Q8D_SEG, AHEAD = D == 2 ? 2 : D - 1; /* items issued before the first dot */
+    constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
 #ifdef MEMRA_MMV_TIMELINE
@@ -977,12 +971,12 @@ __global__ void __launch_bounds__(MMV_THREADS, D == 2 ? 4 : 3) mmv_q8d_kernel(co
      * so that fewer of this launch's loads queue ahead of its
      * latency-bound predecessor's (issued before the staging instead, they
      * slowed it: 331.7 against 335.1 tok/s) */
-    const int pre = a.lean ? 1 : AHEAD;
+    const int pre = a.lean ? 1 : D - 1;
     for (int d = 0; d < pre; d++)
         issue(d);
     /* the norm weight (no kernel writes it) into the ring's free slots,
      * asynchronously: the copies overlap the wait */
-    const bool wpark = D == MMV_Q8D_RING && a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
+    const bool wpark = a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
                        a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS;
     if (wpark) {
         for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
@@ -1004,7 +998,7 @@ __global__ void __launch_bounds__(MMV_THREADS, D == 2 ? 4 : 3) mmv_q8d_kernel(co
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 2, mmv_tl_now());
 #endif
-    for (int d = pre; d < AHEAD; d++)
+    for (int d = pre; d < D - 1; d++)
         issue(d);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;

@@ -193,25 +193,6 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
             return false;
     mmv_args a = a0;
     a.xsm = 1;
-    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    /* the whole-row form when every warp can take a single row of at most
-     * two items at four blocks per SM (the 4096 x 4096 out projections) */
-    static long whole = -1;
-    if (whole < 0)
-        whole = memra__cuda_env_long("MEMRA_MMV_WHOLE", 1);
-    const int sms = sm_count > 0 ? sm_count : 132;
-    if (whole && (a.glu ? 2 : 1) * (a.ne0 / 2048) <= 2 && nv <= (int64_t)MMV_WARPS * 4 * sms) {
-        const size_t smem2 = (size_t)MMV_WARPS * 2 * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
-        static std::atomic<uint64_t> cache2[64][8];
-        const int occ2 = mmv_occupancy((const void *)mmv_q8d_kernel<T, 2>, smem2, cache2);
-        const unsigned grid2 = (unsigned)((nv + MMV_WARPS - 1) / MMV_WARPS);
-        if (occ2 >= 4 && grid2 <= (unsigned)(occ2 * sms)) {
-            if (mmv_debug())
-                fprintf(stderr, "mmv q8d whole rows: %lld x %lld, grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
-                        (long long)nv, grid2, occ2, smem2);
-            return memra__launch(mmv_q8d_kernel<T, 2>, dim3(grid2), MMV_THREADS, smem2, s, a) == cudaSuccess;
-        }
-    }
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
@@ -222,6 +203,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         return false;
     if (bps > 0 && bps < occ)
         occ = (int)bps;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
     if (mmv_debug())
         fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
