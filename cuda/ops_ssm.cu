@@ -125,8 +125,9 @@ static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float 
  * memory as doubles: every row's lanes read them, and float-to-double
  * conversions run at a quarter of the FP64 rate on sm_90. */
 template <int EPT>
-static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double *q_s, const double *k_s, int part, int P,
-                                                  int d, double decay, double beta, double vm, float scale)
+static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double *q_s, const double *k_s,
+                                                  const float *kf_s, int part, int P, int d, double decay, double beta,
+                                                  double vm, float scale)
 {
     double u = 0.0;
 #pragma unroll
@@ -138,12 +139,16 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double 
     for (int o = 1; o < P; o <<= 1)
         u += __shfl_xor_sync(0xffffffffu, u, o);
     const double delta = beta * (vm - decay * u);
+    /* the update in float32 (HF's precision), the CPU's expression: two
+     * float64 conversions and two float64 operations per element where the
+     * float64 update took four and five (the step's limit) */
+    const float decay_f = (float)decay, delta_f = (float)delta;
     double o_acc = 0.0;
 #pragma unroll
     for (int e = 0; e < EPT; e++) {
         const int i = delta_idx(e, part, P);
         if (i < d) {
-            s[e] = (float)__dadd_rn(__dmul_rn(decay, (double)s[e]), __dmul_rn(k_s[i], delta));
+            s[e] = __fmaf_rn(kf_s[i], delta_f, __fmul_rn(decay_f, s[e]));
             o_acc += (double)s[e] * q_s[i];
         }
     }
@@ -158,6 +163,7 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
     extern __shared__ double dsm[];
     const int d = (int)a.d;
     double *q_s = dsm, *k_s = dsm + d;
+    float *kf_s = (float *)(dsm + 2 * d);
     const int64_t j = blockIdx.x, kh = j % a.n_k;
     const int tid = threadIdx.x, m = blockIdx.y * rb + tid / P, part = tid % P;
     const bool on = m < d && tid / P < rb;
@@ -168,13 +174,14 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
             q_s[i] = (double)a.q[t * a.qk_stride + kh * d + i];
-            k_s[i] = (double)a.k[t * a.qk_stride + kh * d + i];
+            kf_s[i] = a.k[t * a.qk_stride + kh * d + i];
+            k_s[i] = (double)kf_s[i];
         }
         __syncthreads();
         const double decay = exp((double)a.g[t * a.gb_stride + j]);
         const double beta = (double)a.beta[t * a.gb_stride + j];
         const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
-        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
+        const float o = delta_row(s, q_s, k_s, kf_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0)
             a.out[t * a.n_v * d + j * d + m] = o;
     }
@@ -196,7 +203,7 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
      * most SMs */
     const int rb = d < DELTA_ROWS ? d : DELTA_ROWS;
     const int threads = (rb * P + 31) / 32 * 32;
-    const size_t smem = 2 * (size_t)d * sizeof(double);
+    const size_t smem = (size_t)d * (2 * sizeof(double) + sizeof(float));
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));
     memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb);
     MEMRA_CUDA_LAUNCHED(be);
@@ -375,7 +382,7 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
                          "r"((unsigned)((b1 - b0) * sizeof(float))) : "memory");
     }
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q, k raw, o and (CONV) v as floats */
+    extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q raw, k (normed in place), o and (CONV) v as floats */
     __shared__ double red[3 * GDN_VW];
     __shared__ float scl[3];
     double *q_d = gsm, *k_d = gsm + d;
@@ -410,10 +417,11 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
             q_d[i] = (double)row_scaled(q_s[i], scl[0], NULL, i);
-            k_d[i] = (double)row_scaled(k_s[i], scl[1], NULL, i);
+            k_s[i] = row_scaled(k_s[i], scl[1], NULL, i); /* normed in place: delta_row's float k */
+            k_d[i] = (double)k_s[i];
         }
         __syncthreads();
-        const float o = delta_row(s, q_d, k_d, part, P, d, decay, beta, vm, a.scale);
+        const float o = delta_row(s, q_d, k_d, k_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0) {
             if (B == 1) {
                 o_s[m] = o;

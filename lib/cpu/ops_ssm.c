@@ -81,12 +81,15 @@ static void delta_part(void *ctx, int64_t begin, int64_t end)
             /* S = exp(g)·S;  u = Sᵀk;  δ = β(v − u) */
             for (int64_t m = 0; m < d; m++)
                 delta[m] = beta * ((double)v[m] - decay * memra__cpu_dot(s + m * d, k, d));
-            /* S += k δᵀ (one rounding of exp(g)·S + kδᵀ);  o = Sᵀ(q·scale) */
+            /* S = fma(k, δ, exp(g)·S) in float32, as HF keeps the state (and
+             * the GPU: cuda/ops_ssm.cu delta_row);  o = Sᵀ(q·scale) */
             float *o = a->out + t * a->n_v * d + j * d;
+            const float decay_f = (float)decay;
             for (int64_t m = 0; m < d; m++) {
                 float *row = s + m * d;
+                const float delta_f = (float)delta[m];
                 for (int64_t i = 0; i < d; i++)
-                    row[i] = (float)(decay * (double)row[i] + (double)k[i] * delta[m]);
+                    row[i] = fmaf(k[i], delta_f, decay_f * row[i]);
                 o[m] = (float)((double)a->scale * memra__cpu_dot(row, q, d));
             }
         }
