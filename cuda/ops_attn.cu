@@ -31,6 +31,7 @@ struct fa_args {
     int64_t fixed_split; /* MEMRA_FA_SPLIT, or 0 */
     float *part;         /* [token of wave][head][split][hd + 2] */
     int *count;          /* [token of wave][head]: splits done (zero between launches), or NULL: merge kernel */
+    int trig;            /* MEMRA_FA_TRIGGER: 1 lets the next kernel launch once the block's K/V loads are done */
 };
 
 static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int64_t *lo, int64_t *len, int64_t *nsplit,
@@ -136,7 +137,9 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
                                                                            (k_begin + (r >> 1)) * a.kv_stride),
                          "r"((unsigned)(hd * sizeof(float))) : "memory");
     }
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    if (!f.trig)
+        memra_pdl_launch();
+    memra_pdl_wait();
     float *q_s = fa_smem;              /* hd */
     float *sc = q_s + hd;              /* FA_TILE */
     float *red = sc + FA_TILE;         /* 32 */
@@ -282,6 +285,8 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         }
         __syncthreads(); /* sc is rewritten by the next tile */
     }
+    if (f.trig)
+        memra_pdl_launch();
     /* merge the key groups in a fixed order */
     if (VEC) {
         if (pv_on) {
@@ -356,10 +361,11 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     if (hd > (vec ? 4 * FA_MAX_C4 * FA_THREADS : 8 * FA_THREADS))
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    static long fixed = -2, fuse = 1;
+    static long fixed = -2, fuse = 1, trig = 0;
     if (fixed == -2) {
         fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
         fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1); /* experiments: 0 merges in a second kernel */
+        trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 0);
     }
     const int64_t n_keys = a->pos0 + a->n_tokens;
     const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
@@ -377,6 +383,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     f.max_splits = max_splits;
     f.fixed_split = fixed > 0 ? fixed : 0;
     f.part = NULL;
+    f.trig = (int)trig;
     const size_t per_token = (size_t)a->n_head * max_splits * (hd + 2) * sizeof(float);
     int64_t wave = a->n_tokens;
     if (max_splits > 1) {

@@ -42,7 +42,10 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     mmv_args a = a0;
-    a.lean = c->after_step;
+    static long lean = -1;
+    if (lean < 0)
+        lean = memra__cuda_env_long("MEMRA_MMV_LEAN", 1);
+    a.lean = c->after_step && lean;
     c->after_step = false;
     const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
     bool ok = false;

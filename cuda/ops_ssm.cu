@@ -359,7 +359,7 @@ static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, c
 }
 
 template <int EPT, bool CONV>
-__global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R, int B)
+__global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R, int B, int trig)
 {
     const int C = CONV ? R * B : 1; /* cluster size; B = 1 without CONV */
     if (CONV && C > 1)
@@ -381,7 +381,9 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
             asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(S0 + b0),
                          "r"((unsigned)((b1 - b0) * sizeof(float))) : "memory");
     }
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    if (trig == 0)
+        memra_pdl_launch();
+    memra_pdl_wait();
     extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q raw, k (normed in place), o and (CONV) v as floats */
     __shared__ double red[3 * GDN_VW];
     __shared__ float scl[3];
@@ -400,6 +402,8 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
         const double beta = (double)a.beta[t * a.gb_stride + j];
         if (CONV) {
             gdn_conv_run(g, cs, C, q_s, k_s, v_s);
+            if (trig == 1)
+                memra_pdl_launch();
         } else {
             __syncthreads();
             for (int i = tid; i < d; i += blockDim.x) {
@@ -421,6 +425,8 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
             k_d[i] = (double)k_s[i];
         }
         __syncthreads();
+        if (trig >= 2 || (trig == 1 && !CONV))
+            memra_pdl_launch();
         const float o = delta_row(s, q_d, k_d, k_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0) {
             if (B == 1) {
@@ -483,14 +489,17 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
     }
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const size_t smem = (size_t)d * (2 * sizeof(double) + 4 * sizeof(float));
+    static long trig = -1;
+    if (trig < 0)
+        trig = memra__cuda_env_long("MEMRA_GDN_TRIGGER", 2);
     if (conv_in && B == 2)
         memra__launch_cluster(gdn_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(a.n_v * 2)), threads, smem, c->stream,
-                              (unsigned)(R * 2), *g, 2 * P, (int)R, 2);
+                              (unsigned)(R * 2), *g, 2 * P, (int)R, 2, (int)trig);
     else if (conv_in)
         memra__launch_cluster(gdn_kernel<DELTA_EPT, true>, dim3((unsigned)a.n_v), threads, smem, c->stream,
-                              (unsigned)R, *g, P, (int)R, 1);
+                              (unsigned)R, *g, P, (int)R, 1, (int)trig);
     else
-        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), threads, smem, c->stream, *g, P, 1, 1);
+        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), threads, smem, c->stream, *g, P, 1, 1, (int)trig);
     c->after_step = true;
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
