@@ -365,7 +365,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     if (fixed == -2) {
         fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
         fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1); /* experiments: 0 merges in a second kernel */
-        trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 0);
+        trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 1);
     }
     const int64_t n_keys = a->pos0 + a->n_tokens;
     const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
