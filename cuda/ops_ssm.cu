@@ -122,35 +122,45 @@ static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float 
 
 /* One token on the row held in S: decays and updates it, returns the row's
  * o (scaled, rounded) on every lane of the row. q and k sit in shared
- * memory as doubles: every row's lanes read them, and float-to-double
- * conversions run at a quarter of the FP64 rate on sm_90. */
+ * memory (every row's lanes read them). Float-to-double conversions run
+ * at a quarter of the FP64 rate on sm_90: the step's float64 work was its
+ * limit (docs/PERFORMANCE.md), hence float32 within a run of four. */
 template <int EPT>
-static __device__ __forceinline__ float delta_row(float (&s)[EPT], const double *q_s, const double *k_s,
-                                                  const float *kf_s, int part, int P, int d, double decay, double beta,
-                                                  double vm, float scale)
+static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *q_s, const float *k_s, int part, int P,
+                                                  int d, double decay, double beta, double vm, float scale)
 {
+    /* u = Sᵀk and o = Sᵀq over runs of four elements (the unit a lane
+     * holds): each run a float32 FMA chain, the runs added in float64 (the
+     * CPU's delta_dot): one float64 conversion and add per four elements */
     double u = 0.0;
 #pragma unroll
-    for (int e = 0; e < EPT; e++) {
+    for (int e = 0; e < EPT; e += 4) {
         const int i = delta_idx(e, part, P);
-        if (i < d)
-            u += (double)s[e] * k_s[i];
+        float r = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            if (i + c < d)
+                r = __fmaf_rn(s[e + c], k_s[i + c], r);
+        u += (double)r;
     }
     for (int o = 1; o < P; o <<= 1)
         u += __shfl_xor_sync(0xffffffffu, u, o);
     const double delta = beta * (vm - decay * u);
-    /* the update in float32 (HF's precision), the CPU's expression: two
-     * float64 conversions and two float64 operations per element where the
-     * float64 update took four and five (the step's limit) */
+    /* the update in float32 (HF's precision), the CPU's expression */
     const float decay_f = (float)decay, delta_f = (float)delta;
     double o_acc = 0.0;
 #pragma unroll
-    for (int e = 0; e < EPT; e++) {
+    for (int e = 0; e < EPT; e += 4) {
         const int i = delta_idx(e, part, P);
-        if (i < d) {
-            s[e] = __fmaf_rn(kf_s[i], delta_f, __fmul_rn(decay_f, s[e]));
-            o_acc += (double)s[e] * q_s[i];
+        float r = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            if (i + c < d) {
+                s[e + c] = __fmaf_rn(k_s[i + c], delta_f, __fmul_rn(decay_f, s[e + c]));
+                r = __fmaf_rn(s[e + c], q_s[i + c], r);
+            }
         }
+        o_acc += (double)r;
     }
     for (int o = 1; o < P; o <<= 1)
         o_acc += __shfl_xor_sync(0xffffffffu, o_acc, o);
@@ -162,8 +172,7 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ double dsm[];
     const int d = (int)a.d;
-    double *q_s = dsm, *k_s = dsm + d;
-    float *kf_s = (float *)(dsm + 2 * d);
+    float *q_s = (float *)dsm, *k_s = q_s + d;
     const int64_t j = blockIdx.x, kh = j % a.n_k;
     const int tid = threadIdx.x, m = blockIdx.y * rb + tid / P, part = tid % P;
     const bool on = m < d && tid / P < rb;
@@ -173,15 +182,14 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
     for (int64_t t = 0; t < a.n_tokens; t++) {
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
-            q_s[i] = (double)a.q[t * a.qk_stride + kh * d + i];
-            kf_s[i] = a.k[t * a.qk_stride + kh * d + i];
-            k_s[i] = (double)kf_s[i];
+            q_s[i] = a.q[t * a.qk_stride + kh * d + i];
+            k_s[i] = a.k[t * a.qk_stride + kh * d + i];
         }
         __syncthreads();
         const double decay = exp((double)a.g[t * a.gb_stride + j]);
         const double beta = (double)a.beta[t * a.gb_stride + j];
         const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
-        const float o = delta_row(s, q_s, k_s, kf_s, part, P, d, decay, beta, vm, a.scale);
+        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0)
             a.out[t * a.n_v * d + j * d + m] = o;
     }
@@ -203,7 +211,7 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
      * most SMs */
     const int rb = d < DELTA_ROWS ? d : DELTA_ROWS;
     const int threads = (rb * P + 31) / 32 * 32;
-    const size_t smem = (size_t)d * (2 * sizeof(double) + sizeof(float));
+    const size_t smem = 2 * (size_t)d * sizeof(float);
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));
     memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb);
     MEMRA_CUDA_LAUNCHED(be);
@@ -384,11 +392,10 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
     if (trig == 0)
         memra_pdl_launch();
     memra_pdl_wait();
-    extern __shared__ double gsm[]; /* q, k as doubles (delta_row), then q raw, k (normed in place), o and (CONV) v as floats */
+    extern __shared__ double gsm[]; /* q, k (raw, then normed in place), o and (CONV) v */
     __shared__ double red[3 * GDN_VW];
     __shared__ float scl[3];
-    double *q_d = gsm, *k_d = gsm + d;
-    float *q_s = (float *)(gsm + 2 * d), *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
+    float *q_s = (float *)gsm, *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
     const int tid = threadIdx.x, m = m0 + tid / P, part = tid % P;
     const bool on = tid / P < rows;
     float *S = a.state + j * (int64_t)d * d;
@@ -420,14 +427,13 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
             scl[tid] = (float)row_scale_of(false, gdn_total(red + tid * GDN_VW), d, g.l2_eps);
         __syncthreads();
         for (int i = tid; i < d; i += blockDim.x) {
-            q_d[i] = (double)row_scaled(q_s[i], scl[0], NULL, i);
-            k_s[i] = row_scaled(k_s[i], scl[1], NULL, i); /* normed in place: delta_row's float k */
-            k_d[i] = (double)k_s[i];
+            q_s[i] = row_scaled(q_s[i], scl[0], NULL, i);
+            k_s[i] = row_scaled(k_s[i], scl[1], NULL, i);
         }
         __syncthreads();
         if (trig >= 2 || (trig == 1 && !CONV))
             memra_pdl_launch();
-        const float o = delta_row(s, q_d, k_d, k_s, part, P, d, decay, beta, vm, a.scale);
+        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
         if (on && part == 0) {
             if (B == 1) {
                 o_s[m] = o;
@@ -488,7 +494,7 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
             return st;
     }
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const size_t smem = (size_t)d * (2 * sizeof(double) + 4 * sizeof(float));
+    const size_t smem = (size_t)d * 4 * sizeof(float);
     static long trig = -1;
     if (trig < 0)
         trig = memra__cuda_env_long("MEMRA_GDN_TRIGGER", 2);

@@ -58,6 +58,21 @@ typedef struct delta_job {
     atomic_int nomem;
 } delta_job;
 
+/* a·b over runs of four elements: each run a float32 FMA chain, the runs
+ * added in float64 (as the GPU's lanes hold them: cuda/ops_ssm.cu
+ * delta_row) */
+static double delta_dot(const float *a, const float *b, int64_t d)
+{
+    double sum = 0.0;
+    for (int64_t c = 0; c < d; c += 4) {
+        float r = 0.0f;
+        for (int64_t i = c; i < c + 4 && i < d; i++)
+            r = fmaf(a[i], b[i], r);
+        sum += (double)r;
+    }
+    return sum;
+}
+
 static void delta_part(void *ctx, int64_t begin, int64_t end)
 {
     delta_job *jb = ctx;
@@ -80,7 +95,7 @@ static void delta_part(void *ctx, int64_t begin, int64_t end)
             const double beta = a->beta[t * a->gb_stride + j];
             /* S = exp(g)·S;  u = Sᵀk;  δ = β(v − u) */
             for (int64_t m = 0; m < d; m++)
-                delta[m] = beta * ((double)v[m] - decay * memra__cpu_dot(s + m * d, k, d));
+                delta[m] = beta * ((double)v[m] - decay * delta_dot(s + m * d, k, d));
             /* S = fma(k, δ, exp(g)·S) in float32, as HF keeps the state (and
              * the GPU: cuda/ops_ssm.cu delta_row);  o = Sᵀ(q·scale) */
             float *o = a->out + t * a->n_v * d + j * d;
@@ -90,7 +105,7 @@ static void delta_part(void *ctx, int64_t begin, int64_t end)
                 const float delta_f = (float)delta[m];
                 for (int64_t i = 0; i < d; i++)
                     row[i] = fmaf(k[i], delta_f, decay_f * row[i]);
-                o[m] = (float)((double)a->scale * memra__cpu_dot(row, q, d));
+                o[m] = (float)((double)a->scale * delta_dot(row, q, d));
             }
         }
     }
