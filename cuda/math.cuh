@@ -101,8 +101,8 @@ static __device__ __forceinline__ double row_scale(bool rms, const float *xr, in
 /* x · s [· w] in float32, each product rounded (s: row_scale rounded to
  * float32): HF's order (x · rsqrt(...), then · weight). Its float64 form
  * (one rounding of x · s · w) took three float64 conversions per element,
- * a quarter-rate slot each: 1.9 us of every normalized matvec's staging,
- * converting the same x in each of ~400 blocks (docs/PERFORMANCE.md). */
+ * a quarter-rate slot each, in every normalized matvec's staging (the
+ * same x in each of ~400 blocks): tg128 +1 % (docs/PERFORMANCE.md). */
 static __device__ __forceinline__ float row_scaled(float x, float s, const float *w, int64_t i)
 {
     const float t = __fmul_rn(x, s);
