@@ -379,7 +379,7 @@ static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, f
     float *st = a.conv_state + c * k1;
     double sum = 0.0;
     for (int k = 0; k < a.conv_k; k++)
-        sum += (double)(k < k1 ? st[k] : g) * (double)w[k];
+        sum = __fma_rn((double)(k < k1 ? st[k] : g), (double)w[k], sum); /* explicit, as conv_kernel */
     for (int j = 0; j < k1; j++)
         st[j] = j + 1 < k1 ? st[j + 1] : g;
     return (float)(sum / (1.0 + exp(-sum)));
@@ -624,6 +624,19 @@ static __device__ __forceinline__ void mmv_bars_init(uint64_t *bar, int n, int l
     __syncwarp();
 }
 
+/* The L2 policy of the weights' bulk copies: they pass through L2 once per
+ * token, so first out, and they do not evict what the small kernels between
+ * the matvecs read (the Gated DeltaNet state, the KV rows, activations).
+ * Fast path, A/B in one run: 328.7 vs 320.4 tok/s at depth 0, 326.9 vs
+ * 316.6 at 512; the K-quant launches are compute-bound (Q4_K 9B 186.5 ->
+ * 186.9). */
+static __device__ __forceinline__ uint64_t mmv_evict_first(void)
+{
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
 /* N bytes from global SRC into the slot at DST, completing on BAR; the
  * fence orders the slot's earlier (generic-proxy) reads before the write. */
 static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
@@ -679,9 +692,7 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
 
     uint64_t *bar = bars[TMA ? warp : 0];
     uint32_t phase = 0; /* TMA: the parity each slot's barrier completes next, a bit per slot */
-    uint64_t policy = 0;
-    if (TMA)
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    const uint64_t policy = TMA ? mmv_evict_first() : 0;
     if (TMA)
         mmv_bars_init(bar, D, lane);
 
@@ -694,8 +705,7 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
             const int wi = mmv_weight(a, iq, &lrow);
             const mmv_item<T> it = mmv_locate<T>(a.W[wi] + woff + (size_t)lrow * a.nb1[wi], iq.s, nblk);
             if (TMA) {
-                if (lane == 0) /* evict-first, as the fast path's copies (mmv_q8d_kernel); the K-quant
-                                * launches are compute-bound: Q4_K 9B 186.5 -> 186.9 tok/s */
+                if (lane == 0)
                     mmv_bulk_load(mmv_saddr(ring + slot * S::nch), it.a0, (uint32_t)it.nchunk * 16u,
                                   mmv_saddr(&bar[slot]), policy);
             } else {
@@ -941,12 +951,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
 
-    /* weights pass through L2 once per token: first out, so that they do
-     * not evict what the small kernels between the matvecs read (the
-     * Gated DeltaNet state, the KV rows, activations). A/B in one run:
-     * 328.7 vs 320.4 tok/s at depth 0, 326.9 vs 316.6 at 512. */
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    const uint64_t policy = mmv_evict_first();
     /* issue side: the current (row, part)'s bytes, found once per row part */
     mmv_pos iq = {v0, 0, 0};
     auto row_src = [&](const mmv_pos &q) {

@@ -170,9 +170,9 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
 template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    extern __shared__ double dsm[];
+    extern __shared__ float dsm[];
     const int d = (int)a.d;
-    float *q_s = (float *)dsm, *k_s = q_s + d;
+    float *q_s = dsm, *k_s = q_s + d;
     const int64_t j = blockIdx.x, kh = j % a.n_k;
     const int tid = threadIdx.x, m = blockIdx.y * rb + tid / P, part = tid % P;
     const bool on = m < d && tid / P < rb;
@@ -396,10 +396,10 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
     if (trig == 0)
         memra_pdl_launch();
     memra_pdl_wait();
-    extern __shared__ double gsm[]; /* q, k (raw, then normed in place), o and (CONV) v */
+    extern __shared__ float gsm[]; /* q, k (raw, then normed in place), o and (CONV) v */
     __shared__ double red[3 * GDN_VW];
     __shared__ float scl[3];
-    float *q_s = (float *)gsm, *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
+    float *q_s = gsm, *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
     const int tid = threadIdx.x, m = m0 + tid / P, part = tid % P;
     const bool on = tid / P < rows;
     float *S = a.state + j * (int64_t)d * d;
