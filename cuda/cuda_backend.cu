@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda.h>
 #include <nvtx3/nvToolsExt.h>
 
 #include "cuda_common.cuh"
@@ -151,15 +152,32 @@ static memra_status_t cu_copy_kind(memra__backend_t *be, void *dst, const void *
     return MEMRA_OK;
 }
 
-/* The caller may reuse SRC as soon as this returns. Small copies are
- * staged in pinned memory and queued: a decode step then launches its
- * kernels without first waiting for its 8-byte upload to land (a stream
- * synchronize per token, measured in the ~110 us between tokens). */
+/* The caller may reuse SRC as soon as this returns. A step's token ids and
+ * positions (8 bytes a token) are written by the stream itself
+ * (cuStreamWriteValue64: no copy engine, no staging buffer). Other small
+ * copies are staged in pinned memory and queued: a decode step then
+ * launches its kernels without first waiting for its upload to land (a
+ * stream synchronize per token, measured in the ~110 us between tokens). */
 #define CU_UP_STAGE 4096
+#define CU_UP_WORDS 8
+
+typedef CUresult (*cu_write_value64_fn)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
 static memra_status_t cu_upload(memra__backend_t *be, void *dst, const void *src, size_t n)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    if (c->write_value64 && n > 0 && n % 8 == 0 && n <= 8 * CU_UP_WORDS && (uintptr_t)dst % 8 == 0) {
+        use_device(be);
+        const cu_write_value64_fn wv = (cu_write_value64_fn)c->write_value64;
+        for (size_t i = 0; i < n; i += 8) {
+            uint64_t v;
+            memcpy(&v, (const uint8_t *)src + i, 8);
+            const CUresult r = wv((CUstream)c->stream, (CUdeviceptr)((uint8_t *)dst + i), v, 0);
+            if (r != CUDA_SUCCESS)
+                return memra__fail(be->err, MEMRA_E_DEVICE, "cuStreamWriteValue64 failed (CUresult %d)", (int)r);
+        }
+        return MEMRA_OK;
+    }
     if (c->up_host && n <= CU_UP_STAGE && n > 0) {
         use_device(be);
         MEMRA_CUDA_TRY(be, cudaEventSynchronize(c->up_done)); /* the previous staged upload has left */
@@ -329,6 +347,29 @@ static memra__backend_i make_iface(void)
 
 static const memra__backend_i cuda_iface = make_iface();
 
+/* The driver's cuStreamWriteValue64 when DEVICE supports 64-bit stream
+ * memory operations, else NULL (through the runtime's entry points: the
+ * library links cudart only). */
+static void *write_value64_of(int device)
+{
+    typedef CUresult (*get_fn)(CUdevice *, int);
+    typedef CUresult (*attr_fn)(int *, CUdevice_attribute, CUdevice);
+    void *wv = NULL, *get = NULL, *attr = NULL;
+    cudaDriverEntryPointQueryResult q1, q2, q3;
+    CUdevice dev;
+    int ok = 0;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &wv, 12000, cudaEnableDefault, &q1) != cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuDeviceGet", &get, 12000, cudaEnableDefault, &q2) != cudaSuccess ||
+        cudaGetDriverEntryPointByVersion("cuDeviceGetAttribute", &attr, 12000, cudaEnableDefault, &q3) != cudaSuccess ||
+        q1 != cudaDriverEntryPointSuccess || q2 != cudaDriverEntryPointSuccess || q3 != cudaDriverEntryPointSuccess ||
+        ((get_fn)get)(&dev, device) != CUDA_SUCCESS ||
+        ((attr_fn)attr)(&ok, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, dev) != CUDA_SUCCESS || !ok) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return wv;
+}
+
 extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_t **out)
 {
     *out = NULL;
@@ -388,6 +429,9 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         cudaFreeHost(c->up_host);
         c->up_host = NULL;
     }
+    /* optional: without it token uploads go through up_host */
+    if (memra__cuda_env_long("MEMRA_UPLOAD_WV", 1))
+        c->write_value64 = write_value64_of(device);
     if (memra__cuda_prof_wanted())
         c->prof = memra__cuda_prof_create();
     *out = be;

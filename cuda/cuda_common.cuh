@@ -36,6 +36,10 @@ typedef struct memra__cuda_ctx {
      * up_done marks when the last one has left it */
     void *up_host;
     cudaEvent_t up_done;
+    /* cuStreamWriteValue64 (driver entry point), or NULL: uploads of up to
+     * CU_UP_WORDS 8-byte words are written by the stream itself, without a
+     * copy (cuda_backend.cu) */
+    void *write_value64;
     /* peer devices whose access was already tried (bit per ordinal < 64) */
     uint64_t peer_tried;
     /* MEMRA_CUDA_PROFILE=1 (cuda/profile.cu): per-op event timing, else NULL;

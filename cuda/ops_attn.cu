@@ -13,7 +13,7 @@
 #include "cuda_common.cuh"
 #include "math.cuh"
 
-#define FA_THREADS 128
+#define FA_THREADS 256 /* a 64-key decode split: its scores and its P·V in one round of loads each */
 #define FA_TILE 128          /* keys per score tile */
 #define FA_SPLIT_KEYS 64     /* default keys per split: decode blocks stay short */
 #define FA_MAX_C4 2          /* float4 columns per thread: head_dim <= 1024 */
@@ -50,13 +50,25 @@ static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int
     }
 }
 
-/* Output element D of query T, head H: V, through the optional gate
- * (elementwise MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
-static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, int64_t t, int64_t h, int d, float v)
+/* The gate's elements of query T, head H that this thread writes (d =
+ * threadIdx.x + i FA_THREADS), loaded at the start so that the output's
+ * last step does not wait on them; none without a gate. */
+#define FA_OUT_D (4 * FA_MAX_C4) /* output elements per thread: hd <= 4 FA_MAX_C4 FA_THREADS */
+
+static __device__ __forceinline__ void fa_gate_load(const memra_attn_args_t &a, int64_t t, int64_t h, float g[FA_OUT_D])
 {
-    if (!a.gate)
-        return v;
-    return (float)((double)v * d_sigmoid((double)a.gate[t * a.gate_stride + h * a.gate_head_stride + d]));
+#pragma unroll
+    for (int i = 0; i < FA_OUT_D; i++) {
+        const int d = threadIdx.x + i * FA_THREADS;
+        g[i] = a.gate && d < a.head_dim ? a.gate[t * a.gate_stride + h * a.gate_head_stride + d] : 0.0f;
+    }
+}
+
+/* An output element: V through the optional gate G (elementwise
+ * MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
+static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, float v, float g)
+{
+    return a.gate ? (float)((double)v * d_sigmoid((double)g)) : v;
 }
 
 static __device__ __forceinline__ float block_max(float v, float *red)
@@ -92,26 +104,86 @@ static __device__ __forceinline__ float block_sum(float v, float *red)
 }
 
 /* Merges query T's (wave token TW) splits of head H: the max, the rescaled
- * sums, then every output element over the splits in order. The partials
- * are read from L2 (__ldcg): in the fused path other blocks wrote them. */
-static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit)
+ * sums, then every output element over the splits in order (G: the
+ * thread's gate elements, fa_gate_load). The partials are read from L2
+ * (__ldcg): in the fused path other blocks wrote them. Built for latency
+ * (it runs after a query's last split, on the critical path): the splits'
+ * maxima and sums are loaded once, into shared memory (FA_MERGE_W at a
+ * time), and each thread keeps U splits' loads of every element it owns in
+ * flight (one split at a time, a chain of dependent L2 round trips, made an
+ * attention at depth 512 take 13.7 us against 6.2 at depth 0). */
+#define FA_MERGE_W 256
+
+template <int D, int U>
+static __device__ __forceinline__ void fa_merge_rows(const float *p, int64_t st, int hd, int ns, const float *w_s,
+                                                     float v[FA_OUT_D])
 {
+    for (int j0 = 0; j0 < ns; j0 += U) {
+        float x[D][U];
+#pragma unroll
+        for (int i = 0; i < D; i++) {
+            const int d = threadIdx.x + i * FA_THREADS;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                x[i][u] = d < hd && j0 + u < ns ? __ldcg(p + (j0 + u) * st + d) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < D; i++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (j0 + u < ns)
+                    v[i] = fmaf(x[i][u], w_s[j0 + u], v[i]);
+    }
+}
+
+static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit, const float g[FA_OUT_D])
+{
+    __shared__ float m_s[FA_MERGE_W], l_s[FA_MERGE_W], red[32];
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
-    const int64_t t = f.t0 + tw;
-    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * (int64_t)(hd + 2);
+    const int64_t t = f.t0 + tw, st = hd + 2;
+    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * st;
     float M = -INFINITY;
-    for (int64_t s = 0; s < nsplit; s++)
-        M = fmaxf(M, __ldcg(p + s * (hd + 2) + hd));
-    float L = 0.0f;
-    for (int64_t s = 0; s < nsplit; s++)
-        L += __ldcg(p + s * (hd + 2) + hd + 1) * expf(__ldcg(p + s * (hd + 2) + hd) - M);
+    for (int64_t s = threadIdx.x; s < nsplit; s += FA_THREADS) {
+        const float m = __ldcg(p + s * st + hd);
+        M = fmaxf(M, m);
+        if (s < FA_MERGE_W) { /* the first round's, kept */
+            m_s[s] = m;
+            l_s[s] = __ldcg(p + s * st + hd + 1);
+        }
+    }
+    M = block_max(M, red); /* the max does not depend on the order; its barriers publish m_s, l_s */
+    float L = 0.0f, v[FA_OUT_D];
+#pragma unroll
+    for (int i = 0; i < FA_OUT_D; i++)
+        v[i] = 0.0f;
+    for (int64_t s0 = 0; s0 < nsplit; s0 += FA_MERGE_W) {
+        const int ns = (int)min((int64_t)FA_MERGE_W, nsplit - s0);
+        if (s0 > 0) {
+            __syncthreads(); /* the previous round's are read */
+            for (int j = threadIdx.x; j < ns; j += FA_THREADS) {
+                m_s[j] = __ldcg(p + (s0 + j) * st + hd);
+                l_s[j] = __ldcg(p + (s0 + j) * st + hd + 1);
+            }
+            __syncthreads();
+        }
+        /* m_s becomes the weights e^(m - M): each thread its own (the ones it stored) */
+        for (int j = threadIdx.x; j < ns; j += FA_THREADS)
+            m_s[j] = expf(m_s[j] - M);
+        __syncthreads();
+        for (int j = 0; j < ns; j++)
+            L = fmaf(l_s[j], m_s[j], L);
+        if (hd <= FA_THREADS)
+            fa_merge_rows<1, 16>(p + s0 * st, st, hd, ns, m_s, v);
+        else
+            fa_merge_rows<FA_OUT_D, 4>(p + s0 * st, st, hd, ns, m_s, v);
+    }
     float *o = a.out + t * a.n_head * hd + h * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float v = 0.0f;
-        for (int64_t s = 0; s < nsplit; s++)
-            v = fmaf(__ldcg(p + s * (hd + 2) + d), expf(__ldcg(p + s * (hd + 2) + hd) - M), v);
-        o[d] = fa_out(a, t, h, d, v / L);
+#pragma unroll
+    for (int i = 0; i < FA_OUT_D; i++) {
+        const int d = threadIdx.x + i * FA_THREADS;
+        if (d < hd)
+            o[d] = fa_out(a, v[i] / L, g[i]);
     }
 }
 
@@ -147,6 +219,8 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     const float *q = a.q + t * a.q_stride + h * hd;
     for (int i = threadIdx.x; i < hd; i += FA_THREADS)
         q_s[i] = q[i];
+    float gate[FA_OUT_D];
+    fa_gate_load(a, t, h, gate);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nc4 = hd / 4;
     /* P·V layout: thread = (key group g, float4 column) */
@@ -309,11 +383,15 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     const bool direct = nsplit == 1;
     float *o = direct ? a.out + t * a.n_head * hd + h * hd
                       : f.part + ((tw * a.n_head + h) * f.max_splits + s) * (int64_t)(hd + 2);
-    for (int d = threadIdx.x; d < hd; d += FA_THREADS) {
+#pragma unroll
+    for (int i = 0; i < FA_OUT_D; i++) {
+        const int d = threadIdx.x + i * FA_THREADS;
+        if (d >= hd)
+            break;
         float v = accr[d];
         for (int gg = 1; gg < kg; gg++)
             v += accr[gg * hd + d];
-        o[d] = direct ? fa_out(a, t, h, d, v / l) : v;
+        o[d] = direct ? fa_out(a, v / l, gate[i]) : v;
     }
     if (!direct && threadIdx.x == 0) {
         o[hd] = m;
@@ -335,7 +413,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     __syncthreads();
     if (last) {
         __threadfence();
-        fa_merge(f, tw, h, nsplit);
+        fa_merge(f, tw, h, nsplit, gate);
     }
 }
 
@@ -345,8 +423,11 @@ __global__ void fa_combine_kernel(const fa_args f)
     const int64_t h = blockIdx.x, tw = blockIdx.y;
     int64_t lo, len, nsplit, chunk;
     fa_range(f, f.t0 + tw, &lo, &len, &nsplit, &chunk);
-    if (nsplit > 1)
-        fa_merge(f, tw, h, nsplit);
+    if (nsplit > 1) {
+        float g[FA_OUT_D];
+        fa_gate_load(f.a, f.t0 + tw, h, g);
+        fa_merge(f, tw, h, nsplit, g);
+    }
 }
 
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
@@ -416,7 +497,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
             memra__launch(fa_kernel<false>, grid, FA_THREADS, smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (max_splits > 1 && !f.count) {
-            memra__launch(fa_combine_kernel, dim3((unsigned)a->n_head, (unsigned)nt), 128, 0, c->stream, f);
+            memra__launch(fa_combine_kernel, dim3((unsigned)a->n_head, (unsigned)nt), FA_THREADS, 0, c->stream, f);
             MEMRA_CUDA_LAUNCHED(be);
         }
     }

@@ -1627,6 +1627,78 @@ static void kc_argmax(kc *k, const char *name, int64_t n, int kind)
     }
 }
 
+/* ---- transfers ---------------------------------------------------------------- */
+
+/* Counts the bytes of GOT that differ from WANT into A (an exact line). */
+static void kc_bytes(kc_acc *a, const uint8_t *want, const uint8_t *got, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (want[i] != got[i]) {
+            if (!a->n_diff_bits)
+                snprintf(a->note, sizeof a->note, "%s: %zu bytes, byte %zu differs", what, n, i);
+            a->n_diff_bits++;
+        }
+}
+
+/* The device backend's own copies, each read back bit for bit: uploads of
+ * whole 8-byte words (a step's token ids and positions: written by the
+ * stream, cuda/cuda_backend.cu), small staged and large plain uploads;
+ * downloads into malloc and into page-locked memory. A second upload to
+ * the same place must win. */
+static void kc_transfer(kc *k)
+{
+    static const size_t sizes[] = {8, 16, 64, 72, 1000, 4112, (size_t)64 << 10, (size_t)1 << 20, ((size_t)1 << 20) + 4};
+    memra_kernel_check_line_t *L =
+        kc_line(k, "transfer", "exact", 0, "uploads, downloads of 8 B to 1 MiB (malloc, page-locked)");
+    if (!L)
+        return;
+    kc_acc a;
+    kc_acc_init(&a);
+    memra__backend_t *be = k->gpu;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0] && !k->err; si++) {
+        const size_t n = sizes[si];
+        uint8_t *first = kc_host(k, n), *src = kc_host(k, n), *h = kc_host(k, n);
+        if (!first || !src || !h)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            first[i] = (uint8_t)kc_next(k);
+            src[i] = (uint8_t)kc_next(k);
+        }
+        void *d = kc_put(k, be, first, n);
+        if (!d)
+            return;
+        memra_status_t st = be->iface->upload(be, d, src, n);
+        memset(first, 0x5A, n); /* the caller may reuse its buffer at once */
+        memset(h, 0xA5, n);
+        if (!st)
+            st = be->iface->download(be, h, d, n);
+        if (!st)
+            st = be->iface->synchronize(be);
+        if (st) {
+            kc_op_failed(k, L, "cuda", st);
+            return;
+        }
+        kc_bytes(&a, src, h, n, "malloc");
+        uint8_t *pin = memra_engine_host_alloc(k->e_gpu, n);
+        if (!pin) {
+            kc_op_failed(k, L, "cuda", MEMRA_E_NOMEM);
+            return;
+        }
+        memset(pin, 0xA5, n);
+        st = be->iface->download(be, pin, d, n);
+        if (!st)
+            st = be->iface->synchronize(be);
+        if (!st)
+            kc_bytes(&a, src, pin, n, "page-locked");
+        memra_host_free(pin);
+        if (st) {
+            kc_op_failed(k, L, "cuda", st);
+            return;
+        }
+    }
+    kc_finish(k, L, &a);
+}
+
 /* ---- the suite --------------------------------------------------------------- */
 
 static void kc_case_done(kc *k)
@@ -1651,6 +1723,7 @@ static void run_suite(kc *k)
     const bool big = k->p.big != 0;
     char name[48];
     KC(kc_roofline(k));
+    KC(kc_transfer(k));
     /* matmul at fixture shapes, every type: decode, a few rows (matvec),
      * prefill fast (f16 GEMM) and exact */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -1,7 +1,8 @@
 /* A kernel tracer for the device (no Nsight Systems importer there): loaded
  * by the CUDA driver through CUDA_INJECTION64_PATH, it records every
  * kernel's start and end through CUPTI's activity API, without serializing
- * launches, and writes "start end gridX gridY blockX dynsmem name" lines to
+ * launches, and writes "start end gridX gridY blockX dynsmem name" lines
+ * (and "start end -1 copyKind bytes 0 MEMCPY" for copies) to
  * $MEMRA_TRACE_OUT when the process exits. Used by scripts/trace-token.sh.
  * Build: gcc -O2 -shared -fPIC -I/usr/local/cuda/include scripts/cupti-trace.c \
  *          -L/usr/local/cuda/lib64 -lcupti -o cupti-trace.so */
@@ -25,6 +26,12 @@ static void CUPTIAPI trace_complete(CUcontext ctx, uint32_t stream, uint8_t *buf
     CUpti_Activity *r = NULL;
     (void)ctx, (void)stream, (void)size;
     while (trace_out && cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+        if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) { /* "start end -1 kind bytes 0 MEMCPY" */
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
+            fprintf(trace_out, "%llu %llu -1 %d %llu 0 MEMCPY\n", (unsigned long long)m->start,
+                    (unsigned long long)m->end, (int)m->copyKind, (unsigned long long)m->bytes);
+            continue;
+        }
         if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && r->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
@@ -49,7 +56,8 @@ int InitializeInjection(void)
     if (!trace_out)
         return 0;
     if (cuptiActivityRegisterCallbacks(trace_request, trace_complete) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS)
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS)
         return 0;
     atexit(trace_flush);
     return 1;

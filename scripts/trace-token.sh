@@ -21,13 +21,17 @@ CUDA_INJECTION64_PATH=$(realpath "$so") MEMRA_TRACE_OUT="$OUT/trace.txt" "$B/exa
 grep -E "^tg|decode at" "$OUT/trace-run.log"
 python3 - "$OUT/trace.txt" <<'PY'
 import sys, statistics as st, collections
-ks = []
+ks, cps = [], []
 for line in open(sys.argv[1]):
     f = line.split(None, 6)
-    ks.append((int(f[0]), int(f[1]), f[6].strip()[:34], int(f[2]), int(f[3])))
-ks.sort()
-# a token ends with the longest kernel of the run (the head matvec)
-head = max(ks, key=lambda k: k[1] - k[0])
+    if f[6].strip() == "MEMCPY":  # start end -1 kind bytes 0 MEMCPY
+        cps.append((int(f[0]), int(f[1]), int(f[3]), int(f[4])))
+    else:
+        ks.append((int(f[0]), int(f[1]), f[6].strip()[:34], int(f[2]), int(f[3])))
+ks.sort(); cps.sort()
+# a token ends with the head matvec: the run's last kernel (a prefill at
+# depth comes first, so the longest kernel need not be the head)
+head = ks[-1]
 hkey = (head[2], head[3], head[4])
 ends = [i for i, k in enumerate(ks) if (k[2], k[3], k[4]) == hkey and k[1] - k[0] > 0.5 * (head[1] - head[0])]
 toks = [ks[a + 1:b + 1] for a, b in zip(ends, ends[1:])]
@@ -49,6 +53,23 @@ for t in toks:
 gap = [(b[0][0] - a[-1][1]) / 1e3 for a, b in zip(toks, toks[1:])]
 print("token on GPU (first start to last end): median %.1f us; host gap between tokens: median %.1f us" %
       (st.median(walls), st.median(gap) if gap else 0))
+# the copies inside each gap, relative to the head's end (kind 1 = H2D, 2 = D2H)
+import bisect
+rows = collections.defaultdict(list)
+for a, b in zip(toks, toks[1:]):
+    t0, t1 = a[-1][1], b[0][0]
+    i = bisect.bisect_left(cps, (t0,))
+    n = collections.Counter()
+    while i < len(cps) and cps[i][0] < t1:
+        s, e, kd, by = cps[i]; i += 1
+        n[kd] += 1
+        rows[(kd, by, n[kd])].append(((s - t0) / 1e3, (e - t0) / 1e3))
+    rows[("next kernel", 0, 1)].append(((t1 - t0) / 1e3, (b[0][1] - t0) / 1e3))
+for k, v in sorted(rows.items(), key=lambda kv: st.median(x[0] for x in kv[1])):
+    if len(v) * 2 >= len(gap):
+        print("gap: %-12s %8d bytes: start %+6.1f end %+6.1f us after the head (median of %d)" %
+              (("copy kind %d" % k[0]) if k[0] != "next kernel" else k[0], k[1], st.median(x[0] for x in v),
+               st.median(x[1] for x in v), len(v)))
 kind = collections.OrderedDict()
 for j in range(P):
     s, e, n, gx, gy = toks[0][j]
