@@ -13,7 +13,16 @@
 #include "cuda_common.cuh"
 #include "math.cuh"
 
-#define FA_THREADS 256 /* a 64-key decode split: its scores and its P·V in one round of loads each */
+/* Threads of a block: FA_WIDE for decode and every exact-mode launch (a
+ * 64-key split's scores and its P·V in one round of loads each: attention
+ * at depth 512 13.2 -> 12.3 us, at depth 0 6.2 -> 4.7 us), FA_NARROW for
+ * fast-mode prefill (twice the blocks per SM: the wide blocks made pp512's
+ * attention 557 -> 944 us). The sums' order depends on the width, so an
+ * exact engine keeps one width for decode and prefill alike (bit-identical
+ * chunkings); a fast engine's prefill already differs from its decode
+ * (f16 GEMMs). */
+#define FA_WIDE 256
+#define FA_NARROW 128
 #define FA_TILE 128          /* keys per score tile */
 #define FA_SPLIT_KEYS 64     /* default keys per split: decode blocks stay short */
 #define FA_MAX_C4 2          /* float4 columns per thread: head_dim <= 1024 */
@@ -50,28 +59,18 @@ static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int
     }
 }
 
-/* The gate's elements of query T, head H that this thread writes (d =
- * threadIdx.x + i FA_THREADS), loaded at the start so that the output's
- * last step does not wait on them; none without a gate. */
-#define FA_OUT_D (4 * FA_MAX_C4) /* output elements per thread: hd <= 4 FA_MAX_C4 FA_THREADS */
+#define FA_OUT_D 8 /* output elements per thread: head_dim <= 8 NT (scalar path), 4 FA_MAX_C4 NT (vector) */
 
-static __device__ __forceinline__ void fa_gate_load(const memra_attn_args_t &a, int64_t t, int64_t h, float g[FA_OUT_D])
+/* Output element D of query T, head H: V, through the optional gate
+ * (elementwise MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
+static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, int64_t t, int64_t h, int d, float v)
 {
-#pragma unroll
-    for (int i = 0; i < FA_OUT_D; i++) {
-        const int d = threadIdx.x + i * FA_THREADS;
-        g[i] = a.gate && d < a.head_dim ? a.gate[t * a.gate_stride + h * a.gate_head_stride + d] : 0.0f;
-    }
+    if (!a.gate)
+        return v;
+    return (float)((double)v * d_sigmoid((double)a.gate[t * a.gate_stride + h * a.gate_head_stride + d]));
 }
 
-/* An output element: V through the optional gate G (elementwise
- * MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
-static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, float v, float g)
-{
-    return a.gate ? (float)((double)v * d_sigmoid((double)g)) : v;
-}
-
-static __device__ __forceinline__ float block_max(float v, float *red)
+template <int NT> static __device__ __forceinline__ float block_max(float v, float *red)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -82,12 +81,12 @@ static __device__ __forceinline__ float block_max(float v, float *red)
     __syncthreads();
     float r = red[0];
 #pragma unroll
-    for (int i = 1; i < FA_THREADS / 32; i++)
+    for (int i = 1; i < NT / 32; i++)
         r = fmaxf(r, red[i]);
     return r;
 }
 
-static __device__ __forceinline__ float block_sum(float v, float *red)
+template <int NT> static __device__ __forceinline__ float block_sum(float v, float *red)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -98,23 +97,25 @@ static __device__ __forceinline__ float block_sum(float v, float *red)
     __syncthreads();
     float r = red[0];
 #pragma unroll
-    for (int i = 1; i < FA_THREADS / 32; i++)
+    for (int i = 1; i < NT / 32; i++)
         r += red[i];
     return r;
 }
 
 /* Merges query T's (wave token TW) splits of head H: the max, the rescaled
- * sums, then every output element over the splits in order (G: the
- * thread's gate elements, fa_gate_load). The partials are read from L2
+ * sums, then every output element over the splits in order. The partials are read from L2
  * (__ldcg): in the fused path other blocks wrote them. Built for latency
  * (it runs after a query's last split, on the critical path): the splits'
  * maxima and sums are loaded once, into shared memory (FA_MERGE_W at a
  * time), and each thread keeps U splits' loads of every element it owns in
- * flight (one split at a time, a chain of dependent L2 round trips, made an
- * attention at depth 512 take 13.7 us against 6.2 at depth 0). */
+ * flight (16 with one element per thread; 2 otherwise, which keeps the
+ * narrow kernel at 96 registers). One split at a time, the old chain of
+ * L2 round trips, measured 13.7 against 13.2 us per attention at depth 512
+ * (scripts/trace-token.sh): the merge was not what made depth 512 slower
+ * than depth 0 (6.2 us). */
 #define FA_MERGE_W 256
 
-template <int D, int U>
+template <int NT, int D, int U>
 static __device__ __forceinline__ void fa_merge_rows(const float *p, int64_t st, int hd, int ns, const float *w_s,
                                                      float v[FA_OUT_D])
 {
@@ -122,7 +123,7 @@ static __device__ __forceinline__ void fa_merge_rows(const float *p, int64_t st,
         float x[D][U];
 #pragma unroll
         for (int i = 0; i < D; i++) {
-            const int d = threadIdx.x + i * FA_THREADS;
+            const int d = threadIdx.x + i * NT;
 #pragma unroll
             for (int u = 0; u < U; u++)
                 x[i][u] = d < hd && j0 + u < ns ? __ldcg(p + (j0 + u) * st + d) : 0.0f;
@@ -136,7 +137,7 @@ static __device__ __forceinline__ void fa_merge_rows(const float *p, int64_t st,
     }
 }
 
-static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit, const float g[FA_OUT_D])
+template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit)
 {
     __shared__ float m_s[FA_MERGE_W], l_s[FA_MERGE_W], red[32];
     const memra_attn_args_t &a = f.a;
@@ -144,7 +145,7 @@ static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t
     const int64_t t = f.t0 + tw, st = hd + 2;
     const float *p = f.part + (tw * a.n_head + h) * f.max_splits * st;
     float M = -INFINITY;
-    for (int64_t s = threadIdx.x; s < nsplit; s += FA_THREADS) {
+    for (int64_t s = threadIdx.x; s < nsplit; s += NT) {
         const float m = __ldcg(p + s * st + hd);
         M = fmaxf(M, m);
         if (s < FA_MERGE_W) { /* the first round's, kept */
@@ -152,7 +153,7 @@ static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t
             l_s[s] = __ldcg(p + s * st + hd + 1);
         }
     }
-    M = block_max(M, red); /* the max does not depend on the order; its barriers publish m_s, l_s */
+    M = block_max<NT>(M, red); /* the max does not depend on the order; its barriers publish m_s, l_s */
     float L = 0.0f, v[FA_OUT_D];
 #pragma unroll
     for (int i = 0; i < FA_OUT_D; i++)
@@ -161,33 +162,33 @@ static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t
         const int ns = (int)min((int64_t)FA_MERGE_W, nsplit - s0);
         if (s0 > 0) {
             __syncthreads(); /* the previous round's are read */
-            for (int j = threadIdx.x; j < ns; j += FA_THREADS) {
+            for (int j = threadIdx.x; j < ns; j += NT) {
                 m_s[j] = __ldcg(p + (s0 + j) * st + hd);
                 l_s[j] = __ldcg(p + (s0 + j) * st + hd + 1);
             }
             __syncthreads();
         }
         /* m_s becomes the weights e^(m - M): each thread its own (the ones it stored) */
-        for (int j = threadIdx.x; j < ns; j += FA_THREADS)
+        for (int j = threadIdx.x; j < ns; j += NT)
             m_s[j] = expf(m_s[j] - M);
         __syncthreads();
         for (int j = 0; j < ns; j++)
             L = fmaf(l_s[j], m_s[j], L);
-        if (hd <= FA_THREADS)
-            fa_merge_rows<1, 16>(p + s0 * st, st, hd, ns, m_s, v);
+        if (hd <= NT)
+            fa_merge_rows<NT, 1, 16>(p + s0 * st, st, hd, ns, m_s, v);
         else
-            fa_merge_rows<FA_OUT_D, 4>(p + s0 * st, st, hd, ns, m_s, v);
+            fa_merge_rows<NT, FA_OUT_D, 2>(p + s0 * st, st, hd, ns, m_s, v);
     }
     float *o = a.out + t * a.n_head * hd + h * hd;
 #pragma unroll
     for (int i = 0; i < FA_OUT_D; i++) {
-        const int d = threadIdx.x + i * FA_THREADS;
+        const int d = threadIdx.x + i * NT;
         if (d < hd)
-            o[d] = fa_out(a, v[i] / L, g[i]);
+            o[d] = fa_out(a, t, h, d, v[i] / L);
     }
 }
 
-template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(const fa_args f)
+template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(const fa_args f)
 {
     extern __shared__ __align__(16) float fa_smem[];
     const memra_attn_args_t &a = f.a;
@@ -204,7 +205,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         /* the split's K and V rows (written tokens ago, or by the previous
          * kernel: a prefetch moves no data into the block, so it may run
          * before the wait) into L2 while the previous kernel finishes */
-        for (int64_t r = threadIdx.x; r < 2 * (k_end - k_begin); r += FA_THREADS)
+        for (int64_t r = threadIdx.x; r < 2 * (k_end - k_begin); r += NT)
             asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((r & 1 ? vb : kb) +
                                                                            (k_begin + (r >> 1)) * a.kv_stride),
                          "r"((unsigned)(hd * sizeof(float))) : "memory");
@@ -217,19 +218,17 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     float *red = sc + FA_TILE;         /* 32 */
     float *accr = red + 32;            /* reduction of the key groups: kg * hd */
     const float *q = a.q + t * a.q_stride + h * hd;
-    for (int i = threadIdx.x; i < hd; i += FA_THREADS)
+    for (int i = threadIdx.x; i < hd; i += NT)
         q_s[i] = q[i];
-    float gate[FA_OUT_D];
-    fa_gate_load(a, t, h, gate);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nc4 = hd / 4;
     /* P·V layout: thread = (key group g, float4 column) */
-    const int kg = VEC ? (nc4 >= FA_THREADS ? 1 : FA_THREADS / nc4) : 1;
-    const int g = VEC ? (nc4 >= FA_THREADS ? 0 : threadIdx.x / nc4) : 0;
-    const int c4_0 = VEC ? (nc4 >= FA_THREADS ? threadIdx.x : threadIdx.x % nc4) : threadIdx.x;
+    const int kg = VEC ? (nc4 >= NT ? 1 : NT / nc4) : 1;
+    const int g = VEC ? (nc4 >= NT ? 0 : threadIdx.x / nc4) : 0;
+    const int c4_0 = VEC ? (nc4 >= NT ? threadIdx.x : threadIdx.x % nc4) : threadIdx.x;
     const bool pv_on = g < kg;
     float4 acc[FA_MAX_C4];
-    float accs[8]; /* scalar path: columns threadIdx.x + i*FA_THREADS */
+    float accs[8]; /* scalar path: columns threadIdx.x + i*NT */
 #pragma unroll
     for (int i = 0; i < FA_MAX_C4; i++)
         acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -243,7 +242,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         /* scores: a warp per key, FA_QK_KEYS keys and two of a lane's
          * columns per round, their loads in flight together; each key's
          * sum runs over the lane's columns in order */
-        constexpr int NW = FA_THREADS / 32, QK = FA_QK_KEYS;
+        constexpr int NW = NT / 32, QK = FA_QK_KEYS;
         for (int kb0 = warp; kb0 < nt; kb0 += QK * NW) {
             float d[QK];
             const float *kr[QK];
@@ -294,16 +293,16 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         }
         __syncthreads();
         float tmax = -INFINITY;
-        for (int kk = threadIdx.x; kk < nt; kk += FA_THREADS)
+        for (int kk = threadIdx.x; kk < nt; kk += NT)
             tmax = fmaxf(tmax, sc[kk]);
-        const float m_new = fmaxf(m, block_max(tmax, red));
+        const float m_new = fmaxf(m, block_max<NT>(tmax, red));
         float psum = 0.0f;
-        for (int kk = threadIdx.x; kk < nt; kk += FA_THREADS) {
+        for (int kk = threadIdx.x; kk < nt; kk += NT) {
             const float p = expf(sc[kk] - m_new);
             sc[kk] = p;
             psum += p;
         }
-        const float tsum = block_sum(psum, red); /* its barriers also publish sc */
+        const float tsum = block_sum<NT>(psum, red); /* its barriers also publish sc */
         const float alpha = expf(m - m_new);
         l = l * alpha + tsum;
         m = m_new;
@@ -321,7 +320,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
                 constexpr int PV = FA_PV_KEYS;
 #pragma unroll
                 for (int i = 0; i < FA_MAX_C4; i++) {
-                    const int c4 = c4_0 + i * FA_THREADS;
+                    const int c4 = c4_0 + i * NT;
                     if (c4 >= nc4)
                         continue;
                     for (int kb0 = g; kb0 < nt; kb0 += PV * kg) {
@@ -351,7 +350,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
                 const float *vr = vb + (k0 + kk) * a.kv_stride;
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    const int c = threadIdx.x + i * FA_THREADS;
+                    const int c = threadIdx.x + i * NT;
                     if (c < hd)
                         accs[i] = fmaf(p, __ldg(vr + c), accs[i]);
                 }
@@ -366,7 +365,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
         if (pv_on) {
 #pragma unroll
             for (int i = 0; i < FA_MAX_C4; i++) {
-                const int c4 = c4_0 + i * FA_THREADS;
+                const int c4 = c4_0 + i * NT;
                 if (c4 < nc4)
                     ((float4 *)(accr + g * hd))[c4] = acc[i];
             }
@@ -374,7 +373,7 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     } else {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const int c = threadIdx.x + i * FA_THREADS;
+            const int c = threadIdx.x + i * NT;
             if (c < hd)
                 accr[c] = accs[i];
         }
@@ -385,13 +384,13 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
                       : f.part + ((tw * a.n_head + h) * f.max_splits + s) * (int64_t)(hd + 2);
 #pragma unroll
     for (int i = 0; i < FA_OUT_D; i++) {
-        const int d = threadIdx.x + i * FA_THREADS;
+        const int d = threadIdx.x + i * NT;
         if (d >= hd)
             break;
         float v = accr[d];
         for (int gg = 1; gg < kg; gg++)
             v += accr[gg * hd + d];
-        o[d] = direct ? fa_out(a, v / l, gate[i]) : v;
+        o[d] = direct ? fa_out(a, t, h, d, v / l) : v;
     }
     if (!direct && threadIdx.x == 0) {
         o[hd] = m;
@@ -413,21 +412,18 @@ template <bool VEC> __global__ void __launch_bounds__(FA_THREADS) fa_kernel(cons
     __syncthreads();
     if (last) {
         __threadfence();
-        fa_merge(f, tw, h, nsplit, gate);
+        fa_merge<NT>(f, tw, h, nsplit);
     }
 }
 
-__global__ void fa_combine_kernel(const fa_args f)
+template <int NT> __global__ void __launch_bounds__(NT) fa_combine_kernel(const fa_args f)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t h = blockIdx.x, tw = blockIdx.y;
     int64_t lo, len, nsplit, chunk;
     fa_range(f, f.t0 + tw, &lo, &len, &nsplit, &chunk);
-    if (nsplit > 1) {
-        float g[FA_OUT_D];
-        fa_gate_load(f.a, f.t0 + tw, h, g);
-        fa_merge(f, tw, h, nsplit, g);
-    }
+    if (nsplit > 1)
+        fa_merge<NT>(f, tw, h, nsplit);
 }
 
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
@@ -439,7 +435,9 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     const int64_t hd = a->head_dim;
     const bool vec = hd % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->k_cache % 16 == 0 &&
                      (uintptr_t)a->v_cache % 16 == 0;
-    if (hd > (vec ? 4 * FA_MAX_C4 * FA_THREADS : 8 * FA_THREADS))
+    const int64_t hd_max = vec ? 4 * FA_MAX_C4 : 8; /* head_dim per thread */
+    const int nthr = be->fast && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
+    if (hd > hd_max * nthr)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     static long fixed = -2, fuse = 1, trig = 0;
@@ -479,25 +477,23 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     }
     if (wave > 65535)
         wave = 65535;
-    const int kg = vec ? (hd / 4 >= FA_THREADS ? 1 : FA_THREADS / (hd / 4)) : 1;
+    const int kg = vec ? (hd / 4 >= nthr ? 1 : nthr / (int)(hd / 4)) : 1;
     const size_t smem = (size_t)(hd + FA_TILE + 32 + kg * hd) * sizeof(float);
-    if (smem > 48 * 1024) {
-        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    }
+    void (*kernel)(fa_args) = nthr == FA_WIDE ? (vec ? fa_kernel<true, FA_WIDE> : fa_kernel<false, FA_WIDE>)
+                                              : (vec ? fa_kernel<true, FA_NARROW> : fa_kernel<false, FA_NARROW>);
+    if (smem > 48 * 1024)
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += wave) {
         const int64_t nt = a->n_tokens - t0 < wave ? a->n_tokens - t0 : wave;
         f.t0 = t0;
         /* the splits merge themselves when the wave's counters fit */
         f.count = c->fa_count && nt * a->n_head <= MEMRA_CUDA_FA_COUNTS && fuse ? c->fa_count : NULL;
         const dim3 grid((unsigned)a->n_head, (unsigned)max_splits, (unsigned)nt);
-        if (vec)
-            memra__launch(fa_kernel<true>, grid, FA_THREADS, smem, c->stream, f);
-        else
-            memra__launch(fa_kernel<false>, grid, FA_THREADS, smem, c->stream, f);
+        memra__launch(kernel, grid, nthr, smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (max_splits > 1 && !f.count) {
-            memra__launch(fa_combine_kernel, dim3((unsigned)a->n_head, (unsigned)nt), FA_THREADS, 0, c->stream, f);
+            memra__launch(nthr == FA_WIDE ? fa_combine_kernel<FA_WIDE> : fa_combine_kernel<FA_NARROW>,
+                          dim3((unsigned)a->n_head, (unsigned)nt), nthr, 0, c->stream, f);
             MEMRA_CUDA_LAUNCHED(be);
         }
     }
