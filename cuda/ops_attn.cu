@@ -33,14 +33,50 @@
 #define FA_QK_KEYS 8  /* keys per warp per score round (x 2 float4 columns) */
 #define FA_PV_KEYS 16 /* keys per thread per P·V round */
 
+#ifdef MEMRA_FA_TIMELINE
+/* Diagnostic build (WHAT=fa scripts/timeline-build.sh: this file compiled
+ * with -DMEMRA_FA_TIMELINE into a copy of the library): thread 0 of each
+ * block (first 1024, first query) records %globaltimer at its start, after
+ * its wait, after q, the scores, P·V, the output, its split count and the
+ * merge (and inside the staged merge), for the last 256 launches; one-query
+ * launches are dumped at exit to $MEMRA_FA_TIMELINE (scripts/fa-timeline.py). */
+static __device__ unsigned long long fa_tl[256][1024][12];
+static __device__ __forceinline__ unsigned long long fa_now(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define FA_TL(i)                                                                                                       \
+    do {                                                                                                               \
+        const int b_ = blockIdx.x + blockIdx.y * gridDim.x;                                                           \
+        if (threadIdx.x == 0 && blockIdx.z == 0 && b_ < 1024)                                                          \
+            fa_tl[f.tl_seq % 256][b_][i] = fa_now();                                                                   \
+    } while (0)
+#define FA_TLV(i, val)                                                                                                 \
+    do {                                                                                                               \
+        const int b_ = blockIdx.x + blockIdx.y * gridDim.x;                                                           \
+        unsigned long long t_;                                                                                         \
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.neu.f32 p, %1, %1;\n\tmov.u64 %0, %%globaltimer;\n\t@p add.u64 %0, %0, 1;\n\t}" \
+                     : "=l"(t_) : "f"(val));                                                                           \
+        if (threadIdx.x == 0 && blockIdx.z == 0 && b_ < 1024)                                                          \
+            fa_tl[f.tl_seq % 256][b_][i] = t_;                                                                         \
+    } while (0)
+#else
+#define FA_TL(i) ((void)0)
+#define FA_TLV(i, v) ((void)0)
+#endif
+
 struct fa_args {
+    int tl_seq;          /* MEMRA_FA_TIMELINE builds: the launch's slot */
     memra_attn_args_t a;
     int64_t t0;          /* first token of this wave */
     int64_t max_splits;  /* gridDim.y */
     int64_t fixed_split; /* MEMRA_FA_SPLIT, or 0 */
     float *part;         /* [token of wave][head][split][hd + 2] */
     int *count;          /* [token of wave][head]: splits done (zero between launches), or NULL: merge kernel */
-    int trig;            /* MEMRA_FA_TRIGGER: 1 lets the next kernel launch once the block's K/V loads are done */
+    int trig;            /* MEMRA_FA_TRIGGER: where the next kernel may launch: 0 at the block's start, 1 after its
+                          * P·V (default), else at its exit (the merge 0.9 us shorter, tokens 0.4 % slower) */
 };
 
 static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int64_t *lo, int64_t *len, int64_t *nsplit,
@@ -61,13 +97,22 @@ static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int
 
 #define FA_OUT_D 8 /* output elements per thread: head_dim <= 8 NT (scalar path), 4 FA_MAX_C4 NT (vector) */
 
-/* Output element D of query T, head H: V, through the optional gate
- * (elementwise MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
+/* The gate of output element D of query T, head H (0 without a gate). */
+static __device__ __forceinline__ float fa_gate(const memra_attn_args_t &a, int64_t t, int64_t h, int d)
+{
+    return a.gate ? a.gate[t * a.gate_stride + h * a.gate_head_stride + d] : 0.0f;
+}
+
+/* An output element: V through the optional gate G (elementwise
+ * MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
+static __device__ __forceinline__ float fa_out_g(const memra_attn_args_t &a, float v, float g)
+{
+    return a.gate ? (float)((double)v * d_sigmoid((double)g)) : v;
+}
+
 static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, int64_t t, int64_t h, int d, float v)
 {
-    if (!a.gate)
-        return v;
-    return (float)((double)v * d_sigmoid((double)a.gate[t * a.gate_stride + h * a.gate_head_stride + d]));
+    return fa_out_g(a, v, fa_gate(a, t, h, d));
 }
 
 template <int NT> static __device__ __forceinline__ float block_max(float v, float *red)
@@ -137,6 +182,44 @@ static __device__ __forceinline__ void fa_merge_rows(const float *p, int64_t st,
     }
 }
 
+/* fa_merge's arithmetic when a thread owns one element and there are at
+ * most FA_MERGE_FEW splits (decode to depth 1024 at 64 keys a split): each
+ * thread loads every split's max, sum and its element, and the gate, at
+ * once, and merges in registers: one L2 round trip and no barrier. The
+ * staged merge's phases (maxima, weights, elements, gated store) took
+ * 1.3-2.3 us each, 6-7 us after the last split's count at depth 512
+ * (a diagnostic build's %globaltimer stamps, MEMRA_FA_TIMELINE). */
+#define FA_MERGE_FEW 16
+
+static __device__ __forceinline__ void fa_merge_few(const memra_attn_args_t &a, const float *p, int64_t st, int hd,
+                                                    int64_t nsplit, int64_t t, int64_t h)
+{
+    const int d = threadIdx.x;
+    float mv[FA_MERGE_FEW], lv[FA_MERGE_FEW], x[FA_MERGE_FEW];
+#pragma unroll
+    for (int s = 0; s < FA_MERGE_FEW; s++) {
+        const bool on = s < nsplit;
+        mv[s] = on ? __ldcg(p + s * st + hd) : -INFINITY;
+        lv[s] = on ? __ldcg(p + s * st + hd + 1) : 0.0f;
+        x[s] = on && d < hd ? __ldcg(p + s * st + d) : 0.0f;
+    }
+    const float g = d < hd ? fa_gate(a, t, h, d) : 0.0f;
+    float M = -INFINITY; /* the max does not depend on the order */
+#pragma unroll
+    for (int s = 0; s < FA_MERGE_FEW; s++)
+        M = fmaxf(M, mv[s]);
+    float L = 0.0f, v = 0.0f;
+#pragma unroll
+    for (int s = 0; s < FA_MERGE_FEW; s++)
+        if (s < nsplit) { /* the staged merge's sums, in the same order */
+            const float w = expf(mv[s] - M);
+            L = fmaf(lv[s], w, L);
+            v = fmaf(x[s], w, v);
+        }
+    if (d < hd)
+        a.out[t * a.n_head * hd + h * hd + d] = fa_out_g(a, v / L, g);
+}
+
 template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit)
 {
     __shared__ float m_s[FA_MERGE_W], l_s[FA_MERGE_W], red[32];
@@ -144,6 +227,10 @@ template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, 
     const int hd = (int)a.head_dim;
     const int64_t t = f.t0 + tw, st = hd + 2;
     const float *p = f.part + (tw * a.n_head + h) * f.max_splits * st;
+    if (NT >= 256 && hd <= NT && nsplit <= FA_MERGE_FEW) {
+        fa_merge_few(a, p, st, hd, nsplit, t, h);
+        return;
+    }
     float M = -INFINITY;
     for (int64_t s = threadIdx.x; s < nsplit; s += NT) {
         const float m = __ldcg(p + s * st + hd);
@@ -154,6 +241,7 @@ template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, 
         }
     }
     M = block_max<NT>(M, red); /* the max does not depend on the order; its barriers publish m_s, l_s */
+    FA_TL(8);
     float L = 0.0f, v[FA_OUT_D];
 #pragma unroll
     for (int i = 0; i < FA_OUT_D; i++)
@@ -174,10 +262,12 @@ template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, 
         __syncthreads();
         for (int j = 0; j < ns; j++)
             L = fmaf(l_s[j], m_s[j], L);
+        FA_TL(9);
         if (hd <= NT)
             fa_merge_rows<NT, 1, 16>(p + s0 * st, st, hd, ns, m_s, v);
         else
             fa_merge_rows<NT, FA_OUT_D, 2>(p + s0 * st, st, hd, ns, m_s, v);
+        FA_TLV(10, v[0]);
     }
     float *o = a.out + t * a.n_head * hd + h * hd;
 #pragma unroll
@@ -198,6 +288,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
     fa_range(f, t, &lo, &len, &nsplit, &chunk);
     if (s >= nsplit)
         return;
+    FA_TL(0);
     const int64_t k_begin = lo + s * chunk, k_end = min(lo + len, k_begin + chunk);
     const int64_t kvh = h / (a.n_head / a.n_kv_head);
     const float *kb = a.k_cache + kvh * hd, *vb = a.v_cache + kvh * hd;
@@ -210,9 +301,10 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
                                                                            (k_begin + (r >> 1)) * a.kv_stride),
                          "r"((unsigned)(hd * sizeof(float))) : "memory");
     }
-    if (!f.trig)
+    if (f.trig == 0)
         memra_pdl_launch();
     memra_pdl_wait();
+    FA_TL(1);
     float *q_s = fa_smem;              /* hd */
     float *sc = q_s + hd;              /* FA_TILE */
     float *red = sc + FA_TILE;         /* 32 */
@@ -237,6 +329,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
         accs[i] = 0.f;
     float m = -INFINITY, l = 0.0f;
     __syncthreads();
+    FA_TL(2);
     for (int64_t k0 = k_begin; k0 < k_end; k0 += FA_TILE) {
         const int nt = (int)min((int64_t)FA_TILE, k_end - k0);
         /* scores: a warp per key, FA_QK_KEYS keys and two of a lane's
@@ -303,6 +396,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
             psum += p;
         }
         const float tsum = block_sum<NT>(psum, red); /* its barriers also publish sc */
+        FA_TL(3);
         const float alpha = expf(m - m_new);
         l = l * alpha + tsum;
         m = m_new;
@@ -358,7 +452,8 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
         }
         __syncthreads(); /* sc is rewritten by the next tile */
     }
-    if (f.trig)
+    FA_TL(4);
+    if (f.trig == 1)
         memra_pdl_launch();
     /* merge the key groups in a fixed order */
     if (VEC) {
@@ -396,6 +491,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
         o[hd] = m;
         o[hd + 1] = l;
     }
+    FA_TL(5);
     if (direct || !f.count)
         return;
     /* the query's last split to finish merges them all (one launch less);
@@ -406,6 +502,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
     if (threadIdx.x == 0) {
         int *cnt = f.count + tw * a.n_head + h;
         last = atomicAdd(cnt, 1) == (int)nsplit - 1;
+        FA_TL(6);
         if (last)
             *cnt = 0; /* every split has counted: ready for the next launch */
     }
@@ -413,6 +510,8 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
     if (last) {
         __threadfence();
         fa_merge<NT>(f, tw, h, nsplit);
+        __syncthreads();
+        FA_TL(7);
     }
 }
 
@@ -425,6 +524,43 @@ template <int NT> __global__ void __launch_bounds__(NT) fa_combine_kernel(const 
     if (nsplit > 1)
         fa_merge<NT>(f, tw, h, nsplit);
 }
+
+#ifdef MEMRA_FA_TIMELINE
+static int fa_tl_count, fa_tl_meta[256][3];
+static void fa_tl_dump(void)
+{
+    static unsigned long long h[256][1024][12];
+    const char *path = getenv("MEMRA_FA_TIMELINE");
+    FILE *fp = path ? fopen(path, "w") : NULL;
+    if (!fp || cudaDeviceSynchronize() != cudaSuccess || cudaMemcpyFromSymbol(h, fa_tl, sizeof h) != cudaSuccess) {
+        if (fp)
+            fclose(fp);
+        return;
+    }
+    const int n = fa_tl_count < 256 ? fa_tl_count : 256;
+    for (int k = fa_tl_count - n; k < fa_tl_count; k++) {
+        const int i = k % 256, *m = fa_tl_meta[i];
+        if (m[2] != 1)
+            continue;
+        for (int b = 0; b < m[0] * m[1] && b < 1024; b++) {
+            fprintf(fp, "%d %d %d %d", k, m[0], m[1], b);
+            for (int j = 0; j < 12; j++)
+                fprintf(fp, " %llu", h[i][b][j]);
+            fprintf(fp, "\n");
+        }
+    }
+    fclose(fp);
+}
+static int fa_tl_note(unsigned heads, unsigned splits, int64_t n_tokens)
+{
+    if (fa_tl_count == 0)
+        atexit(fa_tl_dump);
+    const int i = fa_tl_count % 256;
+    fa_tl_meta[i][0] = (int)heads, fa_tl_meta[i][1] = (int)splits, fa_tl_meta[i][2] = (int)n_tokens;
+    fa_tl_count++;
+    return i;
+}
+#endif
 
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
 {
@@ -458,6 +594,11 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     if (max_splits > 65535)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: %lld key splits", (long long)max_splits);
     fa_args f;
+#ifdef MEMRA_FA_TIMELINE
+    f.tl_seq = fa_tl_note((unsigned)a->n_head, (unsigned)max_splits, a->n_tokens);
+#else
+    f.tl_seq = 0;
+#endif
     f.a = *a;
     f.max_splits = max_splits;
     f.fixed_split = fixed > 0 ? fixed : 0;

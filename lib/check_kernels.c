@@ -1863,6 +1863,9 @@ static void run_suite(kc *k)
     KC(kc_attention(k, "attention.swa.decode", 1, 5000, 8, 2, 256, 1024, false));
     KC(kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0, false));
     KC(kc_attention(k, "attention.gated.decode", 1, 3000, 16, 4, 256, 0, true));
+    /* up to 16 splits the last split merges in registers (cuda/ops_attn.cu) */
+    KC(kc_attention(k, "attention.gated.decode.d600", 1, 600, 16, 4, 256, 0, true));
+    KC(kc_attention(k, "attention.decode.16splits", 1, 1023, 16, 4, 256, 0, false));
     KC(kc_attention(k, "attention.gated.short", 3, 40, 4, 2, 64, 0, true));
     KC(kc_attention_rowinv(k, "attention.rowinv", 6, 300, 4, 2, 128));
     /* on CUDA, a call of more (query, head) pairs than the backend keeps
