@@ -148,16 +148,14 @@ template <int NT> static __device__ __forceinline__ float block_sum(float v, flo
 }
 
 /* Merges query T's (wave token TW) splits of head H: the max, the rescaled
- * sums, then every output element over the splits in order. The partials are read from L2
- * (__ldcg): in the fused path other blocks wrote them. Built for latency
- * (it runs after a query's last split, on the critical path): the splits'
- * maxima and sums are loaded once, into shared memory (FA_MERGE_W at a
- * time), and each thread keeps U splits' loads of every element it owns in
+ * sums, then every output element over the splits in order. The partials
+ * are read from L2 (__ldcg): in the fused path other blocks wrote them. It
+ * runs after a query's last split, on the critical path: up to
+ * FA_MERGE_FEW splits in registers (fa_merge_few), else staged: the
+ * splits' maxima and sums loaded once into shared memory (FA_MERGE_W at a
+ * time), each thread keeping U splits' loads of every element it owns in
  * flight (16 with one element per thread; 2 otherwise, which keeps the
- * narrow kernel at 96 registers). One split at a time, the old chain of
- * L2 round trips, measured 13.7 against 13.2 us per attention at depth 512
- * (scripts/trace-token.sh): the merge was not what made depth 512 slower
- * than depth 0 (6.2 us). */
+ * narrow kernel at 96 registers). */
 #define FA_MERGE_W 256
 
 template <int NT, int D, int U>
@@ -510,7 +508,9 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
     if (last) {
         __threadfence();
         fa_merge<NT>(f, tw, h, nsplit);
-        __syncthreads();
+#ifdef MEMRA_FA_TIMELINE
+        __syncthreads(); /* the stamp after every thread's stores */
+#endif
         FA_TL(7);
     }
 }

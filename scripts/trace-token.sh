@@ -4,7 +4,8 @@
 # (no serialization, unlike MEMRA_CUDA_PROFILE and ncu), and each kernel of a token is charged its
 # marginal time: its end minus the latest end before it, so that the
 # marginals of a token add up to its wall time on the GPU. Prints the
-# median per position in the token and the sums per kernel kind.
+# copies in the gap between tokens (after the head: start, end), the median
+# per position in the token and the sums per kernel kind.
 # Usage: scripts/trace-token.sh MODEL   (B: build folder, N: tokens, D: depth,
 # BENCH_ARGS: more memra-bench arguments)
 set -uo pipefail
