@@ -115,12 +115,16 @@ static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, int64
     return fa_out_g(a, v, fa_gate(a, t, h, d));
 }
 
-template <int NT> static __device__ __forceinline__ float block_max(float v, float *red)
+/* LEAD: a barrier before RED is written, for a caller that read it last
+ * without one since (each barrier phase of a decode block costs about a
+ * microsecond: the tile loop gives its max and its sum their own slots) */
+template <int NT> static __device__ __forceinline__ float block_max(float v, float *red, bool lead = true)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();
+    if (lead)
+        __syncthreads();
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = v;
     __syncthreads();
@@ -131,12 +135,13 @@ template <int NT> static __device__ __forceinline__ float block_max(float v, flo
     return r;
 }
 
-template <int NT> static __device__ __forceinline__ float block_sum(float v, float *red)
+template <int NT> static __device__ __forceinline__ float block_sum(float v, float *red, bool lead = true)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
+    if (lead)
+        __syncthreads();
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = v;
     __syncthreads();
@@ -278,6 +283,7 @@ template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, 
 
 template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(const fa_args f)
 {
+    static_assert(NT / 32 <= 16, "the tile's max and sum slots of red");
     extern __shared__ __align__(16) float fa_smem[];
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
@@ -305,7 +311,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
     FA_TL(1);
     float *q_s = fa_smem;              /* hd */
     float *sc = q_s + hd;              /* FA_TILE */
-    float *red = sc + FA_TILE;         /* 32 */
+    float *red = sc + FA_TILE;         /* 32: the tile's max in [0, 16), its sum in [16, 32) */
     float *accr = red + 32;            /* reduction of the key groups: kg * hd */
     const float *q = a.q + t * a.q_stride + h * hd;
     for (int i = threadIdx.x; i < hd; i += NT)
@@ -386,14 +392,14 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
         float tmax = -INFINITY;
         for (int kk = threadIdx.x; kk < nt; kk += NT)
             tmax = fmaxf(tmax, sc[kk]);
-        const float m_new = fmaxf(m, block_max<NT>(tmax, red));
+        const float m_new = fmaxf(m, block_max<NT>(tmax, red, false)); /* red[0, NT/32): read only before the next tile's */
         float psum = 0.0f;
         for (int kk = threadIdx.x; kk < nt; kk += NT) {
             const float p = expf(sc[kk] - m_new);
             sc[kk] = p;
             psum += p;
         }
-        const float tsum = block_sum<NT>(psum, red); /* its barriers also publish sc */
+        const float tsum = block_sum<NT>(psum, red + 16, false); /* its barrier also publishes sc */
         FA_TL(3);
         const float alpha = expf(m - m_new);
         l = l * alpha + tsum;
@@ -448,7 +454,8 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
                 }
             }
         }
-        __syncthreads(); /* sc is rewritten by the next tile */
+        if (k0 + FA_TILE < k_end)
+            __syncthreads(); /* sc is rewritten by the next tile (after the last, only accr is written) */
     }
     FA_TL(4);
     if (f.trig == 1)

@@ -127,8 +127,12 @@ static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float 
  * limit (docs/PERFORMANCE.md), hence float32 within a run of four. */
 template <int EPT>
 static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *q_s, const float *k_s, int part, int P,
-                                                  int d, double decay, double beta, double vm, float scale)
+                                                  int d, double decay, double beta, double vm, float scale,
+                                                  float q_scl = 1.0f, float k_scl = 1.0f)
 {
+    /* Q_SCL, K_SCL: the L2 norms' scales, applied to each element as it is
+     * read (row_scaled's one rounding, so the same bits as q and k normed in
+     * shared memory first; 1 = already normed) */
     /* u = Sᵀk and o = Sᵀq over runs of four elements (the unit a lane
      * holds): each run a float32 FMA chain, the runs added in float64 (the
      * CPU's delta_dot): one float64 conversion and add per four elements */
@@ -140,7 +144,7 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
 #pragma unroll
         for (int c = 0; c < 4; c++)
             if (i + c < d)
-                r = __fmaf_rn(s[e + c], k_s[i + c], r);
+                r = __fmaf_rn(s[e + c], __fmul_rn(k_s[i + c], k_scl), r);
         u += (double)r;
     }
     for (int o = 1; o < P; o <<= 1)
@@ -156,8 +160,8 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
 #pragma unroll
         for (int c = 0; c < 4; c++) {
             if (i + c < d) {
-                s[e + c] = __fmaf_rn(k_s[i + c], delta_f, __fmul_rn(decay_f, s[e + c]));
-                r = __fmaf_rn(s[e + c], q_s[i + c], r);
+                s[e + c] = __fmaf_rn(__fmul_rn(k_s[i + c], k_scl), delta_f, __fmul_rn(decay_f, s[e + c]));
+                r = __fmaf_rn(s[e + c], __fmul_rn(q_s[i + c], q_scl), r);
             }
         }
         o_acc += (double)r;
@@ -220,35 +224,29 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
 
 /* ---- the fused step (memra_gdn_args_t) ------------------------------------------ */
 
-/* Sums of squares of the rows X[0..NR) (DIM <= 1024 floats each, shared
- * memory) in row_scale's order (cuda/math.cuh: 4-element chunk c on thread
- * c of MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in
- * order), with however many warps the block has: "virtual warp" v of row r
- * is job r*8 + v. RED: NR*8 doubles; the caller syncs and sums them in order. */
+/* The sum of squares of ROW (DIM <= 1024 floats, shared memory) in
+ * row_scale's order (cuda/math.cuh: 4-element chunk c on thread c of
+ * MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in order),
+ * computed by one warp alone: its "virtual warp" v takes chunks
+ * [32 v, 32 v + 32). The virtual warps past DIM would add +0.0 to a
+ * non-negative sum, so they are skipped. Every lane returns the same bits
+ * (each butterfly step adds the same two values on both lanes), so warps
+ * that need the total compute it instead of waiting at a barrier for it. */
 #define GDN_VW (MEMRA_NORM_BLOCK / 32)
 
-static __device__ __forceinline__ void gdn_sumsq(const float *const *x, int nr, int dim, double *red)
+static __device__ __forceinline__ double gdn_sumsq(const float *row, int dim)
 {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int job = warp; job < nr * GDN_VW; job += blockDim.x >> 5) {
-        const float *row = x[job / GDN_VW];
-        const int c = (job % GDN_VW) * 32 + lane;
+    const int lane = threadIdx.x & 31;
+    double t = 0.0;
+    for (int v = 0; v < GDN_VW && v * 128 < dim; v++) {
+        const int c = v * 32 + lane;
         double p = 0.0;
 #pragma unroll
         for (int q = 0; q < 4; q++)
             if (4 * c + q < dim)
                 p += (double)row[4 * c + q] * (double)row[4 * c + q];
-        p = warp_sum_d(p);
-        if (lane == 0)
-            red[job] = p;
+        t += warp_sum_d(p);
     }
-}
-
-static __device__ __forceinline__ double gdn_total(const double *red)
-{
-    double t = 0.0;
-    for (int i = 0; i < GDN_VW; i++)
-        t += red[i];
     return t;
 }
 
@@ -397,8 +395,7 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
         memra_pdl_launch();
     memra_pdl_wait();
     extern __shared__ float gsm[]; /* q, k (raw, then normed in place), o and (CONV) v */
-    __shared__ double red[3 * GDN_VW];
-    __shared__ float scl[3];
+    __shared__ float scl[2];
     float *q_s = gsm, *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
     const int tid = threadIdx.x, m = m0 + tid / P, part = tid % P;
     const bool on = tid / P < rows;
@@ -423,21 +420,23 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
             }
         }
         const double vm = on ? (double)(CONV ? v_s[m] : a.v[t * a.v_stride + j * d + m]) : 0.0;
-        __syncthreads();
-        const float *qk[2] = {q_s, k_s};
-        gdn_sumsq(qk, 2, d, red);
-        __syncthreads();
-        if (tid < 2)
-            scl[tid] = (float)row_scale_of(false, gdn_total(red + tid * GDN_VW), d, g.l2_eps);
-        __syncthreads();
-        for (int i = tid; i < d; i += blockDim.x) {
-            q_s[i] = row_scaled(q_s[i], scl[0], NULL, i);
-            k_s[i] = row_scaled(k_s[i], scl[1], NULL, i);
+        if (!CONV) /* gdn_conv_run returns synchronized */
+            __syncthreads();
+        /* each barrier phase of this latency-bound step costs about a
+         * microsecond: q's and k's L2 scales in one phase (a warp each; not
+         * every warp: the float64 square root and division of 16 warps
+         * made the step slower than a barrier), applied as delta_row reads
+         * q and k (the same bits as a normed copy, without its phase) */
+        for (int r = tid >> 5; r < 2; r += (int)(blockDim.x >> 5)) {
+            const double tt = gdn_sumsq(r ? k_s : q_s, d);
+            if ((tid & 31) == 0)
+                scl[r] = (float)row_scale_of(false, tt, d, g.l2_eps);
         }
         __syncthreads();
+        const float q_scl = scl[0], k_scl = scl[1];
         if (trig >= 2 || (trig == 1 && !CONV))
             memra_pdl_launch();
-        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
+        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale, q_scl, k_scl);
         if (on && part == 0) {
             if (B == 1) {
                 o_s[m] = o;
@@ -448,15 +447,12 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
             }
         }
         gdn_cluster_sync(B > 1 ? C : 1);
-        const float *orow[1] = {o_s};
-        gdn_sumsq(orow, 1, d, red + 2 * GDN_VW);
-        __syncthreads();
-        if (tid == 0)
-            scl[2] = (float)row_scale_of(true, gdn_total(red + 2 * GDN_VW), d, g.norm_eps);
-        __syncthreads();
-        if (tid < rows) { /* blockDim >= rows (rows * P threads) */
-            const float on_i = row_scaled(o_s[m0 + tid], scl[2], &wt, 0);
-            g.y[t * a.n_v * d + j * d + m0 + tid] = (float)(d_silu((double)zt) * (double)on_i);
+        if ((tid & ~31) < rows) { /* the warps of the output rows (blockDim >= rows) sum o themselves: no barrier */
+            const float o_scl = (float)row_scale_of(true, gdn_sumsq(o_s, d), d, g.norm_eps);
+            if (tid < rows) {
+                const float on_i = row_scaled(o_s[m0 + tid], o_scl, &wt, 0);
+                g.y[t * a.n_v * d + j * d + m0 + tid] = (float)(d_silu((double)zt) * (double)on_i);
+            }
         }
     }
     delta_store(s, S, m, part, P, d, on);
