@@ -38,12 +38,19 @@ static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
 
 /* The xor-butterfly sum of a warp's values (every lane gets the same
  * bits: each step adds two equal partial sums in either order). */
-static __device__ __forceinline__ double warp_sum_d(double v)
+static __device__ __forceinline__ float warp_sum(float v)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+/* One term of a sum of squares: P + X·X, one float32 rounding (the CPU
+ * reference's fmaf in lib/cpu/ops_norm.c). */
+static __device__ __forceinline__ float row_sq_add(float x, float p)
+{
+    return __fmaf_rn(x, x, p);
 }
 
 /* The scale of row_scale from the sum of squares T of a DIM-wide row. */
@@ -55,30 +62,33 @@ static __device__ __forceinline__ double row_scale_of(bool rms, double t, int64_
 /* row_scale from each thread's partial sum SUM (row_sumsq_part's order):
  * the block's fixed reduction. Every thread sums the warps' sums in order
  * itself (same bits everywhere: one barrier instead of a broadcast). */
-static __device__ __forceinline__ double row_scale_reduce(bool rms, double sum, int64_t dim, float eps, double *red)
+static __device__ __forceinline__ double row_scale_reduce(bool rms, float sum, int64_t dim, float eps, float *red)
 {
-    sum = warp_sum_d(sum);
+    sum = warp_sum(sum);
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = sum;
     __syncthreads();
-    double t = 0.0;
+    float t = 0.0f;
 #pragma unroll
     for (int i = 0; i < MEMRA_NORM_BLOCK / 32; i++)
         t += red[i];
     __syncthreads(); /* red is reused by the next row */
-    return row_scale_of(rms, t, dim, eps);
+    return row_scale_of(rms, (double)t, dim, eps);
 }
 
-/* The GPU's fixed order of a row's sum of squares (row_scale and every
- * fused copy of it: the matvec's x staging, the Gated DeltaNet step):
+/* The fixed order of a row's sum of squares, on the GPU (row_scale and
+ * every fused copy of it: the matvec's x staging, the Gated DeltaNet
+ * step, q/k norm + rope) and in the CPU reference (lib/cpu/ops_norm.c):
  * thread t of MEMRA_NORM_BLOCK takes the 4-element chunks t, t + MEMRA_NORM_BLOCK,
- * ... and adds each chunk's squares in element order, in float64; then
- * the warp's xor-butterfly, then the warps' sums in order. Chunks of four
- * because the matvec stages x 16 bytes at a time and sums the squares of
- * what it holds in registers. */
-static __device__ __forceinline__ double row_sumsq_part(const float *xr, int64_t dim)
+ * ... and adds each chunk's squares in element order (row_sq_add); then
+ * the warp's xor-butterfly, then the warps' sums in order, all in float32
+ * (HF's precision; float64 cost every normalized matvec launch ~0.4 us of
+ * float-to-double conversions at a quarter of the float64 rate, in each of
+ * its ~400 blocks). Chunks of four because the matvec stages x 16 bytes at
+ * a time and sums the squares of what it holds in registers. */
+static __device__ __forceinline__ float row_sumsq_part(const float *xr, int64_t dim)
 {
-    double sum = 0.0;
+    float sum = 0.0f;
     /* unrolled so that a thread's loads are in flight together (x sits in
      * L2 after the kernel that wrote it): the sum order is unchanged */
 #pragma unroll 4
@@ -86,14 +96,14 @@ static __device__ __forceinline__ double row_sumsq_part(const float *xr, int64_t
 #pragma unroll
         for (int q = 0; q < 4; q++)
             if (4 * c + q < dim)
-                sum += (double)xr[4 * c + q] * (double)xr[4 * c + q];
+                sum = row_sq_add(xr[4 * c + q], sum);
     return sum;
 }
 
 /* 1/rms (RMS: 1/sqrt(mean(x²)+eps)) or 1/max(||x||, eps) (L2) of one row,
  * for a block of MEMRA_NORM_BLOCK threads; every thread gets the result.
- * RED: MEMRA_NORM_BLOCK/32 doubles of shared memory. */
-static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, double *red)
+ * RED: MEMRA_NORM_BLOCK/32 floats of shared memory. */
+static __device__ __forceinline__ double row_scale(bool rms, const float *xr, int64_t dim, float eps, float *red)
 {
     return row_scale_reduce(rms, row_sumsq_part(xr, dim), dim, eps, red);
 }

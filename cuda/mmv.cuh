@@ -127,14 +127,6 @@ template <bool P64 = false> static __host__ __device__ __forceinline__ int64_t m
     return mmv_xp<P64>((ne0 + 63) & ~(int64_t)63);
 }
 
-static __device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* The block's problem: its x rows, how many (<= R), and the row offset of
  * its outputs. False for a bad expert id, after poisoning the problem's
  * output (ids live on the device: no error path). */
@@ -292,13 +284,13 @@ static __device__ __forceinline__ uint8_t *mmv_wpark_at(uint8_t *ring, int64_t c
 
 template <bool SCALE>
 static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, uint8_t *wpark, float eps,
-                                                           double *red, int64_t ne0, bool vec, float *xr_s,
+                                                           float *red, int64_t ne0, bool vec, float *xr_s,
                                                            float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
     const int64_t c0 = threadIdx.x;
-    double sq = 0.0;
+    float sq = 0.0f;
     {
         float4 v[MMV_ONEPASS_U];
 #pragma unroll
@@ -312,7 +304,7 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
             const float vj[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
             for (int q = 0; q < 4; q++)
-                sq += (double)vj[q] * (double)vj[q];
+                sq = row_sq_add(vj[q], sq);
             if (c < nc) /* whole chunks only: ne0 % 4 == 0 here */
                 *(float4 *)(xr_s + mmv_xp<SCALE>(4 * c)) = v[j];
         }
@@ -345,7 +337,7 @@ template <bool SCALE>
 static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
                                                            int64_t *xl, uint8_t *wpark = NULL)
 {
-    __shared__ double red[MEMRA_NORM_BLOCK / 32];
+    __shared__ float red[MEMRA_NORM_BLOCK / 32];
     if (!a.xsm) {
         *xl = a.ldx;
         return x;

@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
                 int64_t dim, float eps)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    __shared__ double red[NORM_THREADS / 32 + 1];
+    __shared__ float red[NORM_THREADS / 32 + 1];
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float *xr = x + r * xs;
         float *yr = y + r * ys;
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float qk_row[];
-    __shared__ double red[NORM_THREADS / 32 + 1];
+    __shared__ float red[NORM_THREADS / 32 + 1];
     const int64_t t = blockIdx.x, hd = a.rope.head_dim;
     int64_t h = blockIdx.y;
     const int p = h < a.part[0].n_heads ? 0 : 1;

@@ -237,17 +237,17 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
 static __device__ __forceinline__ double gdn_sumsq(const float *row, int dim)
 {
     const int lane = threadIdx.x & 31;
-    double t = 0.0;
+    float t = 0.0f;
     for (int v = 0; v < GDN_VW && v * 128 < dim; v++) {
         const int c = v * 32 + lane;
-        double p = 0.0;
+        float p = 0.0f;
 #pragma unroll
         for (int q = 0; q < 4; q++)
             if (4 * c + q < dim)
-                p += (double)row[4 * c + q] * (double)row[4 * c + q];
-        t += warp_sum_d(p);
+                p = row_sq_add(row[4 * c + q], p);
+        t += warp_sum(p);
     }
-    return t;
+    return (double)t;
 }
 
 /* Block per value head j (with the conv: per half of its state rows, the

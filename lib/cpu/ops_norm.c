@@ -1,11 +1,13 @@
 /* Row-local ops: norm, elementwise and rope.
  *
- * norm and elementwise compute in float64 from the float inputs and round
- * once to float (for a single + or * that equals the float op exactly).
+ * norm's sum of squares is float32 in the GPU's fixed order (row_sumsq);
+ * its scale and elementwise compute in float64 from the float inputs and
+ * round once to float (for a single + or * that equals the float op exactly).
  * rope instead follows ggml's float32 kernel step by step (model-spec §3.1),
  * because its incrementally built angle is a documented bit-exactness detail
  * of llama.cpp that the fixtures carry. */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_backend.h"
 
@@ -19,15 +21,45 @@ typedef struct norm_job {
     float eps;
 } norm_job;
 
+/* A row's sum of squares in float32 (HF's precision), in the GPU's fixed
+ * order (cuda/math.cuh row_sumsq_part) so that both backends give the same
+ * bits: "thread" t of SUMSQ_THREADS adds the squares of the 4-element
+ * chunks t, t + SUMSQ_THREADS, ... in element order, each as one fmaf;
+ * each "warp" of 32 partials is summed by an xor butterfly (steps 16, 8,
+ * 4, 2, 1; lane l adds lane l ^ step, so every lane ends with the same
+ * value and lane 0 is taken); the warps' sums are added in order. */
+#define SUMSQ_THREADS 256 /* MEMRA_NORM_BLOCK */
+
+static float row_sumsq(const float *x, int64_t dim)
+{
+    float total = 0.0f;
+    for (int w = 0; w < SUMSQ_THREADS / 32; w++) {
+        float v[32];
+        for (int l = 0; l < 32; l++) {
+            float p = 0.0f;
+            for (int64_t c = w * 32 + l; 4 * c < dim; c += SUMSQ_THREADS)
+                for (int64_t i = 4 * c; i < 4 * c + 4 && i < dim; i++)
+                    p = fmaf(x[i], x[i], p);
+            v[l] = p;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float n[32];
+            for (int l = 0; l < 32; l++)
+                n[l] = v[l] + v[l ^ o];
+            memcpy(v, n, sizeof v);
+        }
+        total += v[0];
+    }
+    return total;
+}
+
 static void norm_part(void *ctx, int64_t begin, int64_t end)
 {
     const norm_job *j = ctx;
     for (int64_t r = begin; r < end; r++) {
         const float *x = j->x + r * j->xs;
         float *y = j->y + r * j->ys;
-        double sum = 0.0;
-        for (int64_t i = 0; i < j->dim; i++)
-            sum += (double)x[i] * (double)x[i];
+        const double sum = (double)row_sumsq(x, j->dim);
         double scale;
         if (j->kind == MEMRA_NORM_RMS)
             scale = 1.0 / sqrt(sum / (double)j->dim + (double)j->eps);
