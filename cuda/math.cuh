@@ -82,9 +82,9 @@ static __device__ __forceinline__ double row_scale_reduce(bool rms, float sum, i
  * thread t of MEMRA_NORM_BLOCK takes the 4-element chunks t, t + MEMRA_NORM_BLOCK,
  * ... and adds each chunk's squares in element order (row_sq_add); then
  * the warp's xor-butterfly, then the warps' sums in order, all in float32
- * (HF's precision; float64 cost every normalized matvec launch ~0.4 us of
- * float-to-double conversions at a quarter of the float64 rate, in each of
- * its ~400 blocks). Chunks of four because the matvec stages x 16 bytes at
+ * (HF's precision; float64 cost every normalized matvec launch ~0.2 us in
+ * the kernel check: float-to-double conversions at a quarter of the
+ * float64 rate, in each of its ~400 blocks). Chunks of four because the matvec stages x 16 bytes at
  * a time and sums the squares of what it holds in registers. */
 static __device__ __forceinline__ float row_sumsq_part(const float *xr, int64_t dim)
 {

@@ -394,7 +394,7 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
     if (trig == 0)
         memra_pdl_launch();
     memra_pdl_wait();
-    extern __shared__ float gsm[]; /* q, k (raw, then normed in place), o and (CONV) v */
+    extern __shared__ float gsm[]; /* q, k (raw: delta_row applies their L2 scales), o and (CONV) v */
     __shared__ float scl[2];
     float *q_s = gsm, *k_s = q_s + d, *o_s = k_s + d, *v_s = o_s + d;
     const int tid = threadIdx.x, m = m0 + tid / P, part = tid % P;
