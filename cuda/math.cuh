@@ -1,5 +1,6 @@
-/* Float64 helpers shared by the ops that must round like the CPU reference
- * (lib/cpu/ops_norm.c): the activation functions and the RMS/L2 row scale.
+/* Helpers shared by the ops that must round like the CPU reference
+ * (lib/cpu/ops_norm.c): the activation functions (float64, except SiLU:
+ * float32 from lib/fmath.h) and the RMS/L2 row scale.
  * Fused kernels (the matvec's norm prologue and GLU epilogue) call the very
  * same functions as the stand-alone norm and elementwise kernels, so a fused
  * op gives the bits of its unfused sequence. */
@@ -8,14 +9,11 @@
 
 #include <math.h>
 
+#include "fmath.h"
+
 static __device__ __forceinline__ double d_sigmoid(double x)
 {
     return 1.0 / (1.0 + exp(-x));
-}
-
-static __device__ __forceinline__ double d_silu(double x)
-{
-    return x / (1.0 + exp(-x));
 }
 
 static __device__ __forceinline__ double d_gelu(double x)
@@ -31,7 +29,7 @@ static __device__ __forceinline__ double d_softplus(double x)
 /* act(g) * u of a GLU (SWIGLU / GEGLU), rounded once. */
 static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
 {
-    return (float)((gelu ? d_gelu((double)g) : d_silu((double)g)) * (double)u);
+    return gelu ? (float)(d_gelu((double)g) * (double)u) : memra_siluf(g) * u;
 }
 
 #define MEMRA_NORM_BLOCK 256 /* threads of every block that calls row_scale */

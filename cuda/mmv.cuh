@@ -31,6 +31,7 @@
 #include <cuda/ptx>
 
 #include "cuda_common.cuh"
+#include "fmath.h"
 #include "math.cuh"
 #include "quant.cuh"
 
@@ -369,12 +370,12 @@ static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, f
     const int k1 = a.conv_k - 1;
     const float *w = a.conv_w + c * a.conv_k;
     float *st = a.conv_state + c * k1;
-    double sum = 0.0;
+    float sum = 0.0f;
     for (int k = 0; k < a.conv_k; k++)
-        sum = __fma_rn((double)(k < k1 ? st[k] : g), (double)w[k], sum); /* explicit, as conv_kernel */
+        sum = __fmaf_rn(k < k1 ? st[k] : g, w[k], sum); /* explicit, as conv_kernel */
     for (int j = 0; j < k1; j++)
         st[j] = j + 1 < k1 ? st[j + 1] : g;
-    return (float)(sum / (1.0 + exp(-sum)));
+    return memra_siluf(sum);
 }
 
 /* Writes one output of virtual row V (weight WI, local row LROW) for x row R.

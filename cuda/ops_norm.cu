@@ -53,10 +53,10 @@ static __device__ __forceinline__ float ew_one(int op, float a, float b, float a
     case MEMRA_EW_MUL: return a * b;
     case MEMRA_EW_SCALE: return a * s;
     case MEMRA_EW_ADD_SCALED: return (float)((double)a + (double)b * (double)s);
-    case MEMRA_EW_SILU: return (float)d_silu(a);
+    case MEMRA_EW_SILU: return memra_siluf(a);
     case MEMRA_EW_GELU: return (float)d_gelu(a);
     case MEMRA_EW_SIGMOID: return (float)d_sigmoid(a);
-    case MEMRA_EW_SWIGLU: return (float)(d_silu(a) * (double)b);
+    case MEMRA_EW_SWIGLU: return memra_siluf(a) * b;
     case MEMRA_EW_GEGLU: return (float)(d_gelu(a) * (double)b);
     case MEMRA_EW_MUL_SIGMOID: return (float)((double)a * d_sigmoid(b));
     case MEMRA_EW_SOFTCAP: return (float)((double)s * tanh((double)a / (double)s));

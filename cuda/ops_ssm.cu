@@ -3,12 +3,14 @@
  * is carried in higher precision across a token: the conv state is a copy
  * of inputs, the delta state is rounded to float after every token, so n
  * one-token calls leave exactly what one n-token call leaves. Inside a
- * token the sums are float64, as in the reference. */
+ * token the conv is float32 FMAs with lib/fmath.h's SiLU and the delta
+ * rule's dots add float32 runs of four in float64, as in the reference. */
 #include <math.h>
 
 #include <cooperative_groups.h>
 
 #include "cuda_common.cuh"
+#include "fmath.h"
 #include "math.cuh"
 
 /* ---- conv ------------------------------------------------------------------- */
@@ -25,10 +27,10 @@ __global__ void conv_kernel(const memra_conv_args_t a)
         /* element idx of [state (K-1) | x_0 .. x_{n-1}] */
 #define SEQ(idx) ((idx) < k1 ? st[(idx)] : a.x[((idx) - k1) * a.x_stride + c])
         for (int64_t t = 0; t < a.n_tokens; t++) {
-            double sum = 0.0;
-            for (int64_t k = 0; k < K; k++) /* explicit FMA: the fused step (gdn_conv) rounds alike */
-                sum = __fma_rn((double)SEQ(t + k), (double)w[k], sum);
-            a.out[t * a.channels + c] = (float)(sum / (1.0 + exp(-sum)));
+            float sum = 0.0f; /* float32 FMAs and lib/fmath.h's SiLU: the CPU's bits */
+            for (int64_t k = 0; k < K; k++)
+                sum = __fmaf_rn(SEQ(t + k), w[k], sum);
+            a.out[t * a.channels + c] = memra_siluf(sum);
         }
         /* ascending j reads index n+j >= j: the shift never reads a new value */
         for (int64_t j = 0; j < k1; j++)
@@ -336,16 +338,16 @@ static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, c
 #pragma unroll
         for (int k = 0; k < GDN_CONV_K; k++)
             sv[k] = k < k1 ? st[k] : k == k1 ? x : 0.0f;
-        double sum = 0.0;
+        float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < GDN_CONV_K; k++)
             if (k < K)
-                sum = __fma_rn((double)sv[k], (double)c.w[k], sum);
+                sum = __fmaf_rn(sv[k], c.w[k], sum);
 #pragma unroll
         for (int k = 0; k + 1 < GDN_CONV_K; k++)
             if (k < k1)
                 st[k] = sv[k + 1];
-        y = (float)(sum / (1.0 + exp(-sum)));
+        y = memra_siluf(sum);
     }
     if (C > 1)
         gdn_cluster_wait();
@@ -451,7 +453,7 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
             const float o_scl = (float)row_scale_of(true, gdn_sumsq(o_s, d), d, g.norm_eps);
             if (tid < rows) {
                 const float on_i = row_scaled(o_s[m0 + tid], o_scl, &wt, 0);
-                g.y[t * a.n_v * d + j * d + m0 + tid] = (float)(d_silu((double)zt) * (double)on_i);
+                g.y[t * a.n_v * d + j * d + m0 + tid] = memra_siluf(zt) * on_i; /* SWIGLU's arithmetic */
             }
         }
     }

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "backend.h"
+#include "fmath.h"
 #include "pool.h"
 
 typedef struct memra__cpu_ctx {
@@ -28,16 +29,13 @@ static inline double memra__cpu_dot(const float *a, const float *b, int64_t n)
     return s;
 }
 
-/* Activations in float64; callers round once to float. elementwise and moe
- * share them so that a fused MoE equals the composition of the plain ops. */
+/* Activations: GELU and the sigmoid in float64, callers round once to
+ * float; SiLU in float32 with lib/fmath.h (HF's precision, the GPU's bits).
+ * elementwise and moe share them so that a fused MoE equals the
+ * composition of the plain ops. */
 static inline double memra__cpu_sigmoid(double x)
 {
     return 1.0 / (1.0 + exp(-x));
-}
-
-static inline double memra__cpu_silu(double x)
-{
-    return x / (1.0 + exp(-x));
 }
 
 /* The tanh form 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))) of model-spec §3.3,
@@ -47,9 +45,11 @@ static inline double memra__cpu_gelu(double x)
     return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
 }
 
-static inline double memra__cpu_act(memra_act_t act, double x)
+/* act(g) · u of a GLU: GEGLU as (float)(gelu(g) · u) in float64, SWIGLU
+ * as siluf(g) · u in float32 (the elementwise ops' expressions). */
+static inline float memra__cpu_glu(memra_act_t act, float g, float u)
 {
-    return act == MEMRA_ACT_GELU ? memra__cpu_gelu(x) : memra__cpu_silu(x);
+    return act == MEMRA_ACT_GELU ? (float)(memra__cpu_gelu(g) * (double)u) : memra_siluf(g) * u;
 }
 
 /* The op slots (lib/cpu/ops_*.c); semantics in lib/backend.h. */

@@ -142,7 +142,7 @@ static void moe_up_part(void *ctx, int64_t begin, int64_t end)
             const float *x = a->x + (j->t0 + sl / a->k) * n;
             const float g = (float)memra__cpu_dot(gbuf, x, n);
             const float u = (float)memra__cpu_dot(ubuf, x, n);
-            j->h[sl * nff + f] = (float)(memra__cpu_act(a->act, g) * (double)u);
+            j->h[sl * nff + f] = memra__cpu_glu(a->act, g, u);
         }
     }
     free(gbuf);

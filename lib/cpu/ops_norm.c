@@ -106,10 +106,10 @@ static float ew_one(const memra_ew_args_t *a, int64_t r, int64_t c)
     case MEMRA_EW_MUL: return (float)(x * b);
     case MEMRA_EW_SCALE: return (float)(x * s);
     case MEMRA_EW_ADD_SCALED: return (float)(x + b * s);
-    case MEMRA_EW_SILU: return (float)memra__cpu_silu(x);
+    case MEMRA_EW_SILU: return memra_siluf((float)x);
     case MEMRA_EW_GELU: return (float)memra__cpu_gelu(x);
     case MEMRA_EW_SIGMOID: return (float)memra__cpu_sigmoid(x);
-    case MEMRA_EW_SWIGLU: return (float)(memra__cpu_silu(x) * b);
+    case MEMRA_EW_SWIGLU: return memra_siluf((float)x) * (float)b;
     case MEMRA_EW_GEGLU: return (float)(memra__cpu_gelu(x) * b);
     case MEMRA_EW_MUL_SIGMOID: return (float)(x * memra__cpu_sigmoid(b));
     case MEMRA_EW_SOFTCAP: return (float)(s * tanh(x / s));

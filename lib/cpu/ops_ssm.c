@@ -29,10 +29,10 @@ static void conv_part(void *ctx, int64_t begin, int64_t end)
         const float *w = a->w + c * K;
         /* output t reads sequence positions t .. t+K-1; tap K-1 is x_t */
         for (int64_t t = 0; t < a->n_tokens; t++) {
-            double sum = 0.0;
+            float sum = 0.0f; /* float32 as HF, with the GPU's bits (lib/fmath.h) */
             for (int64_t k = 0; k < K; k++)
-                sum += (double)conv_seq(a, c, t + k) * (double)w[k];
-            a->out[t * a->channels + c] = (float)memra__cpu_silu(sum);
+                sum = fmaf(conv_seq(a, c, t + k), w[k], sum);
+            a->out[t * a->channels + c] = memra_siluf(sum);
         }
         /* new state = last K-1 entries of the sequence; ascending j reads
          * index n+j >= j, so the in-place shift never reads a new value */
