@@ -30,6 +30,7 @@
 
 #include "testutil.h"
 #include "backend.h"
+#include "fmath.h"
 #include "quant.h"
 
 static memra__backend_t *g_be;  /* 5 threads */
@@ -552,6 +553,38 @@ static void test_gelu_values(void **state)
     /* missing b is an error, not a crash */
     ea.op = MEMRA_EW_ADD;
     assert_int_equal(g_be->iface->elementwise(g_be, &ea), MEMRA_E_INVALID);
+}
+
+/* lib/fmath.h, which the CPU reference and the CUDA kernels share (SiLU):
+ * e^x against libm's float64 exp at ~4M floats spread over the whole range
+ * whose result is a normal float (stride 1021 through the bit patterns),
+ * within 1.5 units in the last place; the edges and specials exactly. */
+static void test_fmath_expf(void **state)
+{
+    (void)state;
+    double worst = 0.0;
+    for (uint64_t b = 0; b <= 0xffffffffu; b += 1021) {
+        const float x = tu_u2f((uint32_t)b);
+        if (!(x > -87.3f && x < 88.7f))
+            continue;
+        const double ref = exp((double)x), ulp = ldexp(1.0, ilogb(ref) - 23);
+        const double err = fabs((double)memra_expf(x) - ref) / ulp;
+        if (err > worst)
+            worst = err;
+        if (err > 1.5)
+            fail_msg("memra_expf(%a) = %a, exp = %a: %.3f ulp", (double)x, (double)memra_expf(x), ref, err);
+    }
+    assert_true(worst > 0.0); /* the sweep ran */
+    assert_true(memra_expf(0.0f) == 1.0f);
+    assert_true(memra_expf(1.0f) == 0x1.5bf0a8p+1f);
+    assert_true(isinf(memra_expf(89.0f)) && isinf(memra_expf(INFINITY)));
+    assert_true(memra_expf(-104.0f) == 0.0f && memra_expf(-INFINITY) == 0.0f);
+    assert_true(isnan(memra_expf(NAN)));
+    /* SiLU: x / (1 + e^-x), saturating at both ends */
+    assert_true(memra_siluf(0.0f) == 0.0f);
+    assert_true(memra_siluf(100.0f) == 100.0f);
+    assert_true(memra_siluf(-200.0f) == 0.0f);
+    check_close(memra_siluf(-3.5f), -3.5 / (1.0 + exp(3.5)), 2e-7, "silu", 0);
 }
 
 /* ---- rope ---------------------------------------------------------------- */
@@ -1267,7 +1300,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_errors), cmocka_unit_test(test_matmul_ex),
         cmocka_unit_test(test_get_rows),    cmocka_unit_test(test_norm),
-        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values),
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values), cmocka_unit_test(test_fmath_expf),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_argmax),      cmocka_unit_test(test_conv),
         cmocka_unit_test(test_delta),       cmocka_unit_test(test_route),
