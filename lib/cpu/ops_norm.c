@@ -2,7 +2,8 @@
  *
  * norm's sum of squares is float32 in the GPU's fixed order (row_sumsq);
  * its scale and elementwise compute in float64 from the float inputs and
- * round once to float (for a single + or * that equals the float op exactly).
+ * round once to float (for a single + or * that equals the float op exactly),
+ * except SILU and SWIGLU: float32 with lib/fmath.h, whose bits the GPU shares.
  * rope instead follows ggml's float32 kernel step by step (model-spec §3.1),
  * because its incrementally built angle is a documented bit-exactness detail
  * of llama.cpp that the fixtures carry. */
