@@ -40,6 +40,8 @@ typedef struct memra__cuda_ctx {
      * CU_UP_WORDS 8-byte words are written by the stream itself, without a
      * copy (cuda_backend.cu) */
     void *write_value64;
+    /* host_map may answer (MEMRA_MAP_LOGITS, default 1) */
+    bool map_host;
     /* peer devices whose access was already tried (bit per ordinal < 64) */
     uint64_t peer_tried;
     /* MEMRA_CUDA_PROFILE=1 (cuda/profile.cu): per-op event timing, else NULL;

@@ -294,6 +294,12 @@ typedef struct memra__backend_i {
     memra_status_t (*download)(memra__backend_t *be, void *dst, const void *src, size_t n);
     memra_status_t (*copy)(memra__backend_t *be, void *dst, const void *src, size_t n);
     memra_status_t (*synchronize)(memra__backend_t *be);
+    /* (optional) an address under which ops may write the N bytes of host
+     * memory at HOST directly (CUDA: page-locked memory mapped into the
+     * device), or NULL when there is none. Writes land by the next
+     * synchronize. The forward then has the head write a decode step's
+     * logits there instead of downloading them. */
+    void *(*host_map)(memra__backend_t *be, void *host, size_t n);
 
     /* y[r][0..ne1) = W · x[r], r < n_rows. x rows ldx apart, y rows ldy.
      * Matrix 0 of a 3-D W; y must not overlap x. y[r][o] depends only on

@@ -719,6 +719,54 @@ static void kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, in
     kc_finish_exact(k, L, st, &p, 1);
 }
 
+/* A decode matvec into page-locked host memory that the backend maps
+ * (host_map: the forward's head writes a decode step's logits there) equals
+ * the same matvec into device memory bit for bit, guards included. */
+static void kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1)
+{
+    memra_kernel_check_line_t *L = kc_line(k, "matmul.mapped", "exact", 0, "%s W[%lld x %lld] into mapped host memory",
+                                           tname(t), (long long)ne1, (long long)ne0);
+    if (!L)
+        return;
+    memra__backend_t *be = k->gpu;
+    memra_weight_t w[2];
+    float *x = kc_randf(k, (size_t)ne0, -1.0f, 1.0f);
+    const kc_out o = {1, ne1, ne1};
+    const size_t n = kc_total(&o);
+    if (!x || !kc_weight(k, t, ne0, ne1, 1, 0, w))
+        return;
+    const float *xd = kc_put(k, be, x, (size_t)ne0 * 4);
+    float *yd = kc_out_new(k, be, &o, NULL);
+    float *pin = memra_engine_host_alloc(k->e_gpu, n * sizeof *pin);
+    if (!xd || !yd || !pin) {
+        memra_host_free(pin);
+        kc_op_failed(k, L, "cuda", MEMRA_E_NOMEM);
+        return;
+    }
+    const uint32_t sent = KC_SENTINEL;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&pin[i], &sent, sizeof sent);
+    float *ym = be->iface->host_map ? be->iface->host_map(be, pin, n * sizeof *pin) : NULL;
+    memra_status_t st = be->iface->matmul(be, &w[1], xd, ne0, yd, ne1, 1);
+    if (!st && ym)
+        st = be->iface->matmul(be, &w[1], xd, ne0, ym + KC_GUARD, ne1, 1);
+    if (!st)
+        st = be->iface->synchronize(be);
+    if (st) {
+        memra_host_free(pin);
+        kc_op_failed(k, L, "cuda", st);
+        return;
+    }
+    kc_acc acc;
+    kc_acc_init(&acc);
+    if (ym)
+        kc_cmp(&acc, kc_out_get(k, be, yd, &o), pin, &o, "y");
+    else
+        snprintf(acc.note, sizeof acc.note, "not mapped (MEMRA_MAP_LOGITS=0?): forward downloads");
+    memra_host_free(pin);
+    kc_finish(k, L, &acc);
+}
+
 /* ---- fused matmuls (matmul_ex) ---------------------------------------------------- */
 
 typedef struct mx_case {
@@ -1749,6 +1797,8 @@ static void run_suite(kc *k)
     KC(kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
+    KC(kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, big ? 4096 : 2048, big ? 248320 : 5000));
+    KC(kc_matmul_mapped(k, MEMRA_TYPE_Q4_K, 256, 3000));
     if (big) {
         /* Qwen3.5-9B shapes: hidden 4096, ff 12288, vocab 248320 */
         static const memra_type_t bt[] = {MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,

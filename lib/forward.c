@@ -73,7 +73,7 @@ static memra_status_t call(memra__run_t *r, int what, int32_t il)
 }
 
 memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
-                                float *carry, int32_t out_row0, int32_t n_out)
+                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to)
 {
     memra__stage_t *st = &m->stages[si];
     bool last = si == m->n_stages - 1;
@@ -81,7 +81,7 @@ memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, 
     memra_status_t s = memra__stage_buf(m, st, &st->ws, &st->ws_cap, ws);
     if (!s)
         s = memra__stage_buf(m, st, (void **)&st->io, &st->io_cap, 2 * (size_t)n * sizeof(int32_t));
-    if (!s && last && n_out > 0)
+    if (!s && last && n_out > 0 && !logits_to)
         s = memra__stage_buf(m, st, (void **)&st->logits, &st->logits_cap,
                              (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
     if (s)
@@ -92,7 +92,7 @@ memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, 
         .m = m, .st = st, .be = st->be, .ops = st->be->iface, .c = c,
         .n = n, .pos0 = io_host[n], .tokens = st->io, .pos = st->io + n,
         .carry = carry, .out_row0 = out_row0, .n_out = n_out,
-        .logits = st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
+        .logits = logits_to ? logits_to : st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
     };
     if (si == 0)
         s = call(&r, 0, 0);
@@ -126,11 +126,14 @@ memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_
         if (si > 0 && ((s = memra__cross(m, si - 1, m->stages[si - 1].carry, si, st->carry, carry_bytes)) ||
                        (s = m->stages[si - 1].be->iface->synchronize(m->stages[si - 1].be))))
             break;
-        if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out)))
+        size_t out_bytes = (size_t)n_out * (size_t)m->n_vocab * sizeof(float);
+        float *mapped = NULL;
+        if (si == m->n_stages - 1 && n_out == 1 && st->be->iface->host_map)
+            mapped = st->be->iface->host_map(st->be, host_logits, out_bytes);
+        if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out, mapped)))
             break;
-        if (si == m->n_stages - 1 && n_out > 0)
-            s = st->be->iface->download(st->be, host_logits, st->logits,
-                                        (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
+        if (si == m->n_stages - 1 && n_out > 0 && !mapped)
+            s = st->be->iface->download(st->be, host_logits, st->logits, out_bytes);
         if (!s)
             s = st->be->iface->synchronize(st->be);
     }

@@ -103,10 +103,11 @@ bool memra__pp_is_done(memra_model_t *m, const struct memra_pending *p);
 
 /* Runs stage SI's part of N tokens at IO_HOST (tokens then positions) on
  * CARRY (device, [n][carry_floats]): embed on the first stage, its layers,
- * and the head into st->logits on the last when N_OUT > 0. Queues work and
- * does not synchronize. */
+ * and the head on the last when N_OUT > 0, into LOGITS_TO (a device address,
+ * e.g. mapped host memory) or, when NULL, st->logits. Queues work and does
+ * not synchronize. */
 memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
-                                float *carry, int32_t out_row0, int32_t n_out);
+                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to);
 /* Copies BYTES of carry from stage A's buffer SRC to stage B's DST
  * (memcpy on host memory, copy on one device, copy_peer, else a host
  * bounce). Queued on A; a host bounce synchronizes A. */

@@ -77,7 +77,7 @@ static memra_status_t run_part(memra_model_t *m, int32_t s, struct memra_pending
     if (boundary_events(m, s))
         e = o->event_wait(st->be, pp->ev_filled[s][k]);
     if (!e)
-        e = memra__stage_run(m, s, p->c, p->io, 1, in, 0, last ? 1 : 0);
+        e = memra__stage_run(m, s, p->c, p->io, 1, in, 0, last ? 1 : 0, NULL);
     if (!e && last) {
         e = o->download(st->be, p->logits, st->logits, (size_t)m->n_vocab * sizeof(float));
         if (!e)

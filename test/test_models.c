@@ -149,6 +149,28 @@ static float *prefill_all(memra_model_t *m, const ref_data *r)
     return out;
 }
 
+/* Decode again into memory of memra_engine_host_alloc (which a GPU engine
+ * maps, so the head writes the logits there itself instead of a download
+ * after it): every row bit-identical to the malloc'd decode DEC. */
+static void decode_into_host_alloc(memra_model_t *m, const ref_data *r, const float *dec)
+{
+    const size_t rowsz = (size_t)r->n_vocab;
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, r->n_tokens, &c), MEMRA_OK);
+    float *row = memra_engine_host_alloc(g_engine, rowsz * sizeof *row);
+    assert_non_null(row);
+    for (int32_t t = 0; t < r->n_tokens; t++) {
+        for (size_t i = 0; i < rowsz; i++)
+            row[i] = NAN;
+        assert_int_equal(memra_decode_step(m, c, r->tokens[t], row), MEMRA_OK);
+        if (memcmp(row, dec + (size_t)t * rowsz, rowsz * sizeof *row) != 0)
+            fail_msg("token %d: logits decoded into host_alloc memory differ from the malloc'd decode (max |d| %.3g)",
+                     t, max_delta(row, dec + (size_t)t * rowsz, rowsz));
+    }
+    memra_host_free(row);
+    memra_cache_free(c);
+}
+
 static void check_fixture(const fixture *f)
 {
     ref_data r = {0};
@@ -176,6 +198,7 @@ static void check_fixture(const fixture *f)
         assert_int_equal(memra_decode_step(m, c, r.tokens[t], dec + (size_t)t * rowsz), MEMRA_OK);
     double d_dec = max_delta(dec, r.logits, rowsz * (size_t)r.n_tokens);
     double d_dp = max_delta(dec, pre, rowsz * (size_t)r.n_tokens);
+    decode_into_host_alloc(m, &r, dec);
 
     int compared = 0, skipped = 0;
     if (f->greedy && r.n_greedy > 0) {
