@@ -312,10 +312,12 @@ long memra__cuda_env_long(const char *name, long def)
 }
 
 /* Page-locked memory allocated or registered with the CUDA runtime is
- * mapped (unified addressing): the head's outputs then cross PCIe as the
- * kernel writes them, overlapped with the rest of the head, instead of as
- * a ~1 MB copy after it (the copy took 20 us of the gap between tokens).
- * MEMRA_MAP_LOGITS=0 keeps the copy. */
+ * mapped (unified addressing). The head's outputs then cross PCIe as the
+ * kernel writes them (the Q8_0 fast path's grouped stores: 128 bytes at a
+ * time, overlapped with the rest of the head) instead of in a ~1 MB copy
+ * after it, which held the host's wait ~25 us past the head's end. Other
+ * matvecs into it go through device memory and a copy (run_mmv).
+ * MEMRA_MAP_LOGITS=0 answers NULL: the forward downloads. */
 static void *cu_host_map(memra__backend_t *be, void *host, size_t n)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
@@ -327,7 +329,11 @@ static void *cu_host_map(memra__backend_t *be, void *host, size_t n)
         cudaGetLastError();
         return NULL;
     }
-    return a.type == cudaMemoryTypeHost ? a.devicePointer : NULL;
+    if (a.type != cudaMemoryTypeHost || !a.devicePointer)
+        return NULL;
+    c->map_lo = (uintptr_t)a.devicePointer;
+    c->map_hi = c->map_lo + n;
+    return a.devicePointer;
 }
 
 static memra__backend_i make_iface(void)
@@ -473,6 +479,7 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     cudaFree(c->argmax_part);
     cudaFreeHost(c->argmax_host);
     cudaFree(c->fa_count);
+    cudaFree(c->map_tmp);
     if (c->up_host) {
         cudaEventDestroy(c->up_done);
         cudaFreeHost(c->up_host);

@@ -40,8 +40,14 @@ typedef struct memra__cuda_ctx {
      * CU_UP_WORDS 8-byte words are written by the stream itself, without a
      * copy (cuda_backend.cu) */
     void *write_value64;
-    /* host_map may answer (MEMRA_MAP_LOGITS, default 1) */
+    /* host_map may answer (MEMRA_MAP_LOGITS, default 1); the last range it
+     * mapped [map_lo, map_hi) (device addresses), which matvecs write in
+     * grouped stores (memra__cuda_mapped); map_tmp: device memory for the
+     * matvecs that cannot (grown on demand) */
     bool map_host;
+    uintptr_t map_lo, map_hi;
+    void *map_tmp;
+    size_t map_tmp_bytes;
     /* peer devices whose access was already tried (bit per ordinal < 64) */
     uint64_t peer_tried;
     /* MEMRA_CUDA_PROFILE=1 (cuda/profile.cu): per-op event timing, else NULL;
@@ -51,6 +57,12 @@ typedef struct memra__cuda_ctx {
 } memra__cuda_ctx_t;
 
 #define MEMRA_CUDA_FA_COUNTS 4096
+
+/* P lies in the host memory that host_map mapped last. */
+static inline bool memra__cuda_mapped(const memra__cuda_ctx_t *c, const void *p)
+{
+    return (uintptr_t)p >= c->map_lo && (uintptr_t)p < c->map_hi;
+}
 
 static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
 {

@@ -77,6 +77,8 @@ struct mmv_args {
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
     int tl_seq;         /* MEMRA_MMV_TIMELINE builds: the launch's number (mmv_impl.cuh: mmv_tl_note) */
     int lean;           /* Q8_0 fast path: the predecessor is latency-bound (run_mmv) */
+    int ymap;           /* y is mapped host memory (cuda_backend.cu: cu_host_map): only the
+                         * Q8_0 fast path's grouped stores take it (mmv_launch) */
 };
 
 #ifdef MEMRA_MMV_TIMELINE
@@ -926,7 +928,27 @@ static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t p
  * branches): variants specialized per epilogue (GLU, ADD, conv; session 5)
  * each measured 3-8 % slower per token although each launch ran less
  * code, and so did loading a row's epilogue inputs when the row starts. */
-template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
+/* Rows of a grouped (GROUPED) launch's warp GW of NWT: groups of 32
+ * consecutive rows gw, gw + nwt, ... of the NV rows. */
+static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw, int64_t nwt)
+{
+    const int64_t ng = (nv + 31) >> 5;
+    if (gw >= ng)
+        return 0;
+    int64_t rows = ((ng - 1 - gw) / nwt + 1) << 5;
+    if ((nv & 31) && (ng - 1 - gw) % nwt == 0) /* the short last group is this warp's */
+        rows -= 32 - (nv & 31);
+    return rows;
+}
+
+/* GROUPED: each warp walks groups of 32 consecutive rows and writes each
+ * group's outputs in one 128-byte store (one plain weight, no epilogue):
+ * for y in mapped host memory, where the default pattern (one 4-byte
+ * store per row, rows a grid apart) crosses PCIe as 248320 small writes
+ * and slowed the Qwen3.5-9B head from 258 to 351 us. Each row's dot and
+ * sum are those of the default pattern, so the bits are the same. */
+template <int T, bool GROUPED>
+__global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
@@ -938,8 +960,17 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
-    const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
+    const int64_t nwt = (int64_t)gridDim.x * MMV_WARPS, gw = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    /* GROUPED walks v = 0, 1, ... over the warp's own rows (vrow) */
+    const int64_t rstride = GROUPED ? 1 : nwt, v0 = GROUPED ? 0 : gw;
+    const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt) * nseg
+                            : v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg
+                                      : 0;
+    auto vrow = [&](mmv_pos q) {
+        if (GROUPED)
+            q.v = (((q.v >> 5) * nwt + gw) << 5) + (q.v & 31);
+        return q;
+    };
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
@@ -949,7 +980,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     mmv_pos iq = {v0, 0, 0};
     auto row_src = [&](const mmv_pos &q) {
         int64_t lrow;
-        const int wi = mmv_weight(a, q, &lrow);
+        const int wi = mmv_weight(a, vrow(q), &lrow);
         return a.W[wi] + (size_t)lrow * a.nb1[wi];
     };
     const uint8_t *src = n_items ? row_src(iq) : NULL;
@@ -1001,7 +1032,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, 0};
-    float acc0 = 0.0f, acc1 = 0.0f;
+    float acc0 = 0.0f, acc1 = 0.0f, yg = 0.0f;
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
@@ -1016,7 +1047,18 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kerne
         else
             acc1 += part;
         __syncwarp(); /* the slot is refilled by the next iteration's issue */
-        if (cq.s == nseg - 1 && cq.p == np - 1) {
+        if (GROUPED && cq.s == nseg - 1) {
+            /* every lane holds the same sum (xor butterfly) */
+            const float g = warp_sum(acc0);
+            const int j = (int)(cq.v & 31);
+            if (lane == j)
+                yg = g;
+            if (j == 31 || k + 1 == n_items) {
+                if (lane <= j)
+                    a.y[0][vrow(cq).v - j + lane] = yg;
+            }
+            acc0 = 0.0f;
+        } else if (!GROUPED && cq.s == nseg - 1 && cq.p == np - 1) {
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
             if (lane == 0) {

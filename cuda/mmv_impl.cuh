@@ -188,6 +188,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     }
     if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048 || a0.conv_w)
         return false;
+    const bool grouped = a0.ymap != 0;
+    if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
+        return false;
     for (int i = 0; i < a0.nw; i++)
         if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
             return false;
@@ -196,8 +199,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    static std::atomic<uint64_t> cache[64][8];
-    const void *kernel = (const void *)mmv_q8d_kernel<T>;
+    static std::atomic<uint64_t> caches[2][64][8]; /* per kernel: the attributes are set once per kernel */
+    std::atomic<uint64_t>(*cache)[8] = caches[grouped];
+    const void *kernel = grouped ? (const void *)mmv_q8d_kernel<T, true> : (const void *)mmv_q8d_kernel<T, false>;
     int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0)
         return false;
@@ -211,7 +215,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
-    return memra__launch(mmv_q8d_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    if (grouped)
+        return memra__launch(mmv_q8d_kernel<T, true>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    return memra__launch(mmv_q8d_kernel<T, false>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies
@@ -221,6 +227,11 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
     static long tma = -1;
     if (tma < 0)
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
+    if (a.ymap) { /* only the grouped fast path writes mapped memory (run_mmv redirects the rest) */
+        if constexpr (T == MEMRA_TYPE_Q8_0)
+            return R == 1 && tma && mmv_launch_q8d<T>(a, gy, sm_count, s);
+        return false;
+    }
     switch (R) {
     case 1:
         if constexpr (T == MEMRA_TYPE_Q8_0)

@@ -48,9 +48,32 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
     a.lean = c->after_step && lean;
     c->after_step = false;
     const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
+    a.ymap = a.nw == 1 && memra__cuda_mapped(c, a.y[0]);
     bool ok = false;
 #define MMV_CASE(T) ok = mmv_launch<T>(a, R, gy, c->sm_count, c->stream, vec)
     MQ_DISPATCH(type, MMV_CASE)
+    float *ymapped = a.y[0];
+    const size_t ybytes = (size_t)((a.n_rows - 1) * a.ldy[0] + a.vrow0[1]) * sizeof(float);
+    if (!ok && a.ymap) {
+        /* no grouped launch for this case: through device memory and one
+         * copy, as a download would (4-byte stores into mapped memory
+         * slowed a head by a third) */
+        if (ybytes > c->map_tmp_bytes) {
+            cudaFree(c->map_tmp);
+            c->map_tmp_bytes = 0;
+            if (cudaMalloc(&c->map_tmp, ybytes) != cudaSuccess) {
+                cudaGetLastError();
+                c->map_tmp = NULL;
+                return memra__fail(be->err, MEMRA_E_NOMEM, "matvec: out of device memory (%zu bytes)", ybytes);
+            }
+            c->map_tmp_bytes = ybytes;
+        }
+        a.ymap = 0;
+        a.y[0] = (float *)c->map_tmp;
+        MQ_DISPATCH(type, MMV_CASE)
+        if (ok)
+            MEMRA_CUDA_TRY(be, cudaMemcpyAsync(ymapped, c->map_tmp, ybytes, cudaMemcpyDefault, c->stream));
+    }
 #undef MMV_CASE
     MEMRA_CUDA_LAUNCHED(be);
     if (!ok)

@@ -721,7 +721,9 @@ static void kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, in
 
 /* A decode matvec into page-locked host memory that the backend maps
  * (host_map: the forward's head writes a decode step's logits there) equals
- * the same matvec into device memory bit for bit, guards included. */
+ * the same matvec into device memory bit for bit, guards included. The
+ * CUDA backend writes it with the Q8_0 fast path's grouped stores, or
+ * through device memory and a copy. */
 static void kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1)
 {
     memra_kernel_check_line_t *L = kc_line(k, "matmul.mapped", "exact", 0, "%s W[%lld x %lld] into mapped host memory",
@@ -1797,7 +1799,10 @@ static void run_suite(kc *k)
     KC(kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
-    KC(kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, big ? 4096 : 2048, big ? 248320 : 5000));
+    /* the grouped fast path (a vocabulary of whole 32-row groups, then a
+     * short last group) and a type that goes through device memory */
+    KC(kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 4096, big ? 248320 : 5024));
+    KC(kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 2048, 3001));
     KC(kc_matmul_mapped(k, MEMRA_TYPE_Q4_K, 256, 3000));
     if (big) {
         /* Qwen3.5-9B shapes: hidden 4096, ff 12288, vocab 248320 */

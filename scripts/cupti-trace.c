@@ -2,7 +2,9 @@
  * by the CUDA driver through CUDA_INJECTION64_PATH, it records every
  * kernel's start and end through CUPTI's activity API, without serializing
  * launches, and writes "start end gridX gridY blockX dynsmem name" lines
- * (and "start end -1 copyKind bytes 0 MEMCPY" for copies) to
+ * (and "start end -1 copyKind bytes 0 MEMCPY" for copies; with
+ * MEMRA_TRACE_API=1 also "start end -2 cbid 0 0 API:name" for every CUDA
+ * runtime and driver call, host time on the same clock) to
  * $MEMRA_TRACE_OUT when the process exits. Used by scripts/trace-token.sh.
  * Build: gcc -O2 -shared -fPIC -I/usr/local/cuda/include scripts/cupti-trace.c \
  *          -L/usr/local/cuda/lib64 -lcupti -o cupti-trace.so */
@@ -32,6 +34,16 @@ static void CUPTIAPI trace_complete(CUcontext ctx, uint32_t stream, uint8_t *buf
                     (unsigned long long)m->end, (int)m->copyKind, (unsigned long long)m->bytes);
             continue;
         }
+        if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
+            const char *name = NULL;
+            cuptiGetCallbackName(r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                        : CUPTI_CB_DOMAIN_DRIVER_API,
+                                 a->cbid, &name);
+            fprintf(trace_out, "%llu %llu -2 %u 0 0 API:%s\n", (unsigned long long)a->start,
+                    (unsigned long long)a->end, (unsigned)a->cbid, name ? name : "?");
+            continue;
+        }
         if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && r->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
@@ -58,6 +70,10 @@ int InitializeInjection(void)
     if (cuptiActivityRegisterCallbacks(trace_request, trace_complete) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS)
+        return 0;
+    const char *api = getenv("MEMRA_TRACE_API");
+    if (api && *api == '1' && (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
+                               cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) != CUPTI_SUCCESS))
         return 0;
     atexit(trace_flush);
     return 1;

@@ -7,7 +7,8 @@
 # copies in the gap between tokens (after the head: start, end), the median
 # per position in the token and the sums per kernel kind.
 # Usage: scripts/trace-token.sh MODEL   (B: build folder, N: tokens, D: depth,
-# BENCH_ARGS: more memra-bench arguments)
+# BENCH_ARGS: more memra-bench arguments; MEMRA_TRACE_API=1 lists the host's
+# CUDA calls in the gap too)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-${PREBUILT:-build-gpu}}
@@ -22,9 +23,12 @@ CUDA_INJECTION64_PATH=$(realpath "$so") MEMRA_TRACE_OUT="$OUT/trace.txt" "$B/exa
 grep -E "^tg|decode at" "$OUT/trace-run.log"
 python3 - "$OUT/trace.txt" <<'PY'
 import sys, statistics as st, collections
-ks, cps = [], []
+ks, cps, apis = [], [], []
 for line in open(sys.argv[1]):
     f = line.split(None, 6)
+    if f[6].startswith("API:"):  # start end -2 cbid 0 0 API:name (MEMRA_TRACE_API=1)
+        apis.append((int(f[0]), int(f[1]), f[6].strip()[4:]))
+        continue
     if f[6].strip() == "MEMCPY":  # start end -1 kind bytes 0 MEMCPY
         cps.append((int(f[0]), int(f[1]), int(f[3]), int(f[4])))
     else:
@@ -71,6 +75,23 @@ for k, v in sorted(rows.items(), key=lambda kv: st.median(x[0] for x in kv[1])):
         print("gap: %-12s %8d bytes: start %+6.1f end %+6.1f us after the head (median of %d)" %
               (("copy kind %d" % k[0]) if k[0] != "next kernel" else k[0], k[1], st.median(x[0] for x in v),
                st.median(x[1] for x in v), len(v)))
+# host API calls that overlap each gap, in order (host clock = CUPTI's)
+apis.sort()
+arows = collections.defaultdict(list)
+for a, b in zip(toks, toks[1:]):
+    t0, t1 = a[-1][1], b[0][0]
+    i = bisect.bisect_left(apis, (t0 - 3000000,))
+    n = collections.Counter()
+    while i < len(apis) and apis[i][0] < t1:
+        s, e, nm = apis[i]; i += 1
+        if e <= t0:
+            continue
+        n[nm] += 1
+        arows[(nm, n[nm])].append(((s - t0) / 1e3, (e - t0) / 1e3))
+for k, v in sorted(arows.items(), key=lambda kv: st.median(x[0] for x in kv[1])):
+    if len(v) * 2 >= len(gap):
+        print("gap api: %-34s #%d: start %+8.1f end %+8.1f us after the head (median of %d)" %
+              (k[0][:34], k[1], st.median(x[0] for x in v), st.median(x[1] for x in v), len(v)))
 kind = collections.OrderedDict()
 for j in range(P):
     s, e, n, gx, gy = toks[0][j]
