@@ -78,7 +78,8 @@ struct mmv_args {
     int tl_seq;         /* MEMRA_MMV_TIMELINE builds: the launch's number (mmv_impl.cuh: mmv_tl_note) */
     int lean;           /* Q8_0 fast path: the predecessor is latency-bound (run_mmv) */
     int ymap;           /* y is mapped host memory (cuda_backend.cu: cu_host_map): only the
-                         * Q8_0 fast path's grouped stores take it (mmv_launch) */
+                         * Q8_0 fast path's grouped stores take it (mmv_launch), which
+                         * set it to the group's log2 size (1..5) */
 };
 
 #ifdef MEMRA_MMV_TIMELINE
@@ -928,25 +929,28 @@ static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t p
  * branches): variants specialized per epilogue (GLU, ADD, conv; session 5)
  * each measured 3-8 % slower per token although each launch ran less
  * code, and so did loading a row's epilogue inputs when the row starts. */
-/* Rows of a grouped (GROUPED) launch's warp GW of NWT: groups of 32
- * consecutive rows gw, gw + nwt, ... of the NV rows. */
-static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw, int64_t nwt)
+/* Rows of a grouped launch's warp GW of NWT: groups of 2^GS consecutive
+ * rows gw, gw + nwt, ... of the NV rows. */
+static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw, int64_t nwt, int gs)
 {
-    const int64_t ng = (nv + 31) >> 5;
+    const int64_t g = (int64_t)1 << gs, ng = (nv + g - 1) >> gs;
     if (gw >= ng)
         return 0;
-    int64_t rows = ((ng - 1 - gw) / nwt + 1) << 5;
-    if ((nv & 31) && (ng - 1 - gw) % nwt == 0) /* the short last group is this warp's */
-        rows -= 32 - (nv & 31);
+    int64_t rows = ((ng - 1 - gw) / nwt + 1) << gs;
+    if ((nv & (g - 1)) && (ng - 1 - gw) % nwt == 0) /* the short last group is this warp's */
+        rows -= g - (nv & (g - 1));
     return rows;
 }
 
-/* GROUPED: each warp walks groups of 32 consecutive rows and writes each
- * group's outputs in one 128-byte store (one plain weight, no epilogue):
- * for y in mapped host memory, where the default pattern (one 4-byte
- * store per row, rows a grid apart) crosses PCIe as 248320 small writes
- * and slowed the Qwen3.5-9B head from 258 to 351 us. Each row's dot and
- * sum are those of the default pattern, so the bits are the same. */
+/* GROUPED (a.ymap = GS > 0): each warp walks groups of 2^GS consecutive
+ * rows and writes each group's outputs in one store of up to 128 bytes
+ * (one plain weight, no epilogue): for y in mapped host memory, where the
+ * default pattern (one 4-byte store per row, rows a grid apart) crosses
+ * PCIe as 248320 small writes and slowed the Qwen3.5-9B head from 258 to
+ * 351 us. The launcher picks the largest group that keeps the warps' row
+ * counts even: at 32 rows the busiest warps did 96 rows against 78 and
+ * the head took 290 us. Each row's dot and sum are those of the default
+ * pattern, so the bits are the same. */
 template <int T, bool GROUPED>
 __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
@@ -963,12 +967,13 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     const int64_t nwt = (int64_t)gridDim.x * MMV_WARPS, gw = (int64_t)blockIdx.x * MMV_WARPS + warp;
     /* GROUPED walks v = 0, 1, ... over the warp's own rows (vrow) */
     const int64_t rstride = GROUPED ? 1 : nwt, v0 = GROUPED ? 0 : gw;
-    const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt) * nseg
+    const int gs = a.ymap, gm = (1 << gs) - 1;
+    const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt, gs) * nseg
                             : v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg
                                       : 0;
     auto vrow = [&](mmv_pos q) {
         if (GROUPED)
-            q.v = (((q.v >> 5) * nwt + gw) << 5) + (q.v & 31);
+            q.v = (((q.v >> gs) * nwt + gw) << gs) + (q.v & gm);
         return q;
     };
     uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
@@ -1050,10 +1055,10 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         if (GROUPED && cq.s == nseg - 1) {
             /* every lane holds the same sum (xor butterfly) */
             const float g = warp_sum(acc0);
-            const int j = (int)(cq.v & 31);
+            const int j = (int)(cq.v & gm);
             if (lane == j)
                 yg = g;
-            if (j == 31 || k + 1 == n_items) {
+            if (j == gm || k + 1 == n_items) {
                 if (lane <= j)
                     a.y[0][vrow(cq).v - j + lane] = yg;
             }

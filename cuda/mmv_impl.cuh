@@ -209,6 +209,14 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    if (grouped) { /* the largest group (up to 32 rows) whose busiest warp has the fewest rows */
+        const int64_t nwt = (int64_t)grid * MMV_WARPS;
+        auto busiest = [&](int gs) { return ((((nv + (1 << gs) - 1) >> gs) + nwt - 1) / nwt) << gs; };
+        a.ymap = 5;
+        for (int gs = 4; gs >= 1; gs--)
+            if (busiest(gs) < busiest(a.ymap))
+                a.ymap = gs;
+    }
     if (mmv_debug())
         fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
                 (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
