@@ -951,10 +951,24 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * counts even: at 32 rows the busiest warps did 96 rows against 78 and
  * the head took 290 us. Each row's dot and sum are those of the default
  * pattern, so the bits are the same. */
-template <int T, bool GROUPED>
+/* SPLIT (MODE 2; rows of two 2048-wide segments, one weight row per
+ * output, no GLU): the block's warps pair up, each pair taking one row per
+ * round, its even warp segment 0 and its odd warp segment 1; the odd warp
+ * hands its lanes' partial sums over through shared memory and the even
+ * warp adds them in the default order ((0 + p0) + p1 per lane, then the
+ * warp sum), so the bits are the same. A 4096-row out projection on 3168
+ * warps then takes at most three items per warp instead of four (928
+ * warps did two rows): per-warp latency, not HBM, sets a launch this
+ * small's time. */
+#define MMV_Q8D_DEFAULT 0
+#define MMV_Q8D_GROUPED 1
+#define MMV_Q8D_SPLIT 2
+
+template <int T, int MODE>
 __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
+    constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
     constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
@@ -965,12 +979,22 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t nwt = (int64_t)gridDim.x * MMV_WARPS, gw = (int64_t)blockIdx.x * MMV_WARPS + warp;
-    /* GROUPED walks v = 0, 1, ... over the warp's own rows (vrow) */
-    const int64_t rstride = GROUPED ? 1 : nwt, v0 = GROUPED ? 0 : gw;
+    /* GROUPED walks v = 0, 1, ... over the warp's own rows (vrow); SPLIT
+     * walks its pair's rows, one segment of each */
+    const int pair = warp >> 1, half = warp & 1;
+    const int64_t rstride = GROUPED ? 1 : SPLIT ? (int64_t)gridDim.x * (MMV_WARPS / 2) : nwt;
+    const int64_t v0 = GROUPED ? 0 : SPLIT ? (int64_t)blockIdx.x * (MMV_WARPS / 2) + pair : gw;
     const int gs = a.ymap, gm = (1 << gs) - 1;
     const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt, gs) * nseg
-                            : v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg
+                            : v0 < nv ? (nv - v0 + rstride - 1) / rstride * (SPLIT ? 1 : np * nseg)
                                       : 0;
+    __shared__ float xch[SPLIT ? MMV_WARPS * 32 : 1]; /* SPLIT: per pair, two rounds' partials */
+    auto next = [&](mmv_pos &q) {
+        if (SPLIT)
+            q.v += rstride;
+        else
+            mmv_next(q, np, nseg, rstride);
+    };
     auto vrow = [&](mmv_pos q) {
         if (GROUPED)
             q.v = (((q.v >> gs) * nwt + gw) << gs) + (q.v & gm);
@@ -982,7 +1006,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
 
     const uint64_t policy = mmv_evict_first();
     /* issue side: the current (row, part)'s bytes, found once per row part */
-    mmv_pos iq = {v0, 0, 0};
+    mmv_pos iq = {v0, 0, SPLIT ? half : 0};
     auto row_src = [&](const mmv_pos &q) {
         int64_t lrow;
         const int wi = mmv_weight(a, vrow(q), &lrow);
@@ -996,8 +1020,8 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         if (lane == 0)
             mmv_bulk_load(ring0 + slot * SEG, src + (size_t)iq.s * SEG, SEG, bar0 + 8 * slot, policy);
         if (++issued < n_items) {
-            mmv_next(iq, np, nseg, rstride);
-            if (iq.s == 0) /* a new row part */
+            next(iq);
+            if (SPLIT || iq.s == 0) /* a new row part */
                 src = row_src(iq);
         }
     };
@@ -1036,7 +1060,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         issue(d);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     const int64_t nbr = a.ne0 / 32;
-    mmv_pos cq = {v0, 0, 0};
+    mmv_pos cq = {v0, 0, SPLIT ? half : 0};
     float acc0 = 0.0f, acc1 = 0.0f, yg = 0.0f;
     uint32_t phase = 0;
     int slot = 0;
@@ -1052,7 +1076,20 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         else
             acc1 += part;
         __syncwarp(); /* the slot is refilled by the next iteration's issue */
-        if (GROUPED && cq.s == nseg - 1) {
+        if (SPLIT) {
+            float *x2 = xch + pair * 64 + (int)(k & 1) * 32; /* two rounds: no overwrite before the read */
+            if (half)
+                x2[lane] = part;
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+            if (!half) {
+                const float g = warp_sum((0.0f + part) + x2[lane]);
+                if (lane == 0) {
+                    int64_t lrow;
+                    const int wi = mmv_weight(a, cq, &lrow);
+                    mmv_store<false>(a, wi, lrow, 0, 0, g, 0.0f);
+                }
+            }
+        } else if (GROUPED && cq.s == nseg - 1) {
             /* every lane holds the same sum (xor butterfly) */
             const float g = warp_sum(acc0);
             const int j = (int)(cq.v & gm);
@@ -1073,7 +1110,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
             }
             acc0 = acc1 = 0.0f;
         }
-        mmv_next(cq, np, nseg, rstride);
+        next(cq);
         slot = slot == D - 1 ? 0 : slot + 1;
     }
 #ifdef MEMRA_MMV_TIMELINE

@@ -180,9 +180,10 @@ static void mmv_tl_note(mmv_args &a, unsigned grid, int64_t nv)
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1;
+    static long on = -1, bps = -1, split_on = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+        split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
@@ -199,16 +200,31 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    static std::atomic<uint64_t> caches[2][64][8]; /* per kernel: the attributes are set once per kernel */
-    std::atomic<uint64_t>(*cache)[8] = caches[grouped];
-    const void *kernel = grouped ? (const void *)mmv_q8d_kernel<T, true> : (const void *)mmv_q8d_kernel<T, false>;
-    int occ = mmv_occupancy(kernel, smem, cache);
+    static std::atomic<uint64_t> caches[3][64][8]; /* per kernel: the attributes are set once per kernel */
+    static const void *const kernels[3] = {(const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>,
+                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
+                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>};
+    int mode = grouped ? MMV_Q8D_GROUPED : MMV_Q8D_DEFAULT;
+    int occ = mmv_occupancy(kernels[mode], smem, caches[mode]);
     if (occ == 0)
         return false;
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    if (!grouped && split_on && !a.glu && a.ne0 == 4096) {
+        /* pairs of warps when that takes an eighth or more off the busiest
+         * warp's items (the out projections: 4 to 3; attention's
+         * in-projections: 8 to 7; not the head: 158 to 157) */
+        const int64_t nwt = (int64_t)grid * MMV_WARPS, npair = nwt / 2;
+        if ((nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
+            int o2 = mmv_occupancy(kernels[MMV_Q8D_SPLIT], smem, caches[MMV_Q8D_SPLIT]);
+            if (bps > 0 && bps < o2)
+                o2 = (int)bps;
+            if (o2 == occ)
+                mode = MMV_Q8D_SPLIT;
+        }
+    }
     if (grouped) { /* the largest group (up to 32 rows) whose busiest warp has the fewest rows */
         const int64_t nwt = (int64_t)grid * MMV_WARPS;
         auto busiest = [&](int gs) { return ((((nv + (1 << gs) - 1) >> gs) + nwt - 1) / nwt) << gs; };
@@ -218,14 +234,20 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 a.ymap = gs;
     }
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
-                (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem);
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu, mode %d\n",
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem,
+                mode);
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
-    if (grouped)
-        return memra__launch(mmv_q8d_kernel<T, true>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
-    return memra__launch(mmv_q8d_kernel<T, false>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    switch (mode) {
+    case MMV_Q8D_GROUPED:
+        return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_GROUPED>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    case MMV_Q8D_SPLIT:
+        return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_SPLIT>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    default:
+        return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    }
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies

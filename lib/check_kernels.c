@@ -1799,6 +1799,10 @@ static void run_suite(kc *k)
     KC(kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
+    if (big) { /* one-row calls in the fast path's warp pairs (out and attention in-projections) */
+        KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 4096, 3));
+        KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 10240, 2));
+    }
     /* the grouped fast path (a vocabulary of whole 32-row groups, then a
      * short last group) and a type that goes through device memory */
     KC(kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 4096, big ? 248320 : 5024));
