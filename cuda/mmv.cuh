@@ -956,10 +956,10 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * round, its even warp segment 0 and its odd warp segment 1; the odd warp
  * hands its lanes' partial sums over through shared memory and the even
  * warp adds them in the default order ((0 + p0) + p1 per lane, then the
- * warp sum), so the bits are the same. A 4096-row out projection on 3168
- * warps then takes at most three items per warp instead of four (928
- * warps did two rows): per-warp latency, not HBM, sets a launch this
- * small's time. */
+ * warp sum), so the bits are the same. The 10240 rows of attention's
+ * in-projections on 3168 warps then take at most seven items per warp
+ * instead of eight (the busiest warps' chain of items sets a small
+ * launch's time). */
 #define MMV_Q8D_DEFAULT 0
 #define MMV_Q8D_GROUPED 1
 #define MMV_Q8D_SPLIT 2

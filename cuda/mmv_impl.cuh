@@ -213,11 +213,13 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
     if (!grouped && split_on && !a.glu && a.ne0 == 4096) {
-        /* pairs of warps when that takes an eighth or more off the busiest
-         * warp's items (the out projections: 4 to 3; attention's
-         * in-projections: 8 to 7; not the head: 158 to 157) */
+        /* pairs of warps when the busiest warp has three rows or more and
+         * the pairs take an eighth or more off its items (attention's
+         * in-projections: 8 to 7; not the head: 158 to 157). Not the out
+         * projections (4 to 3): their pairs' rendezvous cost more than the
+         * item saved (10.2 against 9.4 us; 340 against 345 tok/s). */
         const int64_t nwt = (int64_t)grid * MMV_WARPS, npair = nwt / 2;
-        if ((nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
+        if (nv > 2 * nwt && (nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
             int o2 = mmv_occupancy(kernels[MMV_Q8D_SPLIT], smem, caches[MMV_Q8D_SPLIT]);
             if (bps > 0 && bps < o2)
                 o2 = (int)bps;
