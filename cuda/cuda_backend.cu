@@ -176,7 +176,6 @@ static memra_status_t cu_upload(memra__backend_t *be, void *dst, const void *src
             if (r != CUDA_SUCCESS)
                 return memra__fail(be->err, MEMRA_E_DEVICE, "cuStreamWriteValue64 failed (CUresult %d)", (int)r);
         }
-        c->step_mark = true;
         return MEMRA_OK;
     }
     if (c->up_host && n <= CU_UP_STAGE && n > 0) {
@@ -203,41 +202,9 @@ static memra_status_t cu_copy(memra__backend_t *be, void *dst, const void *src, 
     return cu_copy_kind(be, dst, src, n, cudaMemcpyDeviceToDevice);
 }
 
-/* Bulk L2 prefetches of up to 8 KB per thread over N bytes at P. */
-__global__ void l2_prefetch_kernel(const uint8_t *p, size_t n)
-{
-    const size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8192;
-    if (o >= n)
-        return;
-    const size_t len = n - o < 8192 ? n - o : 8192;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"((unsigned)(len & ~(size_t)15))
-                 : "memory");
-}
-
-/* The host's wait for a decode step leaves HBM idle until the next step's
- * first kernels (the gap between tokens: the wait's return, the token's
- * upload, the first launch; 13-44 us in the traces). A side stream, which
- * the wait does not cover, fills L2 in that time with the first weights
- * the next step's first matvec reads (they do not depend on its token). */
-static void gap_prefetch(memra__cuda_ctx_t *c)
-{
-    if (!c->side || !c->pf_w[0])
-        return;
-    if (cudaEventRecord(c->head_done, c->stream) == cudaSuccess &&
-        cudaStreamWaitEvent(c->side, c->head_done, 0) == cudaSuccess)
-        for (int i = 0; i < 4 && c->pf_w[i]; i++) {
-            const uint8_t *a = (const uint8_t *)((uintptr_t)c->pf_w[i] & ~(uintptr_t)15); /* bulk: 16-byte units */
-            const size_t n = c->pf_n[i];
-            l2_prefetch_kernel<<<(unsigned)((n + 8192 * 256 - 1) / (8192 * 256)), 256, 0, c->side>>>(a, n);
-        }
-    cudaGetLastError(); /* a hint: its failures do not fail the step */
-    memset(c->pf_w, 0, sizeof c->pf_w);
-}
-
 static memra_status_t cu_sync(memra__backend_t *be)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    gap_prefetch(c);
     MEMRA_CUDA_TRY(be, cudaStreamSynchronize(c->stream));
     if (c->prof)
         memra__cuda_prof_flush(c);
@@ -332,14 +299,6 @@ bool memra__cuda_pdl(void)
     if (v < 0)
         v = memra__cuda_env_long("MEMRA_PDL", 1) != 0;
     return v == 1;
-}
-
-size_t memra__cuda_gap_prefetch_bytes(void)
-{
-    static long mb = -1;
-    if (mb < 0)
-        mb = memra__cuda_env_long("MEMRA_GAP_PREFETCH_MB", 24);
-    return mb > 0 ? (size_t)mb << 20 : 0;
 }
 
 long memra__cuda_env_long(const char *name, long def)
@@ -500,15 +459,6 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
     if (memra__cuda_env_long("MEMRA_UPLOAD_WV", 1))
         c->write_value64 = write_value64_of(device);
     c->map_host = memra__cuda_env_long("MEMRA_MAP_LOGITS", 1) != 0;
-    /* optional: without it the gap between decode steps prefetches nothing */
-    if (memra__cuda_gap_prefetch_bytes() > 0 &&
-        (cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking) != cudaSuccess ||
-         cudaEventCreateWithFlags(&c->head_done, cudaEventDisableTiming) != cudaSuccess)) {
-        cudaGetLastError();
-        if (c->side)
-            cudaStreamDestroy(c->side);
-        c->side = NULL;
-    }
     if (memra__cuda_prof_wanted())
         c->prof = memra__cuda_prof_create();
     *out = be;
@@ -530,11 +480,6 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     cudaFreeHost(c->argmax_host);
     cudaFree(c->fa_count);
     cudaFree(c->map_tmp);
-    if (c->side) {
-        cudaStreamSynchronize(c->side);
-        cudaStreamDestroy(c->side);
-        cudaEventDestroy(c->head_done);
-    }
     if (c->up_host) {
         cudaEventDestroy(c->up_done);
         cudaFreeHost(c->up_host);

@@ -45,16 +45,6 @@ typedef struct memra__cuda_ctx {
      * grouped stores (memra__cuda_mapped); map_tmp: device memory for the
      * matvecs that cannot (grown on demand) */
     bool map_host;
-    /* the gap between decode steps (cu_sync): after a step's last kernel a
-     * side stream prefetches into L2 the first bytes (pf_bytes, at most
-     * MEMRA_GAP_PREFETCH_MB) of the weights the step's first matvec read
-     * (pf_w); step_mark: a step's token upload was queued and its first
-     * matvec is still to come */
-    cudaStream_t side;
-    cudaEvent_t head_done;
-    const uint8_t *pf_w[4];
-    size_t pf_n[4];
-    bool step_mark;
     uintptr_t map_lo, map_hi;
     void *map_tmp;
     size_t map_tmp_bytes;
@@ -96,8 +86,6 @@ static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
  * NULL with the engine's error set when it cannot be had. Growing waits for
  * the stream (cudaFree), so earlier ops that read the old buffer finish. */
 void *memra__cuda_ws(memra__backend_t *be, size_t bytes);
-/* MEMRA_GAP_PREFETCH_MB (cuda_backend.cu: gap_prefetch) in bytes, 0 = off */
-size_t memra__cuda_gap_prefetch_bytes(void);
 
 /* The op profiler (cuda/profile.cu). */
 bool memra__cuda_prof_wanted(void);

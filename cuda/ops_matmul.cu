@@ -49,18 +49,6 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
     c->after_step = false;
     const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
     a.ymap = a.nw == 1 && memra__cuda_mapped(c, a.y[0]);
-    if (c->step_mark) { /* a decode step's first matvec: what the gap before the next step prefetches */
-        c->step_mark = false;
-        size_t left = a.n_rows == 1 && !a.ids ? memra__cuda_gap_prefetch_bytes() : 0;
-        for (int i = 0, j = 0; i < a.nw && left; i++) {
-            const size_t n = (size_t)(a.vrow0[i + 1] - a.vrow0[i]) * a.nb1[i];
-            if (n == 0)
-                continue;
-            c->pf_w[j] = a.W[i];
-            c->pf_n[j] = n < left ? n : left;
-            left -= c->pf_n[j++];
-        }
-    }
     bool ok = false;
 #define MMV_CASE(T) ok = mmv_launch<T>(a, R, gy, c->sm_count, c->stream, vec)
     MQ_DISPATCH(type, MMV_CASE)
