@@ -366,16 +366,9 @@ memra_status_t memra__cuda_get_rows(memra__backend_t *be, const memra_weight_t *
     /* ids stay on the device: an id out of range gives a row of NaN */
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const unsigned blocks = memra__cuda_blocks(n, 1, 65535);
-    static long pdl = -1;
-    if (pdl < 0)
-        pdl = memra__cuda_env_long("MEMRA_GETROWS_PDL", 1);
 #define GR_CASE(T)                                                                                                 \
-    if (pdl)                                                                                                       \
-        memra__launch(get_rows_kernel<T>, blocks, 128, 0, c->stream, (const uint8_t *)w->data, w->nb1, w->ne[0],   \
-                      w->ne[1], ids, n, y, ldy);                                                                   \
-    else                                                                                                           \
-        get_rows_kernel<T><<<blocks, 128, 0, c->stream>>>((const uint8_t *)w->data, w->nb1, w->ne[0], w->ne[1], ids, \
-                                                          n, y, ldy)
+    memra__launch(get_rows_kernel<T>, blocks, 128, 0, c->stream, (const uint8_t *)w->data, w->nb1, w->ne[0], w->ne[1], \
+                  ids, n, y, ldy)
     MQ_DISPATCH(w->type, GR_CASE)
 #undef GR_CASE
     MEMRA_CUDA_LAUNCHED(be);
