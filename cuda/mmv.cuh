@@ -924,11 +924,6 @@ static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t p
     return ok != 0;
 }
 
-
-/* One instantiation serves every fused epilogue (mmv_store's runtime
- * branches): variants specialized per epilogue (GLU, ADD, conv; session 5)
- * each measured 3-8 % slower per token although each launch ran less
- * code, and so did loading a row's epilogue inputs when the row starts. */
 /* Rows of a grouped launch's warp GW of NWT: groups of 2^GS consecutive
  * rows gw, gw + nwt, ... of the NV rows. */
 static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw, int64_t nwt, int gs)
@@ -964,6 +959,11 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
 #define MMV_Q8D_GROUPED 1
 #define MMV_Q8D_SPLIT 2
 
+/* One instantiation per MODE serves every fused epilogue (mmv_store's
+ * runtime branches): variants specialized per epilogue (GLU, ADD, conv;
+ * session 5) each measured 3-8 % slower per token although each launch
+ * ran less code, and so did loading a row's epilogue inputs when the row
+ * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
 template <int T, int MODE>
 __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {

@@ -128,7 +128,7 @@ memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_
             break;
         size_t out_bytes = (size_t)n_out * (size_t)m->n_vocab * sizeof(float);
         float *mapped = NULL;
-        if (si == m->n_stages - 1 && n_out == 1 && st->be->iface->host_map)
+        if (si == m->n_stages - 1 && n_out == 1 && st->be->iface->host_map && !m->arch->head_rewrites)
             mapped = st->be->iface->host_map(st->be, host_logits, out_bytes);
         if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out, mapped)))
             break;

@@ -72,6 +72,12 @@ typedef struct memra__arch {
      * memra__cfg_*); the default split skips such cuts, explicit ones are
      * refused. NULL = any cut. */
     bool (*cut_ok)(memra_model_t *m, int32_t il);
+    /* the head reads its logits back and rewrites them (gemma4: softcap,
+     * suppressed tokens): the forward then keeps a decode step's logits in
+     * device memory and downloads them, instead of having the head write
+     * them into mapped host memory (backend host_map), which such reads
+     * would cross PCIe for */
+    bool head_rewrites;
 } memra__arch_t;
 
 struct memra_model {
