@@ -69,9 +69,10 @@ MEMRA_API memra_status_t memra_engine_copy_bandwidth(memra_engine_t *engine, siz
                                                      double *bytes_per_s);
 
 /* Host memory for what a call copies out of ENGINE's device (logits):
- * page-locked on a CUDA engine, so that a decode step's n_vocab logits
- * cross the bus in one direct copy instead of the driver's staging
- * through its own pinned buffer (memra-bench: docs/PERFORMANCE.md). Plain
+ * page-locked on a CUDA engine, so that the device writes a decode step's
+ * n_vocab logits into it directly as it computes them, with no copy after
+ * (other outputs cross the bus in one direct copy instead of the driver's
+ * staging through its own pinned buffer; memra-bench: docs/PERFORMANCE.md). Plain
  * memory on the CPU engine, and whenever pinned memory is unavailable.
  * Any memra call that writes host memory accepts it; free it with
  * memra_host_free (not free()). NULL for 0 bytes or out of memory.
