@@ -2,6 +2,8 @@
  * Face logits that ship with it (../shared/fixtures/models):
  *  - prefill (all rows) and token-by-token decode within 1e-3 max |Δ|;
  *  - prefill with chunk sizes 1, 3, 16 and 512 bit-identical;
+ *  - the argmax gate: every row's top token the same in prefill and decode,
+ *    or a near-tie within twice the row's max |d|;
  *  - the 16-token greedy continuation (teacher-forced with the reference
  *    tokens) matches wherever our own top-2 margin exceeds 1e-3.
  * MEMRA_TEST_FIXTURE=NAME runs one fixture. Measured deltas are printed
@@ -200,6 +202,24 @@ static void check_fixture(const fixture *f)
     double d_dp = max_delta(dec, pre, rowsz * (size_t)r.n_tokens);
     decode_into_host_alloc(m, &r, dec);
 
+    /* the argmax gate: each row's top token in prefill and in decode; a
+     * differing pair counts as a near-tie when a top-2 margin is within
+     * twice that row's max |d| (a flip needs no more) */
+    int am_match = 0, am_ties = 0;
+    for (int32_t t = 0; t < r.n_tokens; t++) {
+        const float *rp = pre + (size_t)t * rowsz, *rd = dec + (size_t)t * rowsz;
+        double mp, md;
+        const int32_t ap = argmax(rp, r.n_vocab, &mp), ad = argmax(rd, r.n_vocab, &md);
+        const double dr = max_delta(rp, rd, rowsz);
+        if (ap == ad)
+            am_match++;
+        else if (mp <= 2 * dr || md <= 2 * dr)
+            am_ties++;
+        else
+            fail_msg("%s: token %d: prefill argmax %d (margin %.3g), decode %d (margin %.3g), max |d| %.3g", f->name, t,
+                     ap, mp, ad, md, dr);
+    }
+
     int compared = 0, skipped = 0;
     if (f->greedy && r.n_greedy > 0) {
         float *row = malloc(rowsz * sizeof *row);
@@ -241,8 +261,8 @@ static void check_fixture(const fixture *f)
     }
 
     printf("ACCURACY %-16s prefill %.3e  decode %.3e  decode-vs-prefill %.3e  greedy %d compared, %d near-ties"
-           "  chunks %.3e\n",
-           f->name, d_pre, d_dec, d_dp, compared, skipped, d_chunk);
+           "  chunks %.3e  argmax %d/%d (%d near-ties)\n",
+           f->name, d_pre, d_dec, d_dp, compared, skipped, d_chunk, am_match, r.n_tokens, am_ties);
     if (bad_chunk)
         fail_msg("%s: prefill with chunk %d differs from one-shot prefill (max |d| over chunks %.3g)", f->name,
                  bad_chunk, d_chunk);
