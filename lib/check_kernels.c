@@ -1799,7 +1799,7 @@ static void run_suite(kc *k)
     KC(kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
     KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
-    if (big) { /* one-row calls in the fast path's warp pairs (out and attention in-projections) */
+    if (big) { /* one-row calls: the fast path's default map (out projections), its warp pairs (attention in) */
         KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 4096, 3));
         KC(kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 10240, 2));
     }
