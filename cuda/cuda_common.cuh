@@ -3,6 +3,7 @@
 #define MEMRA_CUDA_COMMON_CUH
 
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -205,5 +206,27 @@ memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t 
 memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
                                           int64_t n_expert, int64_t n_problems, const float *x, int64_t ldx,
                                           int64_t xdiv, float *y, int64_t ldy);
+
+/* Decode-sized row counts (at most this many x rows, MEMRA_MMV_MAX_ROWS,
+ * default 8) run the matvec kernels even in fast mode (ops_matmul.cu). */
+int64_t memra__cuda_mmv_max_rows(void);
+
+/* OUT[r][i] = (f16) X[r*ldx + i], r < n_rows, i < ne0 (ops_matmul.cu). */
+memra_status_t memra__cuda_to_f16(memra__backend_t *be, const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
+                                  __half *out);
+
+/* out[t][i] = Σ_j w[t][j]·scale[e]·y[t*k+j][i] in float64, slot order; NaN
+ * for a token with an expert id out of range (ops_moe.cu). */
+memra_status_t memra__cuda_moe_sum(memra__backend_t *be, const float *y, const int32_t *ids, const float *w,
+                                   const float *scale, int64_t n_expert, float *out, int64_t n_tokens, int64_t k,
+                                   int64_t n_embd);
+
+/* Fast-mode tensor-core GEMMs (cuda/gemm_q.cu): which weights they take;
+ * the dense Y = W·X of f16 x rows; the MoE experts of a chunk (*done =
+ * false: not taken, nothing queued). */
+bool memra__cuda_gq_ok(const memra_weight_t *w);
+memra_status_t memra__cuda_gemm_q(memra__backend_t *be, const memra_weight_t *w, const __half *xh, int64_t ldx,
+                                  int64_t n_rows, float *y, int64_t ldy);
+memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t *a, int64_t n_expert, bool *done);
 
 #endif

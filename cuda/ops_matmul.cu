@@ -29,7 +29,7 @@ static bool is_float_type(memra_type_t t)
     return t == MEMRA_TYPE_F32 || t == MEMRA_TYPE_F16 || t == MEMRA_TYPE_BF16;
 }
 
-static int64_t env_max_rows(void)
+int64_t memra__cuda_mmv_max_rows(void)
 {
     static long v = -1;
     if (v < 0)
@@ -168,7 +168,7 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     *done = false;
     const memra_type_t t0 = m->w[0]->type;
     const int64_t ne0 = m->w[0]->ne[0];
-    if (is_float_type(t0) || (be->fast && m->n_rows > env_max_rows()) || m->n_rows > INT32_MAX)
+    if (is_float_type(t0) || (be->fast && m->n_rows > memra__cuda_mmv_max_rows()) || m->n_rows > INT32_MAX)
         return MEMRA_OK;
     if (m->norm && !x_fits(t0, ne0, rows_per_pass(m->n_rows)))
         return MEMRA_OK;
@@ -288,14 +288,39 @@ static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w,
     return MEMRA_OK;
 }
 
-static bool fast_bf16(void)
+memra_status_t memra__cuda_to_f16(memra__backend_t *be, const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
+                                  __half *out)
+{
+    memra__launch(x_to_h_kernel<__half>, memra__cuda_blocks(n_rows * ne0, 256, 65535), 256, 0,
+                  memra__cuda_ctx(be)->stream, x, ldx, n_rows, ne0, out);
+    MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* MEMRA_FAST_GEMM: f16 (default: f16 tiles + cuBLAS), bf16 (bf16 tiles +
+ * cuBLAS), mmq (cuda/gemm_q.cuh: tensor cores over weight tiles
+ * dequantized in shared memory, no f16 copy of the weight) */
+enum { FAST_F16, FAST_BF16, FAST_MMQ };
+
+static int fast_gemm(void)
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("MEMRA_FAST_GEMM");
-        v = e && strcmp(e, "bf16") == 0;
+        v = e && strcmp(e, "bf16") == 0 ? FAST_BF16 : e && strcmp(e, "mmq") == 0 ? FAST_MMQ : FAST_F16;
     }
-    return v == 1;
+    return v;
+}
+
+static memra_status_t gemm_mmq(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int64_t n_rows)
+{
+    const size_t xbytes = (size_t)n_rows * w->ne[0] * sizeof(__half);
+    __half *xh = (__half *)memra__cuda_ws(be, xbytes);
+    if (!xh)
+        return MEMRA_E_NOMEM;
+    memra_status_t st = memra__cuda_to_f16(be, x, ldx, n_rows, w->ne[0], xh);
+    return st ? st : memra__cuda_gemm_q(be, w, xh, w->ne[0], n_rows, y, ldy);
 }
 
 memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx,
@@ -312,12 +337,14 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
     if (min_out < 0)
         min_out = memra__cuda_env_long("MEMRA_FAST_MIN_OUT", 512);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const bool gemm = be->fast && n_rows > env_max_rows() && w->ne[1] > min_out && big;
+    const bool gemm = be->fast && n_rows > memra__cuda_mmv_max_rows() && w->ne[1] > min_out && big;
     MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld n%lld%s", memra_type_name(w->type), (long long)w->ne[0],
                            (long long)w->ne[1], (long long)n_rows, gemm ? " gemm" : "");
+    if (gemm && fast_gemm() == FAST_MMQ && memra__cuda_gq_ok(w))
+        return gemm_mmq(be, w, x, ldx, y, ldy, n_rows);
     if (gemm)
-        return fast_bf16() ? gemm_fast_t<__nv_bfloat16>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16BF)
-                           : gemm_fast_t<__half>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16F);
+        return fast_gemm() == FAST_BF16 ? gemm_fast_t<__nv_bfloat16>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16BF)
+                                        : gemm_fast_t<__half>(be, w, x, ldx, y, ldy, n_rows, CUDA_R_16F);
     return matvec_rows(be, w->type, one_weight(w, x, ldx, y, ldy), n_rows);
 }
 

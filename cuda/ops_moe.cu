@@ -175,11 +175,25 @@ __global__ void moe_sum_kernel(const float *y, const int32_t *ids, const float *
             double acc = 0.0;
             for (int64_t s = 0; s < k; s++) {
                 const int32_t e = ids[t * k + s];
-                const double sc = scale && e >= 0 && e < n_expert ? (double)scale[e] : 1.0;
+                if (e < 0 || e >= n_expert) { /* the matvec poisons such rows; the grouped GEMM skips them */
+                    acc = __longlong_as_double(0x7ff8000000000000ll);
+                    break;
+                }
+                const double sc = scale ? (double)scale[e] : 1.0;
                 acc = __dadd_rn(acc, __dmul_rn(__dmul_rn((double)w[t * k + s], sc), (double)y[(t * k + s) * n_embd + i]));
             }
             out[t * n_embd + i] = (float)acc;
         }
+}
+
+memra_status_t memra__cuda_moe_sum(memra__backend_t *be, const float *y, const int32_t *ids, const float *w,
+                                   const float *scale, int64_t n_expert, float *out, int64_t n_tokens, int64_t k,
+                                   int64_t n_embd)
+{
+    memra__launch(moe_sum_kernel, dim3(memra__cuda_blocks(n_embd, 256, 64), memra__cuda_blocks(n_tokens, 1, 65535)),
+                  256, 0, memra__cuda_ctx(be)->stream, y, ids, w, scale, n_expert, out, n_tokens, k, n_embd);
+    MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
 }
 
 memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
@@ -190,6 +204,13 @@ memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
         return st;
     /* expert ids live on the device: the grouped matvec poisons a bad one's rows */
     const int64_t ne = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
+    /* fast prefill: grouped tensor-core GEMMs (cuda/gemm_q.cu) */
+    if (be->fast && a->n_tokens > memra__cuda_mmv_max_rows()) {
+        bool done;
+        st = memra__cuda_moe_fast(be, a, ne, &done);
+        if (st || done)
+            return st;
+    }
     const int64_t gate_rows = a->gate_up ? 2 * a->n_ff : a->n_ff;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t k = a->k, n_ff = a->n_ff, n_embd = a->n_embd;
@@ -223,8 +244,9 @@ memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
         st = memra__cuda_matvec_grouped(be, a->down, ids, ne, np, h, n_ff, 1, y, n_embd);
         if (st)
             return st;
-        memra__launch(moe_sum_kernel, dim3(memra__cuda_blocks(n_embd, 256, 64), memra__cuda_blocks(nt, 1, 65535)), 256, 0, c->stream, y, ids, a->weights + t0 * k, a->expert_scale, ne, a->out + t0 * n_embd, nt, k, n_embd);
-        MEMRA_CUDA_LAUNCHED(be);
+        st = memra__cuda_moe_sum(be, y, ids, a->weights + t0 * k, a->expert_scale, ne, a->out + t0 * n_embd, nt, k, n_embd);
+        if (st)
+            return st;
     }
     return MEMRA_OK;
 }

@@ -49,6 +49,7 @@ void memra_kernel_check_params_init(memra_kernel_check_params_t *p, uint32_t siz
 #define TOL_F32 1e-7  /* float32 reductions */
 #define TOL_F16 1e-6  /* fast prefill, f16 inputs */
 #define TOL_BF16 5e-5 /* fast prefill, bf16 inputs (MEMRA_FAST_GEMM=bf16) */
+#define TOL_MOE_F16 4e-6 /* fast MoE prefill: x, weights and h rounded to f16 */
 #define TOL_ULP 2.0   /* float64 both sides, one rounding */
 
 typedef struct kc_mem {
@@ -1570,13 +1571,22 @@ static memra_status_t mo_run(void *c, memra__backend_t *be, int side)
     return be->iface->moe(be, &((mo_case *)c)->a[side]);
 }
 
-static void kc_moe(kc *k, const char *name, memra_type_t tg, memra_type_t td, int64_t n, int64_t n_expert, int64_t top_k,
-                   int64_t n_embd, int64_t n_ff, bool fused, bool scale, memra_act_t act)
+/* Expert choice of the MoE cases: uniform, or skewed (every token's first
+ * slot on expert 0 and the rest among the next top_k + 2 experts: most
+ * experts get no token, a few get nearly all: ragged buckets). */
+enum { MO_UNIFORM, MO_SKEWED };
+
+static void kc_moe_ex(kc *k, const char *name, memra_type_t tg, memra_type_t td, int64_t n, int64_t n_expert,
+                      int64_t top_k, int64_t n_embd, int64_t n_ff, bool fused, bool scale, memra_act_t act, bool fast,
+                      int dist)
 {
+    /* fast: x and h in f16 on the tensor cores from 9 tokens on */
+    const double tol = fast && n > 8 ? TOL_MOE_F16 : TOL_F32;
     memra_kernel_check_line_t *L =
-        kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld experts top %lld, %lld->%lld, %s/%s%s%s", (long long)n,
+        kc_line(k, name, "nmse", tol, "%lld tok, %lld experts top %lld, %lld->%lld, %s/%s%s%s%s%s", (long long)n,
                 (long long)n_expert, (long long)top_k, (long long)n_embd, (long long)n_ff, tname(tg), tname(td),
-                fused ? " gate_up" : "", scale ? " scaled" : "");
+                fused ? " gate_up" : "", scale ? " scaled" : "", fast ? " fast" : "",
+                dist == MO_SKEWED ? " skewed" : "");
     if (!L)
         return;
     mo_case c;
@@ -1595,7 +1605,10 @@ static void kc_moe(kc *k, const char *name, memra_type_t tg, memra_type_t td, in
             int32_t e;
             bool dup;
             do {
-                e = (int32_t)kc_int(k, n_expert);
+                if (dist == MO_SKEWED)
+                    e = j == 0 ? 0 : (int32_t)(1 + kc_int(k, top_k + 2 < n_expert ? top_k + 2 : n_expert - 1));
+                else
+                    e = (int32_t)kc_int(k, n_expert);
                 dup = false;
                 for (int64_t i = 0; i < j; i++)
                     dup |= ids[t * top_k + i] == e;
@@ -1616,14 +1629,29 @@ static void kc_moe(kc *k, const char *name, memra_type_t tg, memra_type_t td, in
         if (!c.a[s].out)
             return;
     }
-    if (!kc_run2(k, L, mo_run, &c, k->gpu))
+    memra__backend_t *gb = fast ? k->fast : k->gpu;
+    if (!kc_run2(k, L, mo_run, &c, gb))
         return;
     kc_acc a;
     kc_acc_init(&a);
-    kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].out, &o), kc_out_get(k, k->gpu, c.a[1].out, &o), &o, "out");
+    kc_cmp(&a, kc_out_get(k, k->cpu, c.a[0].out, &o), kc_out_get(k, gb, c.a[1].out, &o), &o, "out");
     kc_finish(k, L, &a);
+    /* bytes: every used expert's weights once (the grouped GEMM's floor) */
+    int64_t used = 0;
+    for (int64_t e = 0; e < n_expert; e++)
+        for (int64_t i = 0; i < n * top_k; i++)
+            if (ids[i] == e) {
+                used++;
+                break;
+            }
     const double per_expert = (double)(c.gate[1].nb2 + (fused ? 0 : c.up[1].nb2) + c.down[1].nb2);
-    kc_bench(k, L, mo_run, &c, k->gpu, per_expert * (double)(top_k < n * top_k ? n * top_k : top_k));
+    kc_bench(k, L, mo_run, &c, gb, per_expert * (double)(fast && n > 8 ? used : n * top_k));
+}
+
+static void kc_moe(kc *k, const char *name, memra_type_t tg, memra_type_t td, int64_t n, int64_t n_expert, int64_t top_k,
+                   int64_t n_embd, int64_t n_ff, bool fused, bool scale, memra_act_t act)
+{
+    kc_moe_ex(k, name, tg, td, n, n_expert, top_k, n_embd, n_ff, fused, scale, act, false, MO_UNIFORM);
 }
 
 /* ---- argmax --------------------------------------------------------------- */
@@ -1821,6 +1849,10 @@ static void run_suite(kc *k)
         KC(kc_matmul(k, "matmul.q8_0.vocab_rows3", MEMRA_TYPE_Q8_0, 4096, 248320, 3, false, 0, 0));
         KC(kc_matmul(k, "matmul.q8_0.prefill_fast_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 64, true, 0, 0));
         KC(kc_matmul(k, "matmul.q6_k.prefill_fast_ff", MEMRA_TYPE_Q6_K, 4096, 12288, 64, true, 0, 0));
+        /* a whole default chunk at the 9B's gate/up and down shapes */
+        KC(kc_matmul(k, "matmul.q8_0.prefill_fast_512", MEMRA_TYPE_Q8_0, 4096, 12288, 512, true, 0, 0));
+        KC(kc_matmul(k, "matmul.q8_0.prefill_fast_512_down", MEMRA_TYPE_Q8_0, 12288, 4096, 512, true, 0, 0));
+        KC(kc_matmul(k, "matmul.q4_k.prefill_fast_512", MEMRA_TYPE_Q4_K, 4096, 12288, 512, true, 0, 0));
         KC(kc_matmul(k, "matmul.q8_0.prefill_exact_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 16, false, 0, 0));
     }
 
@@ -1966,7 +1998,26 @@ static void run_suite(kc *k)
     KC(kc_moe(k, "moe.fixture", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 5, 8, 2, 64, 32, false, true, MEMRA_ACT_GELU));
     KC(kc_moe(k, "moe.fixture.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 4, 8, 2, 64, 64, true, false, MEMRA_ACT_SILU));
     KC(kc_moe(k, "moe.shared", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 1, 1, 256, 128, false, false, MEMRA_ACT_SILU));
+    /* fast prefill: the grouped tensor-core GEMMs (buckets of 0, 1, many) */
+    KC(kc_moe_ex(k, "moe.fast.fixture", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 40, 8, 2, 64, 32, false, true, MEMRA_ACT_GELU,
+                 true, MO_UNIFORM));
+    KC(kc_moe_ex(k, "moe.fast.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 37, 8, 2, 64, 64, true, false,
+                 MEMRA_ACT_SILU, true, MO_UNIFORM));
+    KC(kc_moe_ex(k, "moe.fast.skewed", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K, 70, 16, 2, 256, 96, false, false,
+                 MEMRA_ACT_SILU, true, MO_SKEWED));
+    KC(kc_moe_ex(k, "moe.fast.shared", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 130, 1, 1, 256, 128, false, false,
+                 MEMRA_ACT_SILU, true, MO_UNIFORM));
     if (big) {
+        KC(kc_moe_ex(k, "moe.fast.qwen35moe", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 512, 256, 8, 2048, 512, false, false,
+                     MEMRA_ACT_SILU, true, MO_UNIFORM));
+        KC(kc_moe_ex(k, "moe.fast.qwen35moe_q4k", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 512, 256, 8, 2048, 512, false,
+                     false, MEMRA_ACT_SILU, true, MO_UNIFORM));
+        KC(kc_moe_ex(k, "moe.fast.gemma4", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 512, 128, 8, 2816, 704, true, true,
+                     MEMRA_ACT_GELU, true, MO_UNIFORM));
+        KC(kc_moe_ex(k, "moe.fast.gemma4_skewed", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 300, 128, 8, 2816, 704, true,
+                     true, MEMRA_ACT_GELU, true, MO_SKEWED));
+        KC(kc_moe_ex(k, "moe.fast.shared_qwen", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 512, 1, 1, 2048, 512, false, false,
+                     MEMRA_ACT_SILU, true, MO_UNIFORM));
         KC(kc_moe(k, "moe.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 128, 8, 2048, 512, true, false, MEMRA_ACT_SILU));
         KC(kc_moe(k, "moe.prefill", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 6, 128, 8, 2048, 512, false, false, MEMRA_ACT_SILU));
         KC(kc_moe(k, "moe.gemma", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 2, 128, 8, 2816, 704, true, true, MEMRA_ACT_GELU));
