@@ -961,7 +961,7 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
 
 /* One instantiation per MODE serves every fused epilogue (mmv_store's
  * runtime branches): variants specialized per epilogue (GLU, ADD, conv;
- * session 5) each measured 3-8 % slower per token although each launch
+ * 033baf5) each measured 3-8 % slower per token although each launch
  * ran less code, and so did loading a row's epilogue inputs when the row
  * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
 template <int T, int MODE>
