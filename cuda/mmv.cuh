@@ -41,7 +41,7 @@
 #define MMV_RING_MIN 2                /* items per warp in shared memory: at least */
 #define MMV_RING_MAX 8                /* ... and at most */
 #define MMV_SMEM_MAX (200 * 1024)     /* dynamic shared memory per block, at most */
-#define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, scripts/mmv-lab.cu) */
+#define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, tools/mmv-lab.cu) */
 #define MMV_Q8D_SEG (64 * 34)        /* the Q8_0 fast path's item: 64 blocks, one bulk copy */
 #define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
 
@@ -83,12 +83,12 @@ struct mmv_args {
 };
 
 #ifdef MEMRA_MMV_TIMELINE
-/* Diagnostic build (scripts/timeline-build.sh: cuda/mmv_q8.cu compiled with
+/* Diagnostic build (tools/timeline-build.sh: cuda/mmv_q8.cu compiled with
  * -DMEMRA_MMV_TIMELINE into a copy of the library): each fast-path block
  * records %globaltimer at its start, after its wait, after staging x and at
  * its end (the normalized staging also after its sum of squares and its
  * scale), for the last MMV_TL_LAUNCHES launches; dumped at exit to
- * $MEMRA_MMV_TIMELINE (scripts/mmv-timeline.py reads it). */
+ * $MEMRA_MMV_TIMELINE (tools/mmv-timeline.py reads it). */
 #define MMV_TL_LAUNCHES 1024
 #define MMV_TL_BLOCKS 512
 static __device__ unsigned long long mmv_tl[MMV_TL_LAUNCHES][MMV_TL_BLOCKS][8];
@@ -652,7 +652,7 @@ static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *s
  * the copy engine keeps the bytes in flight (sm_90). */
 /* Blocks per SM the register allocation must allow: the one-row Q8_0
  * matvec runs three (24 warps; two left HBM idle on long matrices, 3.3
- * against 4.3 TB/s in scripts/mmv-lab.cu), in 80 registers without spills.
+ * against 4.3 TB/s in tools/mmv-lab.cu), in 80 registers without spills.
  * The other types would spill at that budget. */
 template <int T, int R> static constexpr int mmv_min_blocks()
 {
@@ -904,12 +904,12 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
 /* Q8_0 one-row matvec (decode), the fast path of mmv_q_kernel<Q8_0, 1>: the
  * same items, dot (mmv_q8_pair) and sums in the same order, so the same
  * bits, without the generic kernel's per-item bookkeeping (which made it
- * ~25 % slower, scripts/mmv-lab.cu). Requires x staged, NE0 a multiple of
+ * ~25 % slower, tools/mmv-lab.cu). Requires x staged, NE0 a multiple of
  * 2048 (whole 64-block segments) and 16-byte aligned rows, no expert ids:
  * every segment is one 2176-byte bulk copy to a 4-byte aligned slot.
  * The slots are 128-byte aligned (2176 = 17 x 128 from a 128-aligned
  * base): with the base only 16-byte aligned the same kernel ran the vocab
- * matvec at 3.8 instead of 4.27 TB/s (scripts/mmv-lab.cu). */
+ * matvec at 3.8 instead of 4.27 TB/s (tools/mmv-lab.cu). */
 
 /* The ring's shared-memory side in 32-bit addresses: the generic pointers
  * of cuda::ptx cost an address conversion (and SR reads) per item. */
@@ -961,7 +961,7 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
 
 /* One instantiation per MODE serves every fused epilogue (mmv_store's
  * runtime branches): variants specialized per epilogue (GLU, ADD, conv;
- * session 5) each measured 3-8 % slower per token although each launch
+ * 033baf5) each measured 3-8 % slower per token although each launch
  * ran less code, and so did loading a row's epilogue inputs when the row
  * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
 template <int T, int MODE>

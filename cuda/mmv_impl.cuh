@@ -50,7 +50,7 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
 
 /* Items per warp in the ring for a block that also stages XBYTES of x: as
  * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
- * (Q8_0 4096x12288, scripts/mmv-lab.cu): with the pair dot, three items
+ * (Q8_0 4096x12288, tools/mmv-lab.cu): with the pair dot, three items
  * per warp at three blocks per SM beat two (19.8 us vs 22.3 us); deeper
  * rings cost resident warps. */
 template <int T> static int mmv_ring_depth(size_t xbytes)

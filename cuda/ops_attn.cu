@@ -34,12 +34,12 @@
 #define FA_PV_KEYS 16 /* keys per thread per P·V round */
 
 #ifdef MEMRA_FA_TIMELINE
-/* Diagnostic build (WHAT=fa scripts/timeline-build.sh: this file compiled
+/* Diagnostic build (WHAT=fa tools/timeline-build.sh: this file compiled
  * with -DMEMRA_FA_TIMELINE into a copy of the library): thread 0 of each
  * block (first 1024, first query) records %globaltimer at its start, after
  * its wait, after q, the scores, P·V, the output, its split count and the
  * merge (and inside the staged merge), for the last 256 launches; one-query
- * launches are dumped at exit to $MEMRA_FA_TIMELINE (scripts/fa-timeline.py). */
+ * launches are dumped at exit to $MEMRA_FA_TIMELINE (tools/fa-timeline.py). */
 static __device__ unsigned long long fa_tl[256][1024][12];
 static __device__ __forceinline__ unsigned long long fa_now(void)
 {

@@ -1,6 +1,7 @@
 /* memra-synth: writes a random-weight GGUF with the exact metadata, tensor
- * names, shapes and quant types of a released model (shared/docs/
- * real-models.md), so engines can be benchmarked without downloads.
+ * names, shapes and quant types of a released model (the published
+ * configs, as llama.cpp's converter writes them), so engines can be
+ * benchmarked without downloads.
  *
  *   memra-synth --model qwen3.5-9b --type q8_0 --out FILE [--layers N] [--vocab N] [--seed S]
  *   memra-synth --list
@@ -557,7 +558,7 @@ int main(int argc, char **argv)
 
     if (dry) {
         /* the plan only: parameter count and tensor bytes, to compare with
-         * the published sizes in shared/docs/real-models.md */
+         * the published sizes (test/synth_check.py holds them) */
         uint64_t params = 0, nbytes = 0;
         for (int i = 0; i < p.n; i++) {
             uint64_t ne = (uint64_t)p.t[i].ne[0] * (uint64_t)p.t[i].ne[1] * (uint64_t)p.t[i].ne[2];

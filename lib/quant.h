@@ -1,7 +1,7 @@
 /* CPU reference implementations of the ggml block formats: dequantize,
  * dot product against float32, and quantize (for the types tests need to
- * build models). Layouts follow ggml-common.h exactly; see
- * shared/docs/model-spec.md §2. */
+ * build models). Layouts follow ggml-common.h exactly (the types:
+ * docs/MODELS.md). */
 #ifndef MEMRA_QUANT_H
 #define MEMRA_QUANT_H
 

@@ -2,9 +2,8 @@
 """memra-synth checks.
 
 1. --dry-run of every model at Q8_0 reproduces the parameter counts and
-   tensor bytes published for the released checkpoints (the table in
-   shared/docs/real-models.md §3, itself checked against llama.cpp's
-   llama-quantize and published GGUF totals).
+   tensor bytes published for the released checkpoints (PUBLISHED below,
+   checked against llama.cpp's llama-quantize and published GGUF totals).
 2. Shrunk models (few layers, small vocabulary) of every family and both
    quant variants load and give finite logits, the same in decode and in
    prefill mode (within 1e-4).
@@ -17,7 +16,7 @@ import struct
 import subprocess
 import sys
 
-# name: (params, Q8_0 bytes), trunk only, from real-models.md §3
+# name: (params, Q8_0 bytes), trunk only, of the released checkpoints
 PUBLISHED = {
     "qwen3.5-0.8b": (752393024, 800881920),
     "qwen3.5-2b": (1881825088, 2001050880),

@@ -9,7 +9,7 @@
  * launch. docs/PERFORMANCE.md has the results.
  *
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Icuda -Ilib \
- *        -Iinclude -Ibuild-gpu scripts/mmv-lab.cu -o /tmp/mmv-lab && /tmp/mmv-lab
+ *        -Iinclude -Ibuild-gpu tools/mmv-lab.cu -o /tmp/mmv-lab && /tmp/mmv-lab
  */
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 # profiler's events or programmatic overlap: Nsight Compute times every
 # kernel of `memra-bench -p 0 -n N` alone (serialized), and this prints the
 # kernels of the last token grouped by name and grid, with their sum.
-# Usage: scripts/ncu-token.sh MODEL [N_TOKENS]   (build-gpu/ must exist)
+# Usage: tools/ncu-token.sh MODEL [N_TOKENS]   (build-gpu/ must exist)
 set -euo pipefail
 model=$1
 n=${2:-3}

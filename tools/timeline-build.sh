@@ -6,7 +6,7 @@
 # build folder (default build-cuda), into OUT (default
 # build-cuda/libmemra-timeline.so). Use it in place of libmemra.so.0 next to
 # the examples, run with MEMRA_MMV_TIMELINE=dump (MEMRA_FA_TIMELINE=dump),
-# then scripts/mmv-timeline.py dump (scripts/fa-timeline.py dump).
+# then tools/mmv-timeline.py dump (tools/fa-timeline.py dump).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build-cuda}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Where a decode token's time goes with every overlap left in (device only):
-# CUPTI's activity API (scripts/cupti-trace.c) traces `memra-bench -p 0 -n N`
+# CUPTI's activity API (tools/cupti-trace.c) traces `memra-bench -p 0 -n N`
 # (no serialization, unlike MEMRA_CUDA_PROFILE and ncu), and each kernel of a token is charged its
 # marginal time: its end minus the latest end before it, so that the
 # marginals of a token add up to its wall time on the GPU. Prints the
 # copies in the gap between tokens (after the head: start, end), the median
 # per position in the token and the sums per kernel kind.
-# Usage: scripts/trace-token.sh MODEL   (B: build folder, N: tokens, D: depth,
+# Usage: tools/trace-token.sh MODEL   (B: build folder, N: tokens, D: depth,
 # BENCH_ARGS: more memra-bench arguments; MEMRA_TRACE_API=1 lists the host's
 # CUDA calls in the gap too)
 set -uo pipefail
@@ -15,7 +15,7 @@ B=${B:-${PREBUILT:-build-gpu}}
 OUT=${OUT:-/tmp}
 model=$1
 so=${TRACER:-$B/cupti-trace.so}
-[ -f "$so" ] || gcc -O2 -shared -fPIC -I/usr/local/cuda/include scripts/cupti-trace.c -L/usr/local/cuda/lib64 -lcupti \
+[ -f "$so" ] || gcc -O2 -shared -fPIC -I/usr/local/cuda/include tools/cupti-trace.c -L/usr/local/cuda/lib64 -lcupti \
   -o "$so" || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 CUDA_INJECTION64_PATH=$(realpath "$so") MEMRA_TRACE_OUT="$OUT/trace.txt" "$B/examples/memra-bench" -m "$model" \

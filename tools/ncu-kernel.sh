@@ -5,7 +5,7 @@
 # details page and the per-instruction (SASS) source page as CSV to $OUT,
 # and prints each kernel's duration, throughput and stall summary, then
 # the instructions where warps were sampled most.
-# Usage: scripts/ncu-kernel.sh MODEL REGEX SKIP COUNT   (B: build folder)
+# Usage: tools/ncu-kernel.sh MODEL REGEX SKIP COUNT   (B: build folder)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-${PREBUILT:-build-gpu}}

@@ -4,7 +4,7 @@
 # (MEMRA_MMV_RING, MEMRA_MMV_SMEM_TARGET, MEMRA_MMV_PROBE = weights streamed
 # but no dots: the memory side alone). Usage: exp-mmv.sh [CASE]. The knobs
 # act on the generic kernel, so the Q8_0 decode fast path is off here
-# (MEMRA_MMV_Q8D=0; scripts/mmv-lab.cu times the fast path).
+# (MEMRA_MMV_Q8D=0; tools/mmv-lab.cu times the fast path).
 set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh

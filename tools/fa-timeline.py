@@ -6,7 +6,7 @@ counted, end of the merge; inside the staged merge also after the maxima,
 the weights and the elements) and prints, per split count, the medians over
 the recorded launches in us after the launch's first wait return, and the
 staged merge's phases after the merging block's count.
-Usage: fa-timeline.py DUMP   (scripts/timeline-build.sh with WHAT=fa)"""
+Usage: fa-timeline.py DUMP   (tools/timeline-build.sh with WHAT=fa)"""
 import sys, statistics as st, collections
 
 L = collections.defaultdict(list)

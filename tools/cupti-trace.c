@@ -5,8 +5,8 @@
  * (and "start end -1 copyKind bytes 0 MEMCPY" for copies; with
  * MEMRA_TRACE_API=1 also "start end -2 cbid 0 0 API:name" for every CUDA
  * runtime and driver call, host time on the same clock) to
- * $MEMRA_TRACE_OUT when the process exits. Used by scripts/trace-token.sh.
- * Build: gcc -O2 -shared -fPIC -I/usr/local/cuda/include scripts/cupti-trace.c \
+ * $MEMRA_TRACE_OUT when the process exits. Used by tools/trace-token.sh.
+ * Build: gcc -O2 -shared -fPIC -I/usr/local/cuda/include tools/cupti-trace.c \
  *          -L/usr/local/cuda/lib64 -lcupti -o cupti-trace.so */
 #include <cupti.h>
 #include <stdio.h>
