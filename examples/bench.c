@@ -1,17 +1,19 @@
 /* memra-bench: llama-bench-like prefill and decode throughput.
  *
- *   memra-bench -m MODEL [-p 512] [-n 128] [-d DEPTH] [-r 5] [--device cpu|cuda:N]
- *               [--threads N] [--chunk N] [--json]
+ *   memra-bench -m MODEL [-p 512[,2048..]] [-n 128] [-d DEPTH[,DEPTH..]] [-r 5] [--device cpu|cuda:N]
+ *               [--threads N] [--chunk N] [--json] [--pageable]
  *
- * pp: one forward over P random tokens from an empty cache (last-row
- * logits). tg: after DEPTH tokens of context (untimed), N single-token
- * decode steps, each returning its logits to the host (in memory of
+ * For each depth D (as llama-bench -d): pp: after D tokens of context
+ * (untimed), one forward over P random tokens (last-row logits), for each
+ * P; tg: after D tokens of context (untimed), N single-token decode steps,
+ * each returning its logits to the host (in memory of
  * memra_engine_host_alloc, as an application that cares would; with
- * --pageable in malloc'd memory). Each test runs R
- * times after one warm-up; median and standard deviation are reported.
- * Decode is also stated against the roofline this program measures itself:
- * bytes the weights make each token read, over the engine's measured copy
- * bandwidth (memra_engine_copy_bandwidth). */
+ * --pageable in malloc'd memory). Each test runs R times after one
+ * warm-up; median and standard deviation are reported. Decode is also
+ * stated against the roofline this program measures itself: bytes the
+ * weights make each token read, over the engine's measured copy bandwidth
+ * (memra_engine_copy_bandwidth). --json prints one JSON object per depth
+ * (one line each): "pp" is the first P's result, "pp_all" every P's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,34 +80,71 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
 
 static void usage(const char *a0)
 {
-    fprintf(stderr, "usage: %s -m MODEL [-p 512] [-n 128] [-d 0] [-r 5] [--device cpu|cuda:N] [--threads N] "
-                    "[--chunk N] [--json] [--pageable]\n", a0);
+    fprintf(stderr, "usage: %s -m MODEL [-p 512[,2048..]] [-n 128] [-d 0[,512..]] [-r 5] [--device cpu|cuda:N] "
+                    "[--threads N] [--chunk N] [--json] [--pageable]\n", a0);
+}
+
+#define MAX_LIST 8
+
+/* A comma-separated list of integers in [0, 1 << 24]: its length, or -1. */
+static int parse_list(const char *v, int *out)
+{
+    int n = 0;
+    while (*v) {
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (end == v || x < 0 || x > (1 << 24) || n == MAX_LIST || (*end && *end != ','))
+            return -1;
+        out[n++] = (int)x;
+        v = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+static int parse_int(const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi)
+        return -1;
+    *out = (int)x;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     const char *path = NULL, *device = "cpu";
-    int p = 512, n = 128, depth = 0, reps = 5, threads = 0, chunk = 0, json = 0, pageable = 0;
+    int n = 128, reps = 5, threads = 0, chunk = 0, json = 0, pageable = 0;
+    int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, n_p = 1, n_d = 1, bad = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--pageable")) { pageable = 1; continue; }
         if (!v) { usage(argv[0]); return 2; }
         if (!strcmp(a, "-m")) path = v;
-        else if (!strcmp(a, "-p")) p = atoi(v);
-        else if (!strcmp(a, "-n")) n = atoi(v);
-        else if (!strcmp(a, "-d")) depth = atoi(v);
-        else if (!strcmp(a, "-r")) reps = atoi(v);
+        else if (!strcmp(a, "-p")) bad |= (n_p = parse_list(v, pl)) < 1;
+        else if (!strcmp(a, "-n")) bad |= parse_int(v, 0, 1 << 24, &n);
+        else if (!strcmp(a, "-d")) bad |= (n_d = parse_list(v, dl)) < 1;
+        else if (!strcmp(a, "-r")) bad |= parse_int(v, 1, 1000, &reps);
         else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
-        else if (!strcmp(a, "--chunk")) chunk = atoi(v);
+        else if (!strcmp(a, "--threads")) bad |= parse_int(v, 0, 4096, &threads);
+        else if (!strcmp(a, "--chunk")) bad |= parse_int(v, 0, 1 << 20, &chunk);
         else { usage(argv[0]); return 2; }
+        if (bad) {
+            fprintf(stderr, "%s: bad value for %s: '%s'\n", argv[0], a, v);
+            return 2;
+        }
         i++;
     }
-    if (!path || p < 0 || n < 0 || depth < 0 || reps < 1) {
+    if (!path) {
         usage(argv[0]);
         return 2;
     }
+    int p_max = 0, d_max = 0;
+    for (int i = 0; i < n_p; i++)
+        p_max = pl[i] > p_max ? pl[i] : p_max;
+    for (int i = 0; i < n_d; i++)
+        d_max = dl[i] > d_max ? dl[i] : d_max;
     memra_engine_params_t ep;
     memra_engine_default_params(&ep);
     ep.n_threads = threads;
@@ -123,7 +162,7 @@ int main(int argc, char **argv)
     if (!st)
         st = memra_model_load(path, &mp, &m);
     t_load = example_seconds() - t_load;
-    int32_t ctx = depth + (p > n ? p : n) + 8;
+    int32_t ctx = d_max + (p_max > n ? p_max : n) + 8;
     if (!st)
         st = memra_cache_create(m, ctx, &c);
     if (st) {
@@ -131,7 +170,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int32_t nv = memra_model_n_vocab(m);
-    int32_t len = depth + p + n + 8;
+    int32_t len = d_max + p_max + n + 8;
     int32_t *tok = malloc((size_t)len * sizeof *tok);
     float *logits = pageable ? malloc((size_t)nv * sizeof *logits) : memra_engine_host_alloc(e, (size_t)nv * sizeof *logits);
     uint64_t rng = 12345;
@@ -139,58 +178,82 @@ int main(int argc, char **argv)
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         tok[i] = (int32_t)((rng >> 33) % (uint64_t)(nv > 256 ? 256 : nv)); /* ordinary byte tokens */
     }
-    double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    double *pp = calloc((size_t)reps * n_p, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     if (!tok || !logits || !pp || !tg) {
         fprintf(stderr, "%s: out of memory\n", argv[0]);
         return 1;
     }
-    for (int r = -1; r < reps && !st; r++) { /* r = -1: warm-up */
-        if (p > 0) {
-            memra_cache_clear(c);
-            double t0 = example_seconds();
-            st = memra_forward(m, c, tok, p, 0, logits);
-            double dt = example_seconds() - t0;
-            if (r >= 0)
-                pp[r] = p / dt;
-        }
-        if (!st && n > 0) {
-            memra_cache_clear(c);
-            if (depth > 0)
-                st = memra_forward(m, c, tok + p, depth, 0, NULL);
-            double t0 = example_seconds();
-            for (int i = 0; i < n && !st; i++)
-                st = memra_decode_step(m, c, tok[depth + i], logits);
-            double dt = example_seconds() - t0;
-            if (r >= 0)
-                tg[r] = n / dt;
-        }
-    }
-    if (st) {
-        fprintf(stderr, "%s: %s: %s\n", argv[0], memra_strerror(st), memra_model_last_error(m));
-        return 1;
-    }
-    stats spp = summarize(pp, reps), stg = summarize(tg, reps);
     double bw = 0;
     memra_engine_copy_bandwidth(e, (size_t)1 << 30, 10, &bw);
     double bytes = decode_bytes(memra_model_gguf(m), memra_model_arch(m));
     double roof = bw > 0 ? bw / bytes : 0;
     memra_engine_info_t info = {.size = sizeof info};
     memra_engine_get_info(e, &info);
-    if (json) {
-        printf("{\"model\":\"%s\",\"arch\":\"%s\",\"device\":\"%s\",\"stages\":%d,\"load_s\":%.3f,"
-               "\"pp\":{\"n_prompt\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},"
-               "\"tg\":{\"n_gen\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"reps\":%d,"
-               "\"decode_bytes_per_token\":%.0f,\"copy_bw_bytes_s\":%.4g,\"roofline_tok_s\":%.2f,\"roofline_frac\":%.4f}\n",
-               path, memra_model_arch(m), info.device_name, memra_model_n_stages(m), t_load, p, spp.median, spp.stdev, n, depth, stg.median,
-               stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0);
-    } else {
+    if (!json) {
         printf("model   %s (%s), %.2f GB weights read per decode token\n", path, memra_model_arch(m), bytes / 1e9);
         printf("device  %s (%s)\n", info.device_name, info.backend_name);
-        printf("pp%-5d %10.2f tok/s  ± %.2f\n", p, spp.median, spp.stdev);
-        printf("tg%-5d %10.2f tok/s  ± %.2f  (depth %d)\n", n, stg.median, stg.stdev, depth);
-        printf("copy bandwidth %.1f GB/s (read+write) -> roofline %.1f tok/s, decode at %.1f%% of it\n", bw / 1e9,
-               roof, roof > 0 ? 100.0 * stg.median / roof : 0.0);
     }
+    for (int di = 0; di < n_d && !st; di++) {
+        const int depth = dl[di];
+        for (int r = -1; r < reps && !st; r++) { /* r = -1: warm-up */
+            for (int pi = 0; pi < n_p && !st; pi++) {
+                const int p = pl[pi];
+                if (p == 0)
+                    continue;
+                memra_cache_clear(c);
+                if (depth > 0)
+                    st = memra_forward(m, c, tok + p_max, depth, 0, NULL);
+                double t0 = example_seconds();
+                if (!st)
+                    st = memra_forward(m, c, tok, p, 0, logits);
+                double dt = example_seconds() - t0;
+                if (r >= 0)
+                    pp[pi * reps + r] = p / dt;
+            }
+            if (!st && n > 0) {
+                memra_cache_clear(c);
+                if (depth > 0)
+                    st = memra_forward(m, c, tok + p_max, depth, 0, NULL);
+                double t0 = example_seconds();
+                for (int i = 0; i < n && !st; i++)
+                    st = memra_decode_step(m, c, tok[depth + i], logits);
+                double dt = example_seconds() - t0;
+                if (r >= 0)
+                    tg[r] = n / dt;
+            }
+        }
+        if (st)
+            break;
+        stats spp[MAX_LIST], stg = summarize(tg, reps);
+        for (int pi = 0; pi < n_p; pi++)
+            spp[pi] = summarize(pp + pi * reps, reps);
+        if (json) {
+            printf("{\"model\":\"%s\",\"arch\":\"%s\",\"device\":\"%s\",\"stages\":%d,\"load_s\":%.3f,"
+                   "\"pp\":{\"n_prompt\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"pp_all\":[",
+                   path, memra_model_arch(m), info.device_name, memra_model_n_stages(m), t_load, pl[0], depth,
+                   spp[0].median, spp[0].stdev);
+            for (int pi = 0; pi < n_p; pi++)
+                printf("%s{\"n_prompt\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f}", pi ? "," : "", pl[pi],
+                       depth, spp[pi].median, spp[pi].stdev);
+            printf("],\"tg\":{\"n_gen\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"reps\":%d,"
+                   "\"decode_bytes_per_token\":%.0f,\"copy_bw_bytes_s\":%.4g,\"roofline_tok_s\":%.2f,"
+                   "\"roofline_frac\":%.4f}\n",
+                   n, depth, stg.median, stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0);
+        } else {
+            for (int pi = 0; pi < n_p; pi++)
+                if (pl[pi] > 0)
+                    printf("pp%-5d %10.2f tok/s  ± %.2f  (depth %d)\n", pl[pi], spp[pi].median, spp[pi].stdev, depth);
+            if (n > 0)
+                printf("tg%-5d %10.2f tok/s  ± %.2f  (depth %d)\n", n, stg.median, stg.stdev, depth);
+        }
+        fflush(stdout);
+    }
+    if (st) {
+        fprintf(stderr, "%s: %s: %s\n", argv[0], memra_strerror(st), memra_model_last_error(m));
+        return 1;
+    }
+    if (!json)
+        printf("copy bandwidth %.1f GB/s (read+write) -> roofline %.1f tok/s\n", bw / 1e9, roof);
     free(tok);
     if (pageable)
         free(logits);

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The benchmark matrix (GPU machine): for each model, memra-synth writes a
+# random-weight GGUF of the released shape, memra-bench measures prefill
+# and decode at each depth, and with PEER=<dir> llama.cpp's llama-bench
+# runs on the same file right after it (the engines alternate model by
+# model); the file is deleted before the next model (the disk is 64 GiB).
+# Prints one table last (tok/s, decode's % of the roofline memra-bench
+# measures, and the llama.cpp ratio) and writes $OUT/bench-matrix.json.
+#
+#   scripts/bench-matrix.sh                       # the default matrix
+#   MODELS="qwen3.5-9b:q8_0 gemma-4-31b:q8_0:20" PEER=/tmp/llama.cpp-c34b922-sm90a scripts/bench-matrix.sh
+#
+# Env: MODELS (entries NAME:TYPE[:LAYERS], names from `memra-synth --list`),
+# B (memra build folder, default build-gpu), PEER (llama.cpp folder with
+# llama-bench), PP (prompt lengths, default 512,2048), N (generated tokens,
+# default 128), DEPTHS (default 0,512), LONG (a long depth measured with
+# one repetition, pp512 and tg there; default 16384, empty to skip), REPS
+# (default 3), DIR (where models are written, default /tmp/bench-matrix),
+# KEEP=1 (keep the model files), OUT (logs and JSON, default
+# /tmp/bench-matrix-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${B:-build-gpu}
+OUT=${OUT:-/tmp/bench-matrix-out}
+DIR=${DIR:-/tmp/bench-matrix}
+PP=${PP:-512,2048}
+N=${N:-128}
+DEPTHS=${DEPTHS:-0,512}
+LONG=${LONG-16384}
+REPS=${REPS:-3}
+MODELS=${MODELS:-"qwen3.5-9b:q8_0 qwen3.5-9b:q4_k qwen3.6-27b:q8_0 qwen3.6-35b-a3b:q8_0 gemma-4-e4b:q8_0 gemma-4-26b-a4b:q8_0 gemma-4-31b:q8_0:20"}
+mkdir -p "$OUT" "$DIR"
+[ -x "$B/examples/memra-bench" ] || { echo "bench-matrix: no $B/examples/memra-bench (build first)"; exit 2; }
+if [ -n "${PEER:-}" ] && [ ! -x "$PEER/llama-bench" ]; then
+  echo "bench-matrix: no llama-bench in $PEER"
+  exit 2
+fi
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "bench-matrix: memra $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+
+for spec in $MODELS; do
+  IFS=: read -r name type layers <<<"$spec"
+  tag=$name-$type${layers:+-L$layers}
+  f=$DIR/$tag.gguf
+  t0=$(date +%s)
+  if [ ! -f "$f" ]; then
+    $B/examples/memra-synth --model "$name" --type "$type" ${layers:+--layers "$layers"} --out "$f" \
+      >"$OUT/synth-$tag.log" 2>&1 || { echo "== $tag: synth failed: $(tail -1 "$OUT/synth-$tag.log")"; rm -f "$f"; continue; }
+  fi
+  t1=$(date +%s)
+  $B/examples/memra-bench -m "$f" --device cuda:0 -p "$PP" -n "$N" -d "$DEPTHS" -r "$REPS" --json \
+    >"$OUT/memra-$tag.jsonl" 2>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench failed: $(tail -1 "$OUT/memra-$tag.err")"
+  if [ -n "$LONG" ]; then
+    $B/examples/memra-bench -m "$f" --device cuda:0 -p 512 -n "$N" -d "$LONG" -r 1 --json \
+      >>"$OUT/memra-$tag.jsonl" 2>>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench at depth $LONG failed"
+  fi
+  t2=$(date +%s)
+  if [ -n "${PEER:-}" ]; then
+    "$PEER/llama-bench" -m "$f" -p "$PP" -n "$N" -d "$DEPTHS" -r "$REPS" -o jsonl \
+      >"$OUT/llama-$tag.jsonl" 2>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench failed: $(tail -1 "$OUT/llama-$tag.err")"
+    if [ -n "$LONG" ]; then
+      "$PEER/llama-bench" -m "$f" -p 512 -n "$N" -d "$LONG" -r 1 -o jsonl \
+        >>"$OUT/llama-$tag.jsonl" 2>>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench at depth $LONG failed"
+    fi
+  fi
+  echo "== $tag: synth $((t1 - t0)) s, memra $((t2 - t1)) s, llama.cpp $(( $(date +%s) - t2 )) s"
+  [ "${KEEP:-0}" = 1 ] || rm -f "$f"
+done
+
+python3 - "$OUT" "$rev" $MODELS <<'PY'
+import json, os, sys
+out, rev, specs = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+def lines(path):
+    rows = []
+    if os.path.exists(path):
+        for ln in open(path):
+            ln = ln.strip()
+            if ln.startswith("{"):
+                try:
+                    rows.append(json.loads(ln))
+                except ValueError:
+                    pass
+    return rows
+
+matrix = []
+for spec in specs:
+    parts = spec.split(":")
+    tag = "%s-%s" % (parts[0], parts[1]) + ("-L" + parts[2] if len(parts) > 2 and parts[2] else "")
+    tests = {}
+    for r in lines(os.path.join(out, "memra-%s.jsonl" % tag)):
+        for p in r.get("pp_all", []):
+            tests.setdefault(("pp%d" % p["n_prompt"], p["depth"]), {})["memra"] = p["tok_s"]
+        tg = r["tg"]
+        if tg["n_gen"] > 0:
+            t = tests.setdefault(("tg%d" % tg["n_gen"], tg["depth"]), {})
+            t["memra"] = tg["tok_s"]
+            t["roof"] = r.get("roofline_tok_s", 0)
+    for r in lines(os.path.join(out, "llama-%s.jsonl" % tag)):
+        npp, ng, d = r.get("n_prompt", 0), r.get("n_gen", 0), r.get("n_depth", 0)
+        name = "pp%d" % npp if ng == 0 else "tg%d" % ng
+        tests.setdefault((name, d), {})["llama"] = r.get("avg_ts", 0)
+    for (name, d), v in sorted(tests.items(), key=lambda kv: (kv[0][1], kv[0][0][:2] != "pp", kv[0][0])):
+        row = {"model": tag, "test": name, "depth": d, "memra_tok_s": v.get("memra"), "llama_tok_s": v.get("llama")}
+        if v.get("roof") and v.get("memra"):
+            row["roofline_frac"] = v["memra"] / v["roof"]
+        if v.get("memra") and v.get("llama"):
+            row["ratio"] = v["memra"] / v["llama"]
+        matrix.append(row)
+json.dump({"rev": rev, "rows": matrix}, open(os.path.join(out, "bench-matrix.json"), "w"), indent=1)
+print("\n==== benchmark matrix (memra %s; tok/s) ====" % rev)
+print("%-28s %-7s %6s %10s %7s %10s %7s" % ("model", "test", "depth", "memra", "% roof", "llama.cpp", "ratio"))
+for r in matrix:
+    f = lambda x, fmt: fmt % x if x is not None else "-"
+    print("%-28s %-7s %6d %10s %7s %10s %7s" % (r["model"], r["test"], r["depth"], f(r["memra_tok_s"], "%.1f"),
+          f(100 * r["roofline_frac"] if "roofline_frac" in r else None, "%.1f"), f(r["llama_tok_s"], "%.1f"),
+          f(r.get("ratio"), "%.2f")))
+PY
