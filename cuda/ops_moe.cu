@@ -204,8 +204,12 @@ memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
         return st;
     /* expert ids live on the device: the grouped matvec poisons a bad one's rows */
     const int64_t ne = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
-    /* fast prefill: grouped tensor-core GEMMs (cuda/gemm_q.cu) */
-    if (be->fast && a->n_tokens > memra__cuda_mmv_max_rows()) {
+    /* fast prefill: grouped tensor-core GEMMs (cuda/gemm_q.cu); MEMRA_MOE_GEMM=0
+     * keeps the grouped matvecs */
+    static long moe_gemm = -1;
+    if (moe_gemm < 0)
+        moe_gemm = memra__cuda_env_long("MEMRA_MOE_GEMM", 1);
+    if (be->fast && moe_gemm && a->n_tokens > memra__cuda_mmv_max_rows()) {
         bool done;
         st = memra__cuda_moe_fast(be, a, ne, &done);
         if (st || done)
