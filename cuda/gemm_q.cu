@@ -167,7 +167,7 @@ memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t
     const memra_weight_t *wg = a->gate_up ? a->gate_up : a->gate;
     if (!memra__cuda_gq_ok(wg) || !memra__cuda_gq_ok(a->down) || (a->up && !memra__cuda_gq_ok(a->up)) ||
         (a->up && (a->up->type != wg->type || a->up->nb1 != wg->nb1 || a->up->nb2 != wg->nb2)) ||
-        n_expert > 65535 || a->n_ff % 32 || a->n_embd % 32)
+        n_expert > 16384 || a->n_ff % 32 || a->n_embd % 32)
         return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t k = a->k, n_ff = a->n_ff, n_embd = a->n_embd;
