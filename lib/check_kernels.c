@@ -2003,8 +2003,17 @@ static void run_suite(kc *k)
                  true, MO_UNIFORM));
     KC(kc_moe_ex(k, "moe.fast.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 37, 8, 2, 64, 64, true, false,
                  MEMRA_ACT_SILU, true, MO_UNIFORM));
-    KC(kc_moe_ex(k, "moe.fast.skewed", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K, 70, 16, 2, 256, 96, false, false,
+    KC(kc_moe_ex(k, "moe.fast.skewed", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_K, 70, 16, 2, 256, 256, false, false,
                  MEMRA_ACT_SILU, true, MO_SKEWED));
+    /* the g4-moe fixture's shape: 4 experts, top 2, fused gate_up, GELU */
+    KC(kc_moe_ex(k, "moe.fast.g4fix", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 64, 4, 2, 64, 32, true, true, MEMRA_ACT_GELU,
+                 true, MO_UNIFORM));
+    KC(kc_moe_ex(k, "moe.fast.g4fix_sep", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 64, 4, 2, 64, 32, false, true,
+                 MEMRA_ACT_GELU, true, MO_UNIFORM));
+    KC(kc_moe_ex(k, "moe.fast.g4fix_silu", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 64, 4, 2, 64, 32, true, false,
+                 MEMRA_ACT_SILU, true, MO_UNIFORM));
+    KC(kc_moe_ex(k, "moe.fast.g4fix_q8", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 64, 4, 2, 64, 32, true, true,
+                 MEMRA_ACT_GELU, true, MO_UNIFORM));
     KC(kc_moe_ex(k, "moe.fast.shared", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 130, 1, 1, 256, 128, false, false,
                  MEMRA_ACT_SILU, true, MO_UNIFORM));
     if (big) {
