@@ -1849,6 +1849,8 @@ static void run_suite(kc *k)
         KC(kc_matmul(k, "matmul.q8_0.vocab_rows3", MEMRA_TYPE_Q8_0, 4096, 248320, 3, false, 0, 0));
         KC(kc_matmul(k, "matmul.q8_0.prefill_fast_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 64, true, 0, 0));
         KC(kc_matmul(k, "matmul.q6_k.prefill_fast_ff", MEMRA_TYPE_Q6_K, 4096, 12288, 64, true, 0, 0));
+        /* a 35B-A3B router over a whole chunk (fast: one float32 GEMM) */
+        KC(kc_matmul(k, "matmul.f32.prefill_fast_router", MEMRA_TYPE_F32, 2048, 256, 512, true, 0, 0));
         /* a whole default chunk at the 9B's gate/up and down shapes */
         KC(kc_matmul(k, "matmul.q8_0.prefill_fast_512", MEMRA_TYPE_Q8_0, 4096, 12288, 512, true, 0, 0));
         KC(kc_matmul(k, "matmul.q8_0.prefill_fast_512_down", MEMRA_TYPE_Q8_0, 12288, 4096, 512, true, 0, 0));
