@@ -113,6 +113,19 @@ memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char 
     return status;
 }
 
+memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *fmt, ...)
+{
+    char last[MEMRA__ERRMSG_MAX], pre[256] = "";
+    snprintf(last, sizeof last, "%s", memra_last_error());
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pre, sizeof pre, fmt, ap);
+        va_end(ap);
+    }
+    return memra__fail(err, st, "%s%s", pre, last);
+}
+
 void memra__err_clear(memra__err_t *err)
 {
     if (err) {

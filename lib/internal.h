@@ -24,6 +24,12 @@ memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char 
     __attribute__((format(printf, 3, 4)));
 memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap);
 
+/* Re-raises the calling thread's last error on ERR (may be NULL) as ST,
+ * after an optional printf-style prefix. The message is copied first:
+ * memra__fail formats into the very buffer memra_last_error() returns. */
+memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *prefix_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Resets ERR (may be NULL) to MEMRA_OK with an empty message, so that a
  * handle's last error describes the latest failing call only. */
 void memra__err_clear(memra__err_t *err);

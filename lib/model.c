@@ -1,7 +1,6 @@
 /* Model loading: open the GGUF, pick the arch, let it bind config and
  * weights, check that every tensor was consumed, and free it all again on
  * any failure. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,39 +24,13 @@ void memra_model_params_init(memra_model_params_t *p, uint32_t size)
     memra__sized_write(p, size, &d, sizeof d);
 }
 
-memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    memra__vfail(m ? &m->err : NULL, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-static void free_stage(memra__stage_t *st)
-{
-    if (!st->be)
-        return;
-    const memra__backend_i *ops = st->be->iface;
-    for (size_t i = 0; i < st->n_allocs; i++)
-        ops->free(st->be, st->allocs[i]);
-    free(st->allocs);
-    ops->free(st->be, st->ws);
-    ops->free(st->be, st->io);
-    ops->free(st->be, st->carry);
-    ops->free(st->be, st->logits);
-    if (st->engine)
-        atomic_fetch_sub(&st->engine->users, 1);
-    memset(st, 0, sizeof *st);
-}
-
 static void destroy(memra_model_t *m)
 {
     if (m->arch && m->arch->unbind)
         m->arch->unbind(m);
     memra__pp_stop(m); /* workers and boundary slots go before the stages they use */
     for (int32_t s = 0; s < m->n_stages; s++)
-        free_stage(&m->stages[s]);
+        memra__stage_free(&m->stages[s]);
     memra__pp_free(m); /* private stage engines, once no stage uses them */
     memra_tokenizer_free(m->tok);
     memra_gguf_close(m->gguf);
