@@ -123,7 +123,18 @@ memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *fm
         vsnprintf(pre, sizeof pre, fmt, ap);
         va_end(ap);
     }
+    /* an inner message that already starts with the prefix keeps one copy */
+    if (pre[0] && strncmp(last, pre, strlen(pre)) == 0)
+        return memra__fail(err, st, "%s", last);
     return memra__fail(err, st, "%s%s", pre, last);
+}
+
+const char *memra__skip_prefix(const char *msg, const char *prefix)
+{
+    const size_t n = strlen(prefix);
+    if (n && strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        return msg + n + 2;
+    return msg;
 }
 
 void memra__err_clear(memra__err_t *err)

@@ -25,10 +25,16 @@ memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char 
 memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap);
 
 /* Re-raises the calling thread's last error on ERR (may be NULL) as ST,
- * after an optional printf-style prefix. The message is copied first:
- * memra__fail formats into the very buffer memra_last_error() returns. */
+ * after an optional printf-style prefix (not repeated when the message
+ * already starts with it). The message is copied first: memra__fail
+ * formats into the very buffer memra_last_error() returns. */
 memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *prefix_fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* MSG past a leading "PREFIX: ", or MSG itself when it does not start so:
+ * for re-raising an inner message under a prefix (a path, a function
+ * name) that the inner message may already carry, without repeating it. */
+const char *memra__skip_prefix(const char *msg, const char *prefix);
 
 /* Resets ERR (may be NULL) to MEMRA_OK with an empty message, so that a
  * handle's last error describes the latest failing call only. */

@@ -132,7 +132,7 @@ static memra_status_t load(memra_model_t *m, const char *path)
 
     if (memra_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
         if ((st = memra_tokenizer_from_gguf(m->gguf, &m->tok)))
-            return memra__model_fail(m, st, "tokenizer: %s", memra_last_error());
+            return memra__relay(&m->err, st, "tokenizer: ");
     }
     if (m->params.progress && m->params.progress(1.0f, m->params.progress_user))
         return memra__model_fail(m, MEMRA_E_AGAIN, "load cancelled by the progress callback");
@@ -163,7 +163,7 @@ memra_status_t memra_model_load(const char *path, const memra_model_params_t *pa
     if (st) {
         /* keep the message: destroy() may log or overwrite the thread's copy */
         char msg[MEMRA__ERRMSG_MAX + 1024];
-        snprintf(msg, sizeof msg, "%s: %s", path, m->err.msg);
+        snprintf(msg, sizeof msg, "%s: %s", path, memra__skip_prefix(m->err.msg, path)); /* gguf errors name it */
         destroy(m);
         return memra__fail(NULL, st, "%s", msg);
     }
