@@ -150,35 +150,14 @@ size_t memra__utf8_bad_offset(const char *str, size_t n)
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
     while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
+        if (s[i] < 0x80) {
             i++;
             continue;
         }
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0)
-                lo = 0xA0; /* overlong */
-            if (c == 0xED)
-                hi = 0x9F; /* surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0)
-                lo = 0x90; /* overlong */
-            if (c == 0xF4)
-                hi = 0x8F; /* > U+10FFFF */
-        } else {
+        uint32_t cp;
+        const size_t len = memra__utf8_decode(s + i, n - i, true, &cp);
+        if (!len)
             return i;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t k = 2; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
-                return i;
         i += len;
     }
     return n;
