@@ -17,10 +17,10 @@
  * Layout: kc_core.c holds the case runner (buffers, sentinels, compare,
  * report lines, bench) and the random inputs; one file per op family
  * (kc_matmul.c, kc_norm.c, kc_attn.c, kc_ssm.c, kc_moe.c, kc_transfer.c)
- * holds its cases; kc_suite.c runs them in one fixed order, which the
- * seeded stream depends on: a new case goes at the end of its family's
- * block there, and a case must draw its inputs in the same order forever
- * (or every later case's inputs change under the same --seed). */
+ * holds its cases; kc_suite.c runs them in one fixed order. The seeded
+ * stream runs on from case to case: a case added (or drawing differently)
+ * anywhere but at the end changes the inputs of every later case under the
+ * same --seed, so a reported seed replays only on the same suite. */
 #ifndef MEMRA_CHECK_KC_H
 #define MEMRA_CHECK_KC_H
 
