@@ -69,8 +69,7 @@ static memra_status_t cfg_dim(memra_model_t *m, const char *key, int64_t *out)
     uint32_t v;
     MEMRA__TRY(memra__cfg_u32(m, key, &v));
     if (v == 0)
-        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.%s must be > 0", m->arch_name, m->arch_name,
-                                 key);
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s.%s must be > 0", m->arch_name, key);
     *out = v;
     return MEMRA_OK;
 }
@@ -85,13 +84,12 @@ static memra_status_t check_rope_sections(memra_model_t *m, const q35_t *q)
     int64_t sect_dims = 0;
     for (int i = 0; i < 4; i++) {
         if (s[i] < 0)
-            return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_sections has a negative entry",
-                                     m->arch_name, m->arch_name);
+            return memra__model_fail(m, MEMRA_E_FORMAT, "%s.rope.dimension_sections has a negative entry",
+                                     m->arch_name);
         sect_dims += s[i];
     }
     if (sect_dims == 0)
-        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_sections sums to 0", m->arch_name,
-                                 m->arch_name);
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s.rope.dimension_sections sums to 0", m->arch_name);
     for (int64_t i = 0; i < q->n_rot / 2; i++) {
         int64_t sector = i % sect_dims;
         bool thw = (sector % 3 == 1 && sector < 3 * (int64_t)s[1]) ||
@@ -115,11 +113,11 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
     uint32_t n_mtp;
     MEMRA__TRY(memra__cfg_u32_or(m, "nextn_predict_layers", 0, &n_mtp));
     if (*n_layer_all == 0 || *n_layer_all > MEMRA_MAX_LAYERS)
-        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.block_count = %u is out of range [1, %d]", a, a,
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s.block_count = %u is out of range [1, %d]", a,
                                  *n_layer_all, MEMRA_MAX_LAYERS);
     if (n_mtp >= *n_layer_all)
         return memra__model_fail(m, MEMRA_E_FORMAT,
-                                 "%s: %s.nextn_predict_layers = %u must be < %s.block_count = %u", a, a, n_mtp,
+                                 "%s.nextn_predict_layers = %u must be < %s.block_count = %u", a, n_mtp,
                                  a, *n_layer_all);
     m->n_mtp = (int32_t)n_mtp;
     m->n_layer_file = (int32_t)(*n_layer_all - n_mtp);
@@ -135,18 +133,18 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
     MEMRA__TRY(cfg_dim(m, "attention.key_length", &q->head_dim));
     MEMRA__TRY(cfg_dim(m, "attention.value_length", &v_len));
     if (v_len != q->head_dim)
-        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s.attention.key_length %lld != value_length %lld",
-                                 a, a, (long long)q->head_dim, (long long)v_len);
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s.attention.key_length %lld != value_length %lld",
+                                 a, (long long)q->head_dim, (long long)v_len);
     if (q->n_head % q->n_head_kv != 0)
         return memra__model_fail(m, MEMRA_E_FORMAT,
-                                 "%s: %s.attention.head_count %lld is not a multiple of head_count_kv %lld", a,
+                                 "%s.attention.head_count %lld is not a multiple of head_count_kv %lld",
                                  a, (long long)q->n_head, (long long)q->n_head_kv);
     MEMRA__TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &q->eps));
     MEMRA__TRY(memra__cfg_f32(m, "rope.freq_base", &q->rope_base));
     MEMRA__TRY(cfg_dim(m, "rope.dimension_count", &q->n_rot));
     if (q->n_rot > q->head_dim || q->n_rot % 2 != 0)
-        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.rope.dimension_count %lld is odd or exceeds head dim %lld",
-                                 a, a, (long long)q->n_rot, (long long)q->head_dim);
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s.rope.dimension_count %lld is odd or exceeds head dim %lld",
+                                 a, (long long)q->n_rot, (long long)q->head_dim);
     MEMRA__TRY(check_rope_sections(m, q));
 
     int64_t d_inner = 0;
@@ -157,9 +155,9 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
     MEMRA__TRY(cfg_dim(m, "ssm.inner_size", &d_inner));
     if (d_inner % q->n_v != 0 || d_inner / q->n_v != q->d_k)
         return memra__model_fail(m, MEMRA_E_UNSUPPORTED,
-                                 "%s: value head dim %s.ssm.inner_size / time_step_rank = %lld / %lld must equal "
+                                 "value head dim %s.ssm.inner_size / time_step_rank = %lld / %lld must equal "
                                  "ssm.state_size %lld",
-                                 a, a, (long long)d_inner, (long long)q->n_v, (long long)q->d_k);
+                                 a, (long long)d_inner, (long long)q->n_v, (long long)q->d_k);
     q->d_v = q->d_k;
     q->key_dim = q->n_k * q->d_k;
     q->value_dim = q->n_v * q->d_v;
@@ -169,7 +167,7 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
         MEMRA__TRY(cfg_dim(m, "expert_count", &q->n_expert));
         MEMRA__TRY(cfg_dim(m, "expert_used_count", &q->n_expert_used));
         if (q->n_expert_used > q->n_expert)
-            return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.expert_used_count %lld > expert_count %lld", a, a,
+            return memra__model_fail(m, MEMRA_E_FORMAT, "%s.expert_used_count %lld > expert_count %lld", a,
                                      (long long)q->n_expert_used, (long long)q->n_expert);
         /* feed_forward_length is only a fallback for the expert widths
          * (qwen35moe.cpp: n_ff_exp = n_ff / n_expert_used, n_ff_shexp = n_ff) */
@@ -181,9 +179,9 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
         q->n_ff_shexp = ff_shexp ? ff_shexp : n_ff;
         if (q->n_ff_exp == 0 || q->n_ff_shexp == 0)
             return memra__model_fail(m, MEMRA_E_FORMAT,
-                                     "%s: %s.expert_feed_forward_length / expert_shared_feed_forward_length "
+                                     "%s.expert_feed_forward_length / expert_shared_feed_forward_length "
                                      "missing (and no feed_forward_length fallback)",
-                                     a, a);
+                                     a);
     }
     return MEMRA_OK;
 }
@@ -207,8 +205,7 @@ static memra_status_t read_layer_types(memra_model_t *m, uint32_t n_layer_all, b
     uint32_t interval;
     MEMRA__TRY(memra__cfg_u32_or(m, "full_attention_interval", 4, &interval));
     if (interval == 0)
-        return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.full_attention_interval must be > 0", m->arch_name,
-                                 m->arch_name);
+        return memra__model_fail(m, MEMRA_E_FORMAT, "%s.full_attention_interval must be > 0", m->arch_name);
     for (uint32_t il = 0; il < n_layer_all; il++)
         recurrent[il] = (int32_t)il < m->n_layer_file && (il + 1) % interval != 0;
     return MEMRA_OK;
@@ -344,8 +341,8 @@ static memra_status_t bind_common(memra_model_t *m, bool moe)
         MEMRA__TRY(memra__cfg_u32_per_layer(m, "feed_forward_length", (int32_t)n_layer_all, true, 0, n_ff));
         for (uint32_t il = 0; il < n_layer_all; il++) {
             if (n_ff[il] == 0)
-                return memra__model_fail(m, MEMRA_E_FORMAT, "%s: %s.feed_forward_length is 0 for layer %u",
-                                         m->arch_name, m->arch_name, il);
+                return memra__model_fail(m, MEMRA_E_FORMAT, "%s.feed_forward_length is 0 for layer %u",
+                                         m->arch_name, il);
             if (n_ff[il] > q->n_ff_max)
                 q->n_ff_max = n_ff[il];
         }

@@ -113,6 +113,30 @@ memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char 
     return status;
 }
 
+memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *fmt, ...)
+{
+    char last[MEMRA__ERRMSG_MAX], pre[256] = "";
+    snprintf(last, sizeof last, "%s", memra_last_error());
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(pre, sizeof pre, fmt, ap);
+        va_end(ap);
+    }
+    /* an inner message that already starts with the prefix keeps one copy */
+    if (pre[0] && strncmp(last, pre, strlen(pre)) == 0)
+        return memra__fail(err, st, "%s", last);
+    return memra__fail(err, st, "%s%s", pre, last);
+}
+
+const char *memra__skip_prefix(const char *msg, const char *prefix)
+{
+    const size_t n = strlen(prefix);
+    if (n && strncmp(msg, prefix, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        return msg + n + 2;
+    return msg;
+}
+
 void memra__err_clear(memra__err_t *err)
 {
     if (err) {
@@ -126,35 +150,14 @@ size_t memra__utf8_bad_offset(const char *str, size_t n)
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
     while (i < n) {
-        unsigned c = s[i];
-        if (c < 0x80) {
+        if (s[i] < 0x80) {
             i++;
             continue;
         }
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0)
-                lo = 0xA0; /* overlong */
-            if (c == 0xED)
-                hi = 0x9F; /* surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0)
-                lo = 0x90; /* overlong */
-            if (c == 0xF4)
-                hi = 0x8F; /* > U+10FFFF */
-        } else {
+        uint32_t cp;
+        const size_t len = memra__utf8_decode(s + i, n - i, true, &cp);
+        if (!len)
             return i;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t k = 2; k < len; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
-                return i;
         i += len;
     }
     return n;

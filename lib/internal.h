@@ -24,6 +24,18 @@ memra_status_t memra__fail(memra__err_t *err, memra_status_t status, const char 
     __attribute__((format(printf, 3, 4)));
 memra_status_t memra__vfail(memra__err_t *err, memra_status_t status, const char *fmt, va_list ap);
 
+/* Re-raises the calling thread's last error on ERR (may be NULL) as ST,
+ * after an optional printf-style prefix (not repeated when the message
+ * already starts with it). The message is copied first: memra__fail
+ * formats into the very buffer memra_last_error() returns. */
+memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *prefix_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* MSG past a leading "PREFIX: ", or MSG itself when it does not start so:
+ * for re-raising an inner message under a prefix (a path, a function
+ * name) that the inner message may already carry, without repeating it. */
+const char *memra__skip_prefix(const char *msg, const char *prefix);
+
 /* Resets ERR (may be NULL) to MEMRA_OK with an empty message, so that a
  * handle's last error describes the latest failing call only. */
 void memra__err_clear(memra__err_t *err);
@@ -38,6 +50,50 @@ static inline bool memra__mul_ok(uint64_t a, uint64_t b, uint64_t *out)
 static inline bool memra__add_ok(uint64_t a, uint64_t b, uint64_t *out)
 {
     return !__builtin_add_overflow(a, b, out);
+}
+
+/* The library's one UTF-8 decoder. Decodes the sequence at S[0..N) into
+ * *CP and returns its length (1..4), or 0 when S does not start with a whole
+ * sequence: N = 0, a continuation byte or F8..FF as lead, a lead without
+ * its continuation bytes, and, when STRICT, an overlong form, a surrogate
+ * or a value past U+10FFFF (*CP is then unspecified). Not strict is
+ * llama.cpp's unicode_cpt_from_utf8, which checks the structure only; the
+ * tokenizer uses it where llama.cpp does (vocabulary text), and on text
+ * already checked strictly, where both agree. */
+static inline size_t memra__utf8_decode(const unsigned char *s, size_t n, bool strict, uint32_t *cp)
+{
+    if (n == 0)
+        return 0;
+    const unsigned c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    const size_t len = c < 0xC0 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 0;
+    if (len == 0 || n < len)
+        return 0;
+    uint32_t v = c & (0x7Fu >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[k] & 0x3Fu);
+    }
+    if (strict) {
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000}; /* below: overlong */
+        if (v < least[len] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)
+            return 0;
+    }
+    *cp = v;
+    return len;
+}
+
+/* Length of the UTF-8 sequence that lead byte C starts, from its high nibble
+ * alone (a stray continuation byte counts as 1), for walking text already
+ * checked; callers clamp it to the bytes left. */
+static inline size_t memra__utf8_seq_len(unsigned char c)
+{
+    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lut[c >> 4];
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF): the offset of

@@ -1,7 +1,6 @@
 /* Model loading: open the GGUF, pick the arch, let it bind config and
  * weights, check that every tensor was consumed, and free it all again on
  * any failure. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,39 +24,13 @@ void memra_model_params_init(memra_model_params_t *p, uint32_t size)
     memra__sized_write(p, size, &d, sizeof d);
 }
 
-memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    memra__vfail(m ? &m->err : NULL, st, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-static void free_stage(memra__stage_t *st)
-{
-    if (!st->be)
-        return;
-    const memra__backend_i *ops = st->be->iface;
-    for (size_t i = 0; i < st->n_allocs; i++)
-        ops->free(st->be, st->allocs[i]);
-    free(st->allocs);
-    ops->free(st->be, st->ws);
-    ops->free(st->be, st->io);
-    ops->free(st->be, st->carry);
-    ops->free(st->be, st->logits);
-    if (st->engine)
-        atomic_fetch_sub(&st->engine->users, 1);
-    memset(st, 0, sizeof *st);
-}
-
 static void destroy(memra_model_t *m)
 {
     if (m->arch && m->arch->unbind)
         m->arch->unbind(m);
     memra__pp_stop(m); /* workers and boundary slots go before the stages they use */
     for (int32_t s = 0; s < m->n_stages; s++)
-        free_stage(&m->stages[s]);
+        memra__stage_free(&m->stages[s]);
     memra__pp_free(m); /* private stage engines, once no stage uses them */
     memra_tokenizer_free(m->tok);
     memra_gguf_close(m->gguf);
@@ -159,7 +132,7 @@ static memra_status_t load(memra_model_t *m, const char *path)
 
     if (memra_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
         if ((st = memra_tokenizer_from_gguf(m->gguf, &m->tok)))
-            return memra__model_fail(m, st, "tokenizer: %s", memra_last_error());
+            return memra__relay(&m->err, st, "tokenizer: ");
     }
     if (m->params.progress && m->params.progress(1.0f, m->params.progress_user))
         return memra__model_fail(m, MEMRA_E_AGAIN, "load cancelled by the progress callback");
@@ -190,7 +163,7 @@ memra_status_t memra_model_load(const char *path, const memra_model_params_t *pa
     if (st) {
         /* keep the message: destroy() may log or overwrite the thread's copy */
         char msg[MEMRA__ERRMSG_MAX + 1024];
-        snprintf(msg, sizeof msg, "%s: %s", path, m->err.msg);
+        snprintf(msg, sizeof msg, "%s: %s", path, memra__skip_prefix(m->err.msg, path)); /* gguf errors name it */
         destroy(m);
         return memra__fail(NULL, st, "%s", msg);
     }

@@ -22,26 +22,10 @@
 #include "backend.h"
 #include "engine_impl.h"
 #include "memra/model.h"
+#include "stage.h"
 
 #define MEMRA_MAX_STAGES MEMRA_MAX_PP_STAGES
 #define MEMRA_MAX_LAYERS 512
-
-typedef struct memra__stage {
-    memra_engine_t *engine;
-    memra__backend_t *be;
-    int32_t layer0, layer1;     /* owns trunk layers [layer0, layer1) */
-    void **allocs;              /* device allocations owned by the stage */
-    size_t n_allocs, cap_allocs;
-    uint64_t weight_bytes;
-    void *ws;                   /* workspace for one chunk */
-    size_t ws_cap;
-    int32_t *io;                /* device: tokens then positions of a chunk */
-    size_t io_cap;
-    float *carry;               /* device: [n][carry_floats] */
-    size_t carry_cap;
-    float *logits;              /* device (last stage): [n_out][n_vocab] */
-    size_t logits_cap;
-} memra__stage_t;
 
 /* Per-layer cache geometry, filled by bind. Zero means "none". */
 typedef struct memra__layer_cache {
@@ -49,8 +33,6 @@ typedef struct memra__layer_cache {
     int64_t conv_floats;        /* recurrent conv state */
     int64_t ssm_floats;         /* recurrent delta-rule state */
 } memra__layer_cache_t;
-
-typedef struct memra__run memra__run_t;
 
 typedef struct memra__arch {
     const char *name;
@@ -115,36 +97,6 @@ struct memra_cache {
     float *conv[MEMRA_MAX_LAYERS], *ssm[MEMRA_MAX_LAYERS];
     atomic_int in_flight;        /* pipelined steps not yet consumed */
 };
-
-/* One chunk of one forward on one stage. */
-struct memra__run {
-    memra_model_t *m;
-    memra__stage_t *st;
-    memra__backend_t *be;
-    const memra__backend_i *ops; /* == be->iface */
-    memra_cache_t *c;
-    int32_t n;                   /* tokens in this chunk */
-    int32_t pos0;                /* position of the first one */
-    const int32_t *tokens;       /* device [n] */
-    const int32_t *pos;          /* device [n]: pos0, pos0+1, ... */
-    float *carry;                /* device [n][m->carry_floats] */
-    int32_t out_row0, n_out;     /* head: logits for rows [out_row0, out_row0+n_out) */
-    float *logits;               /* device [n_out][n_vocab] */
-    uint8_t *ws;                 /* workspace, bump-allocated, reset per callback */
-    size_t ws_used, ws_cap;
-};
-
-/* Workspace: NULL (and an error on the model) if the arch's
- * workspace_bytes under-estimated. 256-byte aligned. */
-void *memra__ws(memra__run_t *r, size_t bytes);
-static inline float *memra__wsf(memra__run_t *r, int64_t n_floats)
-{
-    return (float *)memra__ws(r, (size_t)n_floats * sizeof(float));
-}
-
-/* Fails the model with a formatted message (returns STATUS). */
-memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---- config keys (llama.cpp's strict typing: a u32 key must be UINT32,
  * a float FLOAT32, a flag BOOL). KEY is the part after "<arch>.", unless it

@@ -3,26 +3,12 @@
  * fields win, env MEMRA_PP_* fills in what the params leave at default, and
  * the built-in defaults come last. Also the introspection API. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "pipeline_impl.h"
-
-memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *fmt, ...)
-{
-    char last[MEMRA__ERRMSG_MAX], pre[256] = "";
-    snprintf(last, sizeof last, "%s", memra_last_error());
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(pre, sizeof pre, fmt, ap);
-        va_end(ap);
-    }
-    return memra__fail(err, st, "%s%s", pre, last);
-}
 
 /* ---- spec parsing ----------------------------------------------------------- */
 

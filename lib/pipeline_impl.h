@@ -55,12 +55,6 @@ typedef struct memra__pp {
     atomic_int unconsumed;                     /* pendings not yet waited on or freed */
 } memra__pp_t;
 
-/* Re-raises the calling thread's last error on ERR (may be NULL) as ST,
- * after an optional printf-style prefix. The message is copied first:
- * memra__fail formats into the very buffer memra_last_error() returns. */
-memra_status_t memra__relay(memra__err_t *err, memra_status_t st, const char *prefix_fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* ---- plan (lib/pipeline.c) ------------------------------------------------ */
 
 /* Before bind: resolves stage count, engines (ENGINE = params.engine) and
@@ -98,28 +92,6 @@ memra_status_t memra__pp_submit(memra_model_t *m, struct memra_pending *p);
 /* Blocks until P is done (under the workers' lock). */
 void memra__pp_wait_done(memra_model_t *m, struct memra_pending *p);
 bool memra__pp_is_done(memra_model_t *m, const struct memra_pending *p);
-
-/* ---- driver (lib/forward.c) ----------------------------------------------- */
-
-/* Runs stage SI's part of N tokens at IO_HOST (tokens then positions) on
- * CARRY (device, [n][carry_floats]): embed on the first stage, its layers,
- * and the head on the last when N_OUT > 0, into LOGITS_TO (a device address,
- * e.g. mapped host memory) or, when NULL, st->logits. Queues work and does
- * not synchronize. */
-memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
-                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to);
-/* Copies BYTES of carry from stage A's buffer SRC to stage B's DST
- * (memcpy on host memory, copy on one device, copy_peer, else a host
- * bounce). Queued on A; a host bounce synchronizes A. */
-memra_status_t memra__cross(memra_model_t *m, int32_t a, const float *src, int32_t b, float *dst, size_t bytes);
-/* One chunk walked stage by stage on the calling thread (memra_forward,
- * and deferred steps with streams=0): N tokens at the cache position;
- * logits rows [out_row0, out_row0+n_out) to HOST_LOGITS. Synchronizes.
- * A failure is also recorded on the model's error slot. */
-memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
-                                int32_t out_row0, int32_t n_out, float *host_logits);
-/* Grows a device buffer of stage ST to at least NEED bytes. */
-memra_status_t memra__stage_buf(memra_model_t *m, memra__stage_t *st, void **p, size_t *cap, size_t need);
 
 /* ---- checks (lib/check_margin.c) ------------------------------------------ */
 

@@ -91,6 +91,56 @@ static void test_bad_files(void **state)
     expect_bad(&(tu_gguf_edit){.reshape_tensor = "blk.1.ffn_up.weight"}, MEMRA_E_FORMAT, "blk.1.ffn_up.weight");
 }
 
+/* How often NEEDLE occurs in HAY. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + strlen(needle), needle))
+        n++;
+    return n;
+}
+
+/* A message names the path, the function or the layer once: a prefix an
+ * inner message already carries is not added again on the way out. */
+static void test_messages_name_things_once(void **state)
+{
+    (void)state;
+    memra_model_t *m = NULL;
+    assert_int_equal(memra_model_load("/nonexistent.gguf", NULL, &m), MEMRA_E_IO);
+    assert_int_equal(strncmp(memra_last_error(), "/nonexistent.gguf: ", 19), 0);
+    assert_int_equal(count_of(memra_last_error(), "nonexistent.gguf"), 1);
+
+    char bad[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(bad, sizeof bad, "%s/memra-not-gguf-%d.gguf", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    FILE *f = fopen(bad, "wb");
+    assert_non_null(f);
+    fputs("this is not a GGUF file at all", f);
+    fclose(f);
+    assert_int_equal(memra_model_load(bad, NULL, &m), MEMRA_E_FORMAT);
+    assert_int_equal(count_of(memra_last_error(), bad), 1);
+    memra_tokenizer_t *t = NULL;
+    assert_int_equal(memra_tokenizer_load(bad, &t), MEMRA_E_FORMAT);
+    assert_int_equal(count_of(memra_last_error(), bad), 1);
+    remove(bad);
+
+    NEED_MODEL(path);
+    /* a tokenizer that fails to build inside a model load */
+    tu_expect_bad_model(path, &(tu_gguf_edit){.drop_key = "tokenizer.ggml.tokens"}, MEMRA_E_FORMAT, "tokenizer: ");
+    assert_int_equal(count_of(memra_last_error(), "tokenizer: "), 1);
+
+    m = load(path);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 4, &c), MEMRA_OK);
+    int32_t tok = -1;
+    assert_int_equal(memra_forward(m, c, &tok, 1, 0, NULL), MEMRA_E_RANGE);
+    assert_int_equal(strncmp(memra_last_error(), "memra_forward: ", 15), 0);
+    assert_int_equal(count_of(memra_last_error(), "memra_forward"), 1);
+    assert_int_equal(count_of(memra_model_last_error(m), "memra_forward"), 1);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
 static void test_forward_errors_leave_cache(void **state)
 {
     (void)state;
@@ -203,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_introspection),
         cmocka_unit_test(test_load_misuse),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_messages_name_things_once),
         cmocka_unit_test(test_forward_errors_leave_cache),
         cmocka_unit_test(test_cache_of_other_model),
         cmocka_unit_test(test_clear_and_snapshot_reproduce),

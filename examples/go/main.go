@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
 )
 
@@ -24,7 +25,11 @@ func lastError() string { return C.GoString(C.memra_last_error()) }
 
 func check(what string, st C.memra_status_t) {
 	if st != C.MEMRA_OK {
-		fmt.Fprintf(os.Stderr, "%s: %s\n", what, lastError())
+		msg := lastError()
+		if !strings.HasPrefix(msg, what+":") { // the library's messages mostly name the function already
+			msg = what + ": " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }

@@ -28,7 +28,10 @@ class MemraError(RuntimeError):
     """A libmemra call failed; the message is the library's."""
 
     def __init__(self, func, status, message):
-        super().__init__("%s: %s (status %d)" % (func, message, status))
+        # the library's messages mostly name the function already
+        text = message if message.startswith(func + ":") else "%s: %s" % (func, message)
+        super().__init__("%s (status %d)" % (text, status))
+        self.func = func
         self.status = status
 
 

@@ -36,7 +36,7 @@ typedef struct memra_kernel_check_params {
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
  * Thread-safety: any thread. */
 MEMRA_API void memra_kernel_check_params_init(memra_kernel_check_params_t *params, uint32_t size);
-#define memra_kernel_check_default_params(p) memra_kernel_check_params_init((p), (uint32_t)sizeof(*(p)))
+#define memra_kernel_check_default_params(p) memra_kernel_check_params_init((p), MEMRA__SIZEOF32(*(p)))
 
 #define MEMRA_KERNEL_CHECK_MAX_LINES 320
 
@@ -96,7 +96,7 @@ typedef struct memra_pp_parity_params {
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
  * Thread-safety: any thread. */
 MEMRA_API void memra_pp_parity_params_init(memra_pp_parity_params_t *params, uint32_t size);
-#define memra_pp_parity_default_params(p) memra_pp_parity_params_init((p), (uint32_t)sizeof(*(p)))
+#define memra_pp_parity_default_params(p) memra_pp_parity_params_init((p), MEMRA__SIZEOF32(*(p)))
 
 #define MEMRA_PP_PARITY_MAX_ARMS 4
 
@@ -153,7 +153,7 @@ typedef struct memra_margin_params {
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
  * Thread-safety: any thread. */
 MEMRA_API void memra_margin_params_init(memra_margin_params_t *params, uint32_t size);
-#define memra_margin_default_params(p) memra_margin_params_init((p), (uint32_t)sizeof(*(p)))
+#define memra_margin_default_params(p) memra_margin_params_init((p), MEMRA__SIZEOF32(*(p)))
 
 typedef enum memra_margin_verdict {
     MEMRA_MARGIN_STABLE = 0,           /* top-1 agrees everywhere; every margin > 2 x budget */

@@ -89,8 +89,16 @@ MEMRA_API void memra_log_set(memra_log_fn fn, void *user, memra_log_level_t min_
  * examples and tools. Thread-safety: any thread. */
 MEMRA_API void memra_log_stderr(memra_log_level_t level, const char *text, void *user);
 
+/* sizeof X as the uint32_t a params struct's size field holds; a
+ * static_cast in C++, so the macros below compile under -Wold-style-cast. */
+#ifdef __cplusplus
+#define MEMRA__SIZEOF32(x) (static_cast<uint32_t>(sizeof(x)))
+#else
+#define MEMRA__SIZEOF32(x) ((uint32_t)sizeof(x))
+#endif
+
 /* Sets the size field of a params struct; use with *_default_params(). */
-#define MEMRA_PARAMS_INIT(type) ((uint32_t)sizeof(type))
+#define MEMRA_PARAMS_INIT(type) MEMRA__SIZEOF32(type)
 
 #ifdef __cplusplus
 }

@@ -25,7 +25,7 @@ typedef struct memra_engine_params {
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
  * Thread-safety: any thread. */
 MEMRA_API void memra_engine_params_init(memra_engine_params_t *params, uint32_t size);
-#define memra_engine_default_params(p) memra_engine_params_init((p), (uint32_t)sizeof(*(p)))
+#define memra_engine_default_params(p) memra_engine_params_init((p), MEMRA__SIZEOF32(*(p)))
 
 /* Parses "cpu", "cuda" (= cuda:0) or "cuda:N" into params->backend/device.
  * Thread-safety: any thread (PARAMS is the caller's). */

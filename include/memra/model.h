@@ -11,6 +11,7 @@
 #include "common.h"
 #include "engine.h"
 #include "gguf.h"
+#include "tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,7 +19,6 @@ extern "C" {
 
 typedef struct memra_model memra_model_t;
 typedef struct memra_cache memra_cache_t;
-typedef struct memra_tokenizer memra_tokenizer_t;
 
 /* Load progress in [0, 1]. Return non-zero to cancel the load (the load
  * then fails with MEMRA_E_AGAIN and frees everything). */
@@ -57,7 +57,7 @@ typedef struct memra_model_params {
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
  * Thread-safety: any thread. */
 MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t size);
-#define memra_model_default_params(p) memra_model_params_init((p), (uint32_t)sizeof(*(p)))
+#define memra_model_default_params(p) memra_model_params_init((p), MEMRA__SIZEOF32(*(p)))
 
 /* Loads PATH. Errors: MEMRA_E_IO (cannot open), MEMRA_E_FORMAT (corrupt file,
  * missing or misshapen tensor, wrong key type), MEMRA_E_UNSUPPORTED (unknown

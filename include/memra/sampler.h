@@ -34,7 +34,7 @@ typedef struct memra_sampler_params {
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
  * Thread-safety: any thread. */
 MEMRA_API void memra_sampler_params_init(memra_sampler_params_t *params, uint32_t size);
-#define memra_sampler_default_params(p) memra_sampler_params_init((p), (uint32_t)sizeof(*(p)))
+#define memra_sampler_default_params(p) memra_sampler_params_init((p), MEMRA__SIZEOF32(*(p)))
 
 /* Creates a sampler (PARAMS NULL = defaults). A parameter outside the
  * ranges above gives MEMRA_E_INVALID and a message naming it.

@@ -264,12 +264,12 @@ static int match_once(const memra__pretok_t *p, int r, memra__pretok_scratch_t *
     }
 }
 
+/* Start of the char after the one at I (the text was checked on entry). */
 static inline size_t utf8_next(const char *s, size_t i, size_t n)
 {
-    i++;
-    while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80)
-        i++;
-    return i;
+    uint32_t cp;
+    const size_t len = memra__utf8_decode((const unsigned char *)s + i, n - i, false, &cp);
+    return i + (len ? len : 1);
 }
 
 /* Splits one piece with regex R, as std::regex_iterator walks it: every match

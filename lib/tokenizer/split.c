@@ -57,15 +57,10 @@ static inline unsigned at(const cur_t *c, size_t i, size_t *len)
         return cls(b);
     }
     uint32_t cp;
-    if (b < 0xE0) {
-        *len = 2;
-        cp = ((b & 0x1F) << 6) | (c->s[i + 1] & 0x3F);
-    } else if (b < 0xF0) {
-        *len = 3;
-        cp = ((b & 0x0F) << 12) | ((c->s[i + 1] & 0x3F) << 6) | (c->s[i + 2] & 0x3F);
-    } else {
-        *len = 4;
-        cp = ((b & 0x07) << 18) | ((c->s[i + 1] & 0x3F) << 12) | ((c->s[i + 2] & 0x3F) << 6) | (c->s[i + 3] & 0x3F);
+    *len = memra__utf8_decode(c->s + i, c->n - i, false, &cp);
+    if (!*len) { /* not reached on checked text; a stray byte still moves on */
+        *len = 1;
+        cp = 0xFFFD;
     }
     return cls(cp);
 }

@@ -150,16 +150,8 @@ static inline uint32_t cp_before(const unsigned char *s, size_t p)
     size_t q = p - 1;
     while (q > 0 && p - q < 4 && (s[q] & 0xC0) == 0x80)
         q--;
-    uint32_t c = s[q];
-    size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (len != p - q)
-        return 0xFFFD;
-    if (len == 1)
-        return c;
-    uint32_t cp = c & (0x7F >> len);
-    for (size_t k = 1; k < len; k++)
-        cp = (cp << 6) | (s[q + k] & 0x3F);
-    return cp;
+    uint32_t cp = 0xFFFD;
+    return memra__utf8_decode(s + q, p - q, false, &cp) == p - q ? cp : 0xFFFD;
 }
 
 size_t memra__ws_next_cut(const memra_tokenizer_t *tok, const char *s, size_t n, size_t from)

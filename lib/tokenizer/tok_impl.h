@@ -101,15 +101,6 @@ static inline const memra__merge_slot_t *memra__mergemap_get(const memra__mergem
     }
 }
 
-/* Length of the UTF-8 sequence that lead byte C starts, from its high nibble
- * alone (a stray continuation byte counts as 1); callers clamp it to the
- * bytes left. */
-static inline size_t memra__utf8_seq_len(unsigned char c)
-{
-    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return lut[c >> 4];
-}
-
 /* ---- growable buffers ---------------------------------------------------------- */
 
 /* Token ids. A growable buffer, or (FIXED) the caller's array: then ids past

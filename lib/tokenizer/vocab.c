@@ -143,25 +143,14 @@ static void gpt2_alphabet(uint16_t cp[256])
     }
 }
 
-/* Next code point of S[*i..N); invalid bytes read as U+FFFD one at a time. */
+/* Next code point of S[*i..N), as llama.cpp reads vocabulary text (not
+ * strict); invalid bytes read as U+FFFD one at a time. */
 static uint32_t get_utf8(const unsigned char *s, size_t n, size_t *i)
 {
-    unsigned c = s[*i];
-    size_t len = c < 0x80 ? 1 : c < 0xC0 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 0;
-    if (len == 0 || *i + len > n) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-    for (size_t k = 1; k < len; k++) {
-        if ((s[*i + k] & 0xC0) != 0x80) {
-            (*i)++;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (s[*i + k] & 0x3F);
-    }
-    *i += len;
-    return cp;
+    uint32_t cp;
+    const size_t len = memra__utf8_decode(s + *i, n - *i, false, &cp);
+    *i += len ? len : 1;
+    return len ? cp : 0xFFFD;
 }
 
 /* ---- pieces ----------------------------------------------------------------- */

@@ -1,0 +1,84 @@
+/* Kernel check cases: attention (prefill, decode, sliding window, gated,
+ * row invariance). */
+#include "kc.h"
+
+/* ---- attention --------------------------------------------------------------- */
+
+typedef struct at_case {
+    memra_attn_args_t a[2];
+} at_case;
+
+static memra_status_t at_run(void *c, memra__backend_t *be, int side)
+{
+    return be->iface->attention(be, &((at_case *)c)->a[side]);
+}
+
+void memra__kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                         int64_t hd, int64_t n_swa, bool gated)
+{
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "nmse", TOL_F32, "%lld q at pos %lld, %lld/%lld heads x %lld, swa %lld%s", (long long)n_tokens,
+                (long long)pos0, (long long)n_head, (long long)n_kv, (long long)hd, (long long)n_swa,
+                gated ? ", sigmoid gate" : "");
+    if (!L)
+        return;
+    const int64_t n_keys = pos0 + n_tokens, kvs = n_kv * hd + 4, qs = n_head * hd + 4;
+    const kc_out o = {n_tokens, n_head * hd, n_head * hd};
+    float *q = memra__kc_randf(k, (size_t)(n_tokens * qs), -1.0f, 1.0f);
+    float *kv = memra__kc_randf(k, (size_t)(2 * n_keys * kvs), -1.0f, 1.0f);
+    void *qp[2], *kp[2], *gp[2] = {NULL, NULL};
+    if (!q || !kv || !memra__kc_both(k, q, (size_t)(n_tokens * qs) * 4, qp) || !memra__kc_both(k, kv, (size_t)(2 * n_keys * kvs) * 4, kp))
+        return;
+    /* a gate laid out as qwen35's: head h's gate 2*hd apart, after its q */
+    float *gt = gated ? memra__kc_randf(k, (size_t)(n_tokens * 2 * n_head * hd), -4.0f, 4.0f) : NULL;
+    if (gated && (!gt || !memra__kc_both(k, gt, (size_t)(n_tokens * 2 * n_head * hd) * 4, gp)))
+        return;
+    at_case c;
+    for (int s = 0; s < 2; s++) {
+        c.a[s] = (memra_attn_args_t){.q = qp[s], .k_cache = kp[s], .v_cache = (float *)kp[s] + n_keys * kvs,
+                                     .out = memra__kc_out_new(k, s ? k->gpu : k->cpu, &o, NULL), .n_tokens = n_tokens,
+                                     .pos0 = pos0, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .q_stride = qs,
+                                     .kv_stride = kvs, .scale = 1.0f / sqrtf((float)hd), .n_swa = n_swa,
+                                     .gate = gated ? (const float *)gp[s] + hd : NULL, .gate_stride = 2 * n_head * hd,
+                                     .gate_head_stride = 2 * hd};
+        if (!c.a[s].out)
+            return;
+    }
+    const int64_t span = n_swa > 0 && n_swa < n_keys ? n_swa : n_keys;
+    const kc_pair p = {c.a[0].out, c.a[1].out, &o, "out"};
+    memra__kc_check_vs_cpu(k, L, k->gpu, &p, 1, at_run, &c, (double)(2 * span * n_kv * hd * 4));
+}
+
+/* N queries in one call equal N one-query calls bit for bit. */
+void memra__kc_attention_rowinv(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                                int64_t hd)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "exact", 0, "%lld q at pos %lld vs 1+1+.., %lld/%lld x %lld",
+                                           (long long)n_tokens, (long long)pos0, (long long)n_head, (long long)n_kv,
+                                           (long long)hd);
+    if (!L)
+        return;
+    const int64_t n_keys = pos0 + n_tokens, kvs = n_kv * hd, qs = n_head * hd;
+    const kc_out o = {n_tokens, qs, qs};
+    float *q = memra__kc_randf(k, (size_t)(n_tokens * qs), -1.0f, 1.0f), *kv = memra__kc_randf(k, (size_t)(2 * n_keys * kvs), -1.0f, 1.0f);
+    if (!q || !kv)
+        return;
+    float *qd = memra__kc_put(k, k->gpu, q, (size_t)(n_tokens * qs) * 4), *kd = memra__kc_put(k, k->gpu, kv, (size_t)(2 * n_keys * kvs) * 4);
+    float *ya = memra__kc_out_new(k, k->gpu, &o, NULL), *yb = memra__kc_out_new(k, k->gpu, &o, NULL);
+    if (!qd || !kd || !ya || !yb)
+        return;
+    memra_attn_args_t a = {.q = qd, .k_cache = kd, .v_cache = kd + n_keys * kvs, .out = ya, .n_tokens = n_tokens,
+                           .pos0 = pos0, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .q_stride = qs,
+                           .kv_stride = kvs, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    memra_status_t st = k->gpu->iface->attention(k->gpu, &a);
+    for (int64_t t = 0; !st && t < n_tokens; t++) {
+        memra_attn_args_t b = a;
+        b.q = qd + t * qs;
+        b.out = yb + t * qs;
+        b.n_tokens = 1;
+        b.pos0 = pos0 + t;
+        st = k->gpu->iface->attention(k->gpu, &b);
+    }
+    const kc_pair p = {yb, ya, &o, "out"};
+    memra__kc_finish_exact(k, L, st, &p, 1);
+}

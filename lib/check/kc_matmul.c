@@ -1,0 +1,282 @@
+/* Kernel check cases: matmul (decode, rows, prefill, row invariance,
+ * mapped host output), the fused matmul_ex, get_rows. */
+#include "kc.h"
+
+/* ---- matmul ------------------------------------------------------------------ */
+
+typedef struct mm_case {
+    memra_weight_t w[2];
+    const float *x[2];
+    float *y[2];
+    int64_t ldx, ldy, n_rows;
+} mm_case;
+
+static memra_status_t mm_run(void *c, memra__backend_t *be, int side)
+{
+    mm_case *m = c;
+    return be->iface->matmul(be, &m->w[side], m->x[side], m->ldx, m->y[side], m->ldy, m->n_rows);
+}
+
+void memra__kc_matmul(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows, bool fast,
+                      int64_t pad, size_t nb1_pad)
+{
+    const bool bf = getenv("MEMRA_FAST_GEMM") && strcmp(getenv("MEMRA_FAST_GEMM"), "bf16") == 0;
+    const double tol = fast && n_rows > 8 ? (bf ? TOL_BF16 : TOL_F16) : TOL_F32;
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "nmse", tol, "%s W[%lld x %lld] x %lld rows%s%s", memra__kc_tname(t), (long long)ne1, (long long)ne0,
+                (long long)n_rows, fast ? " fast" : " exact", pad || nb1_pad ? " strided" : "");
+    if (!L)
+        return;
+    mm_case c = {.ldx = ne0 + pad, .ldy = ne1 + pad, .n_rows = n_rows};
+    void *xp[2];
+    float *x = memra__kc_randf(k, (size_t)(n_rows * c.ldx), -1.0f, 1.0f);
+    const kc_out o = {n_rows, ne1, c.ldy};
+    if (!x || !memra__kc_weight(k, t, ne0, ne1, 1, nb1_pad, c.w) || !memra__kc_both(k, x, (size_t)(n_rows * c.ldx) * 4, xp))
+        return;
+    c.x[0] = xp[0];
+    c.x[1] = xp[1];
+    c.y[0] = memra__kc_out_new(k, k->cpu, &o, NULL);
+    c.y[1] = memra__kc_out_new(k, k->gpu, &o, NULL);
+    if (!c.y[0] || !c.y[1])
+        return;
+    memra__backend_t *gb = fast ? k->fast : k->gpu;
+    const kc_pair p = {c.y[0], c.y[1], &o, "y"};
+    memra__kc_check_vs_cpu(k, L, gb, &p, 1, mm_run, &c, (double)(c.w[1].nb1 * (size_t)ne1));
+}
+
+/* Exact mode: N rows in one call equal N one-row calls bit for bit (what
+ * makes GPU prefill chunk-invariant). */
+void memra__kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, "matmul.rowinv", "exact", 0, "%s W[%lld x %lld], %lld rows vs 1+1+..",
+                                           memra__kc_tname(t), (long long)ne1, (long long)ne0, (long long)n_rows);
+    if (!L)
+        return;
+    memra_weight_t w[2];
+    float *x = memra__kc_randf(k, (size_t)(n_rows * ne0), -1.0f, 1.0f);
+    const kc_out o = {n_rows, ne1, ne1};
+    if (!x || !memra__kc_weight(k, t, ne0, ne1, 1, 0, w))
+        return;
+    const float *xd = memra__kc_put(k, k->gpu, x, (size_t)(n_rows * ne0) * 4);
+    float *ya = memra__kc_out_new(k, k->gpu, &o, NULL), *yb = memra__kc_out_new(k, k->gpu, &o, NULL);
+    if (!xd || !ya || !yb)
+        return;
+    memra_status_t st = k->gpu->iface->matmul(k->gpu, &w[1], xd, ne0, ya, ne1, n_rows);
+    for (int64_t r = 0; !st && r < n_rows; r++)
+        st = k->gpu->iface->matmul(k->gpu, &w[1], xd + r * ne0, ne0, yb + r * ne1, ne1, 1);
+    const kc_pair p = {yb, ya, &o, "y"};
+    memra__kc_finish_exact(k, L, st, &p, 1);
+}
+
+/* A decode matvec into page-locked host memory that the backend maps
+ * (host_map: the forward's head writes a decode step's logits there) equals
+ * the same matvec into device memory bit for bit, guards included. The
+ * CUDA backend writes it with the Q8_0 fast path's grouped stores, or
+ * through device memory and a copy. */
+void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, "matmul.mapped", "exact", 0, "%s W[%lld x %lld] into mapped host memory",
+                                           memra__kc_tname(t), (long long)ne1, (long long)ne0);
+    if (!L)
+        return;
+    memra__backend_t *be = k->gpu;
+    memra_weight_t w[2];
+    float *x = memra__kc_randf(k, (size_t)ne0, -1.0f, 1.0f);
+    const kc_out o = {1, ne1, ne1};
+    const size_t n = memra__kc_total(&o);
+    if (!x || !memra__kc_weight(k, t, ne0, ne1, 1, 0, w))
+        return;
+    const float *xd = memra__kc_put(k, be, x, (size_t)ne0 * 4);
+    float *yd = memra__kc_out_new(k, be, &o, NULL);
+    float *pin = memra_engine_host_alloc(k->e_gpu, n * sizeof *pin);
+    if (!xd || !yd || !pin) {
+        memra_host_free(pin);
+        memra__kc_op_failed(k, L, "cuda", MEMRA_E_NOMEM);
+        return;
+    }
+    const uint32_t sent = KC_SENTINEL;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&pin[i], &sent, sizeof sent);
+    float *ym = be->iface->host_map ? be->iface->host_map(be, pin, n * sizeof *pin) : NULL;
+    memra_status_t st = be->iface->matmul(be, &w[1], xd, ne0, yd, ne1, 1);
+    if (!st && ym)
+        st = be->iface->matmul(be, &w[1], xd, ne0, ym + KC_GUARD, ne1, 1);
+    if (!st)
+        st = be->iface->synchronize(be);
+    if (st) {
+        memra_host_free(pin);
+        memra__kc_op_failed(k, L, "cuda", st);
+        return;
+    }
+    kc_acc acc;
+    memra__kc_acc_init(&acc);
+    if (ym)
+        memra__kc_cmp(&acc, memra__kc_out_get(k, be, yd, &o), pin, &o, "y");
+    else
+        snprintf(acc.note, sizeof acc.note, "not mapped (MEMRA_MAP_LOGITS=0?): forward downloads");
+    memra_host_free(pin);
+    memra__kc_finish(k, L, &acc);
+}
+
+/* ---- fused matmuls (matmul_ex) ---------------------------------------------------- */
+
+typedef struct mx_case {
+    memra_mm_args_t a[3]; /* cpu, cuda fused, cuda sequence */
+    memra__backend_t *gpu;      /* the engine the cuda side runs on */
+} mx_case;
+
+static memra_status_t mx_run(void *c, memra__backend_t *be, int side)
+{
+    mx_case *m = c;
+    return memra__matmul_ex(be, &m->a[side]);
+}
+
+/* matmul_ex of N_W weights (types T[i], NE1[i] rows, NE0 wide) over N_ROWS
+ * x rows: against the CPU reference (its unfused sequence) within the
+ * matmul bound, and the CUDA fused path against the CUDA unfused sequence
+ * bit for bit (what lets the forwards fuse without changing a logit). */
+void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
+                         int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv)
+{
+    const int64_t K = 4; /* conv: weight 0's outputs through qwen35's causal conv + SiLU, checked with its state */
+    /* four STORE weights: the middle two get qwen35's sigmoid / softplus·a post ops (its order) */
+    const bool post = epi == MEMRA_MM_STORE && n_w == 4;
+    const bool bf = getenv("MEMRA_FAST_GEMM") && strcmp(getenv("MEMRA_FAST_GEMM"), "bf16") == 0;
+    const double tol = fast && n_rows > 8 ? (bf ? TOL_BF16 : TOL_F16) : TOL_F32;
+    const char *en = epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? (act == MEMRA_ACT_GELU ? " geglu" : " swiglu") : "";
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", tol, "%s%s W[%lld..] x %d, %lld wide, %lld rows%s%s%s%s%s",
+                                           memra__kc_tname(t[0]), n_w > 1 && t[n_w - 1] != t[0] ? "+" : "", (long long)ne1[0],
+                                           n_w, (long long)ne0, (long long)n_rows, norm ? " norm" : "", en,
+                                           post ? " sigmoid/softplus" : "", conv ? " conv" : "", fast ? " fast" : "");
+    if (!L)
+        return;
+    memra__backend_t *gb = fast ? k->fast : k->gpu;
+    mx_case c;
+    memset(&c, 0, sizeof c);
+    const int64_t ldx = ne0 + 3;
+    float *x = memra__kc_randf(k, (size_t)(n_rows * ldx), -1.0f, 1.0f);
+    float *nw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
+    void *xp[2], *np[2];
+    if (!x || !nw || !memra__kc_both(k, x, (size_t)(n_rows * ldx) * 4, xp) || !memra__kc_both(k, nw, (size_t)ne0 * 4, np))
+        return;
+    memra_weight_t w[MEMRA_MM_MAX_W][2];
+    kc_out o[MEMRA_MM_MAX_W];
+    int64_t ne1_max = 0;
+    for (int i = 0; i < n_w; i++) {
+        if (!memra__kc_weight(k, t[i], ne0, ne1[i], 1, 0, w[i]))
+            return;
+        o[i] = (kc_out){n_rows, ne1[i], ne1[i] + (conv && i == 0 ? 0 : 5)};
+        if (ne1[i] > ne1_max)
+            ne1_max = ne1[i];
+    }
+    const kc_out os = {1, ne1[0] * (K - 1), ne1[0] * (K - 1)};
+    float *cw = conv ? memra__kc_randf(k, (size_t)(ne1[0] * K), -0.5f, 0.5f) : NULL;
+    float *cst = conv ? memra__kc_randf(k, (size_t)(ne1[0] * (K - 1)), -1.0f, 1.0f) : NULL;
+    void *cwp[2] = {NULL, NULL};
+    if (conv && (!cw || !cst || !memra__kc_both(k, cw, (size_t)(ne1[0] * K) * 4, cwp)))
+        return;
+    float *init = epi == MEMRA_MM_ADD ? memra__kc_randf(k, (size_t)(n_rows * ne1[0]), -4.0f, 4.0f) : NULL;
+    void *pb[2] = {NULL, NULL}, *pa[2] = {NULL, NULL};
+    if (post) {
+        float *b = memra__kc_randf(k, (size_t)ne1[2], -2.0f, 2.0f), *aux = memra__kc_randf(k, (size_t)ne1[2], -3.0f, -0.1f);
+        if (!b || !aux || !memra__kc_both(k, b, (size_t)ne1[2] * 4, pb) || !memra__kc_both(k, aux, (size_t)ne1[2] * 4, pa))
+            return;
+    }
+    for (int s = 0; s < 2; s++) {
+        memra__backend_t *be = s ? gb : k->cpu;
+        memra_mm_args_t *a = &c.a[s];
+        a->x = xp[s];
+        a->ldx = ldx;
+        a->n_rows = n_rows;
+        a->norm = norm;
+        a->norm_w = np[s];
+        a->eps = 1e-6f;
+        a->n_w = n_w;
+        a->epi = epi;
+        a->act = act;
+        if (conv) {
+            a->conv_w = cwp[s];
+            a->conv_k = K;
+            if (!(a->conv_state = memra__kc_out_new(k, be, &os, cst)))
+                return;
+        }
+        if (post) {
+            a->post[1] = MEMRA_EW_SIGMOID;
+            a->post[2] = MEMRA_EW_SOFTPLUS_MUL;
+            a->post_b[2] = pb[s];
+            a->post_aux[2] = pa[s];
+        }
+        for (int i = 0; i < n_w; i++) {
+            a->w[i] = &w[i][s];
+            a->ldy[i] = o[i].ld;
+            if (!(a->y[i] = memra__kc_out_new(k, be, &o[i], i == 0 ? init : NULL)))
+                return;
+        }
+        a->x_tmp = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne0) * 4));
+        a->tmp[0] = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne1_max) * 4));
+        a->tmp[1] = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne1_max) * 4));
+        if (!a->x_tmp || !a->tmp[0] || !a->tmp[1])
+            return;
+    }
+    memra_mm_args_t *u = &c.a[2];
+    *u = c.a[1];
+    for (int i = 0; i < n_w; i++)
+        if (!(u->y[i] = memra__kc_out_new(k, gb, &o[i], i == 0 ? init : NULL)))
+            return;
+    if (conv && !(u->conv_state = memra__kc_out_new(k, gb, &os, cst)))
+        return;
+    kc_fused_out f[MEMRA_MM_MAX_W + 1];
+    int n_f = 0;
+    const int n_out = epi == MEMRA_MM_STORE ? n_w : 1;
+    for (int i = 0; i < n_out; i++)
+        f[n_f++] = (kc_fused_out){c.a[0].y[i], c.a[1].y[i], u->y[i], &o[i], "y"};
+    if (conv)
+        f[n_f++] = (kc_fused_out){c.a[0].conv_state, c.a[1].conv_state, u->conv_state, &os, "conv state"};
+    double bytes = 0;
+    for (int i = 0; i < n_w; i++)
+        bytes += (double)(w[i][1].nb1 * (size_t)ne1[i]);
+    memra__kc_check_fused(k, L, gb, f, n_f, mx_run, &c, bytes);
+}
+
+/* ---- get_rows ------------------------------------------------------------------ */
+
+typedef struct gr_case {
+    memra_weight_t w[2];
+    const int32_t *ids[2];
+    float *y[2];
+    int64_t n, ldy;
+} gr_case;
+
+static memra_status_t gr_run(void *c, memra__backend_t *be, int side)
+{
+    gr_case *g = c;
+    return be->iface->get_rows(be, &g->w[side], g->ids[side], g->n, g->y[side], g->ldy);
+}
+
+void memra__kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n)
+{
+    char name[48];
+    snprintf(name, sizeof name, "get_rows.%s", memra__kc_tname(t));
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "exact", 0, "%s E[%lld x %lld], %lld ids", memra__kc_tname(t), (long long)ne1, (long long)ne0, (long long)n);
+    if (!L)
+        return;
+    gr_case c = {.n = n, .ldy = ne0 + 3};
+    int32_t *ids = memra__kc_host(k, (size_t)n * sizeof *ids);
+    void *ip[2];
+    const kc_out o = {n, ne0, c.ldy};
+    if (!ids || !memra__kc_weight(k, t, ne0, ne1, 1, 0, c.w))
+        return;
+    for (int64_t i = 0; i < n; i++)
+        ids[i] = (int32_t)(i == 0 ? ne1 - 1 : memra__kc_int(k, ne1));
+    if (!memra__kc_both(k, ids, (size_t)n * sizeof *ids, ip))
+        return;
+    c.ids[0] = ip[0];
+    c.ids[1] = ip[1];
+    c.y[0] = memra__kc_out_new(k, k->cpu, &o, NULL);
+    c.y[1] = memra__kc_out_new(k, k->gpu, &o, NULL);
+    if (!c.y[0] || !c.y[1])
+        return;
+    const kc_pair p = {c.y[0], c.y[1], &o, "y"};
+    memra__kc_check_vs_cpu(k, L, k->gpu, &p, 1, gr_run, &c, (double)(n * ne0 * 4 + n * (int64_t)c.w[1].nb1));
+}

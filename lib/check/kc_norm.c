@@ -1,0 +1,279 @@
+/* Kernel check cases: norm, elementwise, rope, per-head norm + rope of q
+ * and k, argmax. */
+#include "kc.h"
+
+/* ---- norm ------------------------------------------------------------------ */
+
+typedef struct nm_case {
+    memra_norm_kind_t kind;
+    const float *x[2], *w[2];
+    float *y[2];
+    int64_t xs, ys, rows, dim;
+    float eps;
+} nm_case;
+
+static memra_status_t nm_run(void *c, memra__backend_t *be, int side)
+{
+    nm_case *n = c;
+    return be->iface->norm(be, n->kind, n->x[side], n->xs, n->w[side], n->y[side], n->ys, n->rows, n->dim, n->eps);
+}
+
+void memra__kc_norm(kc *k, const char *name, memra_norm_kind_t kind, int64_t rows, int64_t dim, bool weight,
+                    bool in_place, int64_t pad)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "ulp", TOL_ULP, "%s %lld x %lld%s%s", kind == MEMRA_NORM_RMS ? "rms" : "l2",
+                                           (long long)rows, (long long)dim, weight ? " *w" : "", in_place ? " in place" : "");
+    if (!L)
+        return;
+    nm_case c = {.kind = kind, .xs = dim + pad, .ys = dim + pad, .rows = rows, .dim = dim, .eps = 1e-6f};
+    float *x = memra__kc_randf(k, (size_t)(rows * c.xs), -2.0f, 2.0f), *w = memra__kc_randf(k, (size_t)dim, 0.5f, 1.5f);
+    const kc_out o = {rows, dim, c.ys};
+    if (!x || !w)
+        return;
+    void *wp[2] = {NULL, NULL}, *xp[2];
+    if (weight && !memra__kc_both(k, w, (size_t)dim * 4, wp))
+        return;
+    c.w[0] = wp[0];
+    c.w[1] = wp[1];
+    if (in_place) {
+        float *dense = memra__kc_host(k, (size_t)(rows * dim) * 4);
+        if (!dense)
+            return;
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(dense + r * dim, x + r * c.xs, (size_t)dim * 4);
+        c.y[0] = memra__kc_out_new(k, k->cpu, &o, dense);
+        c.y[1] = memra__kc_out_new(k, k->gpu, &o, dense);
+        c.x[0] = c.y[0];
+        c.x[1] = c.y[1];
+    } else {
+        if (!memra__kc_both(k, x, (size_t)(rows * c.xs) * 4, xp))
+            return;
+        c.x[0] = xp[0];
+        c.x[1] = xp[1];
+        c.y[0] = memra__kc_out_new(k, k->cpu, &o, NULL);
+        c.y[1] = memra__kc_out_new(k, k->gpu, &o, NULL);
+    }
+    if (!c.y[0] || !c.y[1])
+        return;
+    const kc_pair p = {c.y[0], c.y[1], &o, "y"};
+    memra__kc_check_vs_cpu(k, L, k->gpu, &p, 1, nm_run, &c, (double)(rows * dim * 8));
+}
+
+/* ---- elementwise ----------------------------------------------------------- */
+
+static const char *ew_name(memra_ew_op_t op)
+{
+    static const char *n[] = {"copy", "add", "mul", "scale", "add_scaled", "silu", "gelu", "sigmoid",
+                              "swiglu", "geglu", "mul_sigmoid", "softcap", "softplus_mul", "fill"};
+    return (unsigned)op <= MEMRA_EW_FILL ? n[op] : "?";
+}
+
+bool memra__kc_ew_binary(memra_ew_op_t op)
+{
+    return op == MEMRA_EW_ADD || op == MEMRA_EW_MUL || op == MEMRA_EW_ADD_SCALED || op == MEMRA_EW_SWIGLU ||
+           op == MEMRA_EW_GEGLU || op == MEMRA_EW_MUL_SIGMOID || op == MEMRA_EW_SOFTPLUS_MUL;
+}
+
+typedef struct ew_case {
+    memra_ew_args_t a[2];
+} ew_case;
+
+static memra_status_t ew_run(void *c, memra__backend_t *be, int side)
+{
+    return be->iface->elementwise(be, &((ew_case *)c)->a[side]);
+}
+
+/* MODE 0: strided rows; 1: b broadcast (bs 0); 2: in place (y = a). */
+void memra__kc_ew(kc *k, memra_ew_op_t op, int64_t rows, int64_t cols, int mode)
+{
+    static const char *suffix[] = {"", ".bcast", ".inplace"};
+    char name[48];
+    snprintf(name, sizeof name, "elementwise.%s%s", ew_name(op), suffix[mode]);
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "ulp", TOL_ULP, "%lld x %lld", (long long)rows, (long long)cols);
+    if (!L)
+        return;
+    const int64_t ys = mode == 2 ? cols + 2 : cols + 5, as = mode == 2 ? ys : cols + 3;
+    const int64_t bs = mode == 1 ? 0 : cols + 1;
+    const float lim = op == MEMRA_EW_SOFTCAP ? 90.0f : 8.0f;
+    float *a = memra__kc_randf(k, (size_t)(rows * as), -lim, lim), *b = memra__kc_randf(k, (size_t)(rows * (cols + 1)), -4.0f, 4.0f);
+    float *aux = memra__kc_randf(k, (size_t)cols, -2.0f, 2.0f);
+    const kc_out o = {rows, cols, ys};
+    if (!a || !b || !aux)
+        return;
+    ew_case c;
+    void *ap[2], *bp[2], *xp[2];
+    if (!memra__kc_both(k, a, (size_t)(rows * as) * 4, ap) || !memra__kc_both(k, b, (size_t)(rows * (cols + 1)) * 4, bp) ||
+        !memra__kc_both(k, aux, (size_t)cols * 4, xp))
+        return;
+    for (int s = 0; s < 2; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        c.a[s] = (memra_ew_args_t){.op = op, .a = ap[s], .b = memra__kc_ew_binary(op) ? bp[s] : NULL,
+                                   .aux = op == MEMRA_EW_SOFTPLUS_MUL ? xp[s] : NULL, .rows = rows, .cols = cols,
+                                   .ys = ys, .as = as, .bs = bs, .s = op == MEMRA_EW_SOFTCAP ? 30.0f : 0.7f};
+        if (mode == 2) {
+            float *dense = memra__kc_host(k, (size_t)(rows * cols) * 4);
+            if (!dense)
+                return;
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(dense + r * cols, a + r * as, (size_t)cols * 4);
+            c.a[s].y = memra__kc_out_new(k, be, &o, dense);
+            c.a[s].a = c.a[s].y;
+        } else {
+            c.a[s].y = memra__kc_out_new(k, be, &o, NULL);
+        }
+        if (!c.a[s].y)
+            return;
+    }
+    const kc_pair p = {c.a[0].y, c.a[1].y, &o, "y"};
+    memra__kc_check_vs_cpu(k, L, k->gpu, &p, 1, ew_run, &c, (double)(rows * cols * (memra__kc_ew_binary(op) ? 12 : 8)));
+}
+
+/* ---- rope ----------------------------------------------------------------- */
+
+typedef struct rp_case {
+    memra_rope_args_t a[2];
+} rp_case;
+
+static memra_status_t rp_run(void *c, memra__backend_t *be, int side)
+{
+    return be->iface->rope(be, &((rp_case *)c)->a[side]);
+}
+
+void memra__kc_rope(kc *k, const char *name, memra_rope_mode_t mode, int64_t n_tokens, int64_t n_heads, int64_t hd,
+                    int64_t n_rot, bool ff, int32_t max_pos)
+{
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "nmse", 1e-12, "%s %lld tok x %lld heads x %lld, n_rot %lld%s, pos < %d",
+                mode == MEMRA_ROPE_NEOX ? "neox" : "norm", (long long)n_tokens, (long long)n_heads, (long long)hd,
+                (long long)n_rot, ff ? ", freq factors" : "", max_pos);
+    if (!L)
+        return;
+    const int64_t ts = n_heads * hd + 8;
+    const kc_out o = {n_tokens, ts - 8, ts};
+    float *x = memra__kc_randf(k, (size_t)(n_tokens * (ts - 8)), -2.0f, 2.0f), *f = memra__kc_randf(k, (size_t)(n_rot / 2), 1.0f, 8.0f);
+    int32_t *pos = memra__kc_host(k, (size_t)n_tokens * 4);
+    if (!x || !f || !pos)
+        return;
+    for (int64_t t = 0; t < n_tokens; t++)
+        pos[t] = (int32_t)(t == 0 ? max_pos - 1 : memra__kc_int(k, max_pos));
+    void *pp[2], *fp[2];
+    if (!memra__kc_both(k, pos, (size_t)n_tokens * 4, pp) || !memra__kc_both(k, f, (size_t)(n_rot / 2) * 4, fp))
+        return;
+    rp_case c;
+    for (int s = 0; s < 2; s++) {
+        c.a[s] = (memra_rope_args_t){.x = memra__kc_out_new(k, s ? k->gpu : k->cpu, &o, x), .n_tokens = n_tokens,
+                                     .n_heads = n_heads, .head_dim = hd, .head_stride = hd, .token_stride = ts,
+                                     .n_rot = n_rot, .pos = pp[s], .base = 1000000.0f, .freq_factors = ff ? fp[s] : NULL,
+                                     .mode = mode};
+        if (!c.a[s].x)
+            return;
+    }
+    const kc_pair p = {c.a[0].x, c.a[1].x, &o, "x"};
+    memra__kc_check_vs_cpu(k, L, k->gpu, &p, 1, rp_run, &c, (double)(n_tokens * n_heads * hd * 8));
+}
+
+/* ---- per-head norm + rope of q and k -------------------------------------------- */
+
+typedef struct qk_case {
+    memra_qk_args_t a[3]; /* cpu, cuda fused, cuda sequence */
+} qk_case;
+
+static memra_status_t qk_run(void *c, memra__backend_t *be, int side)
+{
+    return memra__qk_norm_rope(be, &((qk_case *)c)->a[side]);
+}
+
+/* memra__qk_norm_rope as qwen35 calls it (q heads interleaved with their
+ * gates, 2hd apart; k heads into cache-like rows): against the CPU
+ * reference (its sequence) and bit for bit against the CUDA sequence. */
+void memra__kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld q / %lld k heads x %lld, n_rot %lld",
+                                           (long long)n, (long long)H, (long long)Hkv, (long long)hd, (long long)n_rot);
+    if (!L)
+        return;
+    const int64_t qs = 2 * H * hd, ks = Hkv * hd, kvs = Hkv * hd + 8;
+    float *qg = memra__kc_randf(k, (size_t)(n * qs), -2.0f, 2.0f), *kr = memra__kc_randf(k, (size_t)(n * ks), -2.0f, 2.0f);
+    float *qw = memra__kc_randf(k, (size_t)hd, 0.5f, 1.5f), *kw = memra__kc_randf(k, (size_t)hd, 0.5f, 1.5f);
+    int32_t *pos = memra__kc_host(k, (size_t)n * 4);
+    if (!qg || !kr || !qw || !kw || !pos)
+        return;
+    for (int64_t t = 0; t < n; t++)
+        pos[t] = (int32_t)(t == 0 ? 40000 : memra__kc_int(k, 40000));
+    void *qp[2], *kp[2], *qwp[2], *kwp[2], *pp[2];
+    if (!memra__kc_both(k, qg, (size_t)(n * qs) * 4, qp) || !memra__kc_both(k, kr, (size_t)(n * ks) * 4, kp) ||
+        !memra__kc_both(k, qw, (size_t)hd * 4, qwp) || !memra__kc_both(k, kw, (size_t)hd * 4, kwp) ||
+        !memra__kc_both(k, pos, (size_t)n * 4, pp))
+        return;
+    const kc_out oq = {n, H * hd, H * hd}, ok = {n, Hkv * hd, kvs};
+    qk_case c;
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        memra_qk_args_t a = {
+            .part = {{.src = qp[i], .src_head_stride = 2 * hd, .src_token_stride = qs, .dst = memra__kc_out_new(k, be, &oq, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = H * hd, .n_heads = H, .norm_w = qwp[i]},
+                     {.src = kp[i], .src_head_stride = hd, .src_token_stride = ks, .dst = memra__kc_out_new(k, be, &ok, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = kwp[i]}},
+            .n_parts = 2, .eps = 1e-6f,
+            .rope = {.n_tokens = n, .head_dim = hd, .n_rot = n_rot, .pos = pp[i], .base = 10000000.0f,
+                     .mode = MEMRA_ROPE_NEOX}};
+        if (!a.part[0].dst || !a.part[1].dst)
+            return;
+        c.a[s] = a;
+    }
+    const kc_fused_out f[2] = {{c.a[0].part[0].dst, c.a[1].part[0].dst, c.a[2].part[0].dst, &oq, "q"},
+                               {c.a[0].part[1].dst, c.a[1].part[1].dst, c.a[2].part[1].dst, &ok, "k"}};
+    memra__kc_check_fused(k, L, k->gpu, f, 2, qk_run, &c, (double)(n * (2 * H + 2 * Hkv) * hd * 4));
+}
+
+/* ---- argmax --------------------------------------------------------------- */
+
+void memra__kc_argmax(kc *k, const char *name, int64_t n, int kind)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "exact", 0, "%lld values%s", (long long)n,
+                                           kind == 1 ? ", ties" : kind == 2 ? ", NaN" : "");
+    if (!L)
+        return;
+    float *x = memra__kc_randf(k, (size_t)n, -10.0f, 10.0f);
+    if (!x)
+        return;
+    if (kind == 1) { /* the max several times: the lowest index wins */
+        for (int i = 0; i < 5; i++)
+            x[memra__kc_int(k, n)] = 11.0f;
+    } else if (kind == 2) {
+        for (int i = 0; i < 50; i++)
+            x[memra__kc_int(k, n)] = NAN;
+        x[0] = NAN;
+    }
+    void *xp[2];
+    if (!memra__kc_both(k, x, (size_t)n * 4, xp))
+        return;
+    int32_t r[2] = {-1, -1};
+    memra_status_t st = k->cpu->iface->argmax(k->cpu, xp[0], n, &r[0]);
+    if (st) {
+        memra__kc_op_failed(k, L, "cpu", st);
+        return;
+    }
+    st = k->gpu->iface->argmax(k->gpu, xp[1], n, &r[1]);
+    if (st) {
+        memra__kc_op_failed(k, L, "cuda", st);
+        return;
+    }
+    kc_acc a;
+    memra__kc_acc_init(&a);
+    if (r[0] != r[1]) {
+        a.n_diff_bits = 1;
+        a.max_abs = fabs((double)r[0] - r[1]);
+        snprintf(a.note, sizeof a.note, "cpu %d, cuda %d", r[0], r[1]);
+    }
+    memra__kc_finish(k, L, &a);
+    if (k->p.bench) {
+        const int iters = k->p.bench_iters > 0 ? k->p.bench_iters : 20;
+        const double t0 = memra__kc_now();
+        for (int i = 0; i < iters; i++)
+            k->gpu->iface->argmax(k->gpu, xp[1], n, &r[1]);
+        L->bench_us = (memra__kc_now() - t0) / iters * 1e6;
+        L->bench_gbs = (double)n * 4 / (L->bench_us * 1e3);
+    }
+}

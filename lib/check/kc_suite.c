@@ -1,0 +1,341 @@
+/* memra_check_kernels: the suite (every case in one fixed order) and the
+ * entry point. */
+#include "kc.h"
+
+void memra_kernel_check_params_init(memra_kernel_check_params_t *p, uint32_t size)
+{
+    if (!p || size < sizeof(uint32_t))
+        return;
+    memra_kernel_check_params_t d = {
+        .size = size < sizeof d ? size : (uint32_t)sizeof d,
+        .device = 0,
+        .seed = 1,
+        .test = NULL,
+        .bench = 0,
+        .bench_iters = 20,
+        .big = 1,
+    };
+    memcpy(p, &d, d.size);
+}
+
+/* ---- the suite --------------------------------------------------------------- */
+
+static void kc_case_done(kc *k)
+{
+    memra__kc_release(k);
+}
+
+/* One case, then its buffers released. */
+#define KC(call)                                                                                   \
+    do {                                                                                           \
+        call;                                                                                      \
+        kc_case_done(k);                                                                           \
+    } while (0)
+
+static void run_suite(kc *k)
+{
+    static const memra_type_t types[] = {
+        MEMRA_TYPE_F32,  MEMRA_TYPE_F16,    MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_1,
+        MEMRA_TYPE_Q5_0, MEMRA_TYPE_Q5_1,   MEMRA_TYPE_MXFP4, MEMRA_TYPE_IQ4_NL, MEMRA_TYPE_Q2_K, MEMRA_TYPE_Q3_K,
+        MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K,   MEMRA_TYPE_Q6_K, MEMRA_TYPE_IQ4_XS,
+    };
+    const bool big = k->p.big != 0;
+    char name[48];
+    KC(memra__kc_roofline(k));
+    KC(memra__kc_transfer(k));
+    /* matmul at fixture shapes, every type: decode, a few rows (matvec),
+     * prefill fast (f16 GEMM) and exact */
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const memra_type_t t = types[i];
+        const int64_t ne0 = memra_type_block_size(t) == 256 ? 256 : 64;
+        snprintf(name, sizeof name, "matmul.%s.decode", memra__kc_tname(t));
+        KC(memra__kc_matmul(k, name, t, ne0, 3000, 1, false, 0, 0));
+        snprintf(name, sizeof name, "matmul.%s.rows5", memra__kc_tname(t));
+        KC(memra__kc_matmul(k, name, t, ne0, 3000, 5, false, 8, 0));
+        snprintf(name, sizeof name, "matmul.%s.prefill_fast", memra__kc_tname(t));
+        KC(memra__kc_matmul(k, name, t, ne0, 3000, 40, true, 8, 0));
+        snprintf(name, sizeof name, "matmul.%s.prefill_exact", memra__kc_tname(t));
+        KC(memra__kc_matmul(k, name, t, ne0, 3000, 40, false, 0, 0));
+    }
+    /* rows not 16-byte aligned: the staged loads start mid-chunk */
+    KC(memra__kc_matmul(k, "matmul.q8_0.nb1_odd", MEMRA_TYPE_Q8_0, 64, 1000, 1, false, 0, 6));
+    /* 67 blocks a row: a segment ends on an unpaired block, and rows of
+     * 2278 bytes start at every even offset (pairs and the fallback) */
+    KC(memra__kc_matmul(k, "matmul.q8_0.odd_blocks", MEMRA_TYPE_Q8_0, 2144, 700, 1, false, 0, 0));
+    KC(memra__kc_matmul(k, "matmul.q8_0.odd_blocks_rows3", MEMRA_TYPE_Q8_0, 2144, 700, 3, false, 4, 0));
+    KC(memra__kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2));
+    KC(memra__kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2));
+    KC(memra__kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
+    KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
+    KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
+    if (big) { /* one-row calls: the fast path's default map (out projections), its warp pairs (attention in) */
+        KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 4096, 3));
+        KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 10240, 2));
+    }
+    /* the grouped fast path (a vocabulary of whole 32-row groups, then a
+     * short last group) and a type that goes through device memory */
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 4096, big ? 248320 : 5024));
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 2048, 3001));
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q4_K, 256, 3000));
+    if (big) {
+        /* Qwen3.5-9B shapes: hidden 4096, ff 12288, vocab 248320 */
+        static const memra_type_t bt[] = {MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,
+                                          MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_IQ4_XS};
+        for (size_t i = 0; i < sizeof bt / sizeof bt[0]; i++) {
+            snprintf(name, sizeof name, "matmul.%s.4096_ff", memra__kc_tname(bt[i]));
+            KC(memra__kc_matmul(k, name, bt[i], 4096, 12288, 1, false, 0, 0));
+        }
+        KC(memra__kc_matmul(k, "matmul.q8_0.ff_down", MEMRA_TYPE_Q8_0, 12288, 4096, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.vocab", MEMRA_TYPE_Q8_0, 4096, 248320, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.vocab_rows3", MEMRA_TYPE_Q8_0, 4096, 248320, 3, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.prefill_fast_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 64, true, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q6_k.prefill_fast_ff", MEMRA_TYPE_Q6_K, 4096, 12288, 64, true, 0, 0));
+        /* a 35B-A3B router over a whole chunk (fast: one float32 GEMM) */
+        KC(memra__kc_matmul(k, "matmul.f32.prefill_fast_router", MEMRA_TYPE_F32, 2048, 256, 512, true, 0, 0));
+        /* a whole default chunk at the 9B's gate/up and down shapes */
+        KC(memra__kc_matmul(k, "matmul.q8_0.prefill_fast_512", MEMRA_TYPE_Q8_0, 4096, 12288, 512, true, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.prefill_fast_512_down", MEMRA_TYPE_Q8_0, 12288, 4096, 512, true, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q4_k.prefill_fast_512", MEMRA_TYPE_Q4_K, 4096, 12288, 512, true, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.prefill_exact_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 16, false, 0, 0));
+    }
+
+    /* fused matmuls: norm + projections, gate/up GLU, projection + residual;
+     * the last five at Qwen3.5-9B decode shapes (big only) */
+    {
+        static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
+        static const memra_type_t mix[3] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_K};
+        static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
+        static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
+        static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
+        static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
+                             mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
+                             hid[1] = {4096};
+        static const struct {
+            const char *name;
+            int n_w;
+            const memra_type_t *t;
+            int64_t ne0;
+            const int64_t *ne1;
+            int64_t rows;
+            bool norm;
+            memra_mm_epi_t epi;
+            memra_act_t act;
+            bool fast, big, conv;
+        } mx[] = {
+            {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false},
+            {"matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false},
+            {"matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+            {"matmul_ex.proj4_conv", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
+            {"matmul_ex.proj4_conv_rows3", 4, q8, 256, proj, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
+            {"matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, true},
+            {"matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false},
+            {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false},
+            {"matmul_ex.q8_0.out_add", 1, q8, 4096, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false},
+            {"matmul_ex.q8_0.gdn_in_noconv", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false},
+        };
+        for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
+            if (mx[i].big && !big)
+                continue;
+            KC(memra__kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm, mx[i].epi,
+                         mx[i].act, mx[i].fast, mx[i].conv));
+        }
+    }
+
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const int64_t ne0 = memra_type_block_size(types[i]) == 256 ? 256 : 64;
+        KC(memra__kc_get_rows(k, types[i], ne0, 3000, 7));
+    }
+    if (big) {
+        KC(memra__kc_get_rows(k, MEMRA_TYPE_Q8_0, 4096, 20000, 5));
+    }
+
+    KC(memra__kc_norm(k, "norm.rms", MEMRA_NORM_RMS, 5, 64, true, false, 3));
+    KC(memra__kc_norm(k, "norm.rms.noweight", MEMRA_NORM_RMS, 3, 64, false, false, 0));
+    KC(memra__kc_norm(k, "norm.rms.inplace", MEMRA_NORM_RMS, 4, 4096, true, true, 0));
+    KC(memra__kc_norm(k, "norm.rms.heads", MEMRA_NORM_RMS, 64, 256, true, false, 0));
+    KC(memra__kc_norm(k, "norm.l2", MEMRA_NORM_L2, 48, 128, false, false, 0));
+    if (big) {
+        KC(memra__kc_norm(k, "norm.rms.4096", MEMRA_NORM_RMS, 1, 4096, true, false, 0));
+    }
+
+    for (int op = MEMRA_EW_COPY; op <= MEMRA_EW_FILL; op++) {
+        KC(memra__kc_ew(k, (memra_ew_op_t)op, 4, 3001, 0));
+        if (memra__kc_ew_binary((memra_ew_op_t)op)) {
+            KC(memra__kc_ew(k, (memra_ew_op_t)op, 5, 777, 1));
+        }
+        if (op != MEMRA_EW_FILL) {
+            KC(memra__kc_ew(k, (memra_ew_op_t)op, 3, 500, 2));
+        }
+    }
+    if (big) {
+        KC(memra__kc_ew(k, MEMRA_EW_SWIGLU, 1, 12288, 0));
+    }
+
+    KC(memra__kc_rope(k, "rope.norm", MEMRA_ROPE_NORM, 5, 4, 64, 64, false, 4096));
+    KC(memra__kc_rope(k, "rope.neox", MEMRA_ROPE_NEOX, 5, 3, 128, 128, false, 32768));
+    KC(memra__kc_rope(k, "rope.neox.partial", MEMRA_ROPE_NEOX, 6, 16, 256, 64, false, 262144));
+    KC(memra__kc_rope(k, "rope.norm.freq", MEMRA_ROPE_NORM, 4, 4, 128, 128, true, 100000));
+    KC(memra__kc_rope(k, "rope.neox.freq512", MEMRA_ROPE_NEOX, 3, 8, 512, 512, true, 8192));
+    KC(memra__kc_qk_norm_rope(k, "qk_norm_rope.decode", 1, 16, 4, 256, 64));
+    KC(memra__kc_qk_norm_rope(k, "qk_norm_rope.prefill", 7, 16, 4, 256, 64));
+    KC(memra__kc_qk_norm_rope(k, "qk_norm_rope.full", 3, 4, 2, 128, 128));
+
+    KC(memra__kc_attention(k, "attention.fixture", 7, 0, 4, 2, 16, 0, false));
+    KC(memra__kc_attention(k, "attention.fixture.hd64", 40, 0, 2, 1, 64, 0, false));
+    KC(memra__kc_attention(k, "attention.gqa", 5, 17, 4, 1, 32, 0, false));
+    KC(memra__kc_attention(k, "attention.odd_hd", 3, 9, 2, 2, 18, 0, false));
+    KC(memra__kc_attention(k, "attention.decode.hd256", 1, 3000, 16, 4, 256, 0, false));
+    KC(memra__kc_attention(k, "attention.decode.long", 1, 20000, 16, 4, 256, 0, false));
+    KC(memra__kc_attention(k, "attention.prefill.hd256", 9, 600, 16, 4, 256, 0, false));
+    KC(memra__kc_attention(k, "attention.swa", 9, 500, 8, 4, 256, 128, false));
+    KC(memra__kc_attention(k, "attention.swa.decode", 1, 5000, 8, 2, 256, 1024, false));
+    KC(memra__kc_attention(k, "attention.hd512", 3, 700, 8, 1, 512, 0, false));
+    KC(memra__kc_attention(k, "attention.gated.decode", 1, 3000, 16, 4, 256, 0, true));
+    /* up to 16 splits the last split merges in registers (cuda/ops_attn.cu) */
+    KC(memra__kc_attention(k, "attention.gated.decode.d600", 1, 600, 16, 4, 256, 0, true));
+    KC(memra__kc_attention(k, "attention.decode.16splits", 1, 1023, 16, 4, 256, 0, false));
+    KC(memra__kc_attention(k, "attention.gated.short", 3, 40, 4, 2, 64, 0, true));
+    KC(memra__kc_attention_rowinv(k, "attention.rowinv", 6, 300, 4, 2, 128));
+    /* on CUDA, a call of more (query, head) pairs than the backend keeps
+     * split counters for merges its splits in a second kernel, one query
+     * in the last split's block: both must give the same bits */
+    KC(memra__kc_attention_rowinv(k, "attention.rowinv.merge", 36, 100, 128, 8, 16));
+
+    KC(memra__kc_conv(k, "conv.fixture", 7, 96, 4));
+    KC(memra__kc_conv(k, "conv.decode", 1, 8192, 4));
+    KC(memra__kc_conv(k, "conv.prefill", 9, 8192, 4));
+    KC(memra__kc_conv(k, "conv.short", 2, 64, 4));
+
+    KC(memra__kc_delta(k, "delta.fixture", 5, 2, 4, 16));
+    KC(memra__kc_delta(k, "delta.decode", 1, 16, 32, 128));
+    KC(memra__kc_delta(k, "delta.prefill", 6, 16, 32, 128));
+    KC(memra__kc_delta(k, "delta.d64", 3, 2, 6, 64));
+    KC(memra__kc_delta_rowinv(k, 5, 16, 32, 128));
+    KC(memra__kc_gdn(k, "gdn.fixture", 5, 2, 4, 16, false));
+    KC(memra__kc_gdn(k, "gdn.decode", 1, 16, 32, 128, false));
+    KC(memra__kc_gdn(k, "gdn.prefill", 6, 16, 32, 128, false));
+    KC(memra__kc_gdn(k, "gdn.d64", 3, 2, 6, 64, false));
+    /* the conv inside the step, on CUDA a cluster of a key head's value
+     * heads, each head in two blocks: clusters of 4 (9B, 35B-A3B), 6
+     * (27B), 2; in one block per head when two do not fit (r8: 8) */
+    KC(memra__kc_gdn(k, "gdn.conv.decode", 1, 16, 32, 128, true));
+    KC(memra__kc_gdn(k, "gdn.conv.27b", 1, 16, 48, 128, true));
+    KC(memra__kc_gdn(k, "gdn.conv.fixture", 1, 2, 4, 16, true));
+    KC(memra__kc_gdn(k, "gdn.conv.d64", 1, 2, 6, 64, true));
+    KC(memra__kc_gdn(k, "gdn.conv.r1", 1, 4, 4, 128, true));
+    KC(memra__kc_gdn(k, "gdn.conv.r8", 1, 2, 16, 64, true));
+    KC(memra__kc_gdn(k, "gdn.conv.prefill", 6, 16, 32, 128, true));
+
+    KC(memra__kc_route(k, 5, 8, 2, false, false));
+    KC(memra__kc_route(k, 5, 128, 8, true, false));
+    KC(memra__kc_route(k, 3, 256, 8, true, false));
+    KC(memra__kc_route(k, 4, 128, 8, true, true));
+    KC(memra__kc_route(k, 3, 1, 1, false, false));
+
+    KC(memra__kc_moe(k, "moe.fixture", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 5, 8, 2, 64, 32, false, true, MEMRA_ACT_GELU));
+    KC(memra__kc_moe(k, "moe.fixture.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 4, 8, 2, 64, 64, true, false, MEMRA_ACT_SILU));
+    KC(memra__kc_moe(k, "moe.shared", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 1, 1, 256, 128, false, false, MEMRA_ACT_SILU));
+    /* fast prefill: the grouped tensor-core GEMMs (buckets of 0, 1, many) */
+#define MOE_FAST(name, tg, td, n, ne, top, e, f, fused, scale, act, dist)                                              \
+    KC(memra__kc_moe_ex(k, name, MEMRA_TYPE_##tg, MEMRA_TYPE_##td, n, ne, top, e, f, fused, scale, MEMRA_ACT_##act, true, \
+                        KC_MOE_##dist))
+    MOE_FAST("moe.fast.fixture", F32, F32, 40, 8, 2, 64, 32, false, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.gate_up", Q8_0, Q8_0, 37, 8, 2, 64, 64, true, false, SILU, UNIFORM);
+    MOE_FAST("moe.fast.skewed", Q8_0, Q4_K, 70, 16, 2, 256, 256, false, false, SILU, SKEWED);
+    /* the g4-moe fixture's shape: 4 experts, top 2, fused gate_up, GELU */
+    MOE_FAST("moe.fast.g4fix", F32, F32, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.g4fix_sep", F32, F32, 64, 4, 2, 64, 32, false, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.g4fix_silu", F32, F32, 64, 4, 2, 64, 32, true, false, SILU, UNIFORM);
+    MOE_FAST("moe.fast.g4fix_q8", Q8_0, Q8_0, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.shared", Q8_0, Q8_0, 130, 1, 1, 256, 128, false, false, SILU, UNIFORM);
+    if (big) {
+        MOE_FAST("moe.fast.qwen35moe", Q8_0, Q8_0, 512, 256, 8, 2048, 512, false, false, SILU, UNIFORM);
+        MOE_FAST("moe.fast.qwen35moe_q4k", Q4_K, Q6_K, 512, 256, 8, 2048, 512, false, false, SILU, UNIFORM);
+        MOE_FAST("moe.fast.gemma4", Q8_0, Q8_0, 512, 128, 8, 2816, 704, true, true, GELU, UNIFORM);
+        MOE_FAST("moe.fast.gemma4_skewed", Q8_0, Q8_0, 300, 128, 8, 2816, 704, true, true, GELU, SKEWED);
+        MOE_FAST("moe.fast.shared_qwen", Q8_0, Q8_0, 512, 1, 1, 2048, 512, false, false, SILU, UNIFORM);
+    }
+#undef MOE_FAST
+    if (big) {
+        KC(memra__kc_moe(k, "moe.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 128, 8, 2048, 512, true, false, MEMRA_ACT_SILU));
+        KC(memra__kc_moe(k, "moe.prefill", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 6, 128, 8, 2048, 512, false, false, MEMRA_ACT_SILU));
+        KC(memra__kc_moe(k, "moe.gemma", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 2, 128, 8, 2816, 704, true, true, MEMRA_ACT_GELU));
+    }
+
+    KC(memra__kc_argmax(k, "argmax.fixture", 3000, 0));
+    KC(memra__kc_argmax(k, "argmax.vocab", 248320, 0));
+    KC(memra__kc_argmax(k, "argmax.ties", 248320, 1));
+    KC(memra__kc_argmax(k, "argmax.nan", 5000, 2));
+}
+
+memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
+{
+    if (!report || report->size < sizeof(uint32_t))
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_check_kernels: NULL report or report->size unset");
+    if (report->size < sizeof *report)
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_check_kernels: report->size %u is older than this library's %zu",
+                           report->size, sizeof *report);
+    const uint32_t rsize = report->size;
+    memset(report, 0, sizeof *report);
+    report->size = rsize;
+    kc k;
+    memset(&k, 0, sizeof k);
+    memra_kernel_check_default_params(&k.p);
+    if (params) {
+        const size_t n = params->size < sizeof k.p ? params->size : sizeof k.p;
+        memcpy(&k.p, params, n);
+        k.p.size = sizeof k.p;
+    }
+    k.rep = report;
+    k.rng = k.p.seed * 0x2545F4914F6CDD1Dull + 1;
+    /* MEMRA_KERNEL_CHECK_CPU=1 checks the harness itself: the "device"
+     * side is a second CPU engine, so every case must come out exact. */
+    const char *self = getenv("MEMRA_KERNEL_CHECK_CPU");
+    const bool cpu_only = self && strcmp(self, "1") == 0;
+    if (!cpu_only && memra_cuda_device_count() <= 0)
+        return memra__fail(NULL, MEMRA_E_NO_DEVICE, "kernel check: no CUDA device (or a build without CUDA)");
+    memra_engine_params_t ep;
+    memra_engine_default_params(&ep);
+    memra_status_t st = memra_engine_create(&ep, &k.e_cpu);
+    if (!st) {
+        ep.backend = cpu_only ? MEMRA_BACKEND_CPU : MEMRA_BACKEND_CUDA;
+        ep.device = k.p.device;
+        ep.fast = 0;
+        st = memra_engine_create(&ep, &k.e_gpu);
+    }
+    if (!st) {
+        ep.fast = 1;
+        st = memra_engine_create(&ep, &k.e_fast);
+    }
+    if (!st) {
+        memra_engine_info_t info = {.size = sizeof info};
+        if (memra_engine_get_info(k.e_gpu, &info) == MEMRA_OK)
+            snprintf(report->device_name, sizeof report->device_name, "%s", info.device_name);
+        k.cpu = k.e_cpu->be;
+        k.gpu = k.e_gpu->be;
+        k.fast = k.e_fast->be;
+        if (!k.cpu->iface->matmul || !k.gpu->iface->matmul)
+            st = memra__fail(NULL, MEMRA_E_UNSUPPORTED, "kernel check: a backend lacks its ops");
+    }
+    if (!st) {
+        run_suite(&k);
+        memra__kc_release(&k);
+        st = k.err;
+    }
+    memra_engine_destroy(k.e_fast);
+    memra_engine_destroy(k.e_gpu);
+    memra_engine_destroy(k.e_cpu);
+    if (st)
+        return st;
+    report->all_green = report->n_lines > 0 && report->n_failed == 0;
+    if (!report->all_green)
+        return memra__fail(NULL, MEMRA_E_MISMATCH, "kernel check: %d of %d cases failed", report->n_failed,
+                           report->n_lines);
+    return MEMRA_OK;
+}

@@ -1,0 +1,172 @@
+/* A loaded model's stages and what runs on them: stage buffers, one
+ * stage's part of a chunk (embed on the first stage, layers on their
+ * owners, head on the last), the boundary copy, one chunk through all
+ * stages on the calling thread, and the model's error slot. Everything
+ * above (forward.c, pp_sched.c, model.c) builds on this file. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_impl.h"
+
+memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    memra__vfail(m ? &m->err : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void memra__stage_free(memra__stage_t *st)
+{
+    if (!st->be)
+        return;
+    const memra__backend_i *ops = st->be->iface;
+    for (size_t i = 0; i < st->n_allocs; i++)
+        ops->free(st->be, st->allocs[i]);
+    free(st->allocs);
+    ops->free(st->be, st->ws);
+    ops->free(st->be, st->io);
+    ops->free(st->be, st->carry);
+    ops->free(st->be, st->logits);
+    if (st->engine)
+        atomic_fetch_sub(&st->engine->users, 1);
+    memset(st, 0, sizeof *st);
+}
+
+void *memra__ws(memra__run_t *r, size_t bytes)
+{
+    size_t at = (r->ws_used + 255) & ~(size_t)255;
+    if (at + bytes > r->ws_cap) {
+        memra__model_fail(r->m, MEMRA_E_INTERNAL,
+                          "arch '%s' workspace estimate too small (%zu + %zu > %zu bytes for %d tokens)",
+                          r->m->arch_name, at, bytes, r->ws_cap, r->n);
+        return NULL;
+    }
+    r->ws_used = at + bytes;
+    return r->ws + at;
+}
+
+memra_status_t memra__stage_buf(memra_model_t *m, memra__stage_t *st, void **p, size_t *cap, size_t need)
+{
+    if (*cap >= need && *p)
+        return MEMRA_OK;
+    st->be->iface->free(st->be, *p);
+    *cap = 0;
+    *p = st->be->iface->alloc(st->be, need ? need : 1);
+    if (!*p)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "cannot allocate %zu bytes of activations", need);
+    *cap = need;
+    return MEMRA_OK;
+}
+
+memra_status_t memra__cross(memra_model_t *m, int32_t ai, const float *src, int32_t bi, float *dst, size_t bytes)
+{
+    memra__stage_t *a = &m->stages[ai], *b = &m->stages[bi];
+    const memra__backend_i *ao = a->be->iface, *bo = b->be->iface;
+    if (a->be == b->be)
+        return ao->copy(a->be, dst, src, bytes);
+    /* host memory on both sides (CPU engines): the boundary is a memcpy */
+    if (ao->host_memory && bo->host_memory) {
+        memcpy(dst, src, bytes);
+        return MEMRA_OK;
+    }
+    if (ao->copy_peer && ao->copy_peer == bo->copy_peer)
+        return ao->copy_peer(a->be, dst, b->be, src, bytes);
+    void *tmp = malloc(bytes);
+    if (!tmp)
+        return memra__fail(NULL, MEMRA_E_NOMEM, "out of memory for a stage boundary");
+    memra_status_t s = ao->download(a->be, tmp, src, bytes);
+    if (!s)
+        s = ao->synchronize(a->be);
+    if (!s)
+        s = bo->upload(b->be, dst, tmp, bytes);
+    /* upload may be asynchronous on a device: tmp must outlive it */
+    if (!s)
+        s = bo->synchronize(b->be);
+    free(tmp);
+    return s;
+}
+
+static memra_status_t call(memra__run_t *r, int what, int32_t il)
+{
+    r->ws_used = 0;
+    switch (what) {
+    case 0: return r->m->arch->embed(r);
+    case 1: return r->m->arch->layer(r, il);
+    default: return r->m->arch->head(r);
+    }
+}
+
+memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
+                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to)
+{
+    memra__stage_t *st = &m->stages[si];
+    bool last = si == m->n_stages - 1;
+    size_t ws = m->arch->workspace_bytes(m, n) + 256;
+    memra_status_t s = memra__stage_buf(m, st, &st->ws, &st->ws_cap, ws);
+    if (!s)
+        s = memra__stage_buf(m, st, (void **)&st->io, &st->io_cap, 2 * (size_t)n * sizeof(int32_t));
+    if (!s && last && n_out > 0 && !logits_to)
+        s = memra__stage_buf(m, st, (void **)&st->logits, &st->logits_cap,
+                             (size_t)n_out * (size_t)m->n_vocab * sizeof(float));
+    if (s)
+        return s;
+    if ((s = st->be->iface->upload(st->be, st->io, io_host, 2 * (size_t)n * sizeof(int32_t))))
+        return memra__relay(NULL, s, "token upload failed: ");
+    memra__run_t r = {
+        .m = m, .st = st, .be = st->be, .ops = st->be->iface, .c = c,
+        .n = n, .pos0 = io_host[n], .tokens = st->io, .pos = st->io + n,
+        .carry = carry, .out_row0 = out_row0, .n_out = n_out,
+        .logits = logits_to ? logits_to : st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
+    };
+    if (si == 0)
+        s = call(&r, 0, 0);
+    for (int32_t il = st->layer0; il < st->layer1 && !s; il++)
+        s = call(&r, 1, il);
+    if (!s && last && n_out > 0)
+        s = call(&r, 2, 0);
+    return s;
+}
+
+/* One chunk, walked stage by stage on the calling thread: N tokens at the
+ * cache position; logits rows [out_row0, out_row0+n_out) go to HOST_LOGITS
+ * (n_out may be 0). */
+memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
+                                int32_t out_row0, int32_t n_out, float *host_logits)
+{
+    int32_t *io = malloc(2 * (size_t)n * sizeof *io);
+    if (!io)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory");
+    memcpy(io, tokens, (size_t)n * sizeof *io);
+    for (int32_t i = 0; i < n; i++)
+        io[n + i] = c->pos + i;
+    size_t carry_bytes = (size_t)n * (size_t)m->carry_floats * sizeof(float);
+    memra_status_t s = MEMRA_OK;
+    for (int32_t si = 0; si < m->n_stages && !s; si++) {
+        memra__stage_t *st = &m->stages[si];
+        if ((s = memra__stage_buf(m, st, (void **)&st->carry, &st->carry_cap, carry_bytes)))
+            break;
+        /* the boundary copy is queued on the previous stage's stream: wait
+         * for it before this stage's stream reads the carry */
+        if (si > 0 && ((s = memra__cross(m, si - 1, m->stages[si - 1].carry, si, st->carry, carry_bytes)) ||
+                       (s = m->stages[si - 1].be->iface->synchronize(m->stages[si - 1].be))))
+            break;
+        size_t out_bytes = (size_t)n_out * (size_t)m->n_vocab * sizeof(float);
+        float *mapped = NULL;
+        if (si == m->n_stages - 1 && n_out == 1 && st->be->iface->host_map && !m->arch->head_rewrites)
+            mapped = st->be->iface->host_map(st->be, host_logits, out_bytes);
+        if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out, mapped)))
+            break;
+        if (si == m->n_stages - 1 && n_out > 0 && !mapped)
+            s = st->be->iface->download(st->be, host_logits, st->logits, out_bytes);
+        if (!s)
+            s = st->be->iface->synchronize(st->be);
+    }
+    free(io);
+    if (s && m->err.status != s)
+        memra__relay(&m->err, s, "forward failed: ");
+    return s;
+}
+

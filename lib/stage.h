@@ -1,0 +1,89 @@
+/* A loaded model's stages and what runs on them (lib/stage.c): the stage
+ * type, the per-callback run state an arch's embed/layer/head receive, the
+ * stage buffers, running one stage's part of a chunk, the boundary copy
+ * between stages, one chunk walked through all stages, and the model's
+ * error slot. The forward driver (lib/forward.c), the pipeline workers
+ * (lib/pp_sched.c) and model loading (lib/model.c) all build on this; it
+ * calls none of them. */
+#ifndef MEMRA_STAGE_H
+#define MEMRA_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "engine_impl.h"
+#include "memra/model.h"
+
+typedef struct memra__stage {
+    memra_engine_t *engine;
+    memra__backend_t *be;
+    int32_t layer0, layer1;     /* owns trunk layers [layer0, layer1) */
+    void **allocs;              /* device allocations owned by the stage */
+    size_t n_allocs, cap_allocs;
+    uint64_t weight_bytes;
+    void *ws;                   /* workspace for one chunk */
+    size_t ws_cap;
+    int32_t *io;                /* device: tokens then positions of a chunk */
+    size_t io_cap;
+    float *carry;               /* device: [n][carry_floats] */
+    size_t carry_cap;
+    float *logits;              /* device (last stage): [n_out][n_vocab] */
+    size_t logits_cap;
+} memra__stage_t;
+
+/* One chunk of one forward on one stage. */
+typedef struct memra__run {
+    memra_model_t *m;
+    memra__stage_t *st;
+    memra__backend_t *be;
+    const memra__backend_i *ops; /* == be->iface */
+    memra_cache_t *c;
+    int32_t n;                   /* tokens in this chunk */
+    int32_t pos0;                /* position of the first one */
+    const int32_t *tokens;       /* device [n] */
+    const int32_t *pos;          /* device [n]: pos0, pos0+1, ... */
+    float *carry;                /* device [n][m->carry_floats] */
+    int32_t out_row0, n_out;     /* head: logits for rows [out_row0, out_row0+n_out) */
+    float *logits;               /* device [n_out][n_vocab] */
+    uint8_t *ws;                 /* workspace, bump-allocated, reset per callback */
+    size_t ws_used, ws_cap;
+} memra__run_t;
+
+/* Workspace: NULL (and an error on the model) if the arch's
+ * workspace_bytes under-estimated. 256-byte aligned. */
+void *memra__ws(memra__run_t *r, size_t bytes);
+static inline float *memra__wsf(memra__run_t *r, int64_t n_floats)
+{
+    return (float *)memra__ws(r, (size_t)n_floats * sizeof(float));
+}
+
+/* Fails the model with a formatted message (returns STATUS). */
+memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Frees a stage's buffers and allocations and releases its engine. */
+void memra__stage_free(memra__stage_t *st);
+
+/* Runs stage SI's part of N tokens at IO_HOST (tokens then positions) on
+ * CARRY (device, [n][carry_floats]): embed on the first stage, its layers,
+ * and the head on the last when N_OUT > 0, into LOGITS_TO (a device address,
+ * e.g. mapped host memory) or, when NULL, st->logits. Queues work and does
+ * not synchronize. */
+memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
+                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to);
+/* Copies BYTES of carry from stage A's buffer SRC to stage B's DST
+ * (memcpy on host memory, copy on one device, copy_peer, else a host
+ * bounce). Queued on A; a host bounce synchronizes A. */
+memra_status_t memra__cross(memra_model_t *m, int32_t a, const float *src, int32_t b, float *dst, size_t bytes);
+/* One chunk walked stage by stage on the calling thread (memra_forward,
+ * and deferred steps with streams=0): N tokens at the cache position;
+ * logits rows [out_row0, out_row0+n_out) to HOST_LOGITS. Synchronizes.
+ * A failure is also recorded on the model's error slot. */
+memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
+                                int32_t out_row0, int32_t n_out, float *host_logits);
+/* Grows a device buffer of stage ST to at least NEED bytes. */
+memra_status_t memra__stage_buf(memra_model_t *m, memra__stage_t *st, void **p, size_t *cap, size_t need);
+
+#endif
