@@ -165,7 +165,11 @@ memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t
 {
     *done = false;
     const memra_weight_t *wg = a->gate_up ? a->gate_up : a->gate;
-    if (!memra__cuda_gq_ok(wg) || !memra__cuda_gq_ok(a->down) || (a->up && !memra__cuda_gq_ok(a->up)) ||
+    /* float32 experts keep the float32 matvecs: the fast tier never
+     * computes below a weight's own precision (f16 operands shifted the
+     * g4-moe fixture's routing in later layers: logits off by 1.28) */
+    if (wg->type == MEMRA_TYPE_F32 || a->down->type == MEMRA_TYPE_F32 || !memra__cuda_gq_ok(wg) ||
+        !memra__cuda_gq_ok(a->down) || (a->up && !memra__cuda_gq_ok(a->up)) ||
         (a->up && (a->up->type != wg->type || a->up->nb1 != wg->nb1 || a->up->nb2 != wg->nb2)) ||
         n_expert > 16384 || a->n_ff % 32 || a->n_embd % 32)
         return MEMRA_OK;

@@ -340,11 +340,13 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
     const bool gemm = be->fast && n_rows > memra__cuda_mmv_max_rows() && w->ne[1] > min_out && big;
     MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld n%lld%s", memra_type_name(w->type), (long long)w->ne[0],
                            (long long)w->ne[1], (long long)n_rows, gemm ? " gemm" : "");
-    /* narrow float32 outputs of a fast prefill (MoE routers, their gates):
-     * one float32 GEMM (no TF32: a rounded router logit can flip an expert
-     * choice) instead of the matvec's many passes over the rows (242 us for
-     * a 35B-A3B router at 512 rows) */
-    if (!gemm && be->fast && w->type == MEMRA_TYPE_F32 && n_rows > memra__cuda_mmv_max_rows() && big &&
+    /* float32 weights in a fast prefill (MoE routers and their gates in
+     * released files; every weight of the float fixtures): one strict
+     * float32 GEMM, no TF32. The fast tier never computes below a weight's
+     * own precision (a rounded router logit can flip an expert choice),
+     * and this replaces the matvec's many passes over the rows (242 us for
+     * a 35B-A3B router at 512 rows). */
+    if (be->fast && w->type == MEMRA_TYPE_F32 && n_rows > memra__cuda_mmv_max_rows() && big &&
         w->nb1 % sizeof(float) == 0 && ldx <= INT32_MAX) {
         const float one = 1.0f, zero = 0.0f;
         cublasStatus_t cs = cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->ne[1], (int)n_rows, (int)w->ne[0],

@@ -245,13 +245,14 @@ static void run_suite(kc *k)
 #define MOE_FAST(name, tg, td, n, ne, top, e, f, fused, scale, act, dist)                                              \
     KC(memra__kc_moe_ex(k, name, MEMRA_TYPE_##tg, MEMRA_TYPE_##td, n, ne, top, e, f, fused, scale, MEMRA_ACT_##act, true, \
                         KC_MOE_##dist))
-    MOE_FAST("moe.fast.fixture", F32, F32, 40, 8, 2, 64, 32, false, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.fixture", F32, F32, 40, 8, 2, 64, 32, false, true, GELU, UNIFORM); /* float32: matvecs */
+    MOE_FAST("moe.fast.f16", F16, BF16, 40, 8, 2, 64, 32, false, true, GELU, UNIFORM);
     MOE_FAST("moe.fast.gate_up", Q8_0, Q8_0, 37, 8, 2, 64, 64, true, false, SILU, UNIFORM);
     MOE_FAST("moe.fast.skewed", Q8_0, Q4_K, 70, 16, 2, 256, 256, false, false, SILU, SKEWED);
     /* the g4-moe fixture's shape: 4 experts, top 2, fused gate_up, GELU */
-    MOE_FAST("moe.fast.g4fix", F32, F32, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
-    MOE_FAST("moe.fast.g4fix_sep", F32, F32, 64, 4, 2, 64, 32, false, true, GELU, UNIFORM);
-    MOE_FAST("moe.fast.g4fix_silu", F32, F32, 64, 4, 2, 64, 32, true, false, SILU, UNIFORM);
+    MOE_FAST("moe.fast.g4fix", F16, F16, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.g4fix_sep", BF16, F16, 64, 4, 2, 64, 32, false, true, GELU, UNIFORM);
+    MOE_FAST("moe.fast.g4fix_silu", Q4_0, Q8_0, 64, 4, 2, 64, 32, true, false, SILU, UNIFORM);
     MOE_FAST("moe.fast.g4fix_q8", Q8_0, Q8_0, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
     MOE_FAST("moe.fast.shared", Q8_0, Q8_0, 130, 1, 1, 256, 128, false, false, SILU, UNIFORM);
     if (big) {

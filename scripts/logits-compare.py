@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Compares two logits dumps (row-major float32 [n_tokens][n_vocab], as
+memra-logits writes them): max |d|, the rms of d over the rms of the
+reference, and how many rows agree on the top token. Exits 1 when the
+relative rms exceeds --rel (default 1e-2) or fewer than --agree (default
+0.9) of the rows agree.
+
+    scripts/logits-compare.py REF.f32 GOT.f32 --vocab N [--rel 1e-2] [--agree 0.9]
+"""
+import argparse
+import array
+import math
+import sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("ref")
+ap.add_argument("got")
+ap.add_argument("--vocab", type=int, required=True)
+ap.add_argument("--rel", type=float, default=1e-2)
+ap.add_argument("--agree", type=float, default=0.9)
+a = ap.parse_args()
+ref, got = array.array("f"), array.array("f")
+ref.frombytes(open(a.ref, "rb").read())
+got.frombytes(open(a.got, "rb").read())
+if len(ref) != len(got) or len(ref) % a.vocab:
+    sys.exit("logits-compare: sizes differ or are not whole rows")
+n = len(ref) // a.vocab
+maxd = ss_d = ss_r = 0.0
+agree = 0
+for r in range(n):
+    row_r = ref[r * a.vocab:(r + 1) * a.vocab]
+    row_g = got[r * a.vocab:(r + 1) * a.vocab]
+    for x, y in zip(row_r, row_g):
+        d = abs(x - y)
+        if not d <= maxd:  # NaN counts as the largest
+            maxd = d if d == d else float("inf")
+        ss_d += d * d if d == d else float("inf")
+        ss_r += x * x
+    agree += max(range(a.vocab), key=row_r.__getitem__) == max(range(a.vocab), key=row_g.__getitem__)
+rel = math.sqrt(ss_d / ss_r) if ss_r > 0 else float("inf")
+ok = rel <= a.rel and agree >= a.agree * n
+print("rows %d  max|d| %.3e  rel rms %.3e (<= %.0e)  top-1 agree %d/%d  %s" %
+      (n, maxd, rel, a.rel, agree, n, "ok" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
