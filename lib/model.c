@@ -69,9 +69,11 @@ memra_status_t memra_model_free(memra_model_t *m)
 {
     if (!m)
         return MEMRA_OK;
-    int n = atomic_load(&m->n_caches);
-    if (n > 0)
-        return memra__model_fail(m, MEMRA_E_BUSY, "memra_model_free: %d cache(s) of this model still exist; free them first", n);
+    int n = atomic_load(&m->n_caches), ns = atomic_load(&m->n_snapshots);
+    if (n > 0 || ns > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY,
+                                 "memra_model_free: %d cache(s) and %d snapshot(s) of this model still exist; free them first",
+                                 n, ns);
     destroy(m);
     return MEMRA_OK;
 }

@@ -104,11 +104,13 @@ struct memra_model {
 
     bool *tensor_used;           /* one flag per GGUF tensor */
     atomic_int n_caches;
+    atomic_int n_snapshots;      /* both keep the model alive: memra_model_free refuses while either is > 0 */
 };
 
 struct memra_cache {
     memra__err_t err;
     memra_model_t *model;
+    uint64_t id;                 /* unique in the process, never reused (a freed cache's address may be) */
     int32_t n_ctx;
     int32_t pos;
     float *k[MEMRA_MAX_LAYERS], *v[MEMRA_MAX_LAYERS];

@@ -179,6 +179,53 @@ static void test_clear_and_snapshot_reproduce(void **state)
     memra_model_free(m);
 }
 
+/* A live snapshot keeps its model busy like a cache does: the model cannot
+ * be freed under it, and freeing the snapshot first works. */
+static void test_model_free_with_snapshot(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+    memra_cache_snapshot_t *snap = NULL;
+    assert_int_equal(memra_cache_snapshot(c, &snap), MEMRA_OK);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_E_BUSY);
+    assert_non_null(strstr(memra_model_last_error(m), "snapshot"));
+    memra_cache_snapshot_free(snap);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
+/* A snapshot restores only into the cache it was taken from: another cache
+ * of the same model and capacity holds other KV rows, so the next logits
+ * would be wrong. */
+static void test_restore_into_other_cache(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    memra_cache_t *a = NULL, *b = NULL;
+    assert_int_equal(memra_cache_create(m, 16, &a), MEMRA_OK);
+    assert_int_equal(memra_cache_create(m, 16, &b), MEMRA_OK);
+    int32_t toks[4] = {10, 20, 30, 40};
+    assert_int_equal(memra_forward(m, a, toks, 4, 0, NULL), MEMRA_OK);
+    memra_cache_snapshot_t *snap = NULL;
+    assert_int_equal(memra_cache_snapshot(a, &snap), MEMRA_OK);
+    assert_int_equal(memra_cache_restore(b, snap), MEMRA_E_MISUSE);
+    assert_non_null(strstr(memra_last_error(), "another cache"));
+    assert_int_equal(memra_cache_pos(b), 0);
+    /* a cache created at the freed one's address is still another cache */
+    assert_int_equal(memra_cache_free(a), MEMRA_OK);
+    memra_cache_t *a2 = NULL;
+    assert_int_equal(memra_cache_create(m, 16, &a2), MEMRA_OK);
+    assert_int_equal(memra_cache_restore(a2, snap), MEMRA_E_MISUSE);
+    memra_cache_snapshot_free(snap);
+    assert_int_equal(memra_cache_free(a2), MEMRA_OK);
+    assert_int_equal(memra_cache_free(b), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
 static int cancel_at_start(float progress, void *user)
 {
     (void)user;
@@ -207,6 +254,8 @@ int main(void)
         cmocka_unit_test(test_cache_of_other_model),
         cmocka_unit_test(test_clear_and_snapshot_reproduce),
         cmocka_unit_test(test_progress_cancel),
+        cmocka_unit_test(test_model_free_with_snapshot),
+        cmocka_unit_test(test_restore_into_other_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

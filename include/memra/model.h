@@ -70,7 +70,7 @@ MEMRA_API memra_status_t memra_model_load(const char *path, const memra_model_pa
                                           memra_model_t **out);
 
 /* Frees the model; NULL is a no-op. Fails with MEMRA_E_BUSY (and frees
- * nothing) while caches of the model exist.
+ * nothing) while caches or cache snapshots of the model exist.
  * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_model_free(memra_model_t *model);
 
@@ -124,9 +124,13 @@ MEMRA_API memra_status_t memra_cache_clear(memra_cache_t *cache);
  * Thread-safety: one thread at a time per model. */
 typedef struct memra_cache_snapshot memra_cache_snapshot_t;
 MEMRA_API memra_status_t memra_cache_snapshot(memra_cache_t *cache, memra_cache_snapshot_t **out);
-/* Restores SNAP into CACHE (MEMRA_E_MISUSE if it was taken from a cache of
- * another model or capacity). Snapshot, restore and free:
- * Thread-safety: one thread at a time per model. */
+/* Restores SNAP into CACHE. MEMRA_E_MISUSE (CACHE unchanged) if SNAP was
+ * taken from another cache, even one of the same model and capacity: the
+ * KV rows below the snapshot position live only in the cache it was taken
+ * from. A snapshot keeps its model alive (memra_model_free refuses while it
+ * exists) but not its cache; it may outlive the cache, and then restores
+ * nowhere. Snapshot, restore and free: Thread-safety: one thread at a time
+ * per model. */
 MEMRA_API memra_status_t memra_cache_restore(memra_cache_t *cache, const memra_cache_snapshot_t *snap);
 MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
 
