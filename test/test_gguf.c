@@ -1450,6 +1450,36 @@ static void test_split(void **state)
 }
 
 /* A tensor name seen in two shards is a duplicate too. */
+/* A FIFO (or any non-regular file) as the model or as a later shard fails
+ * at once with MEMRA_E_IO; open() itself must not wait for a writer. The
+ * alarm turns a blocked open into a failed run instead of a hang. */
+static void test_fifo_paths(void **state)
+{
+    (void)state;
+    split_dir sd;
+    split_setup(&sd);
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", sd.dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    memra_gguf_t *g = (memra_gguf_t *)(uintptr_t)1;
+    alarm(20);
+    expect_status(memra_gguf_open(fifo, &g), MEMRA_E_IO);
+    assert_null(g);
+    expect_msg("not a regular file");
+    memra_model_t *m = NULL;
+    expect_status(memra_model_load(fifo, NULL, &m), MEMRA_E_IO);
+    assert_null(m);
+
+    write_split(&sd, (const uint16_t[]){0, 1, 2}, 5);
+    assert_int_equal(unlink(sd.path[1]), 0);
+    assert_int_equal(mkfifo(sd.path[1], 0600), 0);
+    expect_status(memra_gguf_open(sd.path[0], &g), MEMRA_E_IO);
+    expect_msg("not a regular file");
+    expect_msg(sd.path[1]);
+    alarm(0);
+    split_cleanup(&sd);
+}
+
 static void test_split_duplicate(void **state)
 {
     (void)state;
@@ -1679,6 +1709,7 @@ int main(void)
         cmocka_unit_test(test_byte_flips),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_duplicate),
+        cmocka_unit_test(test_fifo_paths),
         cmocka_unit_test(test_split_many),
         cmocka_unit_test(test_fuzz_seeds),
         cmocka_unit_test(test_fixtures),
