@@ -153,8 +153,13 @@ memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char
  * starts with "general." or "tokenizer.". ---------------------------------- */
 memra_status_t memra__cfg_u32(memra_model_t *m, const char *key, uint32_t *out);
 memra_status_t memra__cfg_u32_or(memra_model_t *m, const char *key, uint32_t def, uint32_t *out);
+/* Float keys must be finite (MEMRA_E_FORMAT naming the key otherwise); the
+ * _pos variants also > 0 (epsilons, rope bases), _nonneg >= 0. */
 memra_status_t memra__cfg_f32(memra_model_t *m, const char *key, float *out);
 memra_status_t memra__cfg_f32_or(memra_model_t *m, const char *key, float def, float *out);
+memra_status_t memra__cfg_f32_pos(memra_model_t *m, const char *key, float *out);
+memra_status_t memra__cfg_f32_pos_or(memra_model_t *m, const char *key, float def, float *out);
+memra_status_t memra__cfg_f32_nonneg_or(memra_model_t *m, const char *key, float def, float *out);
 bool memra__cfg_has(const memra_model_t *m, const char *key);
 /* get_key_or_arr: a UINT32 scalar (same for all N entries) or an array of
  * exactly N INT32/UINT32/BOOL entries. Missing key: error if REQUIRED,

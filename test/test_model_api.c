@@ -91,6 +91,40 @@ static void test_bad_files(void **state)
     expect_bad(&(tu_gguf_edit){.reshape_tensor = "blk.1.ffn_up.weight"}, MEMRA_E_FORMAT, "blk.1.ffn_up.weight");
 }
 
+/* Hyperparameters that load but give NaN logits or fail every forward
+ * (infinite softcap, rope base <= 0 or NaN, epsilon <= 0 or infinite) are
+ * refused at load with MEMRA_E_FORMAT naming the key. */
+static void test_bad_hyperparameters(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fixture, *key;
+        float v;
+    } cases[] = {
+        {"models/qwen3-dense.f32.gguf", "qwen3.rope.freq_base", 0.0f},
+        {"models/qwen3-dense.f32.gguf", "qwen3.rope.freq_base", NAN},
+        {"models/qwen3-dense.f32.gguf", "qwen3.attention.layer_norm_rms_epsilon", -1e-6f},
+        {"models/qwen3-dense.f32.gguf", "qwen3.attention.layer_norm_rms_epsilon", INFINITY},
+        {"models/llama-dense.f32.gguf", "llama.rope.freq_base", -10000.0f},
+        {"models/llama-dense.f32.gguf", "llama.rope.scaling.factor", NAN},
+        {"models/q35-dense.f32.gguf", "qwen35.rope.freq_base", -1.0f},
+        {"models/q35-dense.f32.gguf", "qwen35.attention.layer_norm_rms_epsilon", 0.0f},
+        {"models/g4-dense.f32.gguf", "gemma4.final_logit_softcapping", INFINITY},
+        {"models/g4-dense.f32.gguf", "gemma4.final_logit_softcapping", -30.0f},
+        {"models/g4-dense.f32.gguf", "gemma4.rope.freq_base_swa", 0.0f},
+        {"models/g4-dense.f32.gguf", "gemma4.attention.layer_norm_rms_epsilon", NAN},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *path = tu_fixture_path(cases[k].fixture);
+        if (!path) {
+            TU_SKIP("%s not found (set MEMRA_FIXTURES)", cases[k].fixture);
+            return;
+        }
+        tu_expect_bad_model(path, &(tu_gguf_edit){.set_f32_key = cases[k].key, .set_f32 = cases[k].v},
+                            MEMRA_E_FORMAT, cases[k].key);
+    }
+}
+
 static void test_forward_errors_leave_cache(void **state)
 {
     (void)state;
@@ -250,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_introspection),
         cmocka_unit_test(test_load_misuse),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_bad_hyperparameters),
         cmocka_unit_test(test_forward_errors_leave_cache),
         cmocka_unit_test(test_cache_of_other_model),
         cmocka_unit_test(test_clear_and_snapshot_reproduce),
