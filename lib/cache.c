@@ -82,7 +82,7 @@ static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
     return zero_state(c, il);
 }
 
-memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
+static memra_status_t cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
 {
     if (!out)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_create: out is NULL");
@@ -116,7 +116,7 @@ memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t
     return MEMRA_OK;
 }
 
-memra_status_t memra_cache_free(memra_cache_t *c)
+static memra_status_t cache_free(memra_cache_t *c)
 {
     if (!c)
         return MEMRA_OK;
@@ -133,7 +133,7 @@ memra_status_t memra_cache_free(memra_cache_t *c)
 int32_t memra_cache_pos(const memra_cache_t *c) { return c ? c->pos : 0; }
 int32_t memra_cache_capacity(const memra_cache_t *c) { return c ? c->n_ctx : 0; }
 
-memra_status_t memra_cache_clear(memra_cache_t *c)
+static memra_status_t cache_clear(memra_cache_t *c)
 {
     if (!c)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_clear: cache is NULL");
@@ -184,7 +184,7 @@ static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv,
     return st ? st : sync_stages(m);
 }
 
-memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
+static memra_status_t cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
 {
     if (!c || !out)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_snapshot: NULL argument");
@@ -218,7 +218,7 @@ memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **o
     return MEMRA_OK;
 }
 
-memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
+static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
 {
     if (!c || !s)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_restore: NULL argument");
@@ -234,4 +234,47 @@ memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_
         return memra__fail(&c->err, st, "memra_cache_restore: %s", memra_last_error());
     c->pos = s->pos;
     return MEMRA_OK;
+}
+
+/* The public entry points: argument errors as before, then the model's
+ * try-lock around the work (model_impl.h). */
+memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
+{
+    if (!m || !out)
+        return cache_create(m, n_ctx, out);
+    *out = NULL;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_create", cache_create(m, n_ctx, out));
+}
+
+memra_status_t memra_cache_free(memra_cache_t *c)
+{
+    if (!c)
+        return MEMRA_OK;
+    memra_model_t *m = c->model; /* cache_free frees C */
+    MEMRA__MODEL_GUARDED(m, "memra_cache_free", cache_free(c));
+}
+
+memra_status_t memra_cache_clear(memra_cache_t *c)
+{
+    if (!c)
+        return cache_clear(c);
+    memra_model_t *m = c->model;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_clear", cache_clear(c));
+}
+
+memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
+{
+    if (!c || !out)
+        return cache_snapshot(c, out);
+    *out = NULL;
+    memra_model_t *m = c->model;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_snapshot", cache_snapshot(c, out));
+}
+
+memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
+{
+    if (!c || !s)
+        return cache_restore(c, s);
+    memra_model_t *m = c->model;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_restore", cache_restore(c, s));
 }

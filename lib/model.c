@@ -65,15 +65,28 @@ static void destroy(memra_model_t *m)
     free(m);
 }
 
+memra_status_t memra__model_enter(memra_model_t *m, const char *fn)
+{
+    if (atomic_exchange_explicit(&m->in_call, true, memory_order_acquire))
+        return memra__fail(NULL, MEMRA_E_BUSY, "%s: the model is in use by another thread (one thread at a time per model)",
+                           fn);
+    return MEMRA_OK;
+}
+
 memra_status_t memra_model_free(memra_model_t *m)
 {
     if (!m)
         return MEMRA_OK;
+    memra_status_t st = memra__model_enter(m, "memra_model_free");
+    if (st)
+        return st;
     int n = atomic_load(&m->n_caches), ns = atomic_load(&m->n_snapshots);
-    if (n > 0 || ns > 0)
+    if (n > 0 || ns > 0) {
+        memra__model_leave(m);
         return memra__model_fail(m, MEMRA_E_BUSY,
                                  "memra_model_free: %d cache(s) and %d snapshot(s) of this model still exist; free them first",
                                  n, ns);
+    }
     destroy(m);
     return MEMRA_OK;
 }

@@ -105,6 +105,7 @@ struct memra_model {
     bool *tensor_used;           /* one flag per GGUF tensor */
     atomic_int n_caches;
     atomic_int n_snapshots;      /* both keep the model alive: memra_model_free refuses while either is > 0 */
+    atomic_bool in_call;         /* a thread is inside a call documented "one thread at a time per model" */
 };
 
 struct memra_cache {
@@ -143,6 +144,29 @@ static inline float *memra__wsf(memra__run_t *r, int64_t n_floats)
 {
     return (float *)memra__ws(r, (size_t)n_floats * sizeof(float));
 }
+
+/* Per-model try-lock of the calls documented "one thread at a time per
+ * model" (forward, decode steps, cache create/free/clear/snapshot/restore,
+ * model free): a second thread gets MEMRA_E_BUSY instead of racing on the
+ * stage buffers. One atomic exchange per call; the message goes to the
+ * thread's last error only, since the model's slot belongs to the thread
+ * inside. */
+memra_status_t memra__model_enter(memra_model_t *m, const char *fn);
+static inline void memra__model_leave(memra_model_t *m)
+{
+    atomic_store_explicit(&m->in_call, false, memory_order_release);
+}
+/* return CALL run under M's try-lock (M: a non-NULL variable, read again
+ * after CALL, so not an expression CALL may free) */
+#define MEMRA__MODEL_GUARDED(m, fn, call)                      \
+    do {                                                        \
+        memra_status_t guarded_st_ = memra__model_enter(m, fn); \
+        if (guarded_st_)                                        \
+            return guarded_st_;                                 \
+        guarded_st_ = (call);                                   \
+        memra__model_leave(m);                                  \
+        return guarded_st_;                                     \
+    } while (0)
 
 /* Fails the model with a formatted message (returns STATUS). */
 memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)

@@ -1,7 +1,7 @@
 /* Several threads on one engine or one model: the CPU pool shared by two
  * callers, deferred steps of one cache while the caller clears or creates
  * another, two models on one caller engine, and one model called from two
- * threads (refused with MEMRA_E_BUSY). The model-level cases use a
+ * threads (the second refused with MEMRA_E_BUSY). The model-level cases use a
  * memra-synth Qwen3.5 shape (2 layers, 512 tokens) because its recurrent
  * state (262,144 floats a layer) is large enough for a cache clear to use
  * the pool; the tiny fixtures' state is not. A watchdog bounds every test:
@@ -259,6 +259,123 @@ static void test_two_models_one_engine(void **state)
     assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
 }
 
+/* ---- one model, two threads ---------------------------------------------------------- */
+
+/* A matmul slot that holds the first call made while armed until the test
+ * releases it, so the other thread's calls land while a forward is inside. */
+static memra_status_t (*g_real_matmul)(memra__backend_t *, const memra_weight_t *, const float *, int64_t, float *,
+                                        int64_t, int64_t);
+static atomic_int g_armed, g_entered, g_released;
+
+static void wait_flag(atomic_int *flag)
+{
+    for (int i = 0; i < 30000 && !atomic_load(flag); i++) /* 30 s at most */
+        usleep(1000);
+}
+
+static memra_status_t holding_matmul(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx,
+                                     float *y, int64_t ldy, int64_t n)
+{
+    if (atomic_exchange(&g_armed, 0)) {
+        atomic_store(&g_entered, 1);
+        wait_flag(&g_released);
+    }
+    return g_real_matmul(be, w, x, ldx, y, ldy, n);
+}
+
+typedef struct one_step {
+    memra_model_t *m;
+    memra_cache_t *c;
+    float *row;
+    memra_status_t st;
+} one_step;
+
+static void *step_thread(void *arg)
+{
+    one_step *o = arg;
+    o->st = memra_decode_step(o->m, o->c, tok_at(0, memra_model_n_vocab(o->m)), o->row);
+    return NULL;
+}
+
+/* A call on a model while another thread is inside a call on it gets
+ * MEMRA_E_BUSY (documented: one thread at a time per model) instead of
+ * racing on the model's buffers; the call inside completes correctly. */
+static void test_one_model_two_threads(void **state)
+{
+    (void)state;
+    NEED_SYNTH(path);
+    memra_engine_t *e = cpu_engine();
+    memra_model_t *m = load_on(path, e, 1);
+    float *ref = reference(m, 1);
+    int32_t V = memra_model_n_vocab(m);
+    memra_cache_t *c1 = NULL, *c2 = NULL;
+    assert_int_equal(memra_cache_create(m, 4, &c1), MEMRA_OK);
+    assert_int_equal(memra_cache_create(m, 4, &c2), MEMRA_OK);
+    memra_cache_snapshot_t *snap = NULL;
+    assert_int_equal(memra_cache_snapshot(c2, &snap), MEMRA_OK);
+
+    memra__backend_t *be = m->stages[0].be;
+    const memra__backend_i *real = be->iface;
+    memra__backend_i holding = *real;
+    g_real_matmul = real->matmul;
+    holding.matmul = holding_matmul;
+    be->iface = &holding;
+    atomic_store(&g_entered, 0);
+    atomic_store(&g_released, 0);
+    atomic_store(&g_armed, 1);
+
+    one_step o = {m, c1, malloc((size_t)V * sizeof(float)), MEMRA_E_INTERNAL};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, step_thread, &o), 0);
+    wait_flag(&g_entered);
+    /* statuses first, asserts after the release: a failing check must not
+     * leave the other thread held */
+    float *row = malloc((size_t)V * sizeof *row);
+    memra_cache_t *c3 = NULL;
+    memra_pending_t *pend = NULL;
+    int32_t tok = 1;
+    memra_cache_snapshot_t *snap2 = NULL;
+    memra_status_t got[9];
+    int n_got = 0; /* one statement each: an initializer list's order is unspecified */
+    got[n_got++] = memra_decode_step(m, c2, 1, row);
+    got[n_got++] = memra_forward(m, c2, &tok, 1, 0, row);
+    got[n_got++] = memra_decode_step_deferred(m, c2, 1, &pend);
+    got[n_got++] = memra_cache_create(m, 4, &c3);
+    got[n_got++] = memra_cache_clear(c2);
+    got[n_got++] = memra_cache_snapshot(c2, &snap2);
+    got[n_got++] = memra_cache_restore(c2, snap);
+    got[n_got++] = memra_cache_free(c2);
+    got[n_got++] = memra_model_free(m);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", memra_last_error());
+    int32_t pos2 = memra_cache_pos(c2);
+    atomic_store(&g_released, 1);
+    pthread_join(th, NULL);
+    be->iface = real;
+
+    assert_int_equal(atomic_load(&g_entered), 1);
+    for (int k = 0; k < n_got; k++)
+        if (got[k] != MEMRA_E_BUSY)
+            fail_msg("call %d on a model in use by another thread: %s, want E_BUSY", k, memra_status_name(got[k]));
+    assert_non_null(strstr(msg, "another thread"));
+    assert_null(c3);
+    assert_null(pend);
+    assert_null(snap2);
+    assert_int_equal(pos2, 0);
+    assert_int_equal(o.st, MEMRA_OK);
+    assert_memory_equal(o.row, ref, (size_t)V * sizeof(float));
+    /* once the call is out, everything works again */
+    assert_int_equal(memra_decode_step(m, c2, 1, row), MEMRA_OK);
+    memra_cache_snapshot_free(snap);
+    free(row);
+    free(o.row);
+    free(ref);
+    assert_int_equal(memra_cache_free(c1), MEMRA_OK);
+    assert_int_equal(memra_cache_free(c2), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+    assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+}
+
 static void on_watchdog(int sig)
 {
     (void)sig;
@@ -281,6 +398,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pool_two_callers),
         cmocka_unit_test(test_deferred_with_cache_work),
         cmocka_unit_test(test_two_models_one_engine),
+        cmocka_unit_test(test_one_model_two_threads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (g_synth[0])

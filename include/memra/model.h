@@ -4,7 +4,14 @@
  * gemma4, qwen3, llama) with its weights uploaded to one engine, or split
  * into pipeline stages over several (pipeline.h). A cache
  * holds one sequence's state: KV rows of the attention layers, conv and
- * delta-rule state of the recurrent layers, and the position. */
+ * delta-rule state of the recurrent layers, and the position.
+ *
+ * "One thread at a time per model" (forward, decode steps, cache create,
+ * free, clear, snapshot and restore, model free) is checked: a call made
+ * while another thread is inside one of these on the same model fails at
+ * once with MEMRA_E_BUSY and changes nothing (the message is in
+ * memra_last_error() only). Distinct models are independent, also on one
+ * engine. */
 #ifndef MEMRA_MODEL_H
 #define MEMRA_MODEL_H
 
