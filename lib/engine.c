@@ -135,6 +135,14 @@ memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_en
             st = memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_create: n_threads %d < 0", e->params.n_threads);
             break;
         }
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int64_t cap = (int64_t)MEMRA_CPU_THREADS_PER_CORE * (cores > 0 ? cores : 1);
+        if (e->params.n_threads > cap) {
+            st = memra__fail(NULL, MEMRA_E_INVALID,
+                             "memra_engine_create: n_threads %d exceeds %lld (%d per online core, %ld cores)",
+                             e->params.n_threads, (long long)cap, MEMRA_CPU_THREADS_PER_CORE, cores);
+            break;
+        }
         st = memra__cpu_backend_create(e->params.n_threads, &e->be);
         break;
     case MEMRA_BACKEND_CUDA:
