@@ -84,7 +84,8 @@ typedef struct memra_pp_parity_params {
     uint32_t size;          /* set by the init macro */
     int32_t n_stages;       /* stages of the split arms (default 2) */
     int32_t n_prompt;       /* P: prompt tokens (default 16) */
-    int32_t n_steps;        /* N: greedy decode steps (default 32) */
+    int32_t n_steps;        /* N: greedy decode steps (default 32); P, N >= 1 and P + N <= INT32_MAX, else
+                               MEMRA_E_INVALID before anything is loaded */
     int32_t window;         /* deferred steps in flight in the pipelined arms (default 3) */
     const char *devices;    /* per-stage devices of the split arms, as MEMRA_PP_DEVICES; the reference runs on
                                the first (NULL = env MEMRA_PP_DEVICES, else "cpu") */
