@@ -2037,6 +2037,8 @@ memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, me
     memra_engine_destroy(k.e_cpu);
     if (st)
         return st;
+    if (report->n_lines == 0 && !report->truncated && k.p.test && *k.p.test)
+        return memra__fail(NULL, MEMRA_E_NOT_FOUND, "kernel check: no case name starts with '%s'", k.p.test);
     report->all_green = report->n_lines > 0 && report->n_failed == 0;
     if (!report->all_green)
         return memra__fail(NULL, MEMRA_E_MISMATCH, "kernel check: %d of %d cases failed", report->n_failed,

@@ -66,7 +66,8 @@ typedef struct memra_kernel_check_report {
 
 /* Fills REPORT (its size field must be set). MEMRA_OK when all green,
  * MEMRA_E_MISMATCH when a case failed (the report says which),
- * MEMRA_E_NO_DEVICE without a CUDA build or GPU, other errors (out of
+ * MEMRA_E_NO_DEVICE without a CUDA build or GPU, MEMRA_E_NOT_FOUND when no
+ * case name starts with params->test, other errors (out of
  * memory, device) with the message in memra_last_error(). Prints nothing.
  * Thread-safety: any thread. */
 MEMRA_API memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params,
