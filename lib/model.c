@@ -100,17 +100,13 @@ static memra_model_params_t effective_params(const memra_model_params_t *in)
     return p;
 }
 
-static int32_t chunk_size(const memra_model_params_t *p)
+static memra_status_t chunk_size(const memra_model_params_t *p, int32_t *out)
 {
-    if (p->prefill_chunk > 0)
-        return p->prefill_chunk;
-    const char *env = getenv("MEMRA_PRIME_CHUNK");
-    if (env) {
-        long v = strtol(env, NULL, 10);
-        if (v > 0 && v <= 1 << 20)
-            return (int32_t)v;
+    if (p->prefill_chunk > 0) {
+        *out = p->prefill_chunk;
+        return MEMRA_OK;
     }
-    return 512;
+    return memra__env_int("MEMRA_PRIME_CHUNK", 1, 1 << 20, 512, out);
 }
 
 static memra_status_t pick_arch(memra_model_t *m)
@@ -200,7 +196,10 @@ memra_status_t memra_model_load(const char *path, const memra_model_params_t *pa
         free(m);
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_model_load: n_layers %d < 0", bad);
     }
-    m->prefill_chunk = chunk_size(&m->params);
+    if (chunk_size(&m->params, &m->prefill_chunk)) {
+        free(m); /* the message names the variable */
+        return MEMRA_E_INVALID;
+    }
     memra_status_t st = load(m, path);
     if (st) {
         /* keep the message: destroy() may log or overwrite the thread's copy */

@@ -61,6 +61,9 @@ def main():
         expect("kernel-check: " + arg, [kcheck, arg], "bad number")
     expect("kernel-check: --test=zzz", [kcheck, "--test=zzz", "--small"], "no case",
            env={"MEMRA_KERNEL_CHECK_CPU": "1"})
+    # the harness's own env knob parses like every other (it once took any text but "1" as off)
+    expect("kernel-check: MEMRA_KERNEL_CHECK_CPU=yes", [kcheck, "--small"], "MEMRA_KERNEL_CHECK_CPU",
+           env={"MEMRA_KERNEL_CHECK_CPU": "yes"})
     return 1 if failed else 0
 
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +174,43 @@ static void test_thread_cap(void **state)
     assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
 }
 
+/* MEMRA_FAST parses like every env knob: 0 or 1, unset or empty = the
+ * default, else MEMRA_E_INVALID naming it (it once took any text but "0"
+ * as on). */
+static void test_env_fast_strict(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    static const char *const bad[] = {"off", "2", "1x", "-1"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        memra_engine_t *e = (memra_engine_t *)0x1;
+        setenv("MEMRA_FAST", bad[k], 1);
+        memra_status_t st = memra_engine_create(&p, &e);
+        unsetenv("MEMRA_FAST");
+        assert_int_equal(st, MEMRA_E_INVALID);
+        assert_null(e);
+        assert_non_null(strstr(memra_last_error(), "MEMRA_FAST"));
+    }
+    static const char *const good[] = {"", "0", "1"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        memra_engine_t *e = NULL;
+        setenv("MEMRA_FAST", good[k], 1);
+        memra_status_t st = memra_engine_create(&p, &e);
+        unsetenv("MEMRA_FAST");
+        assert_int_equal(st, MEMRA_OK);
+        assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+    }
+    /* an explicit params value does not read the env at all */
+    setenv("MEMRA_FAST", "garbage", 1);
+    p.fast = 0;
+    memra_engine_t *e = NULL;
+    memra_status_t st = memra_engine_create(&p, &e);
+    unsetenv("MEMRA_FAST");
+    assert_int_equal(st, MEMRA_OK);
+    assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+}
+
 static int log_calls;
 static void count_log(memra_log_level_t level, const char *text, void *user)
 {
@@ -202,7 +240,7 @@ int main(void)
         cmocka_unit_test(test_cpu_engine),    cmocka_unit_test(test_cuda_without_gpu),
         cmocka_unit_test(test_device_spec),   cmocka_unit_test(test_engine_misuse),
         cmocka_unit_test(test_log_callback),  cmocka_unit_test(test_host_alloc),
-        cmocka_unit_test(test_thread_cap),
+        cmocka_unit_test(test_thread_cap),    cmocka_unit_test(test_env_fast_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -260,6 +260,56 @@ static void test_restore_into_other_cache(void **state)
     assert_int_equal(memra_model_free(m), MEMRA_OK);
 }
 
+/* Every env knob parses the same way: unset or empty = the default, a whole
+ * number in range = that, anything else fails the call with
+ * MEMRA_E_INVALID naming the variable (MEMRA_PRIME_CHUNK=2abc once ran
+ * with chunks of 2; the MEMRA_PP_* knobs already refused garbage). */
+static void test_env_knobs_strict(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    static const struct {
+        const char *var, *value;
+    } bad[] = {
+        {"MEMRA_PRIME_CHUNK", "2abc"}, {"MEMRA_PRIME_CHUNK", "0"},      {"MEMRA_PRIME_CHUNK", "-4"},
+        {"MEMRA_PRIME_CHUNK", "99999999999999999999"}, {"MEMRA_PRIME_CHUNK", " "}, {"MEMRA_PRIME_CHUNK", "4 4"},
+        {"MEMRA_PP_STREAMS", "1x"},    {"MEMRA_PP_STAGES", "2abc"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        setenv(bad[k].var, bad[k].value, 1);
+        memra_model_t *m = (memra_model_t *)0x1;
+        memra_status_t st = memra_model_load(path, NULL, &m);
+        unsetenv(bad[k].var);
+        if (st != MEMRA_E_INVALID || !strstr(memra_last_error(), bad[k].var))
+            fail_msg("%s='%s': got %s '%s', want E_INVALID naming the variable", bad[k].var, bad[k].value,
+                     memra_status_name(st), memra_last_error());
+        assert_null(m);
+    }
+    /* empty is unset; a good value is used: chunks of 3 give the same logits */
+    int32_t toks[7] = {10, 20, 30, 40, 50, 60, 70};
+    memra_model_t *m = load(path);
+    int32_t nv = memra_model_n_vocab(m);
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+    assert_int_equal(memra_forward(m, c, toks, 7, 0, a), MEMRA_OK);
+    memra_cache_free(c);
+    memra_model_free(m);
+    static const char *const good[] = {"", "3", " 3"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        setenv("MEMRA_PRIME_CHUNK", good[k], 1);
+        m = load(path);
+        unsetenv("MEMRA_PRIME_CHUNK");
+        assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+        assert_int_equal(memra_forward(m, c, toks, 7, 0, b), MEMRA_OK);
+        assert_memory_equal(a, b, (size_t)nv * sizeof *a);
+        memra_cache_free(c);
+        memra_model_free(m);
+    }
+    free(a);
+    free(b);
+}
+
 static int cancel_at_start(float progress, void *user)
 {
     (void)user;
@@ -291,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_progress_cancel),
         cmocka_unit_test(test_model_free_with_snapshot),
         cmocka_unit_test(test_restore_into_other_cache),
+        cmocka_unit_test(test_env_knobs_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

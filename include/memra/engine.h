@@ -25,7 +25,8 @@ typedef struct memra_engine_params {
     int32_t device;     /* CUDA device ordinal (default 0) */
     int32_t n_threads;  /* CPU threads, at most MEMRA_CPU_THREADS_PER_CORE x online cores (0 = all online cores,
                            default 0) */
-    int32_t fast;       /* CUDA: reduced-precision prefill (-1 = env MEMRA_FAST or on, 0 off, 1 on; default -1) */
+    int32_t fast;       /* CUDA: reduced-precision prefill (-1 = env MEMRA_FAST, 0 or 1, else on; 0 off, 1 on;
+                           default -1); MEMRA_FAST set to anything else fails memra_engine_create (MEMRA_E_INVALID) */
 } memra_engine_params_t;
 
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).

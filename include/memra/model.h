@@ -38,7 +38,7 @@ typedef struct memra_model_params {
     memra_engine_t *engine;     /* engine to load onto; NULL = a private CPU engine owned by the model */
     int32_t n_layers;           /* trunk layers to load and run (0 = all, default 0); for tests and probes */
     int32_t load_mtp;           /* also load MTP/NextN layers (default 0: recognised and skipped) */
-    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK or 512) */
+    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK, 1..1048576, or 512) */
     memra_progress_fn progress; /* optional */
     void *progress_user;
     /* Pipeline stages (include/memra/pipeline.h, docs/PIPELINE.md). A field
@@ -70,8 +70,10 @@ MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t si
  * missing or misshapen tensor, wrong key type), MEMRA_E_UNSUPPORTED (unknown
  * arch or tensor type), MEMRA_E_NOMEM / MEMRA_E_DEVICE (upload),
  * MEMRA_E_INVALID (bad stage spec in params or MEMRA_PP_* env: count,
- * device, cut, two pipelined stages on one GPU); the message names the key,
- * tensor or spec. On failure *out is NULL and nothing leaks.
+ * device, cut, two pipelined stages on one GPU; an env knob that is not a
+ * whole number in its range, e.g. MEMRA_PRIME_CHUNK=2abc: unset or empty
+ * means the default, anything else fails); the message names the key,
+ * tensor, spec or variable. On failure *out is NULL and nothing leaks.
  * Thread-safety: any thread (distinct models are independent). */
 MEMRA_API memra_status_t memra_model_load(const char *path, const memra_model_params_t *params,
                                           memra_model_t **out);
