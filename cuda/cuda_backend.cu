@@ -301,6 +301,9 @@ bool memra__cuda_pdl(void)
     return v == 1;
 }
 
+/* The CUDA tuning knobs are read once, inside kernels' launch paths, where
+ * no call can fail: garbage keeps the default (the knobs that a failing
+ * call can report use memra__env_int, lib/internal.h). */
 long memra__cuda_env_long(const char *name, long def)
 {
     const char *v = getenv(name);

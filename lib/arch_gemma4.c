@@ -90,11 +90,11 @@ static memra_status_t g4_read_config(memra_model_t *m, memra__g4_t *g)
     float base_full, base_swa, eps, softcap;
     if ((st = memra__cfg_u32_or(m, "rope.dimension_count", hd_full, &n_rot_full)) ||
         (st = memra__cfg_u32_or(m, "rope.dimension_count_swa", hd_swa, &n_rot_swa)) ||
-        (st = memra__cfg_f32_or(m, "rope.freq_base", 10000.0f, &base_full)) ||
-        (st = memra__cfg_f32_or(m, "rope.freq_base_swa", 10000.0f, &base_swa)) ||
-        (st = memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &eps)) ||
+        (st = memra__cfg_f32_pos_or(m, "rope.freq_base", 10000.0f, &base_full)) ||
+        (st = memra__cfg_f32_pos_or(m, "rope.freq_base_swa", 10000.0f, &base_swa)) ||
+        (st = memra__cfg_f32_pos(m, "attention.layer_norm_rms_epsilon", &eps)) ||
         /* llama.cpp caps at 30 when the key is absent; only 0 disables */
-        (st = memra__cfg_f32_or(m, "final_logit_softcapping", 30.0f, &softcap)))
+        (st = memra__cfg_f32_nonneg_or(m, "final_logit_softcapping", 30.0f, &softcap)))
         goto done;
     if (n_rot_full > hd_full || n_rot_full % 2 || n_rot_swa > hd_swa || n_rot_swa % 2) {
         st = memra__model_fail(m, MEMRA_E_FORMAT,

@@ -200,8 +200,8 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
                                  m->arch_name, n_rot, hd_k);
     lm->head_dim = hd_k;
     lm->n_rot = n_rot;
-    MEMRA__TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &lm->eps));
-    MEMRA__TRY(memra__cfg_f32_or(m, "rope.freq_base", 10000.0f, &lm->rope_base));
+    MEMRA__TRY(memra__cfg_f32_pos(m, "attention.layer_norm_rms_epsilon", &lm->eps));
+    MEMRA__TRY(memra__cfg_f32_pos_or(m, "rope.freq_base", 10000.0f, &lm->rope_base));
     MEMRA__TRY(check_rope_scaling(m));
 
     uint32_t n_expert = 0, n_used = 0;

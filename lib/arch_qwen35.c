@@ -139,8 +139,8 @@ static memra_status_t read_config(memra_model_t *m, q35_t *q, uint32_t *n_layer_
         return memra__model_fail(m, MEMRA_E_FORMAT,
                                  "%s.attention.head_count %lld is not a multiple of head_count_kv %lld",
                                  a, (long long)q->n_head, (long long)q->n_head_kv);
-    MEMRA__TRY(memra__cfg_f32(m, "attention.layer_norm_rms_epsilon", &q->eps));
-    MEMRA__TRY(memra__cfg_f32(m, "rope.freq_base", &q->rope_base));
+    MEMRA__TRY(memra__cfg_f32_pos(m, "attention.layer_norm_rms_epsilon", &q->eps));
+    MEMRA__TRY(memra__cfg_f32_pos(m, "rope.freq_base", &q->rope_base));
     MEMRA__TRY(cfg_dim(m, "rope.dimension_count", &q->n_rot));
     if (q->n_rot > q->head_dim || q->n_rot % 2 != 0)
         return memra__model_fail(m, MEMRA_E_FORMAT, "%s.rope.dimension_count %lld is odd or exceeds head dim %lld",

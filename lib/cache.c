@@ -7,7 +7,8 @@
 #include "model_impl.h"
 
 struct memra_cache_snapshot {
-    const memra_model_t *model;
+    memra_model_t *model;        /* counted in model->n_snapshots */
+    uint64_t cache_id;           /* the cache it was taken from: KV rows below pos live only there */
     int32_t n_ctx;
     int32_t pos;
     float *conv[MEMRA_MAX_LAYERS], *ssm[MEMRA_MAX_LAYERS];
@@ -81,7 +82,7 @@ static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
     return zero_state(c, il);
 }
 
-memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
+static memra_status_t cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
 {
     if (!out)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_create: out is NULL");
@@ -95,7 +96,9 @@ memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t
     memra_cache_t *c = calloc(1, sizeof *c);
     if (!c)
         return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: out of memory");
+    static atomic_uint_fast64_t next_id = 1;
     c->model = m;
+    c->id = atomic_fetch_add(&next_id, 1);
     c->n_ctx = n_ctx;
     memra_status_t st = MEMRA_OK;
     for (int32_t il = 0; il < m->n_layer && !st; il++)
@@ -113,7 +116,7 @@ memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t
     return MEMRA_OK;
 }
 
-memra_status_t memra_cache_free(memra_cache_t *c)
+static memra_status_t cache_free(memra_cache_t *c)
 {
     if (!c)
         return MEMRA_OK;
@@ -130,7 +133,7 @@ memra_status_t memra_cache_free(memra_cache_t *c)
 int32_t memra_cache_pos(const memra_cache_t *c) { return c ? c->pos : 0; }
 int32_t memra_cache_capacity(const memra_cache_t *c) { return c ? c->n_ctx : 0; }
 
-memra_status_t memra_cache_clear(memra_cache_t *c)
+static memra_status_t cache_clear(memra_cache_t *c)
 {
     if (!c)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_clear: cache is NULL");
@@ -145,10 +148,8 @@ memra_status_t memra_cache_clear(memra_cache_t *c)
     return MEMRA_OK;
 }
 
-void memra_cache_snapshot_free(memra_cache_snapshot_t *s)
+static void snapshot_release(memra_cache_snapshot_t *s)
 {
-    if (!s)
-        return;
     const memra_model_t *m = s->model;
     for (int32_t il = 0; il < m->n_layer; il++) {
         memra__backend_t *be = layer_be(m, il);
@@ -156,6 +157,15 @@ void memra_cache_snapshot_free(memra_cache_snapshot_t *s)
         be->iface->free(be, s->ssm[il]);
     }
     free(s);
+}
+
+void memra_cache_snapshot_free(memra_cache_snapshot_t *s)
+{
+    if (!s)
+        return;
+    memra_model_t *m = s->model;
+    snapshot_release(s);
+    atomic_fetch_sub(&m->n_snapshots, 1);
 }
 
 /* Copies the recurrent state between the cache and a snapshot. */
@@ -174,18 +184,19 @@ static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv,
     return st ? st : sync_stages(m);
 }
 
-memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
+static memra_status_t cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
 {
     if (!c || !out)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_snapshot: NULL argument");
     *out = NULL;
     if (atomic_load(&c->in_flight) > 0)
         return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_snapshot: pipelined steps in flight");
-    const memra_model_t *m = c->model;
+    memra_model_t *m = c->model;
     memra_cache_snapshot_t *s = calloc(1, sizeof *s);
     if (!s)
         return memra__fail(&c->err, MEMRA_E_NOMEM, "memra_cache_snapshot: out of memory");
     s->model = m;
+    s->cache_id = c->id;
     s->n_ctx = c->n_ctx;
     s->pos = c->pos;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -193,25 +204,29 @@ memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **o
         const memra__layer_cache_t *lc = &m->layer_cache[il];
         if ((lc->conv_floats && !(s->conv[il] = be->iface->alloc(be, (size_t)lc->conv_floats * sizeof(float)))) ||
             (lc->ssm_floats && !(s->ssm[il] = be->iface->alloc(be, (size_t)lc->ssm_floats * sizeof(float))))) {
-            memra_cache_snapshot_free(s);
+            snapshot_release(s);
             return memra__fail(&c->err, MEMRA_E_NOMEM, "memra_cache_snapshot: out of device memory");
         }
     }
     memra_status_t st = copy_state(m, s->conv, s->ssm, c->conv, c->ssm);
     if (st) {
-        memra_cache_snapshot_free(s);
+        snapshot_release(s);
         return memra__fail(&c->err, st, "memra_cache_snapshot: %s", memra_last_error());
     }
+    atomic_fetch_add(&m->n_snapshots, 1);
     *out = s;
     return MEMRA_OK;
 }
 
-memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
+static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
 {
     if (!c || !s)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_restore: NULL argument");
     if (s->model != c->model || s->n_ctx != c->n_ctx)
         return memra__fail(&c->err, MEMRA_E_MISUSE, "memra_cache_restore: snapshot belongs to another model or cache size");
+    if (s->cache_id != c->id)
+        return memra__fail(&c->err, MEMRA_E_MISUSE,
+                           "memra_cache_restore: the snapshot was taken from another cache (its KV rows are not in this one)");
     if (atomic_load(&c->in_flight) > 0)
         return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_restore: pipelined steps in flight");
     memra_status_t st = copy_state(c->model, c->conv, c->ssm, s->conv, s->ssm);
@@ -219,4 +234,47 @@ memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_
         return memra__fail(&c->err, st, "memra_cache_restore: %s", memra_last_error());
     c->pos = s->pos;
     return MEMRA_OK;
+}
+
+/* The public entry points: argument errors as before, then the model's
+ * try-lock around the work (model_impl.h). */
+memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
+{
+    if (!m || !out)
+        return cache_create(m, n_ctx, out);
+    *out = NULL;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_create", cache_create(m, n_ctx, out));
+}
+
+memra_status_t memra_cache_free(memra_cache_t *c)
+{
+    if (!c)
+        return MEMRA_OK;
+    memra_model_t *m = c->model; /* cache_free frees C */
+    MEMRA__MODEL_GUARDED(m, "memra_cache_free", cache_free(c));
+}
+
+memra_status_t memra_cache_clear(memra_cache_t *c)
+{
+    if (!c)
+        return cache_clear(c);
+    memra_model_t *m = c->model;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_clear", cache_clear(c));
+}
+
+memra_status_t memra_cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
+{
+    if (!c || !out)
+        return cache_snapshot(c, out);
+    *out = NULL;
+    memra_model_t *m = c->model;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_snapshot", cache_snapshot(c, out));
+}
+
+memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_t *s)
+{
+    if (!c || !s)
+        return cache_restore(c, s);
+    memra_model_t *m = c->model;
+    MEMRA__MODEL_GUARDED(m, "memra_cache_restore", cache_restore(c, s));
 }

@@ -178,6 +178,10 @@ static memra_status_t check(ctx_t *x, memra_pp_parity_report_t *r)
         return memra__fail(NULL, MEMRA_E_INVALID,
                            "pipeline parity: stages %d (2..%d), P %d, N %d, window %d (each >= 1)", S,
                            MEMRA_MAX_PP_STAGES, x->P, x->N, p->window);
+    /* one cache holds both, and the logits buffers take (P + N) rows */
+    if ((int64_t)x->P + x->N > INT32_MAX)
+        return memra__fail(NULL, MEMRA_E_INVALID, "pipeline parity: n_prompt + n_steps = %lld exceeds %d",
+                           (long long)x->P + x->N, INT32_MAX);
     /* the reference runs on the first stage's device */
     memra_engine_params_t dev[MEMRA_MAX_PP_STAGES];
     if (memra__pp_parse_devices(p->devices ? "params.devices" : "MEMRA_PP_DEVICES", x->devices, S, dev))
@@ -197,7 +201,14 @@ static memra_status_t check(ctx_t *x, memra_pp_parity_report_t *r)
     snprintf(r->arch, sizeof r->arch, "%s", memra_model_arch(m));
     r->n_layers = memra_model_n_layers(m);
     r->n_vocab = x->V;
-    size_t rows = (size_t)(x->P + x->N) * (size_t)x->V;
+    uint64_t rows64 = 0, bytes = 0;
+    if (!memra__mul_ok((uint64_t)(x->P + x->N), (uint64_t)x->V, &rows64) ||
+        !memra__mul_ok(rows64, sizeof(float), &bytes) || bytes > SIZE_MAX) {
+        memra_model_free(m);
+        return memra__fail(NULL, MEMRA_E_INVALID, "pipeline parity: n_prompt + n_steps = %d rows of %d logits do not fit in memory",
+                           x->P + x->N, x->V);
+    }
+    size_t rows = (size_t)rows64;
     x->ref = malloc(rows * sizeof(float));
     x->got = malloc(rows * sizeof(float));
     x->greedy = malloc((size_t)x->N * sizeof(int32_t));

@@ -1,4 +1,6 @@
-/* Status text, version, logging and the per-thread last error. */
+/* Status text, version, logging, the per-thread last error, and the one
+ * parser of integer settings. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,4 +213,27 @@ void memra__sized_read(void *dst, size_t dst_size, const void *src)
 void memra_free(void *p)
 {
     free(p);
+}
+
+memra_status_t memra__parse_int(const char *what, const char *s, long lo, long hi, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10); /* skips leading spaces */
+    while (*end == ' ')
+        end++;
+    if (end == s || *end || errno || v < lo || v > hi)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s='%s': expected an integer in [%ld, %ld]", what, s, lo, hi);
+    *out = (int32_t)v;
+    return MEMRA_OK;
+}
+
+memra_status_t memra__env_int(const char *name, long lo, long hi, long def, int32_t *out)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) {
+        *out = (int32_t)def;
+        return MEMRA_OK;
+    }
+    return memra__parse_int(name, v, lo, hi, out);
 }

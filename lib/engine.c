@@ -128,11 +128,24 @@ memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_en
     if (!e)
         return memra__fail(NULL, MEMRA_E_NOMEM, "memra_engine_create: out of memory");
     e->params = effective_params(params);
-    memra_status_t st;
+    bool fast = true;
+    memra_status_t st = memra__engine_fast(e, &fast);
+    if (st) {
+        free(e); /* the message names the variable */
+        return st;
+    }
     switch (e->params.backend) {
     case MEMRA_BACKEND_CPU:
         if (e->params.n_threads < 0) {
             st = memra__fail(NULL, MEMRA_E_INVALID, "memra_engine_create: n_threads %d < 0", e->params.n_threads);
+            break;
+        }
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int64_t cap = (int64_t)MEMRA_CPU_THREADS_PER_CORE * (cores > 0 ? cores : 1);
+        if (e->params.n_threads > cap) {
+            st = memra__fail(NULL, MEMRA_E_INVALID,
+                             "memra_engine_create: n_threads %d exceeds %lld (%d per online core, %ld cores)",
+                             e->params.n_threads, (long long)cap, MEMRA_CPU_THREADS_PER_CORE, cores);
             break;
         }
         st = memra__cpu_backend_create(e->params.n_threads, &e->be);
@@ -152,7 +165,7 @@ memra_status_t memra_engine_create(const memra_engine_params_t *params, memra_en
         return st;
     }
     e->be->err = &e->err;
-    e->be->fast = memra__engine_fast(e);
+    e->be->fast = fast;
     *out = e;
     return MEMRA_OK;
 }
@@ -227,12 +240,13 @@ const char *memra_engine_last_error(const memra_engine_t *e)
     return e ? e->err.msg : "";
 }
 
-bool memra__engine_fast(const memra_engine_t *e)
+memra_status_t memra__engine_fast(const memra_engine_t *e, bool *fast)
 {
-    if (e->params.fast >= 0)
-        return e->params.fast != 0;
-    const char *env = getenv("MEMRA_FAST");
-    return !(env && strcmp(env, "0") == 0);
+    int32_t v = e->params.fast;
+    if (v < 0 && memra__env_int("MEMRA_FAST", 0, 1, 1, &v))
+        return MEMRA_E_INVALID;
+    *fast = v != 0;
+    return MEMRA_OK;
 }
 
 static double now_s(void)

@@ -14,7 +14,8 @@ struct memra_engine {
     atomic_int users; /* models (or stages) placed on this engine */
 };
 
-/* Effective "fast prefill" setting: params, else env MEMRA_FAST, else on. */
-bool memra__engine_fast(const memra_engine_t *e);
+/* Effective "fast prefill" setting: params, else env MEMRA_FAST (0 or 1;
+ * anything else is MEMRA_E_INVALID), else on. */
+memra_status_t memra__engine_fast(const memra_engine_t *e, bool *fast);
 
 #endif

@@ -7,8 +7,8 @@
 
 #include "pipeline_impl.h" /* struct memra__pp: deferred steps in flight */
 
-memra_status_t memra_forward(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n, uint32_t flags,
-                             float *logits)
+static memra_status_t forward(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n, uint32_t flags,
+                              float *logits)
 {
     if (!m || !c || (!tokens && n > 0))
         return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "memra_forward: NULL model, cache or tokens");
@@ -45,6 +45,14 @@ memra_status_t memra_forward(memra_model_t *m, memra_cache_t *c, const int32_t *
         done += k;
     }
     return MEMRA_OK;
+}
+
+memra_status_t memra_forward(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n, uint32_t flags,
+                             float *logits)
+{
+    if (!m)
+        return forward(m, c, tokens, n, flags, logits);
+    MEMRA__MODEL_GUARDED(m, "memra_forward", forward(m, c, tokens, n, flags, logits));
 }
 
 memra_status_t memra_decode_step(memra_model_t *m, memra_cache_t *c, int32_t token, float *logits)

@@ -499,7 +499,9 @@ static memra_status_t place_tensors(cursor *c, memra_gguf_t *g, int64_t base, in
 
 static memra_status_t map_file(const char *path, gguf_shard *sh)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer; the
+     * S_ISREG check below then refuses it. No effect on a regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return memra__fail(NULL, MEMRA_E_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;

@@ -39,6 +39,8 @@ static bool buf_put(buf *b, const void *p, size_t n)
     if (n == 0) /* P may be NULL, which memcpy does not allow */
         return true;
     if (b->cap - b->n < n) {
+        if (n > SIZE_MAX / 2 - b->n) /* the doubling below would wrap */
+            return false;
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->n < n)
             cap *= 2;
@@ -136,6 +138,19 @@ static memra_status_t begin_kv(memra_gguf_writer_t *w, const char *key, memra_gg
     return MEMRA_OK;
 }
 
+/* Drops a key that failed half-way (from MARK, the key buffer's length
+ * before begin_kv), so that the writer stays valid. */
+static memra_status_t abort_kv(memra_gguf_writer_t *w, size_t mark, memra_status_t st)
+{
+    w->kv.n = mark;
+    w->n_kv--;
+    return st;
+}
+
+/* Arrays larger than this cannot be held in memory anyway; the limit keeps
+ * n * element size far from wrapping. */
+#define MAX_ARRAY_BYTES ((uint64_t)1 << 48)
+
 memra_status_t memra_gguf_writer_add_scalar(memra_gguf_writer_t *w, const char *key,
                                             memra_gguf_type_t type, const void *value)
 {
@@ -189,11 +204,15 @@ memra_status_t memra_gguf_writer_add_array(memra_gguf_writer_t *w, const char *k
     if (!es || (!data && n))
         return memra__fail(NULL, MEMRA_E_INVALID, "gguf writer: key '%s': bad numeric array",
                            key ? key : "?");
+    if (n > MAX_ARRAY_BYTES / es)
+        return memra__fail(NULL, MEMRA_E_INVALID, "gguf writer: key '%s': %llu elements of %zu bytes are too many",
+                           key ? key : "?", (unsigned long long)n, es);
+    size_t mark = w ? w->kv.n : 0;
     memra_status_t st = begin_kv(w, key, MEMRA_GGUF_ARRAY);
     if (st)
         return st;
-    if (!put_le(&w->kv, elem_type, 4) || !put_le(&w->kv, n, 8) || !buf_put(&w->kv, data, n * es))
-        return nomem();
+    if (!put_le(&w->kv, elem_type, 4) || !put_le(&w->kv, n, 8) || !buf_put(&w->kv, data, (size_t)(n * es)))
+        return abort_kv(w, mark, nomem());
     return MEMRA_OK;
 }
 
@@ -202,14 +221,23 @@ memra_status_t memra_gguf_writer_add_str_array(memra_gguf_writer_t *w, const cha
 {
     if (!strs && n)
         return memra__fail(NULL, MEMRA_E_INVALID, "gguf writer: key '%s': NULL strings", key ? key : "?");
+    /* each string takes at least its 8-byte length */
+    if (n > MAX_ARRAY_BYTES / 8)
+        return memra__fail(NULL, MEMRA_E_INVALID, "gguf writer: key '%s': %llu strings are too many",
+                           key ? key : "?", (unsigned long long)n);
+    for (uint64_t i = 0; i < n; i++)
+        if (!strs[i])
+            return memra__fail(NULL, MEMRA_E_INVALID, "gguf writer: key '%s': string %llu is NULL",
+                               key ? key : "?", (unsigned long long)i);
+    size_t mark = w ? w->kv.n : 0;
     memra_status_t st = begin_kv(w, key, MEMRA_GGUF_ARRAY);
     if (st)
         return st;
     if (!put_le(&w->kv, MEMRA_GGUF_STRING, 4) || !put_le(&w->kv, n, 8))
-        return nomem();
+        return abort_kv(w, mark, nomem());
     for (uint64_t i = 0; i < n; i++)
         if (!put_str(&w->kv, strs[i], lens ? lens[i] : strlen(strs[i])))
-            return nomem();
+            return abort_kv(w, mark, nomem());
     return MEMRA_OK;
 }
 
@@ -335,6 +363,13 @@ static memra_status_t emit(memra_gguf_writer_t *w, sink *s)
                 }
             }
             st = w->fill(w->fill_user, i, t->name, scratch, (size_t)t->nbytes);
+            if (st) {
+                /* the callback cannot set a message itself */
+                memra_status_t fst = st < 0 ? st : MEMRA_E_INVALID;
+                st = memra__fail(NULL, fst, "gguf writer: the fill callback failed (%s) for tensor '%s'",
+                                 memra_status_name(st), t->name);
+                break;
+            }
             src = scratch;
         }
         ok = !st && sink_put(s, src, (size_t)t->nbytes) && sink_pad(s, a);

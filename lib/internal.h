@@ -119,6 +119,18 @@ uint16_t memra__f32_to_bf16(float f); /* round to nearest even, NaN kept quiet *
 void memra__sized_write(void *dst, uint32_t dst_size, const void *src, size_t src_size);
 void memra__sized_read(void *dst, size_t dst_size, const void *src);
 
+/* Integer settings from text (env knobs, stage specs), one rule for all:
+ * an optional sign and decimal digits, leading and trailing spaces allowed,
+ * nothing else, in [LO, HI]. Otherwise MEMRA_E_INVALID with the message
+ * "WHAT='S': expected an integer in [LO, HI]" in the thread's last error. */
+memra_status_t memra__parse_int(const char *what, const char *s, long lo, long hi, int32_t *out);
+/* Env knob NAME through memra__parse_int: unset or empty = DEF. Every knob
+ * read where a call can fail (model load, engine create, the checks) uses
+ * this, so garbage fails that call instead of being half-read or ignored.
+ * (The CUDA backend's tuning knobs, read once inside kernels with no call
+ * to fail, keep their default on garbage; cuda/cuda_backend.cu.) */
+memra_status_t memra__env_int(const char *name, long lo, long hi, long def, int32_t *out);
+
 #define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -38,13 +38,28 @@ static void destroy(memra_model_t *m)
     free(m);
 }
 
+memra_status_t memra__model_enter(memra_model_t *m, const char *fn)
+{
+    if (atomic_exchange_explicit(&m->in_call, true, memory_order_acquire))
+        return memra__fail(NULL, MEMRA_E_BUSY, "%s: the model is in use by another thread (one thread at a time per model)",
+                           fn);
+    return MEMRA_OK;
+}
+
 memra_status_t memra_model_free(memra_model_t *m)
 {
     if (!m)
         return MEMRA_OK;
-    int n = atomic_load(&m->n_caches);
-    if (n > 0)
-        return memra__model_fail(m, MEMRA_E_BUSY, "memra_model_free: %d cache(s) of this model still exist; free them first", n);
+    memra_status_t st = memra__model_enter(m, "memra_model_free");
+    if (st)
+        return st;
+    int n = atomic_load(&m->n_caches), ns = atomic_load(&m->n_snapshots);
+    if (n > 0 || ns > 0) {
+        memra__model_leave(m);
+        return memra__model_fail(m, MEMRA_E_BUSY,
+                                 "memra_model_free: %d cache(s) and %d snapshot(s) of this model still exist; free them first",
+                                 n, ns);
+    }
     destroy(m);
     return MEMRA_OK;
 }
@@ -58,17 +73,13 @@ static memra_model_params_t effective_params(const memra_model_params_t *in)
     return p;
 }
 
-static int32_t chunk_size(const memra_model_params_t *p)
+static memra_status_t chunk_size(const memra_model_params_t *p, int32_t *out)
 {
-    if (p->prefill_chunk > 0)
-        return p->prefill_chunk;
-    const char *env = getenv("MEMRA_PRIME_CHUNK");
-    if (env) {
-        long v = strtol(env, NULL, 10);
-        if (v > 0 && v <= 1 << 20)
-            return (int32_t)v;
+    if (p->prefill_chunk > 0) {
+        *out = p->prefill_chunk;
+        return MEMRA_OK;
     }
-    return 512;
+    return memra__env_int("MEMRA_PRIME_CHUNK", 1, 1 << 20, 512, out);
 }
 
 static memra_status_t pick_arch(memra_model_t *m)
@@ -158,7 +169,10 @@ memra_status_t memra_model_load(const char *path, const memra_model_params_t *pa
         free(m);
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_model_load: n_layers %d < 0", bad);
     }
-    m->prefill_chunk = chunk_size(&m->params);
+    if (chunk_size(&m->params, &m->prefill_chunk)) {
+        free(m); /* the message names the variable */
+        return MEMRA_E_INVALID;
+    }
     memra_status_t st = load(m, path);
     if (st) {
         /* keep the message: destroy() may log or overwrite the thread's copy */

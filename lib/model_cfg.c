@@ -1,6 +1,7 @@
 /* Config keys with llama.cpp's loader semantics: scalars are typed
  * strictly (a u32 key must be UINT32, a float FLOAT32), per-layer keys may
  * be a scalar or an array of exactly n_layer entries. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,25 +71,56 @@ memra_status_t memra__cfg_u32_or(memra_model_t *m, const char *key, uint32_t def
     return get_u32(m, key, false, def, out);
 }
 
-static memra_status_t get_f32(memra_model_t *m, const char *key, bool required, float def, float *out)
+/* A float key (or DEF when absent and not required) that must be finite
+ * and, per RANGE, > 0 or >= 0: a file outside that range would load and
+ * then give NaN logits or fail every forward, so it is refused here with
+ * the key's name. */
+typedef enum { ANY_FINITE, POSITIVE, NON_NEGATIVE } f32_range;
+
+static memra_status_t get_f32(memra_model_t *m, const char *key, bool required, float def, f32_range range,
+                              float *out)
 {
     int64_t i;
     double v = def;
     memra_status_t st = find_typed(m, key, required, MEMRA_GGUF_FLOAT32, &i);
     if (!st && i >= 0)
         memra_gguf_kv_f64(m->gguf, i, &v);
+    if (!st && i >= 0) {
+        char buf[256];
+        const char *k = full_key(m, key, buf, sizeof buf);
+        if (!isfinite(v))
+            return memra__model_fail(m, MEMRA_E_FORMAT, "key '%s' is %g; expected a finite number", k, v);
+        if ((range == POSITIVE && !(v > 0.0)) || (range == NON_NEGATIVE && !(v >= 0.0)))
+            return memra__model_fail(m, MEMRA_E_FORMAT, "key '%s' is %g; expected a number %s 0", k, v,
+                                     range == POSITIVE ? ">" : ">=");
+    }
     *out = (float)v;
     return st;
 }
 
 memra_status_t memra__cfg_f32(memra_model_t *m, const char *key, float *out)
 {
-    return get_f32(m, key, true, 0.0f, out);
+    return get_f32(m, key, true, 0.0f, ANY_FINITE, out);
 }
 
 memra_status_t memra__cfg_f32_or(memra_model_t *m, const char *key, float def, float *out)
 {
-    return get_f32(m, key, false, def, out);
+    return get_f32(m, key, false, def, ANY_FINITE, out);
+}
+
+memra_status_t memra__cfg_f32_pos(memra_model_t *m, const char *key, float *out)
+{
+    return get_f32(m, key, true, 0.0f, POSITIVE, out);
+}
+
+memra_status_t memra__cfg_f32_pos_or(memra_model_t *m, const char *key, float def, float *out)
+{
+    return get_f32(m, key, false, def, POSITIVE, out);
+}
+
+memra_status_t memra__cfg_f32_nonneg_or(memra_model_t *m, const char *key, float def, float *out)
+{
+    return get_f32(m, key, false, def, NON_NEGATIVE, out);
 }
 
 memra_status_t memra__cfg_u32_per_layer(memra_model_t *m, const char *key, int32_t n, bool required,

@@ -86,11 +86,14 @@ struct memra_model {
 
     bool *tensor_used;           /* one flag per GGUF tensor */
     atomic_int n_caches;
+    atomic_int n_snapshots;      /* both keep the model alive: memra_model_free refuses while either is > 0 */
+    atomic_bool in_call;         /* a thread is inside a call documented "one thread at a time per model" */
 };
 
 struct memra_cache {
     memra__err_t err;
     memra_model_t *model;
+    uint64_t id;                 /* unique in the process, never reused (a freed cache's address may be) */
     int32_t n_ctx;
     int32_t pos;
     float *k[MEMRA_MAX_LAYERS], *v[MEMRA_MAX_LAYERS];
@@ -98,13 +101,41 @@ struct memra_cache {
     atomic_int in_flight;        /* pipelined steps not yet consumed */
 };
 
+/* Per-model try-lock of the calls documented "one thread at a time per
+ * model" (forward, decode steps, cache create/free/clear/snapshot/restore,
+ * model free): a second thread gets MEMRA_E_BUSY instead of racing on the
+ * stage buffers. One atomic exchange per call; the message goes to the
+ * thread's last error only, since the model's slot belongs to the thread
+ * inside. */
+memra_status_t memra__model_enter(memra_model_t *m, const char *fn);
+static inline void memra__model_leave(memra_model_t *m)
+{
+    atomic_store_explicit(&m->in_call, false, memory_order_release);
+}
+/* return CALL run under M's try-lock (M: a non-NULL variable, read again
+ * after CALL, so not an expression CALL may free) */
+#define MEMRA__MODEL_GUARDED(m, fn, call)                      \
+    do {                                                        \
+        memra_status_t guarded_st_ = memra__model_enter(m, fn); \
+        if (guarded_st_)                                        \
+            return guarded_st_;                                 \
+        guarded_st_ = (call);                                   \
+        memra__model_leave(m);                                  \
+        return guarded_st_;                                     \
+    } while (0)
+
 /* ---- config keys (llama.cpp's strict typing: a u32 key must be UINT32,
  * a float FLOAT32, a flag BOOL). KEY is the part after "<arch>.", unless it
  * starts with "general." or "tokenizer.". ---------------------------------- */
 memra_status_t memra__cfg_u32(memra_model_t *m, const char *key, uint32_t *out);
 memra_status_t memra__cfg_u32_or(memra_model_t *m, const char *key, uint32_t def, uint32_t *out);
+/* Float keys must be finite (MEMRA_E_FORMAT naming the key otherwise); the
+ * _pos variants also > 0 (epsilons, rope bases), _nonneg >= 0. */
 memra_status_t memra__cfg_f32(memra_model_t *m, const char *key, float *out);
 memra_status_t memra__cfg_f32_or(memra_model_t *m, const char *key, float def, float *out);
+memra_status_t memra__cfg_f32_pos(memra_model_t *m, const char *key, float *out);
+memra_status_t memra__cfg_f32_pos_or(memra_model_t *m, const char *key, float def, float *out);
+memra_status_t memra__cfg_f32_nonneg_or(memra_model_t *m, const char *key, float def, float *out);
 bool memra__cfg_has(const memra_model_t *m, const char *key);
 /* get_key_or_arr: a UINT32 scalar (same for all N entries) or an array of
  * exactly N INT32/UINT32/BOOL entries. Missing key: error if REQUIRED,

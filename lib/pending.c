@@ -53,7 +53,7 @@ static void release(struct memra_pending *p)
     free(p);
 }
 
-memra_status_t memra_decode_step_deferred(memra_model_t *m, memra_cache_t *c, int32_t token, memra_pending_t **out)
+static memra_status_t step_deferred(memra_model_t *m, memra_cache_t *c, int32_t token, memra_pending_t **out)
 {
     if (!out)
         return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "memra_decode_step_deferred: out is NULL");
@@ -95,6 +95,14 @@ memra_status_t memra_decode_step_deferred(memra_model_t *m, memra_cache_t *c, in
     c->pos++;
     *out = p;
     return MEMRA_OK;
+}
+
+memra_status_t memra_decode_step_deferred(memra_model_t *m, memra_cache_t *c, int32_t token, memra_pending_t **out)
+{
+    if (!m || !out)
+        return step_deferred(m, c, token, out);
+    *out = NULL;
+    MEMRA__MODEL_GUARDED(m, "memra_decode_step_deferred", step_deferred(m, c, token, out));
 }
 
 static memra_status_t not_live(const char *fn)

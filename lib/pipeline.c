@@ -12,19 +12,6 @@
 
 /* ---- spec parsing ----------------------------------------------------------- */
 
-static memra_status_t parse_int(const char *what, const char *s, long lo, long hi, int32_t *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    while (*end == ' ')
-        end++;
-    if (end == s || *end || errno || v < lo || v > hi)
-        return memra__fail(NULL, MEMRA_E_INVALID, "%s='%s': expected an integer in [%ld, %ld]", what, s, lo, hi);
-    *out = (int32_t)v;
-    return MEMRA_OK;
-}
-
 /* Splits SPEC at commas into at most CAP trimmed items in BUF. */
 static int split_list(const char *spec, char *buf, size_t bufcap, char **items, int cap)
 {
@@ -84,7 +71,7 @@ memra_status_t memra__pp_parse_splits(const char *what, const char *spec, int32_
     for (int i = 0; i < k; i++) {
         char w[96];
         snprintf(w, sizeof w, "%s entry %d", what, i + 1);
-        memra_status_t st = parse_int(w, items[i], 0, MEMRA_MAX_LAYERS, &cuts[i]);
+        memra_status_t st = memra__parse_int(w, items[i], 0, MEMRA_MAX_LAYERS, &cuts[i]);
         if (st)
             return st;
     }
@@ -202,12 +189,7 @@ static memra_status_t knob(memra_model_t *m, const char *name, int32_t param, co
     if (param != -1)
         return memra__model_fail(m, MEMRA_E_INVALID, "params.%s = %d: expected -1 (env/default), 0 or 1", name,
                                  param);
-    const char *v = getenv(env);
-    if (!v || !*v) {
-        *out = def;
-        return MEMRA_OK;
-    }
-    if (parse_int(env, v, 0, 1, out))
+    if (memra__env_int(env, 0, 1, def, out))
         return memra__relay(&m->err, MEMRA_E_INVALID, NULL);
     return MEMRA_OK;
 }
@@ -458,9 +440,7 @@ memra_status_t memra__pp_setup(memra_model_t *m)
         return memra__model_fail(m, MEMRA_E_INVALID, "params.n_stages = %d: expected 0 (env/default) or 1..%d", n,
                                  MEMRA_MAX_STAGES);
     if (n == 0) {
-        const char *env = getenv("MEMRA_PP_STAGES");
-        n = 1;
-        if (env && *env && parse_int("MEMRA_PP_STAGES", env, 1, MEMRA_MAX_STAGES, &n))
+        if (memra__env_int("MEMRA_PP_STAGES", 1, MEMRA_MAX_STAGES, 1, &n))
             return memra__relay(&m->err, MEMRA_E_INVALID, NULL);
     }
     memra_status_t st;

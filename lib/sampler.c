@@ -1,6 +1,7 @@
 /* Token sampler: llama.cpp's common chain (penalties, top-k, top-p, min-p,
  * temperature, draw) on the host, with a private xoshiro256** PRNG so that
  * a seed reproduces the same tokens everywhere. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,17 +73,18 @@ static double uniform01(uint64_t s[4]) { return (double)(xoshiro_next(s) >> 11) 
 
 static memra_status_t check_params(const memra_sampler_params_t *p)
 {
-    if (isnan(p->temperature))
-        return memra__fail(NULL, MEMRA_E_INVALID, "sampler: temperature is NaN");
+    if (!isfinite(p->temperature))
+        return memra__fail(NULL, MEMRA_E_INVALID, "sampler: temperature %g is not finite", (double)p->temperature);
     if (p->top_k < 0)
         return memra__fail(NULL, MEMRA_E_INVALID, "sampler: top_k %d < 0 (0 = off)", p->top_k);
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
         return memra__fail(NULL, MEMRA_E_INVALID, "sampler: top_p %g outside (0, 1] (1 = off)", (double)p->top_p);
     if (!(p->min_p >= 0.0f && p->min_p < 1.0f))
         return memra__fail(NULL, MEMRA_E_INVALID, "sampler: min_p %g outside [0, 1) (0 = off)", (double)p->min_p);
-    if (!(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty))
-        return memra__fail(NULL, MEMRA_E_INVALID, "sampler: repeat_penalty %g must be > 0 (1 = off)",
-                           (double)p->repeat_penalty);
+    if (!(p->repeat_penalty >= MEMRA_SAMPLER_PENALTY_MIN && p->repeat_penalty <= MEMRA_SAMPLER_PENALTY_MAX))
+        return memra__fail(NULL, MEMRA_E_INVALID, "sampler: repeat_penalty %g outside [%g, %g] (1 = off)",
+                           (double)p->repeat_penalty, (double)MEMRA_SAMPLER_PENALTY_MIN,
+                           (double)MEMRA_SAMPLER_PENALTY_MAX);
     if (p->repeat_last_n < 0 || p->repeat_last_n > (1 << 20))
         return memra__fail(NULL, MEMRA_E_INVALID, "sampler: repeat_last_n %d outside [0, 1048576]",
                            p->repeat_last_n);
@@ -181,7 +183,9 @@ static int cmp_cand(const void *a, const void *b)
     return cand_before(x, y) ? -1 : cand_before(y, x) ? 1 : 0;
 }
 
-/* Each distinct token of the window is penalized once (llama.cpp). */
+/* Each distinct token of the window is penalized once (llama.cpp). The
+ * result saturates at +-FLT_MAX: a logit near FLT_MAX divided by a small
+ * penalty would be +inf, and the softmax of an infinite logit NaN. */
 static void apply_penalty(memra_sampler_t *s, cand_t *c, int32_t n_vocab)
 {
     const float r = s->p.repeat_penalty;
@@ -193,7 +197,8 @@ static void apply_penalty(memra_sampler_t *s, cand_t *c, int32_t n_vocab)
         int32_t t = s->win[i];
         if ((i > 0 && t == s->win[i - 1]) || t >= n_vocab)
             continue;
-        c[t].logit = c[t].logit <= 0.0f ? c[t].logit * r : c[t].logit / r;
+        double v = c[t].logit <= 0.0f ? (double)c[t].logit * r : (double)c[t].logit / r;
+        c[t].logit = (float)fmax(-FLT_MAX, fmin(FLT_MAX, v));
     }
 }
 
@@ -297,10 +302,15 @@ memra_status_t memra_sampler_sample(memra_sampler_t *s, const float *logits, int
     n = keep_min_p(c, n, s->p.min_p);
 
     /* temperature, softmax and the draw, in double */
+    /* finite logits (checked, penalty saturated) times 1/T, T >= the
+     * smallest float, stay far inside double's range; the terms are <= 1
+     * and the first is 1, so sum is in [1, n]. The check guards that. */
     const double inv_t = 1.0 / (double)s->p.temperature, top = (double)c[0].logit * inv_t;
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++)
         sum += exp((double)c[i].logit * inv_t - top);
+    if (!(sum >= 1.0 && sum <= (double)n))
+        return memra__fail(&s->err, MEMRA_E_INTERNAL, "memra_sampler_sample: softmax sum %g outside [1, %d]", sum, n);
     const double u = uniform01(s->rng) * sum;
     double cum = 0.0;
     int32_t pick = n - 1;

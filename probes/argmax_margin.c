@@ -1,10 +1,14 @@
 /* memra-argmax-margin-probe MODEL PROMPT_FILE [window=24] [device=cpu|cuda:N] [budget=1e-3] [chunk=N]
  *
  * Prints memra_check_argmax_margin's table. PROMPT_FILE holds either token
- * ids (integers separated by spaces, commas or newlines; brackets allowed)
- * or text, tokenized with the model's tokenizer (BOS as the model adds it).
- * Exit 0 when the check ran (whatever the verdict), 2 on errors. */
+ * ids (integers separated by spaces, commas or newlines; brackets allowed;
+ * each must fit int32) or text, tokenized with the model's tokenizer (BOS as
+ * the model adds it); at most 64 MiB. Exit 0 when the check ran (whatever
+ * the verdict), 2 on errors. */
 #include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +32,15 @@ static int usage(void)
     return 2;
 }
 
-static char *read_all(const char *path, size_t *n)
+/* Prompt files beyond this are refused: a prompt of that many bytes is far
+ * beyond any context, and a device or FIFO (/dev/zero) must not grow the
+ * buffer until memory runs out. */
+#define MAX_PROMPT_BYTES ((size_t)64 << 20)
+
+/* The whole file, NUL-terminated; NULL with *too_big set past the limit. */
+static char *read_all(const char *path, size_t *n, bool *too_big)
 {
+    *too_big = false;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -38,12 +49,14 @@ static char *read_all(const char *path, size_t *n)
     size_t got;
     while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
         len += got;
-        if (len == cap) {
+        if (len > MAX_PROMPT_BYTES) {
+            *too_big = true;
+            free(buf);
+            buf = NULL;
+        } else if (len == cap) {
             char *nb = realloc(buf, (cap *= 2) + 1);
-            if (!nb) {
+            if (!nb)
                 free(buf);
-                buf = NULL;
-            }
             buf = nb;
         }
     }
@@ -54,23 +67,43 @@ static char *read_all(const char *path, size_t *n)
     return buf;
 }
 
-/* Token ids when the file is only integers and separators, else NULL. */
-static int32_t *parse_ids(const char *s, int32_t *n)
+/* Whether the file is only integers and separators (then it is ids). */
+static bool looks_like_ids(const char *s)
 {
     for (const char *p = s; *p; p++)
         if (!isdigit((unsigned char)*p) && !isspace((unsigned char)*p) && !strchr(",[]-", *p))
-            return NULL;
+            return false;
+    return true;
+}
+
+static bool is_sep(char c) { return c == ',' || c == '[' || c == ']' || isspace((unsigned char)c); }
+
+/* Token ids: each an optional '-' and digits, in [INT32_MIN, INT32_MAX]
+ * (negative ids are the library's to refuse), between separators. NULL
+ * with a message on a malformed or out-of-range id. */
+static int32_t *parse_ids(const char *s, int32_t *n)
+{
     int32_t cap = 256, k = 0;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     for (const char *p = s; ids && *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) {
+        if (is_sep(*p)) {
             p++;
             continue;
         }
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || (*end && !is_sep(*end)) || errno || v > INT32_MAX || v < INT32_MIN) {
+            const char *e = p;
+            while (*e && !is_sep(*e))
+                e++;
+            fprintf(stderr, "memra-argmax-margin-probe: token id '%.*s' (number %d) is not an integer in [%d, %d]\n",
+                    (int)(e - p > 40 ? 40 : e - p), p, k + 1, INT32_MIN, INT32_MAX);
+            free(ids);
+            return NULL;
+        }
         if (k == cap) {
-            int32_t *ni = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+            int32_t *ni = k < INT32_MAX / 2 ? realloc(ids, (size_t)(cap *= 2) * sizeof *ids) : NULL;
             if (!ni) {
                 free(ids);
                 return NULL;
@@ -151,15 +184,17 @@ int main(int argc, char **argv)
         }
     }
     size_t len = 0;
-    char *text = read_all(argv[2], &len);
+    bool too_big = false;
+    char *text = read_all(argv[2], &len, &too_big);
     if (!text) {
-        fprintf(stderr, "memra-argmax-margin-probe: cannot read %s\n", argv[2]);
+        if (too_big)
+            fprintf(stderr, "memra-argmax-margin-probe: %s is larger than %zu bytes\n", argv[2], MAX_PROMPT_BYTES);
+        else
+            fprintf(stderr, "memra-argmax-margin-probe: cannot read %s\n", argv[2]);
         return 2;
     }
     int32_t n = 0;
-    int32_t *ids = parse_ids(text, &n);
-    if (!ids)
-        ids = tokenize(argv[1], text, len, &n);
+    int32_t *ids = looks_like_ids(text) ? parse_ids(text, &n) : tokenize(argv[1], text, len, &n);
     free(text);
     if (!ids || n < 1) {
         fprintf(stderr, "memra-argmax-margin-probe: no prompt tokens in %s\n", argv[2]);

@@ -4,7 +4,11 @@
  * |err|, NMSE, max ULP, the bound and its kind, the CUDA time with --bench),
  * then ALL GREEN or the failures. Exit 0 all green, 1 a case failed, 77 no
  * GPU or a build without CUDA (the skip code of the test harness), 2 other
- * errors. */
+ * errors: a bad argument (numbers are whole decimal numbers in range), or a
+ * --test=NAME that names no case. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +21,47 @@ static int usage(void)
     return 2;
 }
 
+/* A whole decimal number in [lo, hi] (no sign unless lo < 0, no trailing
+ * text); false otherwise. */
+static bool parse_num(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out)
+{
+    if (!(*s >= '0' && *s <= '9'))
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     memra_kernel_check_params_t p;
     memra_kernel_check_default_params(&p);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        unsigned long long v = 0;
+        bool ok = true;
         if (strncmp(a, "--device=", 9) == 0)
-            p.device = atoi(a + 9);
+            ok = parse_num(a + 9, 0, INT32_MAX, &v), p.device = (int32_t)v;
         else if (strncmp(a, "--seed=", 7) == 0)
-            p.seed = strtoull(a + 7, NULL, 10);
+            ok = parse_num(a + 7, 0, UINT64_MAX, &v), p.seed = v;
         else if (strncmp(a, "--test=", 7) == 0)
             p.test = a + 7;
         else if (strcmp(a, "--bench") == 0)
             p.bench = 1;
         else if (strncmp(a, "--iters=", 8) == 0)
-            p.bench_iters = atoi(a + 8);
+            ok = parse_num(a + 8, 1, 1000000, &v), p.bench_iters = (int32_t)v;
         else if (strcmp(a, "--small") == 0)
             p.big = 0;
         else
             return usage();
+        if (!ok) {
+            fprintf(stderr, "memra-kernel-check: bad number in '%s'\n", a);
+            return usage();
+        }
     }
     static memra_kernel_check_report_t r; /* large: keep it off the stack */
     r.size = sizeof r;

@@ -41,10 +41,12 @@ memra_status_t tu_gguf_copy_kvs(const memra_gguf_t *g, memra_gguf_writer_t *w, c
     if (!e)
         e = &none;
     memra_status_t st = MEMRA_OK;
+    if (e->set_f32_key)
+        st = memra_gguf_writer_add_f32(w, e->set_f32_key, e->set_f32);
     for (int64_t i = 0; i < memra_gguf_n_kv(g) && !st; i++) {
         const char *key = memra_gguf_kv_key(g, i);
         memra_gguf_type_t t = memra_gguf_kv_type(g, i);
-        if (is(key, e->drop_key) || strcmp(key, "general.alignment") == 0)
+        if (is(key, e->drop_key) || is(key, e->set_f32_key) || strcmp(key, "general.alignment") == 0)
             continue;
         if (is(key, "general.architecture") && e->set_arch) {
             st = memra_gguf_writer_add_str(w, key, e->set_arch);

@@ -13,6 +13,8 @@ typedef struct tu_gguf_edit {
     const char *set_arch;        /* new general.architecture value */
     const char *extra_tensor;    /* an extra F32 tensor {16} to add */
     const char *reshape_tensor;  /* tensor whose ne0 is doubled (data repeated) */
+    const char *set_f32_key;     /* FLOAT32 key set to set_f32 (added if absent) */
+    float set_f32;
 } tu_gguf_edit;
 
 /* Adds every KV of SRC (except edits) to W; returns MEMRA_OK or an error. */

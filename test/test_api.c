@@ -4,7 +4,10 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "memra/memra.h"
@@ -141,6 +144,73 @@ static void test_engine_misuse(void **state)
     memra_engine_destroy(e);
 }
 
+/* n_threads is capped at MEMRA_CPU_THREADS_PER_CORE x the online cores:
+ * 20000 threads took 17 s to create and 12 s per toy step. Above the cap
+ * is MEMRA_E_INVALID at once, naming the limit; the cap itself works. */
+static void test_thread_cap(void **state)
+{
+    (void)state;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    const int32_t cap = (int32_t)(MEMRA_CPU_THREADS_PER_CORE * cores);
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    memra_engine_t *e = (memra_engine_t *)0x1;
+    const int32_t too_many[] = {cap + 1, 20000, INT32_MAX};
+    for (size_t k = 0; k < sizeof too_many / sizeof too_many[0]; k++) {
+        p.n_threads = too_many[k];
+        time_t t0 = time(NULL);
+        assert_int_equal(memra_engine_create(&p, &e), MEMRA_E_INVALID);
+        assert_true(time(NULL) - t0 <= 1);
+        assert_null(e);
+        assert_non_null(strstr(memra_last_error(), "n_threads"));
+    }
+    p.n_threads = cap;
+    assert_int_equal(memra_engine_create(&p, &e), MEMRA_OK);
+    memra_engine_info_t info = {.size = sizeof info};
+    assert_int_equal(memra_engine_get_info(e, &info), MEMRA_OK);
+    assert_int_equal(info.n_threads, cap);
+    assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+}
+
+/* MEMRA_FAST parses like every env knob: 0 or 1, unset or empty = the
+ * default, else MEMRA_E_INVALID naming it (it once took any text but "0"
+ * as on). */
+static void test_env_fast_strict(void **state)
+{
+    (void)state;
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    static const char *const bad[] = {"off", "2", "1x", "-1"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        memra_engine_t *e = (memra_engine_t *)0x1;
+        setenv("MEMRA_FAST", bad[k], 1);
+        memra_status_t st = memra_engine_create(&p, &e);
+        unsetenv("MEMRA_FAST");
+        assert_int_equal(st, MEMRA_E_INVALID);
+        assert_null(e);
+        assert_non_null(strstr(memra_last_error(), "MEMRA_FAST"));
+    }
+    static const char *const good[] = {"", "0", "1"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        memra_engine_t *e = NULL;
+        setenv("MEMRA_FAST", good[k], 1);
+        memra_status_t st = memra_engine_create(&p, &e);
+        unsetenv("MEMRA_FAST");
+        assert_int_equal(st, MEMRA_OK);
+        assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+    }
+    /* an explicit params value does not read the env at all */
+    setenv("MEMRA_FAST", "garbage", 1);
+    p.fast = 0;
+    memra_engine_t *e = NULL;
+    memra_status_t st = memra_engine_create(&p, &e);
+    unsetenv("MEMRA_FAST");
+    assert_int_equal(st, MEMRA_OK);
+    assert_int_equal(memra_engine_destroy(e), MEMRA_OK);
+}
+
 static int log_calls;
 static void count_log(memra_log_level_t level, const char *text, void *user)
 {
@@ -170,6 +240,7 @@ int main(void)
         cmocka_unit_test(test_cpu_engine),    cmocka_unit_test(test_cuda_without_gpu),
         cmocka_unit_test(test_device_spec),   cmocka_unit_test(test_engine_misuse),
         cmocka_unit_test(test_log_callback),  cmocka_unit_test(test_host_alloc),
+        cmocka_unit_test(test_thread_cap),    cmocka_unit_test(test_env_fast_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,6 +98,23 @@ static void test_parity_params(void **state)
     assert_non_null(strstr(memra_last_error(), "unsplit load"));
 }
 
+/* n_prompt + n_steps beyond int32 overflowed (UBSan) and ended as
+ * E_NOMEM: it is refused before anything is loaded, naming both. */
+static void test_parity_huge_lengths(void **state)
+{
+    (void)state;
+    memra_pp_parity_params_t p;
+    memra_pp_parity_report_t r = {.size = sizeof r};
+    static const int32_t cases[][2] = {{INT32_MAX, 1}, {1, INT32_MAX}, {1 << 30, 1 << 30}, {INT32_MAX, INT32_MAX}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memra_pp_parity_default_params(&p);
+        p.n_prompt = cases[k][0];
+        p.n_steps = cases[k][1];
+        assert_int_equal(memra_check_pipeline_parity("/nonexistent/model.gguf", &p, &r), MEMRA_E_INVALID);
+        assert_non_null(strstr(memra_last_error(), "n_prompt + n_steps"));
+    }
+}
+
 /* Report written only as far as the caller's size says. */
 static void test_parity_report_size(void **state)
 {
@@ -370,6 +387,7 @@ int main(void)
             return 1;
     struct CMUnitTest tests[4 + N_FIXTURES * 3 + N_G4E_SPLITS + N_FIXTURES] = {
         cmocka_unit_test(test_parity_params),
+        cmocka_unit_test(test_parity_huge_lengths),
         cmocka_unit_test(test_parity_report_size),
         cmocka_unit_test(test_margin_params),
         cmocka_unit_test(test_margin_verdicts),

@@ -870,6 +870,49 @@ static void test_fill_and_file(void **state)
     memra_gguf_writer_destroy(w);
 }
 
+/* Arrays too large to exist, NULL strings and a failing fill callback are
+ * errors with a message, and a refused key leaves nothing behind: the
+ * writer still writes a file the reader accepts. The alarm turns an
+ * endless loop into a failed run. */
+static void test_writer_hostile(void **state)
+{
+    (void)state;
+    memra_gguf_writer_t *w = writer();
+    alarm(20);
+    uint64_t big = 0;
+    expect_status(memra_gguf_writer_add_array(w, "u8.max", MEMRA_GGUF_UINT8, &big, UINT64_MAX), MEMRA_E_INVALID);
+    expect_msg("u8.max");
+    /* 2^61 8-byte elements: the byte count wraps to 0 */
+    expect_status(memra_gguf_writer_add_array(w, "u64.wrap", MEMRA_GGUF_UINT64, &big, (uint64_t)1 << 61),
+                  MEMRA_E_INVALID);
+    expect_msg("u64.wrap");
+    const char *strs[3] = {"a", NULL, "c"};
+    expect_status(memra_gguf_writer_add_str_array(w, "strs", strs, NULL, 3), MEMRA_E_INVALID);
+    expect_msg("strs");
+    expect_status(memra_gguf_writer_add_str_array(w, "strs", strs, NULL, UINT64_MAX), MEMRA_E_INVALID);
+    alarm(0);
+    /* the refused keys left no trace */
+    assert_int_equal(memra_gguf_writer_add_u32(w, "ok", 7), MEMRA_OK);
+    size_t size = 0;
+    uint8_t *data = finish(w, &size);
+    memra_gguf_t *g = open_ok(data, size);
+    assert_int_equal(memra_gguf_n_kv(g), 1);
+    assert_int_equal(memra_gguf_find_kv(g, "ok"), 0);
+    memra_gguf_close(g);
+    memra_free(data);
+
+    /* a failing fill callback: its status, and a message naming the tensor */
+    fill_log log = {.fail_at = 1};
+    w = fill_writer(&log);
+    void *mem = NULL;
+    assert_int_equal(memra_gguf_writer_create(NULL), MEMRA_E_INVALID); /* an unrelated last error */
+    expect_status(memra_gguf_writer_write_memory(w, &mem, &size), MEMRA_E_IO);
+    assert_null(mem);
+    expect_msg("fill callback");
+    expect_msg(k_tensors[1].name);
+    memra_gguf_writer_destroy(w);
+}
+
 static void test_open_args(void **state)
 {
     (void)state;
@@ -1450,6 +1493,36 @@ static void test_split(void **state)
 }
 
 /* A tensor name seen in two shards is a duplicate too. */
+/* A FIFO (or any non-regular file) as the model or as a later shard fails
+ * at once with MEMRA_E_IO; open() itself must not wait for a writer. The
+ * alarm turns a blocked open into a failed run instead of a hang. */
+static void test_fifo_paths(void **state)
+{
+    (void)state;
+    split_dir sd;
+    split_setup(&sd);
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/model.gguf", sd.dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    memra_gguf_t *g = (memra_gguf_t *)(uintptr_t)1;
+    alarm(20);
+    expect_status(memra_gguf_open(fifo, &g), MEMRA_E_IO);
+    assert_null(g);
+    expect_msg("not a regular file");
+    memra_model_t *m = NULL;
+    expect_status(memra_model_load(fifo, NULL, &m), MEMRA_E_IO);
+    assert_null(m);
+
+    write_split(&sd, (const uint16_t[]){0, 1, 2}, 5);
+    assert_int_equal(unlink(sd.path[1]), 0);
+    assert_int_equal(mkfifo(sd.path[1], 0600), 0);
+    expect_status(memra_gguf_open(sd.path[0], &g), MEMRA_E_IO);
+    expect_msg("not a regular file");
+    expect_msg(sd.path[1]);
+    alarm(0);
+    split_cleanup(&sd);
+}
+
 static void test_split_duplicate(void **state)
 {
     (void)state;
@@ -1670,6 +1743,7 @@ int main(void)
         cmocka_unit_test(test_getters),
         cmocka_unit_test(test_find),
         cmocka_unit_test(test_fill_and_file),
+        cmocka_unit_test(test_writer_hostile),
         cmocka_unit_test(test_open_args),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_malformed_controls),
@@ -1679,6 +1753,7 @@ int main(void)
         cmocka_unit_test(test_byte_flips),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_duplicate),
+        cmocka_unit_test(test_fifo_paths),
         cmocka_unit_test(test_split_many),
         cmocka_unit_test(test_fuzz_seeds),
         cmocka_unit_test(test_fixtures),

@@ -141,6 +141,40 @@ static void test_messages_name_things_once(void **state)
     assert_int_equal(memra_model_free(m), MEMRA_OK);
 }
 
+/* Hyperparameters that load but give NaN logits or fail every forward
+ * (infinite softcap, rope base <= 0 or NaN, epsilon <= 0 or infinite) are
+ * refused at load with MEMRA_E_FORMAT naming the key. */
+static void test_bad_hyperparameters(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fixture, *key;
+        float v;
+    } cases[] = {
+        {"models/qwen3-dense.f32.gguf", "qwen3.rope.freq_base", 0.0f},
+        {"models/qwen3-dense.f32.gguf", "qwen3.rope.freq_base", NAN},
+        {"models/qwen3-dense.f32.gguf", "qwen3.attention.layer_norm_rms_epsilon", -1e-6f},
+        {"models/qwen3-dense.f32.gguf", "qwen3.attention.layer_norm_rms_epsilon", INFINITY},
+        {"models/llama-dense.f32.gguf", "llama.rope.freq_base", -10000.0f},
+        {"models/llama-dense.f32.gguf", "llama.rope.scaling.factor", NAN},
+        {"models/q35-dense.f32.gguf", "qwen35.rope.freq_base", -1.0f},
+        {"models/q35-dense.f32.gguf", "qwen35.attention.layer_norm_rms_epsilon", 0.0f},
+        {"models/g4-dense.f32.gguf", "gemma4.final_logit_softcapping", INFINITY},
+        {"models/g4-dense.f32.gguf", "gemma4.final_logit_softcapping", -30.0f},
+        {"models/g4-dense.f32.gguf", "gemma4.rope.freq_base_swa", 0.0f},
+        {"models/g4-dense.f32.gguf", "gemma4.attention.layer_norm_rms_epsilon", NAN},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const char *path = tu_fixture_path(cases[k].fixture);
+        if (!path) {
+            TU_SKIP("%s not found (set MEMRA_FIXTURES)", cases[k].fixture);
+            return;
+        }
+        tu_expect_bad_model(path, &(tu_gguf_edit){.set_f32_key = cases[k].key, .set_f32 = cases[k].v},
+                            MEMRA_E_FORMAT, cases[k].key);
+    }
+}
+
 static void test_forward_errors_leave_cache(void **state)
 {
     (void)state;
@@ -229,6 +263,103 @@ static void test_clear_and_snapshot_reproduce(void **state)
     memra_model_free(m);
 }
 
+/* A live snapshot keeps its model busy like a cache does: the model cannot
+ * be freed under it, and freeing the snapshot first works. */
+static void test_model_free_with_snapshot(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+    memra_cache_snapshot_t *snap = NULL;
+    assert_int_equal(memra_cache_snapshot(c, &snap), MEMRA_OK);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_E_BUSY);
+    assert_non_null(strstr(memra_model_last_error(m), "snapshot"));
+    memra_cache_snapshot_free(snap);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
+/* A snapshot restores only into the cache it was taken from: another cache
+ * of the same model and capacity holds other KV rows, so the next logits
+ * would be wrong. */
+static void test_restore_into_other_cache(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    memra_model_t *m = load(path);
+    memra_cache_t *a = NULL, *b = NULL;
+    assert_int_equal(memra_cache_create(m, 16, &a), MEMRA_OK);
+    assert_int_equal(memra_cache_create(m, 16, &b), MEMRA_OK);
+    int32_t toks[4] = {10, 20, 30, 40};
+    assert_int_equal(memra_forward(m, a, toks, 4, 0, NULL), MEMRA_OK);
+    memra_cache_snapshot_t *snap = NULL;
+    assert_int_equal(memra_cache_snapshot(a, &snap), MEMRA_OK);
+    assert_int_equal(memra_cache_restore(b, snap), MEMRA_E_MISUSE);
+    assert_non_null(strstr(memra_last_error(), "another cache"));
+    assert_int_equal(memra_cache_pos(b), 0);
+    /* a cache created at the freed one's address is still another cache */
+    assert_int_equal(memra_cache_free(a), MEMRA_OK);
+    memra_cache_t *a2 = NULL;
+    assert_int_equal(memra_cache_create(m, 16, &a2), MEMRA_OK);
+    assert_int_equal(memra_cache_restore(a2, snap), MEMRA_E_MISUSE);
+    memra_cache_snapshot_free(snap);
+    assert_int_equal(memra_cache_free(a2), MEMRA_OK);
+    assert_int_equal(memra_cache_free(b), MEMRA_OK);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
+/* Every env knob parses the same way: unset or empty = the default, a whole
+ * number in range = that, anything else fails the call with
+ * MEMRA_E_INVALID naming the variable (MEMRA_PRIME_CHUNK=2abc once ran
+ * with chunks of 2; the MEMRA_PP_* knobs already refused garbage). */
+static void test_env_knobs_strict(void **state)
+{
+    (void)state;
+    NEED_MODEL(path);
+    static const struct {
+        const char *var, *value;
+    } bad[] = {
+        {"MEMRA_PRIME_CHUNK", "2abc"}, {"MEMRA_PRIME_CHUNK", "0"},      {"MEMRA_PRIME_CHUNK", "-4"},
+        {"MEMRA_PRIME_CHUNK", "99999999999999999999"}, {"MEMRA_PRIME_CHUNK", " "}, {"MEMRA_PRIME_CHUNK", "4 4"},
+        {"MEMRA_PP_STREAMS", "1x"},    {"MEMRA_PP_STAGES", "2abc"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        setenv(bad[k].var, bad[k].value, 1);
+        memra_model_t *m = (memra_model_t *)0x1;
+        memra_status_t st = memra_model_load(path, NULL, &m);
+        unsetenv(bad[k].var);
+        if (st != MEMRA_E_INVALID || !strstr(memra_last_error(), bad[k].var))
+            fail_msg("%s='%s': got %s '%s', want E_INVALID naming the variable", bad[k].var, bad[k].value,
+                     memra_status_name(st), memra_last_error());
+        assert_null(m);
+    }
+    /* empty is unset; a good value is used: chunks of 3 give the same logits */
+    int32_t toks[7] = {10, 20, 30, 40, 50, 60, 70};
+    memra_model_t *m = load(path);
+    int32_t nv = memra_model_n_vocab(m);
+    float *a = malloc((size_t)nv * sizeof *a), *b = malloc((size_t)nv * sizeof *b);
+    memra_cache_t *c = NULL;
+    assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+    assert_int_equal(memra_forward(m, c, toks, 7, 0, a), MEMRA_OK);
+    memra_cache_free(c);
+    memra_model_free(m);
+    static const char *const good[] = {"", "3", " 3"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        setenv("MEMRA_PRIME_CHUNK", good[k], 1);
+        m = load(path);
+        unsetenv("MEMRA_PRIME_CHUNK");
+        assert_int_equal(memra_cache_create(m, 8, &c), MEMRA_OK);
+        assert_int_equal(memra_forward(m, c, toks, 7, 0, b), MEMRA_OK);
+        assert_memory_equal(a, b, (size_t)nv * sizeof *a);
+        memra_cache_free(c);
+        memra_model_free(m);
+    }
+    free(a);
+    free(b);
+}
+
 static int cancel_at_start(float progress, void *user)
 {
     (void)user;
@@ -254,10 +385,14 @@ int main(void)
         cmocka_unit_test(test_load_misuse),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_messages_name_things_once),
+        cmocka_unit_test(test_bad_hyperparameters),
         cmocka_unit_test(test_forward_errors_leave_cache),
         cmocka_unit_test(test_cache_of_other_model),
         cmocka_unit_test(test_clear_and_snapshot_reproduce),
         cmocka_unit_test(test_progress_cancel),
+        cmocka_unit_test(test_model_free_with_snapshot),
+        cmocka_unit_test(test_restore_into_other_cache),
+        cmocka_unit_test(test_env_knobs_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -293,6 +293,44 @@ static void test_repeat_penalty(void **state)
     memra_sampler_free(s);
 }
 
+/* The strongest penalty allowed on logits near FLT_MAX: the penalized
+ * logits saturate instead of becoming infinite, and the draw still
+ * follows the distribution (here all mass on one token) with MEMRA_OK. */
+static void test_penalty_saturates(void **state)
+{
+    (void)state;
+    memra_sampler_params_t p;
+    memra_sampler_default_params(&p);
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1e-4f;
+    p.repeat_last_n = 4;
+    memra_sampler_t *s = NULL;
+    assert_int_equal(memra_sampler_create(&p, &s), MEMRA_OK);
+    assert_int_equal(memra_sampler_accept(s, 1), MEMRA_OK);
+    assert_int_equal(memra_sampler_accept(s, 3), MEMRA_OK);
+    /* token 1: 1e36 / 1e-4 overflows float; token 3: -1e36 * 1e-4 does not */
+    const float l[4] = {0.0f, 1e36f, 1.0f, -1e36f};
+    for (int i = 0; i < 200; i++) {
+        int32_t t = -1;
+        assert_int_equal(memra_sampler_sample(s, l, 4, &t), MEMRA_OK);
+        assert_int_equal(t, 1);
+    }
+    memra_sampler_free(s);
+    /* a penalty > 1 pushing a negative logit below -FLT_MAX */
+    p.repeat_penalty = 1e4f;
+    assert_int_equal(memra_sampler_create(&p, &s), MEMRA_OK);
+    assert_int_equal(memra_sampler_accept(s, 0), MEMRA_OK);
+    const float n[3] = {-3e38f, 0.5f, 0.0f};
+    double freq[3];
+    histogram(s, n, 3, 4000, freq);
+    assert_int_equal(freq[0], 0.0);
+    assert_near(freq[1], 1.0 / (1.0 + exp(-0.5)), 0.03);
+    memra_sampler_free(s);
+}
+
 static void test_bad_params(void **state)
 {
     (void)state;
@@ -314,6 +352,10 @@ static void test_bad_params(void **state)
     BAD(min_p, 1.0f);
     BAD(repeat_penalty, 0.0f);
     BAD(repeat_penalty, -1.0f);
+    BAD(repeat_penalty, 1e-38f); /* turned a logit into +inf, the softmax into NaN */
+    BAD(repeat_penalty, 1e5f);
+    BAD(repeat_penalty, NAN);
+    BAD(temperature, INFINITY);
     BAD(repeat_last_n, -1);
 #undef BAD
     memra_sampler_default_params(&p);
@@ -365,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_top_k_large_vocab),
         cmocka_unit_test(test_repeat_penalty),
+        cmocka_unit_test(test_penalty_saturates),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_short_params),
     };

@@ -66,7 +66,8 @@ typedef struct memra_kernel_check_report {
 
 /* Fills REPORT (its size field must be set). MEMRA_OK when all green,
  * MEMRA_E_MISMATCH when a case failed (the report says which),
- * MEMRA_E_NO_DEVICE without a CUDA build or GPU, other errors (out of
+ * MEMRA_E_NO_DEVICE without a CUDA build or GPU, MEMRA_E_NOT_FOUND when no
+ * case name starts with params->test, other errors (out of
  * memory, device) with the message in memra_last_error(). Prints nothing.
  * Thread-safety: any thread. */
 MEMRA_API memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params,
@@ -84,7 +85,8 @@ typedef struct memra_pp_parity_params {
     uint32_t size;          /* set by the init macro */
     int32_t n_stages;       /* stages of the split arms (default 2) */
     int32_t n_prompt;       /* P: prompt tokens (default 16) */
-    int32_t n_steps;        /* N: greedy decode steps (default 32) */
+    int32_t n_steps;        /* N: greedy decode steps (default 32); P, N >= 1 and P + N <= INT32_MAX, else
+                               MEMRA_E_INVALID before anything is loaded */
     int32_t window;         /* deferred steps in flight in the pipelined arms (default 3) */
     const char *devices;    /* per-stage devices of the split arms, as MEMRA_PP_DEVICES; the reference runs on
                                the first (NULL = env MEMRA_PP_DEVICES, else "cpu") */

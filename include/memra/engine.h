@@ -14,12 +14,19 @@ typedef enum memra_backend {
     MEMRA_BACKEND_CUDA = 1,
 } memra_backend_t;
 
+/* A CPU engine runs at most this many threads per online core
+ * (memra_engine_info_t.sm_count on CPU); more oversubscribes the cores for
+ * no gain, so memra_engine_create refuses it with MEMRA_E_INVALID. */
+#define MEMRA_CPU_THREADS_PER_CORE 4
+
 typedef struct memra_engine_params {
     uint32_t size;      /* sizeof(memra_engine_params_t), set by the init macro */
     int32_t backend;    /* memra_backend_t (default MEMRA_BACKEND_CPU) */
     int32_t device;     /* CUDA device ordinal (default 0) */
-    int32_t n_threads;  /* CPU threads (0 = all online cores, default 0) */
-    int32_t fast;       /* CUDA: reduced-precision prefill (-1 = env MEMRA_FAST or on, 0 off, 1 on; default -1) */
+    int32_t n_threads;  /* CPU threads, at most MEMRA_CPU_THREADS_PER_CORE x online cores (0 = all online cores,
+                           default 0) */
+    int32_t fast;       /* CUDA: reduced-precision prefill (-1 = env MEMRA_FAST, 0 or 1, else on; 0 off, 1 on;
+                           default -1); MEMRA_FAST set to anything else fails memra_engine_create (MEMRA_E_INVALID) */
 } memra_engine_params_t;
 
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).

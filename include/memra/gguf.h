@@ -168,8 +168,9 @@ MEMRA_API const void *memra_gguf_tensor_data(const memra_gguf_t *gguf, int64_t i
 typedef struct memra_gguf_writer memra_gguf_writer_t;
 
 /* Called at write time for a tensor added with data == NULL: fill DST with
- * NBYTES bytes of tensor INDEX (in add order). Return MEMRA_OK or an error,
- * which aborts the write. */
+ * NBYTES bytes of tensor INDEX (in add order). Return MEMRA_OK or an error
+ * status, which aborts the write with that status and a message naming the
+ * tensor (a positive value counts as MEMRA_E_INVALID). */
 typedef memra_status_t (*memra_gguf_fill_fn)(void *user, int64_t index, const char *name,
                                               void *dst, size_t nbytes);
 
@@ -198,12 +199,15 @@ MEMRA_API memra_status_t memra_gguf_writer_add_f32(memra_gguf_writer_t *w, const
 MEMRA_API memra_status_t memra_gguf_writer_add_bool(memra_gguf_writer_t *w, const char *key, int v);
 MEMRA_API memra_status_t memra_gguf_writer_add_str(memra_gguf_writer_t *w, const char *key,
                                                    const char *v);
-/* Numeric array: N elements of ELEM_TYPE packed in DATA.
- * Thread-safety: one thread at a time per handle. */
+/* Numeric array: N elements of ELEM_TYPE packed in DATA. More than 2^48
+ * bytes is MEMRA_E_INVALID; a key that fails (also MEMRA_E_NOMEM) is not
+ * added and the writer stays usable. Thread-safety: one thread at a time
+ * per handle. */
 MEMRA_API memra_status_t memra_gguf_writer_add_array(memra_gguf_writer_t *w, const char *key,
                                                      memra_gguf_type_t elem_type, const void *data,
                                                      uint64_t n);
-/* String array; LENS may be NULL (strings are then NUL-terminated).
+/* String array; LENS may be NULL (strings are then NUL-terminated). A NULL
+ * string is MEMRA_E_INVALID; failures add nothing, as for add_array.
  * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_gguf_writer_add_str_array(memra_gguf_writer_t *w, const char *key,
                                                          const char *const *strs,

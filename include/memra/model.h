@@ -4,7 +4,14 @@
  * gemma4, qwen3, llama) with its weights uploaded to one engine, or split
  * into pipeline stages over several (pipeline.h). A cache
  * holds one sequence's state: KV rows of the attention layers, conv and
- * delta-rule state of the recurrent layers, and the position. */
+ * delta-rule state of the recurrent layers, and the position.
+ *
+ * "One thread at a time per model" (forward, decode steps, cache create,
+ * free, clear, snapshot and restore, model free) is checked: a call made
+ * while another thread is inside one of these on the same model fails at
+ * once with MEMRA_E_BUSY and changes nothing (the message is in
+ * memra_last_error() only). Distinct models are independent, also on one
+ * engine. */
 #ifndef MEMRA_MODEL_H
 #define MEMRA_MODEL_H
 
@@ -31,7 +38,7 @@ typedef struct memra_model_params {
     memra_engine_t *engine;     /* engine to load onto; NULL = a private CPU engine owned by the model */
     int32_t n_layers;           /* trunk layers to load and run (0 = all, default 0); for tests and probes */
     int32_t load_mtp;           /* also load MTP/NextN layers (default 0: recognised and skipped) */
-    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK or 512) */
+    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK, 1..1048576, or 512) */
     memra_progress_fn progress; /* optional */
     void *progress_user;
     /* Pipeline stages (include/memra/pipeline.h, docs/PIPELINE.md). A field
@@ -63,14 +70,16 @@ MEMRA_API void memra_model_params_init(memra_model_params_t *params, uint32_t si
  * missing or misshapen tensor, wrong key type), MEMRA_E_UNSUPPORTED (unknown
  * arch or tensor type), MEMRA_E_NOMEM / MEMRA_E_DEVICE (upload),
  * MEMRA_E_INVALID (bad stage spec in params or MEMRA_PP_* env: count,
- * device, cut, two pipelined stages on one GPU); the message names the key,
- * tensor or spec. On failure *out is NULL and nothing leaks.
+ * device, cut, two pipelined stages on one GPU; an env knob that is not a
+ * whole number in its range, e.g. MEMRA_PRIME_CHUNK=2abc: unset or empty
+ * means the default, anything else fails); the message names the key,
+ * tensor, spec or variable. On failure *out is NULL and nothing leaks.
  * Thread-safety: any thread (distinct models are independent). */
 MEMRA_API memra_status_t memra_model_load(const char *path, const memra_model_params_t *params,
                                           memra_model_t **out);
 
 /* Frees the model; NULL is a no-op. Fails with MEMRA_E_BUSY (and frees
- * nothing) while caches of the model exist.
+ * nothing) while caches or cache snapshots of the model exist.
  * Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_model_free(memra_model_t *model);
 
@@ -124,9 +133,13 @@ MEMRA_API memra_status_t memra_cache_clear(memra_cache_t *cache);
  * Thread-safety: one thread at a time per model. */
 typedef struct memra_cache_snapshot memra_cache_snapshot_t;
 MEMRA_API memra_status_t memra_cache_snapshot(memra_cache_t *cache, memra_cache_snapshot_t **out);
-/* Restores SNAP into CACHE (MEMRA_E_MISUSE if it was taken from a cache of
- * another model or capacity). Snapshot, restore and free:
- * Thread-safety: one thread at a time per model. */
+/* Restores SNAP into CACHE. MEMRA_E_MISUSE (CACHE unchanged) if SNAP was
+ * taken from another cache, even one of the same model and capacity: the
+ * KV rows below the snapshot position live only in the cache it was taken
+ * from. A snapshot keeps its model alive (memra_model_free refuses while it
+ * exists) but not its cache; it may outlive the cache, and then restores
+ * nowhere. Snapshot, restore and free: Thread-safety: one thread at a time
+ * per model. */
 MEMRA_API memra_status_t memra_cache_restore(memra_cache_t *cache, const memra_cache_snapshot_t *snap);
 MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
 

@@ -20,13 +20,19 @@ extern "C" {
 
 typedef struct memra_sampler memra_sampler_t;
 
+/* The repetition penalty's range (MEMRA_E_INVALID outside it). Within it,
+ * a penalized logit that would leave float's range saturates at +-FLT_MAX. */
+#define MEMRA_SAMPLER_PENALTY_MIN 1e-4f
+#define MEMRA_SAMPLER_PENALTY_MAX 1e4f
+
 typedef struct memra_sampler_params {
     uint32_t size;          /* sizeof(memra_sampler_params_t), set by the init macro */
-    float temperature;      /* logits / temperature; <= 0 = greedy (default 0.8) */
+    float temperature;      /* logits / temperature, finite; <= 0 = greedy (default 0.8) */
     int32_t top_k;          /* keep the K most likely tokens; 0 = off (default 40) */
     float top_p;            /* keep the smallest set with probability >= P, in (0, 1]; 1 = off (default 0.95) */
     float min_p;            /* keep tokens with p >= MIN_P * p_max, in [0, 1); 0 = off (default 0.05) */
-    float repeat_penalty;   /* > 0; a recent token's logit l becomes l / R if l > 0, else l * R; 1 = off (default 1.0) */
+    float repeat_penalty;   /* in [MEMRA_SAMPLER_PENALTY_MIN, _MAX]; a recent token's logit l becomes l / R if
+                               l > 0, else l * R; 1 = off (default 1.0) */
     int32_t repeat_last_n;  /* accepted tokens the penalty looks back on; 0 = off (default 64) */
     uint64_t seed;          /* PRNG seed (default 0x6d656d7261, "memra") */
 } memra_sampler_params_t;

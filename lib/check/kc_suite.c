@@ -297,8 +297,10 @@ memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, me
     k.rng = k.p.seed * 0x2545F4914F6CDD1Dull + 1;
     /* MEMRA_KERNEL_CHECK_CPU=1 checks the harness itself: the "device"
      * side is a second CPU engine, so every case must come out exact. */
-    const char *self = getenv("MEMRA_KERNEL_CHECK_CPU");
-    const bool cpu_only = self && strcmp(self, "1") == 0;
+    int32_t self = 0;
+    if (memra__env_int("MEMRA_KERNEL_CHECK_CPU", 0, 1, 0, &self))
+        return MEMRA_E_INVALID;
+    const bool cpu_only = self == 1;
     if (!cpu_only && memra_cuda_device_count() <= 0)
         return memra__fail(NULL, MEMRA_E_NO_DEVICE, "kernel check: no CUDA device (or a build without CUDA)");
     memra_engine_params_t ep;
@@ -334,6 +336,8 @@ memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, me
     memra_engine_destroy(k.e_cpu);
     if (st)
         return st;
+    if (report->n_lines == 0 && !report->truncated && k.p.test && *k.p.test)
+        return memra__fail(NULL, MEMRA_E_NOT_FOUND, "kernel check: no case name starts with '%s'", k.p.test);
     report->all_green = report->n_lines > 0 && report->n_failed == 0;
     if (!report->all_green)
         return memra__fail(NULL, MEMRA_E_MISMATCH, "kernel check: %d of %d cases failed", report->n_failed,

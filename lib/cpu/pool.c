@@ -1,6 +1,15 @@
 /* Worker pool: workers sleep on a condition variable between loops; each
  * loop bumps a generation counter, and every thread (caller included)
- * takes one contiguous chunk, so results never depend on scheduling. */
+ * takes one contiguous chunk, so results never depend on scheduling.
+ *
+ * One engine's pool has several callers: a pipeline stage worker and the
+ * application thread (a cache cleared or created while deferred steps run),
+ * or two models placed on one engine, one thread each. A loop's state
+ * (fn, ctx, chunking, the pending count) is one slot, so whole loops are
+ * serialised by `run_mu`: a second caller waits until the first loop is
+ * done, then runs its own on all workers. Running the second loop inline
+ * instead would oversubscribe the cores the first loop already uses and
+ * make its speed depend on timing; waiting costs at most one loop. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -10,6 +19,7 @@
 struct memra__pool {
     int n;
     pthread_t *threads;
+    pthread_mutex_t run_mu; /* held by the caller for a whole loop */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     uint64_t generation;
@@ -64,6 +74,7 @@ memra_status_t memra__pool_create(int n_threads, memra__pool_t **out)
     memra__pool_t *p = calloc(1, sizeof *p);
     if (!p)
         return memra__fail(NULL, MEMRA_E_NOMEM, "cpu: out of memory for the thread pool");
+    pthread_mutex_init(&p->run_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
@@ -100,6 +111,7 @@ void memra__pool_destroy(memra__pool_t *p)
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++)
         pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->run_mu);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
@@ -120,6 +132,7 @@ void memra__pool_for(memra__pool_t *p, int64_t n, int64_t min_chunk, memra__pool
         fn(ctx, 0, n);
         return;
     }
+    pthread_mutex_lock(&p->run_mu);
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
@@ -136,4 +149,5 @@ void memra__pool_for(memra__pool_t *p, int64_t n, int64_t min_chunk, memra__pool
     while (p->pending > 0)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&p->run_mu);
 }

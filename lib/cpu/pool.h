@@ -14,8 +14,9 @@ typedef void (*memra__pool_fn)(void *ctx, int64_t begin, int64_t end);
 
 memra_status_t memra__pool_create(int n_threads, memra__pool_t **out);
 void memra__pool_destroy(memra__pool_t *pool);
-/* Runs fn over [0, n); chunks are at least min_chunk long. Not reentrant:
- * one loop at a time per pool (the backend serializes ops anyway). */
+/* Runs fn over [0, n); chunks are at least min_chunk long. Safe to call
+ * from several threads at once: their loops run one after the other. Not
+ * reentrant: fn must not call memra__pool_for on the same pool. */
 void memra__pool_for(memra__pool_t *pool, int64_t n, int64_t min_chunk, memra__pool_fn fn, void *ctx);
 
 #endif
