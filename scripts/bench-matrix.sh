@@ -14,7 +14,8 @@
 # B (memra build folder, default build-gpu), PEER (llama.cpp folder with
 # llama-bench), PP (prompt lengths, default 512,2048), N (generated tokens,
 # default 128), DEPTHS (default 0,512), LONG (a long depth measured with
-# one repetition, pp512 and tg there; default 16384, empty to skip), REPS
+# one repetition, pp512 and tg there; default 16384, empty to skip),
+# LONG_MODELS (the entries that get it, default every one), REPS
 # (default 3), DIR (where models are written, default /tmp/bench-matrix),
 # KEEP=1 (keep the model files), OUT (logs and JSON, default
 # /tmp/bench-matrix-out).
@@ -38,38 +39,10 @@ fi
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "bench-matrix: memra $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
-for spec in $MODELS; do
-  IFS=: read -r name type layers <<<"$spec"
-  tag=$name-$type${layers:+-L$layers}
-  f=$DIR/$tag.gguf
-  t0=$(date +%s)
-  if [ ! -f "$f" ]; then
-    $B/examples/memra-synth --model "$name" --type "$type" ${layers:+--layers "$layers"} --out "$f" \
-      >"$OUT/synth-$tag.log" 2>&1 || { echo "== $tag: synth failed: $(tail -1 "$OUT/synth-$tag.log")"; rm -f "$f"; continue; }
-  fi
-  t1=$(date +%s)
-  $B/examples/memra-bench -m "$f" --device cuda:0 -p "$PP" -n "$N" -d "$DEPTHS" -r "$REPS" --json \
-    >"$OUT/memra-$tag.jsonl" 2>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench failed: $(tail -1 "$OUT/memra-$tag.err")"
-  if [ -n "$LONG" ]; then
-    $B/examples/memra-bench -m "$f" --device cuda:0 -p 512 -n "$N" -d "$LONG" -r 1 --json \
-      >>"$OUT/memra-$tag.jsonl" 2>>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench at depth $LONG failed"
-  fi
-  t2=$(date +%s)
-  if [ -n "${PEER:-}" ]; then
-    "$PEER/llama-bench" -m "$f" -p "$PP" -n "$N" -d "$DEPTHS" -r "$REPS" -o jsonl \
-      >"$OUT/llama-$tag.jsonl" 2>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench failed: $(tail -1 "$OUT/llama-$tag.err")"
-    if [ -n "$LONG" ]; then
-      "$PEER/llama-bench" -m "$f" -p 512 -n "$N" -d "$LONG" -r 1 -o jsonl \
-        >>"$OUT/llama-$tag.jsonl" 2>>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench at depth $LONG failed"
-    fi
-  fi
-  echo "== $tag: synth $((t1 - t0)) s, memra $((t2 - t1)) s, llama.cpp $(( $(date +%s) - t2 )) s"
-  [ "${KEEP:-0}" = 1 ] || rm -f "$f"
-done
-
-python3 - "$OUT" "$rev" $MODELS <<'PY'
+summarize() {
+python3 - "$OUT" "$rev" "$1" $MODELS <<'PY'
 import json, os, sys
-out, rev, specs = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, rev, mode, specs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 
 def lines(path):
     rows = []
@@ -108,6 +81,8 @@ for spec in specs:
             row["ratio"] = v["memra"] / v["llama"]
         matrix.append(row)
 json.dump({"rev": rev, "rows": matrix}, open(os.path.join(out, "bench-matrix.json"), "w"), indent=1)
+if mode != "print":
+    sys.exit(0)
 print("\n==== benchmark matrix (memra %s; tok/s) ====" % rev)
 print("%-28s %-7s %6s %10s %7s %10s %7s" % ("model", "test", "depth", "memra", "% roof", "llama.cpp", "ratio"))
 for r in matrix:
@@ -116,3 +91,38 @@ for r in matrix:
           f(100 * r["roofline_frac"] if "roofline_frac" in r else None, "%.1f"), f(r["llama_tok_s"], "%.1f"),
           f(r.get("ratio"), "%.2f")))
 PY
+}
+
+for spec in $MODELS; do
+  IFS=: read -r name type layers <<<"$spec"
+  tag=$name-$type${layers:+-L$layers}
+  f=$DIR/$tag.gguf
+  t0=$(date +%s)
+  if [ ! -f "$f" ]; then
+    $B/examples/memra-synth --model "$name" --type "$type" ${layers:+--layers "$layers"} --out "$f" \
+      >"$OUT/synth-$tag.log" 2>&1 || { echo "== $tag: synth failed: $(tail -1 "$OUT/synth-$tag.log")"; rm -f "$f"; continue; }
+  fi
+  t1=$(date +%s)
+  $B/examples/memra-bench -m "$f" --device cuda:0 -p "$PP" -n "$N" -d "$DEPTHS" -r "$REPS" --json \
+    >"$OUT/memra-$tag.jsonl" 2>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench failed: $(tail -1 "$OUT/memra-$tag.err")"
+  long=$LONG
+  if [ -n "${LONG_MODELS:-}" ] && [[ " $LONG_MODELS " != *" $spec "* ]]; then long=; fi
+  if [ -n "$long" ]; then
+    $B/examples/memra-bench -m "$f" --device cuda:0 -p 512 -n "$N" -d "$LONG" -r 1 --json \
+      >>"$OUT/memra-$tag.jsonl" 2>>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench at depth $LONG failed"
+  fi
+  t2=$(date +%s)
+  if [ -n "${PEER:-}" ]; then
+    "$PEER/llama-bench" -m "$f" -p "$PP" -n "$N" -d "$DEPTHS" -r "$REPS" -o jsonl \
+      >"$OUT/llama-$tag.jsonl" 2>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench failed: $(tail -1 "$OUT/llama-$tag.err")"
+    if [ -n "$long" ]; then
+      "$PEER/llama-bench" -m "$f" -p 512 -n "$N" -d "$LONG" -r 1 -o jsonl \
+        >>"$OUT/llama-$tag.jsonl" 2>>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench at depth $LONG failed"
+    fi
+  fi
+  echo "== $tag: synth $((t1 - t0)) s, memra $((t2 - t1)) s, llama.cpp $(( $(date +%s) - t2 )) s"
+  [ "${KEEP:-0}" = 1 ] || rm -f "$f"
+  summarize quiet # bench-matrix.json holds every finished model, should a later one not finish
+done
+summarize print
+

@@ -77,8 +77,11 @@ fi
 # ---- MoE prefill at released shapes (two layers): fast GPU vs CPU reference ----
 # The fixtures' experts are float32, which the fast tier runs in float32;
 # this runs the grouped tensor-core GEMMs (Q8_0 experts) through whole
-# forwards. Bound: logits' rms error within 1e-2 of the reference's rms,
-# top-1 agreement on 90 % of 200 positions.
+# forwards. The same fast forward with the experts on the float32 matvecs
+# (MEMRA_MOE_GEMM=0) is the baseline: the dense f16 GEMMs' own error (a
+# gemma4 synth model's attention, scale 1 over 256-wide heads, amplifies
+# it). Bound: logits' rms error within max(1e-2, 1.5 x the baseline's) of
+# the reference's rms, top-1 agreement on 90 % of 200 positions.
 if [ "${SKIP_MOE:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(1); print(" ".join(str(random.randrange(256)) for _ in range(200)))')
   for m in qwen3.6-35b-a3b gemma-4-26b-a4b; do
@@ -86,9 +89,12 @@ if [ "${SKIP_MOE:-0}" != 1 ]; then
     $B/examples/memra-synth --model $m --type q8_0 --layers 2 --vocab 4096 --experts 32 --out "$f" >/dev/null 2>&1 &&
       $B/examples/memra-logits -m "$f" --tokens "$toks" --mode prefill --device cpu --out /tmp/moe-ref.f32 >/dev/null &&
       MEMRA_FAST=1 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode prefill --device cuda:0 \
-        --out /tmp/moe-fast.f32 >/dev/null
-    note "moe fast prefill vs cpu, $m (2 layers, 32 experts): $(scripts/logits-compare.py /tmp/moe-ref.f32 /tmp/moe-fast.f32 --vocab 4096 2>&1)"
-    rm -f "$f" /tmp/moe-ref.f32 /tmp/moe-fast.f32
+        --out /tmp/moe-fast.f32 >/dev/null &&
+      MEMRA_FAST=1 MEMRA_MOE_GEMM=0 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode prefill \
+        --device cuda:0 --out /tmp/moe-base.f32 >/dev/null
+    note "moe fast prefill vs cpu, $m (2 layers, 32 experts): $(scripts/logits-compare.py /tmp/moe-ref.f32 \
+      /tmp/moe-fast.f32 --vocab 4096 --baseline /tmp/moe-base.f32 2>&1)"
+    rm -f "$f" /tmp/moe-ref.f32 /tmp/moe-fast.f32 /tmp/moe-base.f32
   done
 fi
 
