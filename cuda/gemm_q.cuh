@@ -8,7 +8,8 @@
  * accumulation). A block owns GQ_BM weight rows and up to GQ_BN x rows;
  * its K loop walks GQ_BK columns at a time: every thread dequantizes one
  * 32-element sub-block of one weight row, and 16-byte loads fill the x
- * tile. With a GLU pair (W2) the block's rows are 64 gate and the 64 up
+ * tile, in two shared-memory stages (the next tile's loads are issued
+ * before the tensor cores start on this one). With a GLU pair (W2) the block's rows are 64 gate and the 64 up
  * rows at the same indices, laid out so that the thread holding a gate
  * output also holds its up output: the epilogue writes act(g)·u (f16 for
  * the next GEMM, or float).
@@ -90,32 +91,54 @@ static __device__ __forceinline__ double gq_act(int gelu, double x)
     return x / (1.0 + exp(-x));
 }
 
-/* Weight sub-block (row r's elements k .. k+31) as 32 floats. Q8_0 reads
- * its quants as 16-bit words (its blocks are 2-byte aligned); the other
- * types through their reference decoder. */
-template <int T> static __device__ __forceinline__ void gq_deq(const uint8_t *row, int64_t k, float *v)
-{
-    constexpr int QK = mq_traits<T>::qk, BB = mq_traits<T>::bytes;
-    const uint8_t *b = row + (k / QK) * BB;
-    if constexpr (T == MEMRA_TYPE_Q8_0) {
-        const uint16_t *w = reinterpret_cast<const uint16_t *>(b);
+/* A thread's weight sub-block between its load and its decode: Q8_0's 17
+ * words in registers, loaded a whole k tile ahead of the tensor cores that
+ * wait for them; other types keep a pointer and decode straight from
+ * memory. */
+template <int T> struct gq_raw {
+    const uint8_t *b;
+    int sub;
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        b = row + (k / mq_traits<T>::qk) * mq_traits<T>::bytes;
+        sub = (int)((k % mq_traits<T>::qk) / 32);
+    }
+    __device__ __forceinline__ void decode(float *v) const { mq_deq32<T>(b, sub, v); }
+};
+
+template <> struct gq_raw<MEMRA_TYPE_Q8_0> {
+    uint16_t w[17];
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        const uint16_t *p = reinterpret_cast<const uint16_t *>(row + (k / 32) * 34);
+#pragma unroll
+        for (int j = 0; j < 17; j++)
+            w[j] = p[j];
+    }
+    __device__ __forceinline__ void decode(float *v) const
+    {
         const float d = __half2float(__ushort_as_half(w[0]));
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            const uint16_t u = w[1 + j];
-            v[2 * j] = (float)(int8_t)(u & 0xFF) * d;
-            v[2 * j + 1] = (float)(int8_t)(u >> 8) * d;
+            v[2 * j] = (float)(int8_t)(w[1 + j] & 0xFF) * d;
+            v[2 * j + 1] = (float)(int8_t)(w[1 + j] >> 8) * d;
         }
-    } else {
-        mq_deq32<T>(b, (int)((k % QK) / 32), v);
     }
-}
+};
+
+/* Shared memory: two stages of the weight and x tiles (double buffering:
+ * the next k tile's loads are in flight while the tensor cores work on
+ * this one), then the tile's x and y rows. */
+#define GQ_SMEM_A (GQ_BM * GQ_LD)
+#define GQ_SMEM_B (GQ_BN * GQ_LD)
+#define GQ_SMEM_BYTES ((size_t)2 * (GQ_SMEM_A + GQ_SMEM_B) * sizeof(__half) + 2 * GQ_BN * sizeof(int))
 
 template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(const gq_args a)
 {
-    __shared__ __align__(16) __half As[GQ_BM][GQ_LD];
-    __shared__ __align__(16) __half Bs[GQ_BN][GQ_LD];
-    __shared__ int s_x[GQ_BN], s_y[GQ_BN];
+    extern __shared__ __align__(16) uint8_t gq_smem[];
+    __half *const As0 = reinterpret_cast<__half *>(gq_smem);
+    __half *const Bs0 = As0 + 2 * GQ_SMEM_A;
+    int *const s_x = reinterpret_cast<int *>(Bs0 + 2 * GQ_SMEM_B), *const s_y = s_x + GQ_BN;
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
 
     int expert = 0, first, count;
@@ -169,43 +192,65 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
             for (int c = 0; c < 4; c++)
                 acc[m][n][c] = 0.0f;
 
-    for (int64_t k0 = 0; k0 < a.K; k0 += GQ_BK) {
-        {
-            float v[32];
-            const int64_t k = k0 + sub * 32;
-            if (wrow && k < a.K) {
-                gq_deq<T>(wrow, k, v);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 32; i++)
-                    v[i] = 0.0f;
-            }
-            uint4 *dst = reinterpret_cast<uint4 *>(&As[s][sub * 32]);
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                dst[j] = make_uint4(gq_pack(v[8 * j], v[8 * j + 1]), gq_pack(v[8 * j + 2], v[8 * j + 3]),
-                                    gq_pack(v[8 * j + 4], v[8 * j + 5]), gq_pack(v[8 * j + 6], v[8 * j + 7]));
-        }
+    /* stage = this thread's share of one k tile: its weight sub-block
+     * (raw) and two 16-byte chunks of x */
+    gq_raw<T> raw;
+    uint4 xv[(GQ_BN * GQ_BK / 8) / GQ_THREADS];
+    bool wok = false;
+    auto fetch = [&](int64_t k0) {
+        const int64_t k = k0 + sub * 32;
+        wok = wrow && k < a.K;
+        if (wok)
+            raw.load(wrow, k);
 #pragma unroll
         for (int i = 0; i < (GQ_BN * GQ_BK / 8) / GQ_THREADS; i++) {
             const int c = tid + i * GQ_THREADS, n = c >> 3, kc = (c & 7) * 8;
-            uint4 v = make_uint4(0, 0, 0, 0);
             const int xr = s_x[n];
-            if (xr >= 0 && k0 + kc < a.K)
-                v = *reinterpret_cast<const uint4 *>(a.X + (size_t)xr * a.ldx + k0 + kc);
-            *reinterpret_cast<uint4 *>(&Bs[n][kc]) = v;
+            xv[i] = xr >= 0 && k0 + kc < a.K ? *reinterpret_cast<const uint4 *>(a.X + (size_t)xr * a.ldx + k0 + kc)
+                                             : make_uint4(0, 0, 0, 0);
         }
-        __syncthreads();
+    };
+    auto stash = [&](int buf) {
+        float v[32];
+        if (wok) {
+            raw.decode(v);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                v[i] = 0.0f;
+        }
+        uint4 *dst = reinterpret_cast<uint4 *>(As0 + buf * GQ_SMEM_A + s * GQ_LD + sub * 32);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            dst[j] = make_uint4(gq_pack(v[8 * j], v[8 * j + 1]), gq_pack(v[8 * j + 2], v[8 * j + 3]),
+                                gq_pack(v[8 * j + 4], v[8 * j + 5]), gq_pack(v[8 * j + 6], v[8 * j + 7]));
+#pragma unroll
+        for (int i = 0; i < (GQ_BN * GQ_BK / 8) / GQ_THREADS; i++) {
+            const int c = tid + i * GQ_THREADS, n = c >> 3, kc = (c & 7) * 8;
+            *reinterpret_cast<uint4 *>(Bs0 + buf * GQ_SMEM_B + n * GQ_LD + kc) = xv[i];
+        }
+    };
+
+    fetch(0);
+    stash(0);
+    __syncthreads();
+    const int64_t nk = (a.K + GQ_BK - 1) / GQ_BK;
+    for (int64_t kt = 0; kt < nk; kt++) {
+        const int buf = (int)(kt & 1);
+        if (kt + 1 < nk)
+            fetch((kt + 1) * GQ_BK); /* in flight during the tensor-core work below */
+        const __half *As = As0 + buf * GQ_SMEM_A, *Bs = Bs0 + buf * GQ_SMEM_B;
 #pragma unroll
         for (int ks = 0; ks < GQ_BK; ks += 16) {
             uint32_t af[2][4], bf[4][2];
 #pragma unroll
             for (int m = 0; m < 2; m++)
-                gq_ldmatrix_x4(af[m], &As[wm * 32 + m * 16 + (lane & 15)][ks + (lane >> 4) * 8]);
+                gq_ldmatrix_x4(af[m], As + (wm * 32 + m * 16 + (lane & 15)) * GQ_LD + ks + (lane >> 4) * 8);
 #pragma unroll
             for (int np = 0; np < 2; np++) {
                 uint32_t r[4];
-                gq_ldmatrix_x4(r, &Bs[wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)][ks + ((lane >> 3) & 1) * 8]);
+                gq_ldmatrix_x4(r, Bs + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * GQ_LD + ks +
+                                      ((lane >> 3) & 1) * 8);
                 bf[2 * np][0] = r[0];
                 bf[2 * np][1] = r[1];
                 bf[2 * np + 1][0] = r[2];
@@ -217,6 +262,9 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
                 for (int n = 0; n < 4; n++)
                     gq_mma(acc[m][n], af[m], bf[n]);
         }
+        /* the other buffer was last read before the previous barrier */
+        if (kt + 1 < nk)
+            stash(buf ^ 1);
         __syncthreads();
     }
 
@@ -257,9 +305,13 @@ template <int T> bool gq_launch(const gq_args &a, unsigned n_tiles_max, cudaStre
 #define GQ_INSTANTIATE(T, _)                                                                                           \
     template <> bool gq_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s)                              \
     {                                                                                                                  \
+        /* per launch: the attribute belongs to the current device */                                                 \
+        if (cudaFuncSetAttribute(gq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GQ_SMEM_BYTES) !=     \
+            cudaSuccess)                                                                                               \
+            return false;                                                                                              \
         const int64_t per = a.W2 ? GQ_BM / 2 : GQ_BM;                                                                  \
-        const dim3 grid(n_tiles_max, (unsigned)((a.M + per - 1) / per));                                               \
-        return memra__launch(gq_kernel<T>, grid, GQ_THREADS, 0, s, a) == cudaSuccess;                                  \
+        const dim3 grid(n_tiles_max, (unsigned)((a.M + per - 1) / per));                                              \
+        return memra__launch(gq_kernel<T>, grid, GQ_THREADS, GQ_SMEM_BYTES, s, a) == cudaSuccess;                      \
     }
 
 #define GQ_EXTERN(T, _) template <> bool gq_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
