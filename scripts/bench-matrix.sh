@@ -18,7 +18,7 @@
 # LONG_MODELS (the entries that get it, default every one), REPS
 # (default 3), DIR (where models are written, default /tmp/bench-matrix),
 # KEEP=1 (keep the model files), OUT (logs and JSON, default
-# /tmp/bench-matrix-out).
+# /tmp/bench-matrix-out), REV (the commit to print; default git's HEAD).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build-gpu}
@@ -36,7 +36,8 @@ if [ -n "${PEER:-}" ] && [ ! -x "$PEER/llama-bench" ]; then
   echo "bench-matrix: no llama-bench in $PEER"
   exit 2
 fi
-rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# REV names the build in the table (a copied working tree's .git may be older than its files)
+rev=${REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "bench-matrix: memra $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
 summarize() {
