@@ -211,6 +211,10 @@ static void run_suite(kc *k)
     KC(memra__kc_conv(k, "conv.decode", 1, 8192, 4));
     KC(memra__kc_conv(k, "conv.prefill", 9, 8192, 4));
     KC(memra__kc_conv(k, "conv.short", 2, 64, 4));
+    /* runs of 16 tokens in parallel: a short last run, and a whole chunk */
+    KC(memra__kc_conv(k, "conv.runs", 37, 96, 4));
+    if (big)
+        KC(memra__kc_conv(k, "conv.chunk512", 512, 8192, 4));
 
     KC(memra__kc_delta(k, "delta.fixture", 5, 2, 4, 16));
     KC(memra__kc_delta(k, "delta.decode", 1, 16, 32, 128));
