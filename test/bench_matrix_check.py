@@ -19,7 +19,7 @@ import stat
 import subprocess
 import sys
 
-bench, synth, tmp = sys.argv[1:4]
+bench, synth, tmp = (os.path.abspath(a) for a in sys.argv[1:4])
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 work = os.path.join(tmp, "bench-matrix-check")
 os.makedirs(os.path.join(work, "b", "examples"), exist_ok=True)
