@@ -29,14 +29,20 @@ def new_floats(n: int) -> Tuple[Any, Any]:
     return b, ctypes.cast(b.buffer_info()[0], _FP)
 
 
+def _is_f32(mv: memoryview) -> bool:
+    # "f", or "<f"/"=f" as ctypes and numpy views spell native float32 (a little-endian host)
+    return mv.format.lstrip("@=<") == "f" and mv.itemsize == 4
+
+
 def out_floats(out: Any, n: int) -> Any:
-    """A float* into the caller's writable float32 buffer OUT of at least N elements."""
+    """A float* into the caller's writable float32 buffer OUT of at least N
+    elements, and the ctypes object that must stay alive during the call."""
     mv = memoryview(out)
-    if mv.format != "f" or not mv.c_contiguous or mv.readonly:
+    if not _is_f32(mv) or not mv.c_contiguous or mv.readonly:
         raise TypeError("memra: out must be a writable C-contiguous float32 buffer (format 'f')")
     if mv.nbytes < 4 * n:
         raise ValueError("memra: out holds %d floats, %d needed" % (mv.nbytes // 4, n))
-    arr = (ctypes.c_float * (mv.nbytes // 4)).from_buffer(mv)
+    arr = (ctypes.c_float * (mv.nbytes // 4)).from_buffer(mv.cast("B"))
     return ctypes.cast(arr, _FP), arr
 
 
@@ -47,12 +53,13 @@ def in_floats(values: Any) -> Tuple[Any, int, Any]:
         mv = memoryview(values)
     except TypeError:
         mv = None
-    if mv is not None and mv.format == "f" and mv.c_contiguous:
+    if mv is not None and _is_f32(mv) and mv.c_contiguous:
         n = mv.nbytes // 4
+        raw = mv.cast("B")
         if mv.readonly:
-            arr = (ctypes.c_float * n).from_buffer_copy(mv)
+            arr = (ctypes.c_float * n).from_buffer_copy(raw)
         else:
-            arr = (ctypes.c_float * n).from_buffer(mv)
+            arr = (ctypes.c_float * n).from_buffer(raw)
         return ctypes.cast(arr, _FP), n, arr
     if _np is not None and isinstance(values, _np.ndarray):
         a = _np.ascontiguousarray(values, dtype=_np.float32).reshape(-1)
