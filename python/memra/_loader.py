@@ -2,8 +2,9 @@
 
 Order: an explicit path (memra.load_library), then the environment variable
 MEMRA_LIBRARY (the library file, or a folder holding libmemra.so), then
-`pkg-config --variable=libdir memra`, then the system loader
-(LD_LIBRARY_PATH, ld.so.cache: libmemra.so.0, libmemra.so).
+`pkg-config --variable=libdir memra` (and the -L folders of its --libs),
+then the system loader (LD_LIBRARY_PATH, ld.so.cache: libmemra.so.0,
+libmemra.so).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ def _in_folder(folder: str) -> Optional[str]:
     return None
 
 
-def _pkg_config_libdir() -> Optional[str]:
+def _pkg_config(*args: str) -> Optional[str]:
     exe = shutil.which("pkg-config")
     if not exe:
         return None
     try:
         r = subprocess.run(
-            [exe, "--variable=libdir", "memra"],
+            [exe, *args, "memra"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             timeout=10,
@@ -41,8 +42,22 @@ def _pkg_config_libdir() -> Optional[str]:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    libdir = r.stdout.decode(errors="replace").strip()
-    return libdir if r.returncode == 0 and libdir else None
+    out = r.stdout.decode(errors="replace").strip()
+    return out if r.returncode == 0 else None
+
+
+def _pkg_config_dirs() -> Optional[List[str]]:
+    """The libdir of memra.pc, then its -L folders (a build tree's
+    memra-uninstalled.pc names the build folder only there); None if
+    pkg-config does not know memra."""
+    libdir = _pkg_config("--variable=libdir")
+    if libdir is None:
+        return None
+    dirs = [libdir] if libdir else []
+    for flag in (_pkg_config("--libs-only-L") or "").split():
+        if flag.startswith("-L") and flag[2:] not in dirs:
+            dirs.append(flag[2:])
+    return dirs
 
 
 def same_file(a: str, b: str) -> Optional[bool]:
@@ -68,18 +83,18 @@ def open_library(path: Optional[str] = None) -> Tuple[ctypes.CDLL, str]:
             return ctypes.CDLL(os.path.abspath(target)), os.path.abspath(target)
         except OSError as e:
             raise OSError("memra: cannot load %s (%s): %s" % (target, "argument" if path else ENV_VAR, e)) from e
-    libdir = _pkg_config_libdir()
-    if libdir is not None:
-        found = _in_folder(libdir)
-        if found is not None:
-            try:
-                return ctypes.CDLL(found), found
-            except OSError as e:
-                tried.append("%s (pkg-config): %s" % (found, e))
-        else:
-            tried.append("pkg-config libdir %s has no libmemra.so" % libdir)
-    else:
+    dirs = _pkg_config_dirs()
+    if dirs is None:
         tried.append("pkg-config knows no memra")
+    for folder in dirs or []:
+        found = _in_folder(folder)
+        if found is None:
+            tried.append("pkg-config folder %s has no libmemra.so" % folder)
+            continue
+        try:
+            return ctypes.CDLL(found), found
+        except OSError as e:
+            tried.append("%s (pkg-config): %s" % (found, e))
     names = list(_NAMES)
     found_name = ctypes.util.find_library("memra")
     if found_name and found_name not in names:

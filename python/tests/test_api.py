@@ -152,3 +152,17 @@ def test_library_path_from_environment(repo_root: str) -> None:
     env["MEMRA_LIBRARY"] = "/nonexistent/libmemra.so"
     r = subprocess.run([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
     assert r.returncode != 0 and b"MEMRA_LIBRARY" in r.stderr
+    # without MEMRA_LIBRARY: pkg-config (a build tree's memra-uninstalled.pc), then the loader
+    build = os.path.dirname(os.path.abspath(lib))
+    del env["MEMRA_LIBRARY"]
+    env["LD_LIBRARY_PATH"] = ""
+    uninstalled = os.path.join(build, "meson-uninstalled")
+    if shutil.which("pkg-config") and os.path.isdir(uninstalled):
+        env["PKG_CONFIG_PATH"] = uninstalled
+        out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, check=True)
+        assert os.path.dirname(out.stdout.decode().strip()) == build
+    env["PKG_CONFIG_PATH"] = "/nonexistent"
+    env["PKG_CONFIG_LIBDIR"] = "/nonexistent"
+    env["LD_LIBRARY_PATH"] = build
+    out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, check=True)
+    assert out.stdout.decode().strip().startswith("libmemra.so")
