@@ -25,7 +25,7 @@ def _project() -> Dict[str, Any]:
     simple keys this file uses, read line by line)."""
     path = os.path.join(ROOT, "pyproject.toml")
     try:
-        import tomllib  # type: ignore[import-not-found]
+        import tomllib
 
         with open(path, "rb") as f:
             return dict(tomllib.load(f)["project"])

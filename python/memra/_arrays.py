@@ -7,9 +7,11 @@ import array
 import ctypes
 from typing import Any, List, Optional, Sequence, Tuple
 
+_np: Any
 try:  # numpy is optional
-    import numpy as _np
+    import numpy
 
+    _np = numpy
     HAVE_NUMPY = True
 except ImportError:  # pragma: no cover - depends on the machine
     _np = None

@@ -112,11 +112,11 @@ class EngineInfo(Structure):
 
 
 # int (*memra_progress_fn)(float progress, void *user)
-PROGRESS_FN = CFUNCTYPE(c_int, c_float, c_void_p)
+PROGRESS_FN: Any = CFUNCTYPE(c_int, c_float, c_void_p)
 # void (*memra_log_fn)(memra_log_level_t level, const char *text, void *user)
-LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+LOG_FN: Any = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 # memra_status_t (*memra_gguf_fill_fn)(void *user, int64_t index, const char *name, void *dst, size_t nbytes)
-GGUF_FILL_FN = CFUNCTYPE(c_int, c_void_p, c_int64, c_char_p, c_void_p, c_size_t)
+GGUF_FILL_FN: Any = CFUNCTYPE(c_int, c_void_p, c_int64, c_char_p, c_void_p, c_size_t)
 
 
 class ModelParams(Structure):

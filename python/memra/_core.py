@@ -8,11 +8,14 @@ import contextlib
 import ctypes
 import enum
 import os
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Sequence, Union
 
 from . import _arrays, _capi
 from ._capi import lib
 from ._errors import MemraError, NotFoundError, Status, check, error, misuse
+
+if TYPE_CHECKING:
+    from ._gguf import Gguf
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -636,10 +639,11 @@ class Model(_Handle):
         failure: List[BaseException] = []
         cb: Any = None
         if progress is not None:
+            user_fn = progress
 
             def _progress(frac: float, _user: Any) -> int:
                 try:
-                    return 1 if progress(frac) else 0
+                    return 1 if user_fn(frac) else 0
                 except BaseException as e:  # re-raised after the load
                     failure.append(e)
                     return 1
@@ -821,7 +825,7 @@ class Model(_Handle):
         add_special: bool = True,
         parse_special: bool = True,
         n_ctx: int = 0,
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         """Yields up to MAX_TOKENS sampled token ids: tokenizes PROMPT (text, or
         ids as given), prefills it with memra_forward, then samples and runs
         decode steps; stops at an end-of-generation token unless STOP_AT_EOG is
@@ -861,7 +865,7 @@ class Model(_Handle):
         prompt: Union[str, Sequence[int]],
         max_tokens: int = 128,
         **kwargs: Any,
-    ) -> Iterator[str]:
+    ) -> Generator[str, None, None]:
         """Streams the text of generate_tokens() (same arguments) in pieces as the
         tokens come; a token ending inside a UTF-8 sequence is held back until the
         sequence completes. Control tokens give no text."""

@@ -351,10 +351,12 @@ class GgufWriter(_Handle):
             lib().memra_gguf_writer_set_fill(self.handle, _capi.GGUF_FILL_FN(), None)
             return
 
+        user_fn = fn
+
         def _fill(_user: Any, index: int, name: bytes, dst: int, nbytes: int) -> int:
             try:
                 view = memoryview((ctypes.c_char * nbytes).from_address(dst)).cast("B")
-                fn(index, _s(name), view)
+                user_fn(index, _s(name), view)
                 return 0
             except Exception:
                 return int(Status.E_INVALID)

@@ -24,7 +24,7 @@ class LogLevel(enum.IntEnum):
 
 def version() -> str:
     """memra_version of the loaded library, e.g. "0.1.0"."""
-    return lib().memra_version().decode()
+    return str(lib().memra_version().decode())
 
 
 def version_number() -> int:
@@ -60,9 +60,11 @@ def set_logger(fn: Optional[LogFn], min_level: int = LogLevel.WARN) -> None:
         L.log_callback = None
         return
 
+    user_fn = fn
+
     def _log(level: int, text: bytes, _user: Any) -> None:
         try:
-            fn(LogLevel(level), text.decode(errors="replace") if text else "")
+            user_fn(LogLevel(level), text.decode(errors="replace") if text else "")
         except Exception:
             pass  # a logger must not unwind through C
 
@@ -110,7 +112,7 @@ def margin_default_params() -> _capi.MarginParams:
 
 def margin_verdict_name(verdict: int) -> str:
     """memra_margin_verdict_name."""
-    return lib().memra_margin_verdict_name(verdict).decode()
+    return str(lib().memra_margin_verdict_name(verdict).decode())
 
 
 def check_kernels(params: Optional[_capi.KernelCheckParams] = None) -> _capi.KernelCheckReport:

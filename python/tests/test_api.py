@@ -160,9 +160,26 @@ def test_library_path_from_environment(repo_root: str) -> None:
     if shutil.which("pkg-config") and os.path.isdir(uninstalled):
         env["PKG_CONFIG_PATH"] = uninstalled
         out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, check=True)
-        assert os.path.dirname(out.stdout.decode().strip()) == build
+        assert os.path.realpath(os.path.dirname(out.stdout.decode().strip())) == os.path.realpath(build)
     env["PKG_CONFIG_PATH"] = "/nonexistent"
     env["PKG_CONFIG_LIBDIR"] = "/nonexistent"
     env["LD_LIBRARY_PATH"] = build
     out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, check=True)
     assert out.stdout.decode().strip().startswith("libmemra.so")
+
+
+def test_package_type_checks() -> None:
+    """mypy --strict is clean on the package (skipped where mypy is not installed)."""
+    import sys
+
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        pytest.skip("mypy not installed (apt-get install python3-mypy)")
+    pkg = os.path.dirname(memra.__file__)
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull, pkg],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert r.returncode == 0, r.stdout.decode()

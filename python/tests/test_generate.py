@@ -21,9 +21,8 @@ def test_generate_stops_at_max_tokens(model: memra.Model) -> None:
 
 
 def test_generate_text_is_the_tokens_text(model: memra.Model) -> None:
-    kw = dict(temperature=0.0, stop_at_eog=False)
-    toks = list(model.generate_tokens("The quick brown fox", max_tokens=10, **kw))
-    text = "".join(model.generate("The quick brown fox", max_tokens=10, **kw))
+    toks = list(model.generate_tokens("The quick brown fox", max_tokens=10, temperature=0.0, stop_at_eog=False))
+    text = "".join(model.generate("The quick brown fox", max_tokens=10, temperature=0.0, stop_at_eog=False))
     assert text == b"".join(model.piece(t) for t in toks).decode(errors="replace")
 
 
