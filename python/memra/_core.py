@@ -831,7 +831,8 @@ class Model(_Handle):
         decode steps; stops at an end-of-generation token unless STOP_AT_EOG is
         false. Sampling keywords left None take the library's defaults; SAMPLER
         uses the caller's sampler instead (not closed here). N_CTX: the cache
-        size (0 = prompt + max_tokens). The cache lives as long as the iterator."""
+        size (0 = prompt + max_tokens; smaller raises CacheFullError once full).
+        The cache lives as long as the iterator."""
         if isinstance(prompt, (str, bytes)):
             ids = self.tokenize(prompt, add_special, parse_special)
         else:
@@ -864,14 +865,43 @@ class Model(_Handle):
         self,
         prompt: Union[str, Sequence[int]],
         max_tokens: int = 128,
-        **kwargs: Any,
+        *,
+        temperature: Optional[float] = None,
+        top_k: Optional[int] = None,
+        top_p: Optional[float] = None,
+        min_p: Optional[float] = None,
+        repeat_penalty: Optional[float] = None,
+        repeat_last_n: Optional[int] = None,
+        seed: Optional[int] = None,
+        sampler: Optional[Sampler] = None,
+        stop_at_eog: bool = True,
+        add_special: bool = True,
+        parse_special: bool = True,
+        n_ctx: int = 0,
     ) -> Generator[str, None, None]:
         """Streams the text of generate_tokens() (same arguments) in pieces as the
         tokens come; a token ending inside a UTF-8 sequence is held back until the
-        sequence completes. Control tokens give no text."""
+        sequence completes. Control tokens give no text. Closing the iterator
+        early frees its cache (and its sampler, unless SAMPLER was given)."""
         dec = codecs.getincrementaldecoder("utf-8")("replace")
         tok = self.tokenizer
-        for t in self.generate_tokens(prompt, max_tokens, **kwargs):
+        tokens = self.generate_tokens(
+            prompt,
+            max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            min_p=min_p,
+            repeat_penalty=repeat_penalty,
+            repeat_last_n=repeat_last_n,
+            seed=seed,
+            sampler=sampler,
+            stop_at_eog=stop_at_eog,
+            add_special=add_special,
+            parse_special=parse_special,
+            n_ctx=n_ctx,
+        )
+        for t in tokens:
             text = dec.decode(tok.piece(t))
             if text:
                 yield text

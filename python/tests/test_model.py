@@ -207,3 +207,34 @@ def test_standalone_tokenizer(model_path: str, model: memra.Model) -> None:
     with memra.Gguf(model_path) as g, memra.Tokenizer.from_gguf(g) as tok2:
         pass
     assert tok2.n_vocab == model.n_vocab if not tok2.closed else True
+
+
+def test_pipeline_stages_on_cpu(model_path: str, model: memra.Model) -> None:
+    ids = model.tokenize("The quick brown fox")
+    with model.cache() as c:
+        ref = model.forward(c, ids)
+    cut = model.n_layers // 2
+    with memra.Model(model_path, n_stages=2, devices="cpu", splits=[cut], streams=0) as split:
+        assert split.n_stages == 2
+        info = split.pipeline_info()
+        assert info.n_stages == 2 and info.streams == 0 and list(info.fence[:3]) == [0, cut, split.n_layers]
+        assert (split.stage_info(1).layer0, split.stage_info(1).layer1) == (cut, split.n_layers)
+        with pytest.raises(memra.RangeError):
+            split.stage_info(2)
+        with split.cache() as c:
+            assert _values(split.forward(c, ids)) == _values(ref)  # bit-identical to the unsplit model
+
+
+def test_model_params_struct(model_path: str, lib_path: str) -> None:
+    p = memra.model_default_params()
+    p.n_layers = 1
+    with memra.Model(model_path, params=p) as m:
+        assert m.n_layers == 1
+    with pytest.raises(memra.InvalidArgumentError) as ei:
+        memra.Model(model_path, n_stages=memra.MAX_PP_STAGES + 1)
+    assert ei.value.message
+
+
+def test_generate_cache_too_small(model: memra.Model) -> None:
+    with pytest.raises(memra.CacheFullError):
+        list(model.generate_tokens("Hello there", max_tokens=20, n_ctx=4, stop_at_eog=False))
