@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-pkgs=(meson ninja-build pkg-config gcc libcmocka-dev libpcre2-dev libutf8proc-dev python3 valgrind golang-go)
+pkgs=(meson ninja-build pkg-config gcc libcmocka-dev libpcre2-dev libutf8proc-dev python3 python3-pytest python3-numpy valgrind golang-go)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

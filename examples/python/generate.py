@@ -1,35 +1,40 @@
 #!/usr/bin/env python3
-"""Greedy generation through the ctypes binding: loads a model (argument 1, else the
-bundled default), tokenizes a prompt, prefills it and decodes 8 greedy tokens.
+"""Greedy generation through the memra Python package (python/): loads a model
+(argument 1, else the bundled default), then streams 8 greedy tokens of a
+prompt (argument 2) with Model.generate.
 
-    MEMRA_LIB=build/libmemra.so python3 examples/python/generate.py [MODEL] [PROMPT]
+    pip install ./python        # or run from this tree as it is
+    MEMRA_LIBRARY=build/libmemra.so python3 examples/python/generate.py [MODEL] [PROMPT]
+
+Without the package installed, the python/ folder of this tree is used; without
+MEMRA_LIBRARY, a build/libmemra.so of this tree, else pkg-config and the loader.
 """
 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import memra  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+try:
+    import memra
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import memra  # noqa: E402
+
+if not os.environ.get("MEMRA_LIBRARY") and os.path.exists(os.path.join(ROOT, "build", "libmemra.so")):
+    os.environ["MEMRA_LIBRARY"] = os.path.join(ROOT, "build", "libmemra.so")
 
 
-def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else memra.default_model_path()
+def main() -> int:
+    default = os.environ.get("MEMRA_DEFAULT_MODEL") or os.path.join(ROOT, "test", "data", "default.gguf")
+    path = sys.argv[1] if len(sys.argv) > 1 else default
     prompt = sys.argv[2] if len(sys.argv) > 2 else "The quick brown fox"
     n_gen = 8
-    with memra.Model(path) as model, model.cache() as cache, memra.Sampler(temperature=0.0) as sampler:
-        ids = model.tokenize(prompt)
+    with memra.Model(path) as model:
+        ids = model.tokenize(prompt, parse_special=True)
         print("memra %s, %s model %s: prompt %r -> %d tokens %s" % (
             memra.version(), model.arch, os.path.basename(path), prompt, len(ids), ids))
-        logits = model.forward(cache, ids)
-        out = []
-        for _ in range(n_gen):
-            t = sampler.sample(logits)
-            if model.is_eog(t):
-                break
-            sampler.accept(t)
-            out.append(t)
-            logits = model.decode(cache, t)
-        text = b"".join(model.piece(t) for t in out).decode(errors="replace")
+        out = list(model.generate_tokens(ids, max_tokens=n_gen, temperature=0))
+        text = "".join(model.generate(ids, max_tokens=n_gen, temperature=0))
         print("generated %d tokens: %s" % (len(out), out))
         print("text: %r" % text)
         if not out:
