@@ -85,7 +85,8 @@ int main(int argc, char **argv)
     memra_cache_t *cache = NULL;
     float *logits = NULL;
 
-    if (example_load("memra-logits", model_path, device, (int32_t)threads, (int32_t)chunk, &engine, &model))
+    if (example_load("memra-logits", model_path, device, (int32_t)threads, (int32_t)chunk, NULL, NULL, &engine,
+                     &model))
         goto out;
     const size_t n_vocab = (size_t)memra_model_n_vocab(model);
     if (memra_cache_create(model, n, &cache) || !(logits = malloc((size_t)n * n_vocab * sizeof *logits))) {
