@@ -123,7 +123,10 @@ static void print_help(const cli_prog_t *p)
     for (int first = 1; *s; first = 0) {
         const char *nl = strchr(s, '\n');
         size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        fprintf(o, "%s%s %.*s\n", first ? "usage: " : "       ", p->name, (int)len, s);
+        if (*s == ' ') /* a continued usage line */
+            fprintf(o, "       %*s%.*s\n", (int)strlen(p->name), "", (int)len, s);
+        else
+            fprintf(o, "%s%s %.*s\n", first ? "usage: " : "       ", p->name, (int)len, s);
         s += len + (nl != NULL);
     }
     if (p->about) {

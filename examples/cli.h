@@ -38,7 +38,8 @@ typedef struct cli_opt {
 } cli_opt_t;
 
 /* A program: NAME ("memra-run"), SYNOPSIS (the usage lines after the name,
- * '\n' between them), ABOUT (what it does, a paragraph), its options
+ * '\n' between them; a line that starts with a space continues the one
+ * before), ABOUT (what it does, a paragraph), its options
  * (N_OPTS of them, without --help and --version, which are added), and
  * EXAMPLES (command lines, one a line). */
 typedef struct cli_prog {
