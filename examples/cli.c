@@ -50,10 +50,12 @@ void cli_init(cli_t *c, const cli_prog_t *prog, int argc, char **argv)
     c->argc = argc;
     c->argv = argv;
     c->first_operand = argc;
+    if (prog->n_opts > MAX_OPTS)
+        cli_fail(c, "too many options for the parser (%d > %d)", prog->n_opts, MAX_OPTS);
     int nl = 0;
     size_t ns = 0;
     g_short[ns++] = ':'; /* a missing value returns ':', not '?' */
-    for (int i = 0; i < prog->n_opts + 2 && i < MAX_OPTS + 2; i++) {
+    for (int i = 0; i < prog->n_opts + 2; i++) {
         const cli_opt_t *o = i < prog->n_opts ? &prog->opts[i] : &k_builtin[i - prog->n_opts];
         if (o->long_name)
             g_long[nl++] = (struct option){o->long_name, o->arg ? required_argument : no_argument, NULL, o->key};
@@ -67,8 +69,6 @@ void cli_init(cli_t *c, const cli_prog_t *prog, int argc, char **argv)
     g_long[nl] = (struct option){0, 0, 0, 0};
     optind = 1;
     opterr = 0;
-    if (prog->n_opts > MAX_OPTS)
-        cli_fail(c, "too many options for the parser (%d > %d)", prog->n_opts, MAX_OPTS);
 }
 
 void cli_fail(const cli_t *c, const char *fmt, ...)

@@ -26,7 +26,7 @@
 #define CLI_LONG_ONLY 256
 
 /* One option. KEY is the short option letter when below CLI_LONG_ONLY (and
- * cli_next's return value either way); LONG_NAME its long spelling (or
+ * cli_next's return value either way; 'h' is --help's); LONG_NAME its long spelling (or
  * NULL); ARG names its value ("N", "FILE") or is NULL for a flag; HELP says
  * what it does and its default (lines after the first are indented), or is
  * NULL for an alias that --help does not list. */
