@@ -21,6 +21,7 @@
 
 #include <memra/memra.h>
 
+#include "cli.h"
 #include "common.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -78,68 +79,77 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
     return total;
 }
 
-static void usage(const char *a0)
-{
-    fprintf(stderr, "usage: %s -m MODEL [-p 512[,2048..]] [-n 128] [-d 0[,512..]] [-r 5] [--device cpu|cuda:N] "
-                    "[--threads N] [--chunk N] [--json] [--pageable]\n", a0);
-}
-
 #define MAX_LIST 8
 
-/* A comma-separated list of integers in [0, 1 << 24]: its length, or -1. */
-static int parse_list(const char *v, int *out)
-{
-    int n = 0;
-    while (*v) {
-        char *end;
-        long x = strtol(v, &end, 10);
-        if (end == v || x < 0 || x > (1 << 24) || n == MAX_LIST || (*end && *end != ','))
-            return -1;
-        out[n++] = (int)x;
-        v = *end ? end + 1 : end;
-    }
-    return n;
-}
+enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE };
 
-static int parse_int(const char *v, int lo, int hi, int *out)
-{
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || x < lo || x > hi)
-        return -1;
-    *out = (int)x;
-    return 0;
-}
+static const cli_opt_t k_opts[] = {
+    {'m', "model", "FILE", "GGUF model (required)"},
+    {'p', "n-prompt", "P[,P..]", "prefill lengths in tokens, up to 8, each 0..16777216, 0 = no prefill\n"
+                                 "test (default: 512)"},
+    {'n', "n-gen", "N", "decode steps of the tg test, 0..16777216, 0 = none (default: 128)"},
+    {'d', "n-depth", "D[,D..]", "context depths before each test, up to 8, each 0..16777216 (default: 0)"},
+    {'r', "repetitions", "R", "timed runs of each test after one warm-up, 1..1000 (default: 5)"},
+    {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
+    {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
+    {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 0 = the model's default (env MEMRA_PRIME_CHUNK,\n"
+                              "else 512) (default: 0)"},
+    {OPT_JSON, "json", NULL, "one JSON object per depth, one line each (default: a table)"},
+    {OPT_PAGEABLE, "pageable", NULL, "decode logits into malloc'd memory instead of memra_engine_host_alloc\n"
+                                     "(default: off)"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-bench",
+    "-m MODEL [-p 512[,2048..]] [-n 128] [-d 0[,512..]] [-r 5] [--device DEV] [--threads N]\n"
+    " [--chunk N] [--json] [--pageable]",
+    "llama-bench-like prefill and decode throughput. For each depth D: pp, one forward over P\n"
+    "random tokens after D tokens of context (untimed), for each P; tg, N single-token decode steps\n"
+    "after D tokens of context, each returning its logits to the host. Median and standard\n"
+    "deviation over R runs; decode is also stated against the roofline measured here (bytes of\n"
+    "weights read per token over the engine's copy bandwidth). With --json, \"pp\" is the first P's\n"
+    "result and \"pp_all\" every P's.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-bench -m model.gguf --device cuda:0 -p 512 -n 128 -d 0,512 -r 3 --json\n"
+    "memra-bench -m model.gguf -p 0 -n 32 --threads 8",
+};
 
 int main(int argc, char **argv)
 {
     const char *path = NULL, *device = "cpu";
     int n = 128, reps = 5, threads = 0, chunk = 0, json = 0, pageable = 0;
-    int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, n_p = 1, n_d = 1, bad = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--pageable")) { pageable = 1; continue; }
-        if (!v) { usage(argv[0]); return 2; }
-        if (!strcmp(a, "-m")) path = v;
-        else if (!strcmp(a, "-p")) bad |= (n_p = parse_list(v, pl)) < 1;
-        else if (!strcmp(a, "-n")) bad |= parse_int(v, 0, 1 << 24, &n);
-        else if (!strcmp(a, "-d")) bad |= (n_d = parse_list(v, dl)) < 1;
-        else if (!strcmp(a, "-r")) bad |= parse_int(v, 1, 1000, &reps);
-        else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--threads")) bad |= parse_int(v, 0, 4096, &threads);
-        else if (!strcmp(a, "--chunk")) bad |= parse_int(v, 0, 1 << 20, &chunk);
-        else { usage(argv[0]); return 2; }
-        if (bad) {
-            fprintf(stderr, "%s: bad value for %s: '%s'\n", argv[0], a, v);
-            return 2;
+    int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, n_p = 1, n_d = 1;
+    long list[MAX_LIST];
+    cli_t cl;
+    cli_init(&cl, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&cl)) != -1;) {
+        const char *v = cl.arg;
+        switch (key) {
+        case 'm': path = v; break;
+        case 'p':
+            n_p = cli_long_list(&cl, v, 0, 1 << 24, list, MAX_LIST);
+            for (int i = 0; i < n_p; i++)
+                pl[i] = (int)list[i];
+            break;
+        case 'n': n = (int)cli_long(&cl, v, 0, 1 << 24); break;
+        case 'd':
+            n_d = cli_long_list(&cl, v, 0, 1 << 24, list, MAX_LIST);
+            for (int i = 0; i < n_d; i++)
+                dl[i] = (int)list[i];
+            break;
+        case 'r': reps = (int)cli_long(&cl, v, 1, 1000); break;
+        case OPT_DEVICE: device = v; break;
+        case 't': threads = (int)cli_long(&cl, v, 0, 4096); break;
+        case OPT_CHUNK: chunk = (int)cli_long(&cl, v, 0, 1 << 20); break;
+        case OPT_JSON: json = 1; break;
+        case OPT_PAGEABLE: pageable = 1; break;
         }
-        i++;
     }
-    if (!path) {
-        usage(argv[0]);
-        return 2;
-    }
+    if (cl.first_operand < argc)
+        cli_fail(&cl, "unexpected argument '%s'", argv[cl.first_operand]);
+    if (!path)
+        cli_fail(&cl, "no model given (-m MODEL)");
     int p_max = 0, d_max = 0;
     for (int i = 0; i < n_p; i++)
         p_max = pl[i] > p_max ? pl[i] : p_max;
@@ -224,7 +234,7 @@ int main(int argc, char **argv)
         }
         if (st)
             break;
-        stats spp[MAX_LIST], stg = summarize(tg, reps);
+        stats spp[MAX_LIST] = {{0, 0}}, stg = summarize(tg, reps);
         for (int pi = 0; pi < n_p; pi++)
             spp[pi] = summarize(pp + pi * reps, reps);
         if (json) {

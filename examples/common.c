@@ -39,7 +39,7 @@ const char *default_model_path(void)
 }
 
 int example_load(const char *prog, const char *path, const char *device, int32_t threads, int32_t chunk,
-                 memra_engine_t **engine, memra_model_t **model)
+                 memra_progress_fn progress, void *user, memra_engine_t **engine, memra_model_t **model)
 {
     *engine = NULL;
     *model = NULL;
@@ -54,6 +54,8 @@ int example_load(const char *prog, const char *path, const char *device, int32_t
     memra_model_default_params(&mp);
     mp.engine = *engine;
     mp.prefill_chunk = chunk;
+    mp.progress = progress;
+    mp.progress_user = user;
     if (memra_model_load(path, &mp, model)) {
         fprintf(stderr, "%s: %s\n", prog, memra_last_error());
         memra_engine_destroy(*engine);

@@ -18,10 +18,11 @@ const char *default_model_path(void);
 
 /* Creates an engine for DEVICE ("cpu", "cuda", "cuda:N") with THREADS CPU
  * threads (0 = all cores) and loads PATH onto it with prefill chunk CHUNK
- * (0 = the model's default). On failure it prints "PROG: ..." to stderr,
- * frees what it made and returns -1; else 0 (free *model, then *engine). */
+ * (0 = the model's default), calling PROGRESS (may be NULL) with USER as
+ * the load goes. On failure it prints "PROG: ..." to stderr, frees what it
+ * made and returns -1; else 0 (free *model, then *engine). */
 int example_load(const char *prog, const char *path, const char *device, int32_t threads, int32_t chunk,
-                 memra_engine_t **engine, memra_model_t **model);
+                 memra_progress_fn progress, void *user, memra_engine_t **engine, memra_model_t **model);
 
 /* Tokenizes TEXT[0..LEN) with FLAGS into a malloc'ed *IDS of *N ids (room
  * for one more). On failure prints "PROG: ..." and returns -1. */

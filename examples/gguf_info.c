@@ -8,6 +8,8 @@
 
 #include <memra/memra.h>
 
+#include "cli.h"
+
 static void json_str(FILE *o, const char *s, size_t n)
 {
     fputc('"', o);
@@ -153,27 +155,36 @@ static void print_text(FILE *o, const memra_gguf_t *g, const char *path)
     }
 }
 
+enum { OPT_JSON = CLI_LONG_ONLY };
+
+static const cli_opt_t k_opts[] = {
+    {OPT_JSON, "json", NULL, "print everything as one JSON object (default: text, long arrays shortened)"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-gguf-info",
+    "FILE.gguf [--json]",
+    "Prints a GGUF file's version, keys and tensors. Text mode shortens long arrays; JSON mode\n"
+    "prints everything: {\"version\":3,\"kv\":{...},\"tensors\":[{\"name\",\"type\",\"shape\",\"offset\"}]}",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-gguf-info model.gguf\n"
+    "memra-gguf-info model.gguf --json | python3 -m json.tool",
+};
+
 int main(int argc, char **argv)
 {
-    const char *path = NULL;
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;)
+        if (key == OPT_JSON)
             json = 1;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: %s FILE.gguf [--json]\n", argv[0]);
-            return 0;
-        } else if (!path)
-            path = argv[i];
-        else {
-            fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[i]);
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "usage: %s FILE.gguf [--json]\n", argv[0]);
-        return 2;
-    }
+    if (c.first_operand >= argc)
+        cli_fail(&c, "no file given");
+    if (c.first_operand + 1 < argc)
+        cli_fail(&c, "unexpected argument '%s' (one file at a time)", argv[c.first_operand + 1]);
+    const char *path = argv[c.first_operand];
     memra_gguf_t *g = NULL;
     memra_status_t st = memra_gguf_open(path, &g);
     if (st) {

@@ -16,54 +16,57 @@
 
 #include <memra/memra.h>
 
+#include "cli.h"
 #include "common.h"
 
-static void usage(FILE *o)
-{
-    fprintf(o, "usage: memra-logits [-m MODEL] --tokens \"1 2 3\" --mode decode|prefill [--chunk N]\n"
-               "                    [--device cpu|cuda:N] [--threads N] --out FILE\n");
-}
+enum { OPT_TOKENS = CLI_LONG_ONLY, OPT_MODE, OPT_CHUNK, OPT_DEVICE };
+
+static const cli_opt_t k_opts[] = {
+    {'m', "model", "FILE", "GGUF model (default: the bundled default model; env MEMRA_DEFAULT_MODEL)"},
+    {OPT_TOKENS, "tokens", "IDS", "token ids, separated by spaces, commas or newlines (required)"},
+    {OPT_MODE, "mode", "MODE", "decode (one step per token) or prefill (one forward, every row) (required)"},
+    {'o', "out", "FILE", "where the float32 [n_tokens][n_vocab] logits go (required)"},
+    {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 1..1048576 (default: the model's, env\n"
+                              "MEMRA_PRIME_CHUNK or 512)"},
+    {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
+    {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-logits",
+    "[-m MODEL] --tokens \"1 2 3\" --mode decode|prefill [--chunk N]\n"
+    " [--device DEV] [--threads N] --out FILE",
+    "Dumps the logits of every position of a token sequence: decode runs one memra_decode_step per\n"
+    "token, prefill one memra_forward over all of them (MEMRA_FORWARD_ALL_ROWS). FILE receives\n"
+    "row-major float32 [n_tokens][n_vocab], the layout of the fixture references.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-logits -m model.gguf --tokens \"1 2 3 4\" --mode prefill --out /tmp/logits.f32",
+};
 
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *tokens_arg = NULL, *mode = NULL, *device = "cpu", *out_path = NULL;
     long chunk = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "memra-logits: %s: missing value or unknown option\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        char *end = NULL;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            model_path = v;
-        else if (!strcmp(a, "--tokens"))
-            tokens_arg = v;
-        else if (!strcmp(a, "--mode"))
-            mode = v;
-        else if (!strcmp(a, "--device"))
-            device = v;
-        else if (!strcmp(a, "--out") || !strcmp(a, "-o"))
-            out_path = v;
-        else if (!strcmp(a, "--chunk") && (chunk = strtol(v, &end, 10)) > 0 && !*end)
-            ;
-        else if ((!strcmp(a, "--threads") || !strcmp(a, "-t")) && (threads = strtol(v, &end, 10)) >= 0 && !*end)
-            ;
-        else {
-            fprintf(stderr, "memra-logits: bad option or value: %s %s\n", a, v);
-            usage(stderr);
-            return 2;
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;) {
+        switch (key) {
+        case 'm': model_path = c.arg; break;
+        case OPT_TOKENS: tokens_arg = c.arg; break;
+        case OPT_MODE: mode = c.arg; break;
+        case 'o': out_path = c.arg; break;
+        case OPT_CHUNK: chunk = cli_long(&c, c.arg, 1, 1 << 20); break;
+        case OPT_DEVICE: device = c.arg; break;
+        case 't': threads = cli_long(&c, c.arg, 0, 4096); break;
         }
     }
-    if (!tokens_arg || !mode || !out_path || (strcmp(mode, "decode") && strcmp(mode, "prefill"))) {
-        usage(stderr);
-        return 2;
-    }
+    if (c.first_operand < argc)
+        cli_fail(&c, "unexpected argument '%s'", argv[c.first_operand]);
+    if (!tokens_arg || !mode || !out_path)
+        cli_fail(&c, "--tokens, --mode and --out are required");
+    if (strcmp(mode, "decode") && strcmp(mode, "prefill"))
+        cli_fail(&c, "--mode: '%s' is neither decode nor prefill", mode);
     if (!model_path && !(model_path = default_model_path())) {
         fprintf(stderr, "memra-logits: no -m given and the bundled default model was not found\n");
         return 2;
@@ -85,7 +88,8 @@ int main(int argc, char **argv)
     memra_cache_t *cache = NULL;
     float *logits = NULL;
 
-    if (example_load("memra-logits", model_path, device, (int32_t)threads, (int32_t)chunk, &engine, &model))
+    if (example_load("memra-logits", model_path, device, (int32_t)threads, (int32_t)chunk, NULL, NULL, &engine,
+                     &model))
         goto out;
     const size_t n_vocab = (size_t)memra_model_n_vocab(model);
     if (memra_cache_create(model, n, &cache) || !(logits = malloc((size_t)n * n_vocab * sizeof *logits))) {

@@ -20,6 +20,8 @@
 
 #include <memra/memra.h>
 
+#include "cli.h"
+
 typedef enum { QWEN35, QWEN35MOE, GEMMA4 } family_t;
 
 typedef struct spec {
@@ -477,56 +479,75 @@ static memra_status_t add_metadata(memra_gguf_writer_t *w, const spec_t *s, int 
     return add_tokenizer(w, vocab);
 }
 
-static void usage(const char *argv0)
-{
-    fprintf(stderr,
-            "usage: %s --model NAME --type q8_0|q4_k --out FILE [--layers N] [--vocab N] [--experts N] [--seed S] [--dry-run]\n"
-            "       %s --list\n",
-            argv0, argv0);
-}
+enum { OPT_MODEL = CLI_LONG_ONLY, OPT_TYPE, OPT_OUT, OPT_LAYERS, OPT_VOCAB, OPT_EXPERTS, OPT_SEED, OPT_DRY, OPT_LIST };
+
+static const cli_opt_t k_opts[] = {
+    {OPT_MODEL, "model", "NAME", "released model whose shape to write, one of --list (required)"},
+    {OPT_TYPE, "type", "TYPE", "q8_0, or q4_k (Q4_K_M-like: Q4_K weights, Q6_K head) (default: q8_0)"},
+    {OPT_OUT, "out", "FILE", "where the GGUF goes (required unless --dry-run)"},
+    {OPT_LAYERS, "layers", "N", "keep the first N layers, 0..100000, 0 = all (default: 0)"},
+    {OPT_VOCAB, "vocab", "N", "vocabulary size, 0 or 512..16777216, 0 = the model's (default: 0)"},
+    {OPT_EXPERTS, "experts", "N", "MoE: keep N experts, 0..65536, 0 = all (default: 0)"},
+    {OPT_SEED, "seed", "S", "seed of the random weights, 0..2^64-1 (default: the built-in stream)"},
+    {OPT_DRY, "dry-run", NULL, "print parameter count and tensor bytes as JSON; write nothing"},
+    {OPT_LIST, "list", NULL, "print the model names and exit"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-synth",
+    "--model NAME [--type q8_0|q4_k] --out FILE [--layers N] [--vocab N] [--experts N] [--seed S]\n"
+    "--model NAME [--type q8_0|q4_k] --dry-run\n"
+    "--list",
+    "Writes a random-weight GGUF with the exact metadata, tensor names, shapes and quant types of a\n"
+    "released model, so engines can be benchmarked and tested without downloads. The tokenizer is a\n"
+    "small valid GPT-2-style BPE vocabulary padded to the model's size. --layers, --vocab and\n"
+    "--experts shrink a model for tests.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-synth --model qwen3.5-9b --type q8_0 --out /tmp/q35-9b-q8_0.gguf\n"
+    "memra-synth --model qwen3.5-0.8b --layers 2 --vocab 1024 --out /tmp/tiny.gguf",
+};
 
 int main(int argc, char **argv)
 {
     const char *model = NULL, *type = "q8_0", *out = NULL;
-    int layers = 0, vocab = 0, dry = 0, experts = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--list") == 0) {
-            for (size_t k = 0; k < sizeof k_specs / sizeof *k_specs; k++)
-                printf("%s\n", k_specs[k].name);
-            return 0;
-        } else if (strcmp(a, "--dry-run") == 0) {
-            dry = 1;
-        } else if (strcmp(a, "--model") == 0 && v) {
-            model = v, i++;
-        } else if (strcmp(a, "--type") == 0 && v) {
-            type = v, i++;
-        } else if (strcmp(a, "--out") == 0 && v) {
-            out = v, i++;
-        } else if (strcmp(a, "--layers") == 0 && v) {
-            layers = atoi(v), i++;
-        } else if (strcmp(a, "--experts") == 0 && v) {
-            experts = atoi(v), i++;
-        } else if (strcmp(a, "--vocab") == 0 && v) {
-            vocab = atoi(v), i++;
-        } else if (strcmp(a, "--seed") == 0 && v) {
-            g_rng = strtoull(v, NULL, 10) * 0x9E3779B97F4A7C15ull + 1, i++;
-        } else {
-            usage(argv[0]);
-            return 2;
+    int layers = 0, vocab = 0, dry = 0, experts = 0, list = 0;
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;) {
+        switch (key) {
+        case OPT_MODEL: model = c.arg; break;
+        case OPT_TYPE: type = c.arg; break;
+        case OPT_OUT: out = c.arg; break;
+        case OPT_LAYERS: layers = (int)cli_long(&c, c.arg, 0, 100000); break;
+        case OPT_VOCAB:
+            vocab = (int)cli_long(&c, c.arg, 0, 1 << 24);
+            if (vocab > 0 && vocab < 512)
+                cli_fail(&c, "--vocab: %d is below 512 (0 = the model's own)", vocab);
+            break;
+        case OPT_EXPERTS: experts = (int)cli_long(&c, c.arg, 0, 65536); break;
+        case OPT_SEED: g_rng = cli_u64(&c, c.arg, 0, UINT64_MAX) * 0x9E3779B97F4A7C15ull + 1; break;
+        case OPT_DRY: dry = 1; break;
+        case OPT_LIST: list = 1; break;
         }
+    }
+    if (c.first_operand < argc)
+        cli_fail(&c, "unexpected argument '%s'", argv[c.first_operand]);
+    if (list) {
+        for (size_t k = 0; k < sizeof k_specs / sizeof *k_specs; k++)
+            printf("%s\n", k_specs[k].name);
+        return 0;
     }
     const spec_t *s = NULL;
     for (size_t k = 0; model && k < sizeof k_specs / sizeof *k_specs; k++)
         if (strcmp(k_specs[k].name, model) == 0)
             s = &k_specs[k];
-    if (!s || (!out && !dry)) {
-        if (model && !s)
-            fprintf(stderr, "%s: unknown model '%s' (see --list)\n", argv[0], model);
-        usage(argv[0]);
-        return 2;
-    }
+    if (!model)
+        cli_fail(&c, "no model given (--model NAME; --list names them)");
+    if (!s)
+        cli_fail(&c, "unknown model '%s' (see --list)", model);
+    if (!out && !dry)
+        cli_fail(&c, "no output file given (--out FILE, or --dry-run)");
     int file_type;
     if (strcmp(type, "q8_0") == 0) {
         g_wtype = g_out_type = g_emb_type = MEMRA_TYPE_Q8_0;
@@ -538,8 +559,7 @@ int main(int argc, char **argv)
         g_emb_type = s->tied ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
         file_type = 15;
     } else {
-        fprintf(stderr, "%s: unknown type '%s' (q8_0 or q4_k)\n", argv[0], type);
-        return 2;
+        cli_fail(&c, "unknown type '%s' (q8_0 or q4_k)", type);
     }
     spec_t shrunk = *s;
     if (experts > 0 && s->n_expert > experts) {

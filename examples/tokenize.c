@@ -17,16 +17,34 @@
 
 #include <memra/memra.h>
 
+#include "cli.h"
 #include "common.h"
 
-static int usage(const char *argv0)
-{
-    fprintf(stderr,
-            "usage: %s -m FILE [--add-special] [--parse-special] < text\n"
-            "       %s -m FILE --decode [--add-special] [--parse-special] [--clean-spaces] < ids\n",
-            argv0, argv0);
-    return 2;
-}
+enum { OPT_ADD = CLI_LONG_ONLY, OPT_PARSE, OPT_DECODE, OPT_CLEAN };
+
+static const cli_opt_t k_opts[] = {
+    {'m', "model", "FILE", "GGUF file whose tokenizer to use (required)"},
+    {OPT_ADD, "add-special", NULL, "encode: add the BOS/EOS the model asks for; decode: drop them (default: off)"},
+    {OPT_PARSE, "parse-special", NULL, "encode: parse control tokens in the text; decode: write them as text\n"
+                                       "(default: off)"},
+    {OPT_DECODE, "decode", NULL, "read token ids on stdin and print their text (default: encode)"},
+    {OPT_CLEAN, "clean-spaces", NULL, "with --decode: llama.cpp's clean-up of spaces before punctuation, for\n"
+                                      "the vocabularies that ask for it (default: off)"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-tokenize",
+    "-m FILE [--add-special] [--parse-special] < text\n"
+    "-m FILE --decode [--add-special] [--parse-special] [--clean-spaces] < ids",
+    "Text <-> token ids with a GGUF's tokenizer. Encoding reads UTF-8 text on stdin (all of it,\n"
+    "trailing newline included: use printf '%s' to leave it out) and prints the ids on one line,\n"
+    "separated by single spaces. --decode reads whitespace-separated ids and prints the text,\n"
+    "nothing added; decoding with the flags used for encoding gives the text back.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "printf '%s' 'Hello world' | memra-tokenize -m model.gguf --add-special\n"
+    "memra-tokenize -m model.gguf --decode < ids.txt",
+};
 
 static int encode(const memra_tokenizer_t *tok, const char *text, size_t len, uint32_t flags)
 {
@@ -71,22 +89,21 @@ int main(int argc, char **argv)
 {
     const char *model = NULL;
     int add = 0, parse = 0, dec = 0, clean = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc)
-            model = argv[++i];
-        else if (!strcmp(argv[i], "--add-special"))
-            add = 1;
-        else if (!strcmp(argv[i], "--parse-special"))
-            parse = 1;
-        else if (!strcmp(argv[i], "--decode"))
-            dec = 1;
-        else if (!strcmp(argv[i], "--clean-spaces"))
-            clean = 1;
-        else
-            return usage(argv[0]);
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;) {
+        switch (key) {
+        case 'm': model = c.arg; break;
+        case OPT_ADD: add = 1; break;
+        case OPT_PARSE: parse = 1; break;
+        case OPT_DECODE: dec = 1; break;
+        case OPT_CLEAN: clean = 1; break;
+        }
     }
+    if (c.first_operand < argc)
+        cli_fail(&c, "unexpected argument '%s' (the input comes on stdin)", argv[c.first_operand]);
     if (!model)
-        return usage(argv[0]);
+        cli_fail(&c, "no tokenizer given (-m FILE)");
     memra_tokenizer_t *tok = NULL;
     if (memra_tokenizer_load(model, &tok) != MEMRA_OK) {
         fprintf(stderr, "memra-tokenize: %s\n", memra_last_error());

@@ -3,8 +3,8 @@
  * Prints memra_check_argmax_margin's table. PROMPT_FILE holds either token
  * ids (integers separated by spaces, commas or newlines; brackets allowed;
  * each must fit int32) or text, tokenized with the model's tokenizer (BOS as
- * the model adds it); at most 64 MiB. Exit 0 when the check ran (whatever
- * the verdict), 2 on errors. */
+ * the model adds it); at most 64 MiB. key=value also goes as --key value.
+ * Exit 0 when the check ran (whatever the verdict), 2 on errors. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include <memra/memra.h>
+
+#include "cli.h"
 
 /* Weak: the probe still builds (ids-only) against a library without the
  * tokenizer. */
@@ -25,12 +27,30 @@ void memra_tokenizer_free(memra_tokenizer_t *tok) __attribute__((weak));
 #define MEMRA_TOKENIZE_ADD_SPECIAL (1u << 0)
 #endif
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: memra-argmax-margin-probe MODEL PROMPT_FILE [window=24] [device=cpu|cuda:N] "
-                    "[budget=1e-3] [chunk=N]\n");
-    return 2;
-}
+enum { OPT_WINDOW = CLI_LONG_ONLY, OPT_DEVICE, OPT_BUDGET, OPT_CHUNK };
+
+/* The long names are also the keys of the key=value operands. */
+static const cli_opt_t k_opts[] = {
+    {OPT_WINDOW, "window", "N", "positions compared, 1..1048576, clamped to the prompt and\n"
+                                "MEMRA_MARGIN_MAX_WINDOW (default: 24)"},
+    {OPT_DEVICE, "device", "DEV", "cpu or cuda:N (default: cpu)"},
+    {OPT_BUDGET, "budget", "B", "accepted |decode - prefill| logit difference, 0..1e6, 0 = 1e-3\n"
+                                "(default: 1e-3)"},
+    {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 0..1048576, 0 = the model's default (default: 0)"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-argmax-margin-probe",
+    "MODEL PROMPT_FILE [WINDOW] [window=24] [device=cpu|cuda:N] [budget=1e-3] [chunk=N]",
+    "Runs memra_check_argmax_margin and prints its table: the top-1 and its margin by decode steps\n"
+    "and by prefill over the last WINDOW positions of the prompt, and the verdict. PROMPT_FILE\n"
+    "holds token ids (integers separated by spaces, commas or newlines; brackets allowed) or text,\n"
+    "tokenized with the model's tokenizer; at most 64 MiB. Options also go as KEY=VALUE operands.\n"
+    "Exit 0 when the check ran (whatever the verdict), 2 on errors.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-argmax-margin-probe model.gguf prompt.txt window=32 device=cuda:0",
+};
 
 /* Prompt files beyond this are refused: a prompt of that many bytes is far
  * beyond any context, and a device or FIFO (/dev/zero) must not grow the
@@ -159,45 +179,59 @@ static void print_report(const memra_margin_report_t *r)
     printf("verdict: %s: %s\n", memra_margin_verdict_name(r->verdict), r->reason);
 }
 
+/* One option's value into P or *WINDOW; exits 2 on a bad value. */
+static void set(cli_t *c, int key, const char *v, memra_margin_params_t *p, int32_t *window)
+{
+    switch (key) {
+    case OPT_WINDOW: *window = (int32_t)cli_long(c, v, 1, 1 << 20); break;
+    case OPT_DEVICE: p->device = v; break;
+    case OPT_BUDGET: p->budget = (float)cli_double(c, v, 0, 1e6); break;
+    case OPT_CHUNK: p->prefill_chunk = (int32_t)cli_long(c, v, 0, 1 << 20); break;
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3)
-        return usage();
     memra_margin_params_t p;
     memra_margin_default_params(&p);
     int32_t window = 24;
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        const char *v = eq ? eq + 1 : a;
-        char *end = NULL;
-        if (!eq || !strncmp(a, "window=", 7))
-            window = (int32_t)strtol(v, &end, 10);
-        else if (!strncmp(a, "device=", 7))
-            p.device = v, end = (char *)v + strlen(v);
-        else if (!strncmp(a, "budget=", 7))
-            p.budget = strtof(v, &end);
-        else if (!strncmp(a, "chunk=", 6))
-            p.prefill_chunk = (int32_t)strtol(v, &end, 10);
-        if (!end || end == v || *end) {
-            fprintf(stderr, "memra-argmax-margin-probe: bad argument '%s'\n", a);
-            return usage();
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;)
+        set(&c, key, c.arg, &p, &window);
+    if (argc - c.first_operand < 2)
+        cli_fail(&c, "give MODEL and PROMPT_FILE");
+    const char *model = argv[c.first_operand], *prompt_path = argv[c.first_operand + 1];
+    int n_pos = 0;
+    for (int i = c.first_operand + 2; i < argc; i++) {
+        const char *a = argv[i];
+        int key = cli_keyval(&c, a);
+        if (key >= 0) {
+            set(&c, key, c.arg, &p, &window);
+        } else if (strchr(a, '=')) {
+            cli_fail(&c, "unknown key in '%s'", a);
+        } else if (n_pos++ == 0) {
+            c.cur = "window";
+            set(&c, OPT_WINDOW, a, &p, &window);
+        } else {
+            cli_fail(&c, "unexpected argument '%s'", a);
         }
     }
     size_t len = 0;
     bool too_big = false;
-    char *text = read_all(argv[2], &len, &too_big);
+    char *text = read_all(prompt_path, &len, &too_big);
     if (!text) {
         if (too_big)
-            fprintf(stderr, "memra-argmax-margin-probe: %s is larger than %zu bytes\n", argv[2], MAX_PROMPT_BYTES);
+            fprintf(stderr, "memra-argmax-margin-probe: %s is larger than %zu bytes\n", prompt_path, MAX_PROMPT_BYTES);
         else
-            fprintf(stderr, "memra-argmax-margin-probe: cannot read %s\n", argv[2]);
+            fprintf(stderr, "memra-argmax-margin-probe: cannot read %s\n", prompt_path);
         return 2;
     }
     int32_t n = 0;
-    int32_t *ids = looks_like_ids(text) ? parse_ids(text, &n) : tokenize(argv[1], text, len, &n);
+    int32_t *ids = looks_like_ids(text) ? parse_ids(text, &n) : tokenize(model, text, len, &n);
     free(text);
     if (!ids || n < 1) {
-        fprintf(stderr, "memra-argmax-margin-probe: no prompt tokens in %s\n", argv[2]);
+        fprintf(stderr, "memra-argmax-margin-probe: no prompt tokens in %s\n", prompt_path);
         free(ids);
         return 2;
     }
@@ -205,7 +239,7 @@ int main(int argc, char **argv)
     if (!r)
         return 2;
     r->size = sizeof *r;
-    memra_status_t st = memra_check_argmax_margin(argv[1], ids, n, window, &p, r);
+    memra_status_t st = memra_check_argmax_margin(model, ids, n, window, &p, r);
     free(ids);
     if (st) {
         fprintf(stderr, "memra-argmax-margin-probe: %s: %s\n", memra_status_name(st), memra_last_error());

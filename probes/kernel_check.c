@@ -6,63 +6,57 @@
  * GPU or a build without CUDA (the skip code of the test harness), 2 other
  * errors: a bad argument (numbers are whole decimal numbers in range), or a
  * --test=NAME that names no case. */
-#include <errno.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <memra/memra.h>
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: memra-kernel-check [--device=N] [--seed=S] [--test=NAME] [--bench] [--iters=N] [--small]\n");
-    return 2;
-}
+#include "cli.h"
 
-/* A whole decimal number in [lo, hi] (no sign unless lo < 0, no trailing
- * text); false otherwise. */
-static bool parse_num(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *out)
-{
-    if (!(*s >= '0' && *s <= '9'))
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
+enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_SEED, OPT_TEST, OPT_BENCH, OPT_ITERS, OPT_SMALL };
+
+static const cli_opt_t k_opts[] = {
+    {OPT_DEVICE, "device", "N", "CUDA device ordinal, 0..2147483647 (default: 0)"},
+    {OPT_SEED, "seed", "S", "seed of the random inputs, 0..2^64-1 (default: 1)"},
+    {OPT_TEST, "test", "NAME", "run only the cases whose name starts with NAME, e.g. matmul or\n"
+                                   "attention.swa (default: all)"},
+    {OPT_BENCH, "bench", NULL, "also time each case on the GPU (default: off)"},
+    {OPT_ITERS, "iters", "N", "calls timed per case with --bench, 1..1000000 (default: 20)"},
+    {OPT_SMALL, "small", NULL, "fixture shapes only (default: the real-model shapes too)"},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-kernel-check",
+    "[--device=N] [--seed=S] [--test=NAME] [--bench] [--iters=N] [--small]",
+    "Runs memra_check_kernels (every CUDA op against the CPU reference) and prints one line per\n"
+    "case: op, shape, max |err|, NMSE, max ULP, the bound and its kind, the CUDA time with --bench;\n"
+    "then ALL GREEN or the failures. Exit 0 all green, 1 a case failed, 77 no GPU or a build\n"
+    "without CUDA, 2 a bad argument or a --test=NAME that names no case.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-kernel-check --small\n"
+    "memra-kernel-check --device=1 --test=matmul --bench --iters=200",
+};
 
 int main(int argc, char **argv)
 {
     memra_kernel_check_params_t p;
     memra_kernel_check_default_params(&p);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        unsigned long long v = 0;
-        bool ok = true;
-        if (strncmp(a, "--device=", 9) == 0)
-            ok = parse_num(a + 9, 0, INT32_MAX, &v), p.device = (int32_t)v;
-        else if (strncmp(a, "--seed=", 7) == 0)
-            ok = parse_num(a + 7, 0, UINT64_MAX, &v), p.seed = v;
-        else if (strncmp(a, "--test=", 7) == 0)
-            p.test = a + 7;
-        else if (strcmp(a, "--bench") == 0)
-            p.bench = 1;
-        else if (strncmp(a, "--iters=", 8) == 0)
-            ok = parse_num(a + 8, 1, 1000000, &v), p.bench_iters = (int32_t)v;
-        else if (strcmp(a, "--small") == 0)
-            p.big = 0;
-        else
-            return usage();
-        if (!ok) {
-            fprintf(stderr, "memra-kernel-check: bad number in '%s'\n", a);
-            return usage();
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;) {
+        switch (key) {
+        case OPT_DEVICE: p.device = (int32_t)cli_u64(&c, c.arg, 0, INT32_MAX); break;
+        case OPT_SEED: p.seed = cli_u64(&c, c.arg, 0, UINT64_MAX); break;
+        case OPT_TEST: p.test = c.arg; break;
+        case OPT_BENCH: p.bench = 1; break;
+        case OPT_ITERS: p.bench_iters = (int32_t)cli_u64(&c, c.arg, 1, 1000000); break;
+        case OPT_SMALL: p.big = 0; break;
         }
     }
+    if (c.first_operand < argc)
+        cli_fail(&c, "unexpected argument '%s'", argv[c.first_operand]);
     static memra_kernel_check_report_t r; /* large: keep it off the stack */
     r.size = sizeof r;
     memra_status_t st = memra_check_kernels(&p, &r);

@@ -1,45 +1,66 @@
 /* memra-ppn-gate MODEL [stages=2] [P=16] [N=32] [window=3] [devices=SPEC] [splits=A,B] [extra=0|1]
  *
  * Prints memra_check_pipeline_parity's report. Positional numbers are
- * stages, P and N in that order; key=value works for every field. Exit 0 on
- * PASS, 1 on a mismatch, 2 on usage or run errors. */
+ * stages, P and N in that order; key=value (or --key value) works for every
+ * field. Exit 0 on PASS, 1 on a mismatch, 2 on usage or run errors. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <memra/memra.h>
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: memra-ppn-gate MODEL [stages=2] [P=16] [N=32] [window=3] [devices=cpu|cuda:N,...] "
-                    "[splits=L1,L2,...] [extra=0|1]\n");
-    return 2;
-}
+#include "cli.h"
 
-static int parse_num(const char *s, int32_t *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < 0 || v > 1 << 24)
-        return -1;
-    *out = (int32_t)v;
-    return 0;
-}
+enum { OPT_STAGES = CLI_LONG_ONLY, OPT_PROMPT, OPT_STEPS, OPT_WINDOW, OPT_DEVICES, OPT_SPLITS, OPT_EXTRA };
 
-static int parse_splits(const char *s, int32_t *cuts, int max)
+/* The long names are the keys of the key=value operands; P/p and N/n are
+ * their short keys. */
+static const cli_opt_t k_opts[] = {
+    {OPT_STAGES, "stages", "N", "pipeline stages of the split arms, 0..16777216 (default: 2)"},
+    {OPT_PROMPT, "prompt", "P", "prompt tokens, 0..16777216 (default: 16)"},
+    {OPT_STEPS, "steps", "N", "greedy decode steps, 0..16777216 (default: 32)"},
+    {OPT_WINDOW, "window", "N", "deferred steps in flight in the pipelined arms, 0..16777216 (default: 3)"},
+    {OPT_DEVICES, "devices", "SPEC", "cpu or cuda:N per stage, comma-separated, or one for all\n"
+                                     "(default: env MEMRA_PP_DEVICES, else the library's choice)"},
+    {OPT_SPLITS, "splits", "L1,L2..", "first layer of stages 2.. (default: an even split by weight bytes)"},
+    {OPT_EXTRA, "extra", "0|1", "1 = also the single-slot and unsharded arms (default: 0)"},
+    {OPT_PROMPT, "P", "P", NULL},
+    {OPT_PROMPT, "p", "P", NULL},
+    {OPT_STEPS, "N", "N", NULL},
+    {OPT_STEPS, "n", "N", NULL},
+};
+
+static const cli_prog_t k_prog = {
+    "memra-ppn-gate",
+    "MODEL [stages] [P] [N] [stages=2] [P=16] [N=32] [window=3] [devices=cpu|cuda:N,...]\n"
+    " [splits=L1,L2,...] [extra=0|1]",
+    "Runs memra_check_pipeline_parity: the model unsplit and split into stages, every arm's logits\n"
+    "compared bit for bit, and prints the report. Operands after MODEL: up to three numbers\n"
+    "(stages, P and N in that order), or KEY=VALUE for any option (--KEY VALUE works too).\n"
+    "Exit 0 on PASS, 1 on a mismatch, 2 on usage or run errors.",
+    k_opts,
+    sizeof k_opts / sizeof *k_opts,
+    "memra-ppn-gate model.gguf stages=2 devices=cuda:0,cuda:1\n"
+    "memra-ppn-gate model.gguf 2 16 32 --devices cpu --splits 2",
+};
+
+/* One option's value into P; exits 2 on a bad value. */
+static void set(cli_t *c, int key, const char *v, memra_pp_parity_params_t *p)
 {
-    int n = 0;
-    while (*s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v <= 0 || n == max)
-            return -1;
-        cuts[n++] = (int32_t)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
+    long cuts[MEMRA_MAX_PP_STAGES - 1];
+    switch (key) {
+    case OPT_STAGES: p->n_stages = (int32_t)cli_long(c, v, 0, 1 << 24); break;
+    case OPT_PROMPT: p->n_prompt = (int32_t)cli_long(c, v, 0, 1 << 24); break;
+    case OPT_STEPS: p->n_steps = (int32_t)cli_long(c, v, 0, 1 << 24); break;
+    case OPT_WINDOW: p->window = (int32_t)cli_long(c, v, 0, 1 << 24); break;
+    case OPT_DEVICES: p->devices = v; break;
+    case OPT_SPLITS: {
+        int n = cli_long_list(c, v, 1, 1 << 24, cuts, MEMRA_MAX_PP_STAGES - 1);
+        for (int i = 0; i < n; i++)
+            p->splits[i] = (int32_t)cuts[i];
+        break;
     }
-    return n > 0 ? 0 : -1;
+    case OPT_EXTRA: p->extra_arms = (int32_t)cli_long(c, v, 0, 1); break;
+    }
 }
 
 static void print_report(const memra_pp_parity_report_t *r)
@@ -73,44 +94,34 @@ static void print_report(const memra_pp_parity_report_t *r)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-')
-        return usage();
     memra_pp_parity_params_t p;
     memra_pp_parity_default_params(&p);
-    int32_t *pos[] = {&p.n_stages, &p.n_prompt, &p.n_steps};
+    cli_t c;
+    cli_init(&c, &k_prog, argc, argv);
+    for (int key; (key = cli_next(&c)) != -1;)
+        set(&c, key, c.arg, &p);
+    if (c.first_operand >= argc)
+        cli_fail(&c, "no model given");
+    const char *model = argv[c.first_operand];
+    static const int pos_keys[] = {OPT_STAGES, OPT_PROMPT, OPT_STEPS};
+    static const char *const pos_names[] = {"stages", "P", "N"};
     int n_pos = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        int bad = 0;
-        if (!eq) {
-            bad = n_pos >= 3 || parse_num(a, pos[n_pos++]);
+    for (int i = c.first_operand + 1; i < argc; i++) {
+        const char *a = argv[i];
+        int key = cli_keyval(&c, a);
+        if (key >= 0) {
+            set(&c, key, c.arg, &p);
+        } else if (strchr(a, '=')) {
+            cli_fail(&c, "unknown key in '%s'", a);
+        } else if (n_pos < 3) {
+            c.cur = pos_names[n_pos];
+            set(&c, pos_keys[n_pos++], a, &p);
         } else {
-            size_t k = (size_t)(eq - a);
-            const char *v = eq + 1;
-            if (k == 6 && !strncmp(a, "stages", k))
-                bad = parse_num(v, &p.n_stages);
-            else if (k == 1 && (a[0] == 'P' || a[0] == 'p'))
-                bad = parse_num(v, &p.n_prompt);
-            else if (k == 1 && (a[0] == 'N' || a[0] == 'n'))
-                bad = parse_num(v, &p.n_steps);
-            else if (k == 6 && !strncmp(a, "window", k))
-                bad = parse_num(v, &p.window);
-            else if (k == 7 && !strncmp(a, "devices", k))
-                p.devices = v;
-            else if (k == 6 && !strncmp(a, "splits", k))
-                bad = parse_splits(v, p.splits, MEMRA_MAX_PP_STAGES - 1);
-            else if (k == 5 && !strncmp(a, "extra", k))
-                bad = parse_num(v, &p.extra_arms);
-            else
-                bad = 1;
-        }
-        if (bad) {
-            fprintf(stderr, "memra-ppn-gate: bad argument '%s'\n", a);
-            return usage();
+            cli_fail(&c, "unexpected argument '%s' (stages, P and N are given)", a);
         }
     }
     memra_pp_parity_report_t r = {.size = sizeof r};
-    memra_status_t st = memra_check_pipeline_parity(argv[1], &p, &r);
+    memra_status_t st = memra_check_pipeline_parity(model, &p, &r);
     if (st && st != MEMRA_E_MISMATCH) {
         fprintf(stderr, "memra-ppn-gate: %s: %s\n", memra_status_name(st), memra_last_error());
         return 2;
