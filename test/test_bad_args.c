@@ -283,6 +283,7 @@ static void test_model(void **state)
     assert_null(bm);
     ERR(memra_model_load(path, NULL, NULL));
     ERR(memra_model_load("", NULL, &bm));
+    ERR(memra_model_load("/", NULL, &bm));
     mp.size = 0;
     ERR(memra_model_load(path, &mp, &bm));
     memra_model_default_params(&mp);
@@ -301,6 +302,18 @@ static void test_model(void **state)
     mp.n_stages = INT32_MAX;
     ERR(memra_model_load(path, &mp, &bm));
     mp.n_stages = MEMRA_MAX_PP_STAGES + 1;
+    ERR(memra_model_load(path, &mp, &bm));
+    memra_model_default_params(&mp);
+    mp.shard = 7;
+    ERR(memra_model_load(path, &mp, &bm));
+    memra_model_default_params(&mp);
+    mp.streams = INT32_MAX;
+    ERR(memra_model_load(path, &mp, &bm));
+    memra_model_default_params(&mp);
+    mp.overlap = -2;
+    ERR(memra_model_load(path, &mp, &bm));
+    memra_model_default_params(&mp);
+    mp.share_device = INT32_MIN;
     ERR(memra_model_load(path, &mp, &bm));
     memra_model_default_params(&mp);
     mp.n_stages = 2;
@@ -473,6 +486,7 @@ static void test_gguf_reader(void **state)
     assert_null(g);
     ERR(memra_gguf_open(path, NULL));
     ERR(memra_gguf_open("", &g));
+    ERR(memra_gguf_open("/", &g)); /* a directory */
     size_t size = 0;
     void *bytes = tu_read_file(path, &size);
     assert_non_null(bytes);
@@ -700,6 +714,7 @@ static void test_gguf_writer(void **state)
     ERR(memra_gguf_writer_write(NULL, "/tmp/never-written.gguf"));
     ERR(memra_gguf_writer_write(w, NULL));
     ERR(memra_gguf_writer_write(w, ""));
+    ERR(memra_gguf_writer_write(w, "/"));
     void *out = NULL;
     size_t out_size = 0;
     ERR(memra_gguf_writer_write_memory(NULL, &out, &out_size));
@@ -748,6 +763,7 @@ static void test_tokenizer(void **state)
     assert_null(t);
     ERR(memra_tokenizer_load(path, NULL));
     ERR(memra_tokenizer_load("", &t));
+    ERR(memra_tokenizer_load("/", &t));
     memra_gguf_t *g = NULL;
     assert_int_equal(memra_gguf_open(path, &g), MEMRA_OK);
     ERR(memra_tokenizer_from_gguf(NULL, &t));
@@ -767,6 +783,7 @@ static void test_tokenizer(void **state)
     ERR(memra_tokenize(t, "hello", 5, ids, 16, 0, NULL));
     ERR(memra_tokenize(t, "hello", 5, ids, 0, 0, &n)); /* too small: E_RANGE with the count */
     ERR(memra_tokenize(t, "\xff\xfe", 2, ids, 16, 0, &n));
+    ERR(memra_tokenize(t, "hello", 5, ids, 16, 0x80000000u, &n));
 
     char buf[64];
     size_t nb = 0;
@@ -780,6 +797,7 @@ static void test_tokenizer(void **state)
     ERR(memra_detokenize(t, neg, 2, buf, sizeof buf, 0, &nb));
     ERR(memra_detokenize(t, big, 2, buf, sizeof buf, 0, &nb));
     ERR(memra_detokenize(t, over, 2, buf, sizeof buf, 0, &nb));
+    ERR(memra_detokenize(t, good, 2, buf, sizeof buf, 0x80000000u, &nb));
 
     ERR(memra_token_to_piece(NULL, 1, buf, sizeof buf, 0, &nb));
     ERR(memra_token_to_piece(t, -1, buf, sizeof buf, 0, &nb));
@@ -788,6 +806,7 @@ static void test_tokenizer(void **state)
     ERR(memra_token_to_piece(t, INT32_MIN, buf, sizeof buf, 0, &nb));
     ERR(memra_token_to_piece(t, 1, NULL, sizeof buf, 0, &nb));
     ERR(memra_token_to_piece(t, 1, buf, sizeof buf, 0, NULL));
+    ERR(memra_token_to_piece(t, 1, buf, sizeof buf, 0x80000000u, &nb));
 
     VAL(memra_tokenizer_n_vocab(NULL), 0);
     VAL_NULL(memra_tokenizer_model(NULL));
