@@ -82,6 +82,30 @@ static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
     return zero_state(c, il);
 }
 
+/* A cache larger than the memory of all the model's stages together is
+ * refused before anything is allocated (n_ctx = INT32_MAX asked the CPU
+ * engine for hundreds of GB). Stages sharing an engine count it twice: this
+ * only rules out what cannot fit anywhere. */
+static memra_status_t fits(memra_model_t *m, int32_t n_ctx)
+{
+    double need = 0, have = 0;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        const memra__layer_cache_t *lc = &m->layer_cache[il];
+        need += ((double)(lc->k_floats + lc->v_floats) * n_ctx + (double)lc->conv_floats + (double)lc->ssm_floats) *
+                sizeof(float);
+    }
+    for (int32_t s = 0; s < m->n_stages; s++) {
+        memra_engine_info_t info = {.size = sizeof info};
+        if (memra_engine_get_info(m->stages[s].engine, &info) != MEMRA_OK)
+            return MEMRA_OK; /* unknown: let the allocation decide */
+        have += (double)info.mem_total;
+    }
+    if (need > have)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: n_ctx %d needs %.0f bytes, more than the %.0f "
+                                 "bytes of the model's device(s)", n_ctx, need, have);
+    return MEMRA_OK;
+}
+
 static memra_status_t cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
 {
     if (!out)
@@ -93,6 +117,9 @@ static memra_status_t cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_
         return memra__model_fail(m, MEMRA_E_INVALID, "memra_cache_create: n_ctx %d < 0", n_ctx);
     if (n_ctx == 0)
         n_ctx = m->n_ctx_train > 0 && m->n_ctx_train < 4096 ? m->n_ctx_train : 4096;
+    memra_status_t st = fits(m, n_ctx);
+    if (st)
+        return st;
     memra_cache_t *c = calloc(1, sizeof *c);
     if (!c)
         return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: out of memory");
@@ -100,7 +127,6 @@ static memra_status_t cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_
     c->model = m;
     c->id = atomic_fetch_add(&next_id, 1);
     c->n_ctx = n_ctx;
-    memra_status_t st = MEMRA_OK;
     for (int32_t il = 0; il < m->n_layer && !st; il++)
         st = alloc_layer(c, il);
     if (!st)
@@ -186,9 +212,10 @@ static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv,
 
 static memra_status_t cache_snapshot(memra_cache_t *c, memra_cache_snapshot_t **out)
 {
+    if (out)
+        *out = NULL;
     if (!c || !out)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_snapshot: NULL argument");
-    *out = NULL;
     if (atomic_load(&c->in_flight) > 0)
         return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_snapshot: pipelined steps in flight");
     memra_model_t *m = c->model;

@@ -70,7 +70,7 @@ void memra_log_stderr(memra_log_level_t level, const char *text, void *user)
     (void)user;
     static const char *names[] = {"debug", "info", "warn", "error"};
     const char *name = (unsigned)level < 4 ? names[level] : "?";
-    fprintf(stderr, "memra: %s: %s\n", name, text);
+    fprintf(stderr, "memra: %s: %s\n", name, text ? text : "");
 }
 
 static void vlog(memra_log_level_t level, const char *fmt, va_list ap)

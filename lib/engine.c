@@ -266,6 +266,14 @@ memra_status_t memra_engine_copy_bandwidth(memra_engine_t *e, size_t bytes, int3
 {
     if (!e || !bytes_per_s || bytes == 0 || reps < 1 || reps > 1000)
         return memra__fail(e ? &e->err : NULL, MEMRA_E_INVALID, "memra_engine_copy_bandwidth: bad arguments");
+    /* two buffers of BYTES must fit in the device: larger is refused, not tried */
+    memra_engine_info_t info = {.size = sizeof info};
+    memra_status_t ist = memra_engine_get_info(e, &info);
+    if (ist)
+        return ist;
+    if (bytes > info.mem_total / 2)
+        return memra__fail(&e->err, MEMRA_E_RANGE, "copy bandwidth: 2 x %zu bytes exceed the device's %llu bytes",
+                           bytes, (unsigned long long)info.mem_total);
     memra__backend_t *be = e->be;
     void *a = be->iface->alloc(be, bytes), *b = be->iface->alloc(be, bytes);
     double *t = malloc((size_t)reps * sizeof *t);

@@ -23,13 +23,14 @@ static memra_status_t forward(memra_model_t *m, memra_cache_t *c, const int32_t 
     if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
         return memra__model_fail(m, MEMRA_E_BUSY, "memra_forward: pipelined steps of this model are in flight "
                                  "(wait on or free their pendings first)");
+    /* the capacity first: an N beyond it is refused before TOKENS is read */
+    if ((int64_t)c->pos + n > c->n_ctx)
+        return memra__model_fail(m, MEMRA_E_FULL, "memra_forward: %d token(s) at position %d exceed the cache capacity %d",
+                                 n, c->pos, c->n_ctx);
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= m->n_vocab)
             return memra__model_fail(m, MEMRA_E_RANGE, "memra_forward: token %d at index %d is outside the vocabulary [0, %d)",
                                      tokens[i], i, m->n_vocab);
-    if ((int64_t)c->pos + n > c->n_ctx)
-        return memra__model_fail(m, MEMRA_E_FULL, "memra_forward: %d token(s) at position %d exceed the cache capacity %d",
-                                 n, c->pos, c->n_ctx);
     memra__err_clear(&m->err);
     bool all = (flags & MEMRA_FORWARD_ALL_ROWS) != 0;
     for (int32_t done = 0; done < n;) {

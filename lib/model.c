@@ -75,6 +75,10 @@ static memra_model_params_t effective_params(const memra_model_params_t *in)
 
 static memra_status_t chunk_size(const memra_model_params_t *p, int32_t *out)
 {
+    if (p->prefill_chunk < 0 || p->prefill_chunk > (1 << 20))
+        return memra__fail(NULL, MEMRA_E_INVALID,
+                           "memra_model_load: prefill_chunk %d is outside 1..1048576 (0 = MEMRA_PRIME_CHUNK or 512)",
+                           p->prefill_chunk);
     if (p->prefill_chunk > 0) {
         *out = p->prefill_chunk;
         return MEMRA_OK;
@@ -136,6 +140,9 @@ static memra_status_t load(memra_model_t *m, const char *path)
         return st;
     if (m->n_layer <= 0 || m->n_layer > MEMRA_MAX_LAYERS || m->n_embd <= 0 || m->n_vocab <= 0 || m->carry_floats < m->n_embd)
         return memra__model_fail(m, MEMRA_E_INTERNAL, "arch '%s' bound an inconsistent config", m->arch_name);
+    if (m->params.n_layers > m->n_layer) /* the binders run min(n_layers, the file's) */
+        return memra__model_fail(m, MEMRA_E_INVALID, "params.n_layers is %d, but the file has %d trunk layer(s)",
+                                 m->params.n_layers, m->n_layer);
     if ((st = memra__pp_finish(m)))
         return st;
     if ((st = check_all_used(m)))

@@ -71,7 +71,8 @@ MEMRA_API memra_status_t memra_engine_get_info(const memra_engine_t *engine, mem
 /* Measures the device's memory bandwidth: a device-to-device copy of BYTES
  * bytes, REPS times (after one warm-up); *bytes_per_s receives the median
  * rate counting bytes read plus bytes written. Benchmarks state decode speed
- * as a fraction of this. Thread-safety: one thread at a time per handle. */
+ * as a fraction of this. Two buffers of BYTES larger than the device's
+ * memory give MEMRA_E_RANGE. Thread-safety: one thread at a time per handle. */
 MEMRA_API memra_status_t memra_engine_copy_bandwidth(memra_engine_t *engine, size_t bytes, int32_t reps,
                                                      double *bytes_per_s);
 

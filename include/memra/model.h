@@ -36,7 +36,8 @@ typedef int (*memra_progress_fn)(float progress, void *user);
 typedef struct memra_model_params {
     uint32_t size;              /* sizeof(memra_model_params_t), set by the init macro */
     memra_engine_t *engine;     /* engine to load onto; NULL = a private CPU engine owned by the model */
-    int32_t n_layers;           /* trunk layers to load and run (0 = all, default 0); for tests and probes */
+    int32_t n_layers;           /* trunk layers to load and run, 0..the file's (0 = all, default 0); for tests
+                                   and probes */
     int32_t load_mtp;           /* also load MTP/NextN layers (default 0: recognised and skipped) */
     int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK, 1..1048576, or 512) */
     memra_progress_fn progress; /* optional */
@@ -112,7 +113,8 @@ MEMRA_API const char *memra_model_last_error(const memra_model_t *model);
 
 /* Creates a cache for up to N_CTX tokens of one sequence (0 = the model's
  * training context, capped at 4096). The cache lives on the model's
- * engine(s); the model must outlive it. Thread-safety: one thread at a time
+ * engine(s); the model must outlive it. A cache larger than the memory of
+ * the model's devices is MEMRA_E_NOMEM before anything is allocated. Thread-safety: one thread at a time
  * per model. */
 MEMRA_API memra_status_t memra_cache_create(memra_model_t *model, int32_t n_ctx, memra_cache_t **out);
 /* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight.
@@ -150,8 +152,9 @@ MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
 /* Runs N tokens at the cache's position (prefill, split into chunks of the
  * model's prefill_chunk) and writes logits (NULL = none). Errors: a token
  * outside [0, n_vocab) gives MEMRA_E_RANGE, pos + N beyond the capacity
- * MEMRA_E_FULL; both leave the cache unchanged; MEMRA_E_BUSY while deferred
- * steps of the model are in flight (pipeline.h). A device error leaves the
+ * MEMRA_E_FULL (checked first, before TOKENS is read); both leave the cache
+ * unchanged; MEMRA_E_BUSY while deferred steps of the model are in flight
+ * (pipeline.h). A device error leaves the
  * cache in an undefined state (clear it). One thread at a time per model. */
 MEMRA_API memra_status_t memra_forward(memra_model_t *model, memra_cache_t *cache, const int32_t *tokens,
                                        int32_t n, uint32_t flags, float *logits);
