@@ -293,7 +293,7 @@ static void test_filters_methods(void **state)
            "a b|ABC|abc|Hello World");
     expect("{{ [3, 1, 2] | length }} {{ 'héllo' | length }} {{ x | length }} {{ x | default('d') }}", "{}", "3 5 0 d");
     expect("{{ {'b': 1, 'A': 2} | dictsort }} {{ {'k': 'v'} | items | list }}", "{}",
-           "[['A', 2], ['b', 1]] [['k', 'v']]");
+           "[('A', 2), ('b', 1)] [('k', 'v')]");
     expect("{{ ['a', 'b'] | join(', ') }} {{ ['a', 'b'] | map('upper') | join }} {{ [1, 2] | first }}", "{}",
            "a, b AB 1");
     expect("{{ ms | selectattr('r', 'equalto', 'u') | map(attribute='c') | join }}"
@@ -304,7 +304,7 @@ static void test_filters_methods(void **state)
     expect("{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'xxhixx'.strip('x') }} {{ 'ab'.startswith('a') }}",
            "{}", "['a', 'b', '', 'c'] ['a', 'b'] hi True");
     expect("{{ 'aaa'.replace('a', 'b', 2) }} {{ d.get('k') }} {{ d.get('z', 'def') }} {{ d.items() | list }}",
-           "{\"d\": {\"k\": 1}}", "bba 1 def [['k', 1]]");
+           "{\"d\": {\"k\": 1}}", "bba 1 def [('k', 1)]");
     expect("{% filter upper %}ab{% endfilter %}{% set x %}q{{ 1 }}{% endset %}{{ x }}", "{}", "ABq1");
     expect("{{ strftime_now('%Y-%m-%d %H:%M') }}", "{}", "2026-01-15 09:30");
 }

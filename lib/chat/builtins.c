@@ -318,7 +318,7 @@ bool cj_method(cj_ctx_t *c, cj_val_t self, const char *name, const cj_args_t *a,
             for (size_t i = 0; i < self.u.d->n; i++) {
                 cj_val_t v;
                 if (name[0] == 'i') {
-                    v = cj_list_new(c);
+                    v = cj_tuple_new(c);
                     cj_list_push(c, v.u.l, self.u.d->e[i].k);
                     cj_list_push(c, v.u.l, self.u.d->e[i].v);
                 } else {
@@ -479,7 +479,7 @@ cj_val_t cj_filter(cj_ctx_t *c, cj_scope_t *s, const char *name, cj_val_t x, con
         size_t n = x.u.d->n;
         cj_val_t *v = cj_alloc(c, (n + 1) * sizeof *v), *keys = cj_alloc(c, (n + 1) * sizeof *keys);
         for (size_t i = 0; i < n; i++) {
-            v[i] = cj_list_new(c);
+            v[i] = cj_tuple_new(c);
             cj_list_push(c, v[i].u.l, x.u.d->e[i].k);
             cj_list_push(c, v[i].u.l, x.u.d->e[i].v);
             keys[i] = by_value ? x.u.d->e[i].v : x.u.d->e[i].k;

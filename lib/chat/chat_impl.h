@@ -64,6 +64,7 @@ typedef struct cj_val {
 struct cj_list {
     size_t n, cap;
     cj_val_t *v;
+    bool tuple; /* a Python tuple: prints as (a, b) */
 };
 
 typedef struct cj_entry {
@@ -124,6 +125,7 @@ cj_val_t cj_str(const char *p, size_t n);   /* borrows P: it must live in the ar
 cj_val_t cj_cstr(const char *p);
 cj_val_t cj_str_copy(cj_ctx_t *c, const char *p, size_t n);
 cj_val_t cj_list_new(cj_ctx_t *c);
+cj_val_t cj_tuple_new(cj_ctx_t *c);
 cj_val_t cj_dict_new(cj_ctx_t *c);
 void cj_list_push(cj_ctx_t *c, cj_list_t *l, cj_val_t v);
 void cj_dict_set(cj_ctx_t *c, cj_dict_t *d, cj_val_t k, cj_val_t v);

@@ -448,7 +448,7 @@ static cj_val_t slice(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
             stop = step < 0 ? -1 : 0;
     } else if (stop >= n)
         stop = step < 0 ? n - 1 : n;
-    cj_val_t out = cj_list_new(c);
+    cj_val_t out = items->tuple ? cj_tuple_new(c) : cj_list_new(c);
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
         cj_list_push(c, out.u.l, items->v[i]);
     if (obj.t == CJ_LIST)
@@ -469,7 +469,7 @@ cj_val_t cj_eval(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
     case N_NAME: return lookup(c, s, e->name);
     case N_LIST:
     case N_TUPLE:
-        a = cj_list_new(c);
+        a = e->k == N_TUPLE ? cj_tuple_new(c) : cj_list_new(c);
         for (size_t i = 0; i < e->kids.n; i++)
             cj_list_push(c, a.u.l, cj_eval(c, s, e->kids.v[i]));
         return a;

@@ -98,6 +98,13 @@ cj_val_t cj_list_new(cj_ctx_t *c)
     return v;
 }
 
+cj_val_t cj_tuple_new(cj_ctx_t *c)
+{
+    cj_val_t v = cj_list_new(c);
+    v.u.l->tuple = true;
+    return v;
+}
+
 cj_val_t cj_dict_new(cj_ctx_t *c)
 {
     cj_val_t v = {.t = CJ_DICT};
@@ -190,7 +197,7 @@ bool cj_equal(cj_val_t a, cj_val_t b)
     case CJ_NONE: return true;
     case CJ_STR: return a.u.s.n == b.u.s.n && memcmp(a.u.s.p, b.u.s.p, a.u.s.n) == 0;
     case CJ_LIST:
-        if (a.u.l->n != b.u.l->n)
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!cj_equal(a.u.l->v[i], b.u.l->v[i]))
@@ -382,13 +389,14 @@ void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v)
     if (v.t == CJ_STR) {
         repr_str(c, b, v.u.s.p, v.u.s.n);
     } else if (v.t == CJ_LIST) {
-        cj_buf_puts(c, b, "[");
+        bool t = v.u.l->tuple;
+        cj_buf_puts(c, b, t ? "(" : "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
                 cj_buf_puts(c, b, ", ");
             cj_repr_of(c, b, v.u.l->v[i]);
         }
-        cj_buf_puts(c, b, "]");
+        cj_buf_puts(c, b, t ? (v.u.l->n == 1 ? ",)" : ")") : "]");
     } else if (v.t == CJ_DICT) {
         cj_buf_puts(c, b, "{");
         for (size_t i = 0; i < v.u.d->n; i++) {
