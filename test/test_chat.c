@@ -268,6 +268,7 @@ static void test_whitespace(void **state)
     expect("a{% if true +%}\nb{% endif %}", "{}", "a\nb");
     expect("x\n", "{}", "x"); /* one trailing newline goes */
     expect("x\n\n", "{}", "x\n");
+    expect("{% if false %}x{% endif %}", "{}", "");
 }
 
 static void test_expressions(void **state)

@@ -237,8 +237,8 @@ const char *cj_type_repr(cj_val_t v)
 
 void cj_buf_put(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n)
 {
-    if (n == 0)
-        return;
+    if (n == 0 && b->p)
+        return; /* an empty put still gives an empty buffer its NUL */
     if (b->n + n > c->max_output)
         cj_fail(c, MEMRA_E_RANGE, "chat template: output longer than %zu bytes", c->max_output);
     if (b->n + n + 1 > b->cap) {
@@ -251,7 +251,8 @@ void cj_buf_put(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n)
         b->p = np;
         b->cap = cap;
     }
-    memcpy(b->p + b->n, p, n);
+    if (n)
+        memcpy(b->p + b->n, p, n);
     b->n += n;
     b->p[b->n] = 0;
 }
