@@ -379,6 +379,18 @@ static void test_limits(void **state)
     char obj[2200];
     snprintf(obj, sizeof obj, "{\"a\": %s}", djson);
     expect_err("x", obj, MEMRA_E_INVALID, NULL);
+    char nest[8192];
+    k = 0;
+    for (int i = 0; i < 500; i++) /* 13 bytes each */
+        k += (size_t)snprintf(nest + k, sizeof nest - k, "{%% if true %%}");
+    expect_err(nest, "{}", MEMRA_E_FORMAT, NULL);
+    expect_err("{% if true %}x", "{}", MEMRA_E_FORMAT, "chat template: line 1: missing 'endif' (at end of template)");
+    /* values a template nests without bound */
+    expect_err("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+               "{}", MEMRA_E_RANGE, NULL);
+    expect_err("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+               "{{ ns.x | tojson }}",
+               "{}", MEMRA_E_RANGE, NULL);
 
     memra_chat_params_t p;
     memra_chat_default_params(&p);

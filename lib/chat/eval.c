@@ -216,7 +216,7 @@ static cj_val_t call_value(cj_ctx_t *c, cj_val_t fn, const cj_args_t *a)
 
 static bool is_numv(cj_val_t v) { return v.t == CJ_INT || v.t == CJ_FLOAT || v.t == CJ_BOOL; }
 static double fval(cj_val_t v) { return v.t == CJ_FLOAT ? v.u.f : v.t == CJ_INT ? (double)v.u.i : (double)v.u.b; }
-static int64_t ival(cj_val_t v) { return v.t == CJ_INT ? v.u.i : (int64_t)v.u.b; }
+static int64_t ival(cj_val_t v) { return v.t == CJ_INT ? v.u.i : v.t == CJ_BOOL ? (int64_t)v.u.b : 0; }
 
 static const char *pytype(cj_val_t v)
 {

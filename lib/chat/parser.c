@@ -705,11 +705,19 @@ static cj_node_t *stmt_filter(ps_t *p)
 static cj_node_t *body(ps_t *p, const char *const *stops)
 {
     cj_node_t *b = mk(p, N_BODY);
+    enter(p); /* statements nest too: the depth bounds the evaluator's recursion */
     for (;;) {
         const cj_tok_t *t = cur(p);
         if (t->t == TK_EOF) {
-            if (stops)
-                perr(p, stops[0][0] == 'e' && stops[1] == NULL ? "missing end tag" : "missing end tag");
+            if (stops) {
+                char m[64];
+                size_t k = 0;
+                while (stops[k + 1])
+                    k++; /* the closing tag is the last stop */
+                snprintf(m, sizeof m, "missing '%s'", stops[k]);
+                perr(p, m);
+            }
+            p->depth--;
             return b;
         }
         if (t->t == TK_TEXT) {
@@ -731,8 +739,10 @@ static cj_node_t *body(ps_t *p, const char *const *stops)
         }
         if (t->t != TK_BLOCK_BEGIN)
             perr(p, "unexpected token");
-        if (at_stop(p, stops))
+        if (at_stop(p, stops)) {
+            p->depth--;
             return b;
+        }
         adv(p);
         if (cur(p)->t != TK_NAME)
             perr(p, "expected a statement name");

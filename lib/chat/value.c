@@ -181,8 +181,18 @@ bool cj_truthy(cj_val_t v)
 static bool is_num(cj_val_t v) { return v.t == CJ_INT || v.t == CJ_FLOAT || v.t == CJ_BOOL; }
 static double num_f(cj_val_t v) { return v.t == CJ_FLOAT ? v.u.f : v.t == CJ_INT ? (double)v.u.i : (double)v.u.b; }
 
-bool cj_equal(cj_val_t a, cj_val_t b)
+/* values built by a template can nest without bound ({% set ns.x = [ns.x] %}
+ * in a loop): the recursive walks below stop at this depth */
+#define MAX_NEST 256
+
+static bool equal_at(cj_val_t a, cj_val_t b, int depth);
+
+bool cj_equal(cj_val_t a, cj_val_t b) { return equal_at(a, b, 0); }
+
+static bool equal_at(cj_val_t a, cj_val_t b, int depth)
 {
+    if (depth > MAX_NEST)
+        return false;
     if (is_num(a) && is_num(b)) {
         if (a.t != CJ_FLOAT && b.t != CJ_FLOAT) {
             int64_t x = a.t == CJ_INT ? a.u.i : a.u.b, y = b.t == CJ_INT ? b.u.i : b.u.b;
@@ -200,7 +210,7 @@ bool cj_equal(cj_val_t a, cj_val_t b)
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!cj_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (!equal_at(a.u.l->v[i], b.u.l->v[i], depth + 1))
                 return false;
         return true;
     case CJ_DICT:
@@ -208,7 +218,7 @@ bool cj_equal(cj_val_t a, cj_val_t b)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             cj_val_t *o = cj_dict_findv(b.u.d, a.u.d->e[i].k);
-            if (!o || !cj_equal(a.u.d->e[i].v, *o))
+            if (!o || !equal_at(a.u.d->e[i].v, *o, depth + 1))
                 return false;
         }
         return true;
@@ -385,8 +395,14 @@ static void scalar_str(cj_ctx_t *c, cj_buf_t *b, cj_val_t v)
     }
 }
 
-void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v)
+static void repr_at(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int depth);
+
+void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v) { repr_at(c, b, v, 0); }
+
+static void repr_at(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int depth)
 {
+    if (depth > MAX_NEST)
+        cj_fail(c, MEMRA_E_RANGE, "chat template: value nested deeper than %d", MAX_NEST);
     if (v.t == CJ_STR) {
         repr_str(c, b, v.u.s.p, v.u.s.n);
     } else if (v.t == CJ_LIST) {
@@ -395,7 +411,7 @@ void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v)
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
                 cj_buf_puts(c, b, ", ");
-            cj_repr_of(c, b, v.u.l->v[i]);
+            repr_at(c, b, v.u.l->v[i], depth + 1);
         }
         cj_buf_puts(c, b, t ? (v.u.l->n == 1 ? ",)" : ")") : "]");
     } else if (v.t == CJ_DICT) {
@@ -403,9 +419,9 @@ void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v)
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i)
                 cj_buf_puts(c, b, ", ");
-            cj_repr_of(c, b, v.u.d->e[i].k);
+            repr_at(c, b, v.u.d->e[i].k, depth + 1);
             cj_buf_puts(c, b, ": ");
-            cj_repr_of(c, b, v.u.d->e[i].v);
+            repr_at(c, b, v.u.d->e[i].v, depth + 1);
         }
         cj_buf_puts(c, b, "}");
     } else if (v.t == CJ_UNDEF) {
@@ -476,8 +492,8 @@ static void json_nl(cj_ctx_t *c, cj_buf_t *b, int indent, int level)
 void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int indent, int level)
 {
     char tmp[64];
-    if (level > 256)
-        cj_fail(c, MEMRA_E_RANGE, "tojson: nesting deeper than 256");
+    if (level > MAX_NEST)
+        cj_fail(c, MEMRA_E_RANGE, "tojson: value nested deeper than %d", MAX_NEST);
     switch (v.t) {
     case CJ_NONE: cj_buf_puts(c, b, "null"); break;
     case CJ_BOOL: cj_buf_puts(c, b, v.u.b ? "true" : "false"); break;
