@@ -227,6 +227,8 @@ bool cj_method(cj_ctx_t *c, cj_val_t self, const char *name, const cj_args_t *a,
             if (!a0)
                 cj_fail(c, MEMRA_E_TYPE, "%s() takes at least 1 argument (0 given)", name);
             bool end = name[0] == 'e', r = false;
+            if (a0->t == CJ_LIST && !a0->u.l->tuple)
+                cj_fail(c, MEMRA_E_TYPE, "%s first arg must be str or a tuple of str, not list", name);
             if (a0->t == CJ_LIST) {
                 for (size_t i = 0; i < a0->u.l->n; i++)
                     r |= starts(self, a0->u.l->v[i], end);

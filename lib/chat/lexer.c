@@ -136,8 +136,20 @@ static size_t lex_string(cj_ctx_t *c, const char *s, size_t i, size_t n, int lin
 
 static const char *const ops2[] = {"//", "**", "==", "!=", "<=", ">=", NULL};
 
-void cj_lex(cj_ctx_t *c, const char *src, size_t n, cj_toks_t *out)
+void cj_lex(cj_ctx_t *c, const char *src0, size_t n0, cj_toks_t *out)
 {
+    /* jinja2 first turns every \r\n and lone \r into \n, string literals included */
+    char *src = cj_alloc(c, n0 + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < n0; i++) {
+        if (src0[i] == '\r') {
+            src[n++] = '\n';
+            if (i + 1 < n0 && src0[i + 1] == '\n')
+                i++;
+        } else {
+            src[n++] = src0[i];
+        }
+    }
     if (n && src[n - 1] == '\n')
         n--;
     size_t pos = 0;
