@@ -268,6 +268,7 @@ static void test_whitespace(void **state)
     expect("a{% if true +%}\nb{% endif %}", "{}", "a\nb");
     expect("x\n", "{}", "x"); /* one trailing newline goes */
     expect("x\n\n", "{}", "x\n");
+    expect("a\r\n{% if true %}\r\nb\r\n{% endif %}\r\nc\r\n", "{}", "a\nb\nc"); /* CRLF reads as LF */
     expect("{% if false %}x{% endif %}", "{}", "");
 }
 
@@ -302,6 +303,8 @@ static void test_filters_methods(void **state)
            "{\"ms\": [{\"r\": \"u\", \"c\": \"1\"}, {\"r\": \"a\", \"c\": \"2\"}, {\"r\": \"u\", \"c\": \"3\"}]}", "131");
     expect("{{ {'a': 'é\\n', 'b': [1, 2.5, none]} | tojson }}", "{}", "{\"a\": \"é\\n\", \"b\": [1, 2.5, null]}");
     expect("{{ {'a': [1]} | tojson(indent=2) }}", "{}", "{\n  \"a\": [\n    1\n  ]\n}");
+    expect("{{ {'b': 'é', 'a': [1, 2]} | tojson(ensure_ascii=true, sort_keys=true, separators=(',', ':')) }}", "{}",
+           "{\"a\":[1,2],\"b\":\"\\u00e9\"}");
     expect("{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'xxhixx'.strip('x') }} {{ 'ab'.startswith('a') }}",
            "{}", "['a', 'b', '', 'c'] ['a', 'b'] hi True");
     expect("{{ 'aaa'.replace('a', 'b', 2) }} {{ d.get('k') }} {{ d.get('z', 'def') }} {{ d.items() | list }}",

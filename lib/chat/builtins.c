@@ -438,12 +438,26 @@ cj_val_t cj_filter(cj_ctx_t *c, cj_scope_t *s, const char *name, cj_val_t x, con
         }
     }
     if (!strcmp(name, "tojson")) {
-        const cj_val_t *ind = arg(a, 0, "indent");
-        int indent = ind && ind->t != CJ_NONE ? (int)int_arg(c, ind, "tojson") : -1;
-        if (indent > 64)
-            indent = 64;
+        /* the keywords of Hugging Face's tojson: json.dumps's own */
+        const cj_val_t *ind = arg(a, SIZE_MAX, "indent"), *asc = arg(a, SIZE_MAX, "ensure_ascii");
+        const cj_val_t *sep = arg(a, SIZE_MAX, "separators"), *sk = arg(a, SIZE_MAX, "sort_keys");
+        if (!ind && a->n)
+            ind = &a->v[0];
+        cj_json_opts_t o = {.indent = ind && ind->t != CJ_NONE ? (int)int_arg(c, ind, "tojson") : -1,
+                            .ascii = asc && cj_truthy(*asc), .sort = sk && cj_truthy(*sk)};
+        if (o.indent > 64)
+            o.indent = 64;
+        o.item_sep = o.indent >= 0 ? "," : ", ";
+        o.key_sep = ": ";
+        if (sep && sep->t == CJ_LIST && sep->u.l->n == 2 && sep->u.l->v[0].t == CJ_STR && sep->u.l->v[1].t == CJ_STR) {
+            o.item_sep = cj_strndup(c, sep->u.l->v[0].u.s.p, sep->u.l->v[0].u.s.n);
+            o.key_sep = cj_strndup(c, sep->u.l->v[1].u.s.p, sep->u.l->v[1].u.s.n);
+        } else if (sep && sep->t != CJ_NONE) {
+            cj_fail(c, MEMRA_E_TYPE, "tojson: separators must be a pair of strings");
+        }
         cj_buf_t b = {0};
-        cj_tojson(c, &b, x, indent, 0);
+        cj_buf_put(c, &b, "", 0);
+        cj_tojson(c, &b, x, &o, 0);
         return buf_val(&b);
     }
     if (!strcmp(name, "safe") || !strcmp(name, "string"))

@@ -141,8 +141,14 @@ void cj_buf_puts(cj_ctx_t *c, cj_buf_t *b, const char *s);
 void cj_str_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v);  /* python str() */
 void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v); /* python repr() */
 cj_val_t cj_to_str(cj_ctx_t *c, cj_val_t v);           /* str() as a value */
-/* json.dumps(v, ensure_ascii=False, indent=INDENT (<0: none)) */
-void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int indent, int level);
+/* json.dumps(v, ensure_ascii=, indent=, separators=, sort_keys=) */
+typedef struct cj_json_opts {
+    int indent;                  /* < 0: none (one line) */
+    bool ascii;                  /* ensure_ascii: non-ASCII as \uXXXX */
+    bool sort;                   /* sort_keys */
+    const char *item_sep, *key_sep;
+} cj_json_opts_t;
+void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, const cj_json_opts_t *o, int level);
 void cj_fmt_float(char *buf, size_t cap, double f); /* python repr of a float */
 size_t cj_utf8_len(const char *p, size_t n);        /* code points */
 

@@ -450,7 +450,7 @@ cj_val_t cj_to_str(cj_ctx_t *c, cj_val_t v)
     return cj_str(b.p ? b.p : "", b.n);
 }
 
-static void json_str(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n)
+static void json_str(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n, bool ascii)
 {
     cj_buf_puts(c, b, "\"");
     size_t run = 0;
@@ -472,6 +472,25 @@ static void json_str(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n)
                 esc = tmp;
             }
         }
+        if (!esc && ascii && ch >= 0x80) {
+            /* one code point as \uXXXX, or a surrogate pair past U+FFFF */
+            size_t l = ch < 0xE0 ? 2 : ch < 0xF0 ? 3 : 4;
+            if (i + l > n)
+                l = n - i;
+            uint32_t cp = l == 2 ? (ch & 0x1Fu) : l == 3 ? (ch & 0x0Fu) : (ch & 0x07u);
+            for (size_t k = 1; k < l; k++)
+                cp = (cp << 6) | ((unsigned char)p[i + k] & 0x3Fu);
+            cj_buf_put(c, b, p + run, i - run);
+            char u[16];
+            if (cp >= 0x10000)
+                snprintf(u, sizeof u, "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                snprintf(u, sizeof u, "\\u%04x", cp);
+            cj_buf_puts(c, b, u);
+            i += l - 1;
+            run = i + 1;
+            continue;
+        }
         if (esc) {
             cj_buf_put(c, b, p + run, i - run);
             cj_buf_puts(c, b, esc);
@@ -489,9 +508,20 @@ static void json_nl(cj_ctx_t *c, cj_buf_t *b, int indent, int level)
         cj_buf_puts(c, b, " ");
 }
 
-void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int indent, int level)
+static int key_cmp(const cj_entry_t *a, const cj_entry_t *b)
+{
+    cj_val_t x = a->k, y = b->k;
+    if (x.t != CJ_STR || y.t != CJ_STR)
+        return (x.t == CJ_STR) - (y.t == CJ_STR);
+    size_t n = x.u.s.n < y.u.s.n ? x.u.s.n : y.u.s.n;
+    int r = memcmp(x.u.s.p, y.u.s.p, n);
+    return r ? r : (x.u.s.n > y.u.s.n) - (x.u.s.n < y.u.s.n);
+}
+
+void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, const cj_json_opts_t *o, int level)
 {
     char tmp[64];
+    int indent = o->indent;
     if (level > MAX_NEST)
         cj_fail(c, MEMRA_E_RANGE, "tojson: value nested deeper than %d", MAX_NEST);
     switch (v.t) {
@@ -511,7 +541,7 @@ void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int indent, int level)
             cj_buf_puts(c, b, tmp);
         }
         break;
-    case CJ_STR: json_str(c, b, v.u.s.p, v.u.s.n); break;
+    case CJ_STR: json_str(c, b, v.u.s.p, v.u.s.n, o->ascii); break;
     case CJ_LIST:
         if (v.u.l->n == 0) {
             cj_buf_puts(c, b, "[]");
@@ -520,30 +550,43 @@ void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int indent, int level)
         cj_buf_puts(c, b, "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
-                cj_buf_puts(c, b, indent >= 0 ? "," : ", ");
+                cj_buf_puts(c, b, o->item_sep);
             if (indent >= 0)
                 json_nl(c, b, indent, level + 1);
-            cj_tojson(c, b, v.u.l->v[i], indent, level + 1);
+            cj_tojson(c, b, v.u.l->v[i], o, level + 1);
         }
         if (indent >= 0)
             json_nl(c, b, indent, level);
         cj_buf_puts(c, b, "]");
         break;
     case CJ_DICT:
-    case CJ_NS:
-        if (v.u.d->n == 0) {
+    case CJ_NS: {
+        size_t n = v.u.d->n;
+        if (n == 0) {
             cj_buf_puts(c, b, "{}");
             break;
         }
+        const cj_entry_t *e = v.u.d->e;
+        if (o->sort) {
+            cj_entry_t *s = cj_alloc(c, n * sizeof *s);
+            memcpy(s, e, n * sizeof *s);
+            for (size_t i = 1; i < n; i++) /* stable insertion sort */
+                for (size_t j = i; j > 0 && key_cmp(&s[j - 1], &s[j]) > 0; j--) {
+                    cj_entry_t t = s[j];
+                    s[j] = s[j - 1];
+                    s[j - 1] = t;
+                }
+            e = s;
+        }
         cj_buf_puts(c, b, "{");
-        for (size_t i = 0; i < v.u.d->n; i++) {
+        for (size_t i = 0; i < n; i++) {
             if (i)
-                cj_buf_puts(c, b, indent >= 0 ? "," : ", ");
+                cj_buf_puts(c, b, o->item_sep);
             if (indent >= 0)
                 json_nl(c, b, indent, level + 1);
-            cj_val_t k = v.u.d->e[i].k;
+            cj_val_t k = e[i].k;
             if (k.t == CJ_STR)
-                json_str(c, b, k.u.s.p, k.u.s.n);
+                json_str(c, b, k.u.s.p, k.u.s.n, o->ascii);
             else {
                 cj_buf_t kb = {0};
                 if (k.t == CJ_NONE)
@@ -555,15 +598,16 @@ void cj_tojson(cj_ctx_t *c, cj_buf_t *b, cj_val_t v, int indent, int level)
                 else
                     cj_fail(c, MEMRA_E_TYPE, "keys must be str, int, float, bool or None, not %s",
                             cj_type_repr(k));
-                json_str(c, b, kb.p, kb.n);
+                json_str(c, b, kb.p, kb.n, o->ascii);
             }
-            cj_buf_puts(c, b, ": ");
-            cj_tojson(c, b, v.u.d->e[i].v, indent, level + 1);
+            cj_buf_puts(c, b, o->key_sep);
+            cj_tojson(c, b, e[i].v, o, level + 1);
         }
         if (indent >= 0)
             json_nl(c, b, indent, level);
         cj_buf_puts(c, b, "}");
         break;
+    }
     case CJ_UNDEF: cj_fail(c, MEMRA_E_TYPE, "Object of type Undefined is not JSON serializable");
     default: cj_fail(c, MEMRA_E_TYPE, "Object of type %s is not JSON serializable", cj_type_repr(v));
     }
