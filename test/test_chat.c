@@ -330,6 +330,10 @@ static void test_statements(void **state)
     expect("{% set x = 1 %}{% set ns = namespace(y=1) %}{% for i in [1] %}{% set x = 2 %}{% set ns.y = 2 %}"
            "{% endfor %}{{ x }}{{ ns.y }}",
            "{}", "12");
+    expect("{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }}", "{}", "12121");
+    expect("{% macro m() %}{{ y }}{% endmacro %}{% set y = 1 %}{{ m() }}{{ '%s-%03d' % ('a', 7) }}"
+           "{{ '{} {n}'.format(1, n='b') }}{{ '%s!' | format('x') }}",
+           "{}", "1a-0071 bx!");
     expect("{% macro m(a, b='B', c=none) %}[{{ a }}{{ b }}{{ c }}]{% endmacro %}{{ m(1) }}{{ m(1, c=3) }}{{ m(1, 2) }}",
            "{}", "[1BNone][1B3][12None]");
     expect("{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) | trim }}", "{}", "321");

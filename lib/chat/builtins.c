@@ -219,6 +219,162 @@ static bool starts(cj_val_t s, cj_val_t x, bool end)
     return memcmp(s.u.s.p + (end ? s.u.s.n - x.u.s.n : 0), x.u.s.p, x.u.s.n) == 0;
 }
 
+
+/* Python's printf-style formatting (FMT % ARGS and the format filter):
+ * %s %r %d %i %f %x %% with an optional width and precision; ARGS is one
+ * value or a tuple/list of them, or a dict for %(name)s. */
+static cj_val_t percent_format(cj_ctx_t *c, cj_val_t fmt, cj_val_t args)
+{
+    cj_buf_t b = {0};
+    cj_buf_put(c, &b, "", 0);
+    size_t ai = 0;
+    bool many = args.t == CJ_LIST;
+    for (size_t i = 0; i < fmt.u.s.n; i++) {
+        char ch = fmt.u.s.p[i];
+        if (ch != '%') {
+            cj_buf_put(c, &b, &ch, 1);
+            continue;
+        }
+        if (++i >= fmt.u.s.n)
+            cj_fail(c, MEMRA_E_INVALID, "incomplete format");
+        cj_val_t v;
+        bool named = false;
+        if (fmt.u.s.p[i] == '(') {
+            size_t e = i + 1;
+            while (e < fmt.u.s.n && fmt.u.s.p[e] != ')')
+                e++;
+            if (e >= fmt.u.s.n || args.t != CJ_DICT)
+                cj_fail(c, MEMRA_E_TYPE, "format requires a mapping");
+            cj_val_t *f = cj_dict_find(args.u.d, fmt.u.s.p + i + 1, e - i - 1);
+            if (!f)
+                cj_fail(c, MEMRA_E_TYPE, "format: missing key");
+            v = *f;
+            named = true;
+            i = e + 1;
+        }
+        char spec[32] = "%";
+        size_t sl = 1;
+        while (i < fmt.u.s.n && strchr("-+ #0123456789.", fmt.u.s.p[i]) && sl < 20)
+            spec[sl++] = fmt.u.s.p[i++];
+        if (i >= fmt.u.s.n)
+            cj_fail(c, MEMRA_E_INVALID, "incomplete format");
+        char conv = fmt.u.s.p[i];
+        if (conv == '%') {
+            cj_buf_puts(c, &b, "%");
+            continue;
+        }
+        if (!named) {
+            if (many) {
+                if (ai >= args.u.l->n)
+                    cj_fail(c, MEMRA_E_TYPE, "not enough arguments for format string");
+                v = args.u.l->v[ai++];
+            } else {
+                if (ai++)
+                    cj_fail(c, MEMRA_E_TYPE, "not enough arguments for format string");
+                v = args;
+            }
+        }
+        char out[512];
+        if (conv == 's' || conv == 'r') {
+            cj_buf_t t = {0};
+            cj_buf_put(c, &t, "", 0);
+            if (conv == 's')
+                cj_str_of(c, &t, v);
+            else
+                cj_repr_of(c, &t, v);
+            if (sl == 1) {
+                cj_buf_put(c, &b, t.p, t.n);
+                continue;
+            }
+            spec[sl++] = 's';
+            spec[sl] = 0;
+            snprintf(out, sizeof out, spec, t.p);
+        } else if (strchr("dixXoeEfFgG", conv)) {
+            bool isf = strchr("eEfFgG", conv) != NULL;
+            if (v.t != CJ_INT && v.t != CJ_FLOAT && v.t != CJ_BOOL)
+                cj_fail(c, MEMRA_E_TYPE, "%%%c format: a real number is required, not %s", conv, cj_type_repr(v));
+            double f = v.t == CJ_FLOAT ? v.u.f : v.t == CJ_INT ? (double)v.u.i : v.u.b;
+            long long k = v.t == CJ_FLOAT ? (long long)v.u.f : v.t == CJ_INT ? v.u.i : v.u.b;
+            if (isf) {
+                spec[sl++] = conv;
+                spec[sl] = 0;
+                snprintf(out, sizeof out, spec, f);
+            } else {
+                spec[sl++] = 'l';
+                spec[sl++] = 'l';
+                spec[sl++] = conv == 'i' ? 'd' : conv;
+                spec[sl] = 0;
+                snprintf(out, sizeof out, spec, k);
+            }
+        } else {
+            cj_fail(c, MEMRA_E_UNSUPPORTED, "unsupported format character '%c'", conv);
+        }
+        cj_buf_puts(c, &b, out);
+    }
+    if (many && ai < args.u.l->n)
+        cj_fail(c, MEMRA_E_TYPE, "not all arguments converted during string formatting");
+    return buf_val(&b);
+}
+
+cj_val_t cj_percent(cj_ctx_t *c, cj_val_t fmt, cj_val_t args) { return percent_format(c, fmt, args); }
+
+/* str.format: {} {0} {name} with !s/!r conversions and no format specs */
+static cj_val_t brace_format(cj_ctx_t *c, cj_val_t fmt, const cj_args_t *a)
+{
+    cj_buf_t b = {0};
+    cj_buf_put(c, &b, "", 0);
+    size_t auto_i = 0;
+    const char *p = fmt.u.s.p;
+    size_t n = fmt.u.s.n;
+    for (size_t i = 0; i < n; i++) {
+        if ((p[i] == '{' || p[i] == '}') && i + 1 < n && p[i + 1] == p[i]) {
+            cj_buf_put(c, &b, p + i, 1);
+            i++;
+            continue;
+        }
+        if (p[i] != '{') {
+            cj_buf_put(c, &b, p + i, 1);
+            continue;
+        }
+        size_t e = i + 1;
+        while (e < n && p[e] != '}')
+            e++;
+        if (e >= n)
+            cj_fail(c, MEMRA_E_INVALID, "Single '{' encountered in format string");
+        const char *f = p + i + 1;
+        size_t fl = e - i - 1, conv_at = fl;
+        for (size_t k = 0; k < fl; k++)
+            if (f[k] == '!' || f[k] == ':') {
+                conv_at = k;
+                break;
+            }
+        bool repr = conv_at + 1 < fl && f[conv_at] == '!' && f[conv_at + 1] == 'r';
+        cj_val_t v;
+        if (conv_at == 0) {
+            if (auto_i >= a->n)
+                cj_fail(c, MEMRA_E_RANGE, "Replacement index %zu out of range for positional args tuple", auto_i);
+            v = a->v[auto_i++];
+        } else if (f[0] >= '0' && f[0] <= '9') {
+            size_t k = (size_t)strtoul(cj_strndup(c, f, conv_at), NULL, 10);
+            if (k >= a->n)
+                cj_fail(c, MEMRA_E_RANGE, "Replacement index %zu out of range for positional args tuple", k);
+            v = a->v[k];
+        } else {
+            const char *name = cj_strndup(c, f, conv_at);
+            const cj_val_t *kv = arg(a, SIZE_MAX, name);
+            if (!kv)
+                cj_fail(c, MEMRA_E_TYPE, "format: no argument named '%s'", name);
+            v = *kv;
+        }
+        if (repr)
+            cj_repr_of(c, &b, v);
+        else
+            cj_str_of(c, &b, v);
+        i = e;
+    }
+    return buf_val(&b);
+}
+
 bool cj_method(cj_ctx_t *c, cj_val_t self, const char *name, const cj_args_t *a, cj_val_t *out)
 {
     const cj_val_t *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
@@ -289,6 +445,10 @@ bool cj_method(cj_ctx_t *c, cj_val_t self, const char *name, const cj_args_t *a,
                 cj_buf_put(c, &b, need_str(c, l->v[i], "join").u.s.p, l->v[i].u.s.n);
             }
             *out = buf_val(&b);
+            return true;
+        }
+        if (!strcmp(name, "format")) {
+            *out = brace_format(c, self, a);
             return true;
         }
         if (!strcmp(name, "splitlines")) {
@@ -683,6 +843,19 @@ cj_val_t cj_filter(cj_ctx_t *c, cj_scope_t *s, const char *name, cj_val_t x, con
                 best = src->v[i];
         }
         return best;
+    }
+    if (!strcmp(name, "format")) {
+        cj_val_t f = need_str(c, x, "format");
+        if (a->nkw) {
+            cj_val_t d = cj_dict_new(c);
+            for (size_t k = 0; k < a->nkw; k++)
+                cj_dict_set(c, d.u.d, cj_cstr(a->kwn[k]), a->kw[k]);
+            return percent_format(c, f, d);
+        }
+        cj_val_t t = cj_tuple_new(c);
+        for (size_t k = 0; k < a->n; k++)
+            cj_list_push(c, t.u.l, a->v[k]);
+        return percent_format(c, f, t);
     }
     if (!strcmp(name, "indent")) {
         cj_val_t sv = cj_to_str(c, x);

@@ -239,6 +239,7 @@ bool cj_test(cj_ctx_t *c, const char *name, cj_val_t x, const cj_args_t *a);
 bool cj_method(cj_ctx_t *c, cj_val_t self, const char *name, const cj_args_t *a, cj_val_t *out);
 cj_val_t cj_call_func(cj_ctx_t *c, int fn, const cj_args_t *a);
 int cj_func_id(const char *name); /* -1 if NAME is no global function */
+cj_val_t cj_percent(cj_ctx_t *c, cj_val_t fmt, cj_val_t args); /* FMT % ARGS */
 cj_val_t cj_call_macro(cj_ctx_t *c, cj_val_t m, const cj_args_t *a, cj_val_t caller);
 cj_val_t cj_getattr(cj_ctx_t *c, cj_val_t obj, const char *name);
 cj_val_t cj_getitem(cj_ctx_t *c, cj_val_t obj, cj_val_t key);

@@ -325,6 +325,8 @@ static cj_val_t binary(cj_ctx_t *c, const char *op, cj_val_t a, cj_val_t b)
             }
         }
     }
+    if (op[0] == '%' && a.t == CJ_STR)
+        return cj_percent(c, a, b);
     if (op[0] == '+' && a.t == CJ_STR && b.t == CJ_STR) {
         char *p = cj_alloc(c, a.u.s.n + b.u.s.n + 1);
         memcpy(p, a.u.s.p, a.u.s.n);
@@ -628,6 +630,10 @@ static void exec_for(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
     size_t len = items->n;
     for (size_t i = 0; i < len; i++) {
         count_step(c);
+        /* each iteration starts from the enclosing values: jinja2 does not
+         * carry a loop body's assignments into the next iteration */
+        if (i)
+            ls = scope_new(c, s);
         cj_val_t loop = cj_dict_new(c);
         cj_dict_t *d = loop.u.d;
         cj_dict_set(c, d, cj_cstr("index"), cj_int((int64_t)i + 1));
