@@ -49,17 +49,10 @@ static bool parse_now(const char *s, int64_t *out)
     return true;
 }
 
-typedef struct job {
-    const char *tmpl;
-    const char *ctx;
-    const char *bos, *eos; /* given when the context lacks them (may be NULL) */
-    const memra_chat_params_t *params;
-} job_t;
 
 #define HAS(p, f) ((p) && (p)->size >= offsetof(memra_chat_params_t, f) + sizeof((p)->f))
 
-/* renders into a malloc'd string */
-static memra_status_t render(const job_t *j, char **out, size_t *n_out)
+memra_status_t memra__chat_render(const memra__chat_job_t *j, char **out, size_t *n_out)
 {
     if (!j->tmpl || !j->ctx || !out)
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_chat_render: NULL template, context or output");
@@ -120,8 +113,8 @@ static memra_status_t render(const job_t *j, char **out, size_t *n_out)
 memra_status_t memra_chat_render_alloc(const char *tmpl, const char *context_json, const memra_chat_params_t *params,
                                        char **out, size_t *n_out)
 {
-    job_t j = {.tmpl = tmpl, .ctx = context_json, .params = params};
-    return render(&j, out, n_out);
+    memra__chat_job_t j = {.tmpl = tmpl, .ctx = context_json, .params = params};
+    return memra__chat_render(&j, out, n_out);
 }
 
 memra_status_t memra_chat_render(const char *tmpl, const char *context_json, const memra_chat_params_t *params,
@@ -131,8 +124,8 @@ memra_status_t memra_chat_render(const char *tmpl, const char *context_json, con
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_chat_render: NULL n_out, or NULL buf with cap > 0");
     char *r = NULL;
     size_t n = 0;
-    job_t j = {.tmpl = tmpl, .ctx = context_json, .params = params};
-    memra_status_t st = render(&j, &r, &n);
+    memra__chat_job_t j = {.tmpl = tmpl, .ctx = context_json, .params = params};
+    memra_status_t st = memra__chat_render(&j, &r, &n);
     if (st != MEMRA_OK)
         return st;
     *n_out = n;
@@ -144,19 +137,4 @@ memra_status_t memra_chat_render(const char *tmpl, const char *context_json, con
     memcpy(buf, r, n + 1);
     free(r);
     return MEMRA_OK;
-}
-
-memra_status_t memra_chat_render_tokenizer(const memra_tokenizer_t *tok, const char *context_json,
-                                           const memra_chat_params_t *params, char **out, size_t *n_out)
-{
-    if (!tok)
-        return memra__fail(NULL, MEMRA_E_INVALID, "memra_chat_render_tokenizer: NULL tokenizer");
-    const char *tmpl = memra_tokenizer_chat_template(tok);
-    if (!tmpl)
-        return memra__fail(NULL, MEMRA_E_NOT_FOUND, "memra_chat_render_tokenizer: the model has no tokenizer.chat_template");
-    int32_t bos = memra_tokenizer_bos(tok), eos = memra_tokenizer_eos(tok);
-    const char *bt = bos >= 0 ? memra_tokenizer_token_text(tok, bos) : NULL;
-    const char *et = eos >= 0 ? memra_tokenizer_token_text(tok, eos) : NULL;
-    job_t j = {.tmpl = tmpl, .ctx = context_json, .bos = bt ? bt : "", .eos = et ? et : "", .params = params};
-    return render(&j, out, n_out);
 }

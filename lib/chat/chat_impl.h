@@ -250,4 +250,14 @@ cj_list_t *cj_iter(cj_ctx_t *c, cj_val_t v);
 /* raise the error of an undefined value being used */
 _Noreturn void cj_undef_fail(cj_ctx_t *c, cj_val_t u);
 
+/* chat.c: one render into a malloc'd string */
+struct memra_chat_params;
+typedef struct memra__chat_job {
+    const char *tmpl;
+    const char *ctx;
+    const char *bos, *eos; /* given when the context lacks them (may be NULL) */
+    const struct memra_chat_params *params;
+} memra__chat_job_t;
+memra_status_t memra__chat_render(const memra__chat_job_t *j, char **out, size_t *n_out);
+
 #endif
