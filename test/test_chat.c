@@ -392,6 +392,16 @@ static void test_limits(void **state)
         k += (size_t)snprintf(nest + k, sizeof nest - k, "{%% if true %%}");
     expect_err(nest, "{}", MEMRA_E_FORMAT, NULL);
     expect_err("{% if true %}x", "{}", MEMRA_E_FORMAT, "chat template: line 1: missing 'endif' (at end of template)");
+    /* a long left-leaning chain parses in a loop but would recurse when evaluated */
+    size_t cl = 0;
+    char *chain = malloc(4 * 5000 + 16);
+    assert_non_null(chain);
+    cl += (size_t)sprintf(chain, "{{ 1");
+    for (int i = 0; i < 5000; i++)
+        cl += (size_t)sprintf(chain + cl, " + 0");
+    sprintf(chain + cl, " }}");
+    expect_err(chain, "{}", MEMRA_E_RANGE, NULL);
+    free(chain);
     /* values a template nests without bound */
     expect_err("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
                "{}", MEMRA_E_RANGE, NULL);

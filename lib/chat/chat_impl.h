@@ -104,6 +104,7 @@ typedef struct cj_ctx {
     size_t max_output;       /* bytes of any one output buffer */
     uint64_t steps, max_steps; /* loop iterations and macro calls */
     int depth, max_depth;    /* macro call depth */
+    int nest;                /* evaluator recursion (expressions, statements, calls): bounds the stack */
     int64_t now;             /* strftime_now: seconds, read as UTC broken-down time */
 } cj_ctx_t;
 

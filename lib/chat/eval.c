@@ -11,6 +11,10 @@
 
 enum { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
 
+/* helpers kept out of the recursive evaluator's frames, which bound how deep
+ * a template may nest on a given stack */
+#define COLD __attribute__((noinline))
+
 cj_val_t cj_undef_fmt(cj_ctx_t *c, const char *fmt, ...)
 {
     char tmp[400];
@@ -178,7 +182,7 @@ static void count_step(cj_ctx_t *c)
                 (unsigned long long)c->max_steps);
 }
 
-static void eval_args(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e, cj_args_t *a)
+COLD static void eval_args(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e, cj_args_t *a)
 {
     a->n = e->kids.n;
     a->v = a->n ? cj_alloc(c, a->n * sizeof *a->v) : NULL;
@@ -204,7 +208,7 @@ static cj_val_t apply_filters(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *f, cj
     return cj_filter(c, s, f->name, x, &a);
 }
 
-static cj_val_t call_value(cj_ctx_t *c, cj_val_t fn, const cj_args_t *a)
+COLD static cj_val_t call_value(cj_ctx_t *c, cj_val_t fn, const cj_args_t *a)
 {
     switch (fn.t) {
     case CJ_MACRO: return cj_call_macro(c, fn, a, cj_undef(NULL));
@@ -261,7 +265,7 @@ static cj_val_t repeat(cj_ctx_t *c, cj_val_t seq, int64_t k)
     return l;
 }
 
-static cj_val_t binary(cj_ctx_t *c, const char *op, cj_val_t a, cj_val_t b)
+COLD static cj_val_t binary(cj_ctx_t *c, const char *op, cj_val_t a, cj_val_t b)
 {
     if (op[0] == '~') {
         cj_buf_t buf = {0};
@@ -380,7 +384,7 @@ static int cmp_order(cj_ctx_t *c, const char *op, cj_val_t a, cj_val_t b)
     cj_fail(c, MEMRA_E_TYPE, "'%s' not supported between instances of '%s' and '%s'", op, pytype(a), pytype(b));
 }
 
-static bool compare(cj_ctx_t *c, const char *op, cj_val_t a, cj_val_t b)
+COLD static bool compare(cj_ctx_t *c, const char *op, cj_val_t a, cj_val_t b)
 {
     if (!strcmp(op, "=="))
         return cj_equal(a, b);
@@ -414,7 +418,7 @@ static int64_t slice_arg(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e, bool *g
     return ival(v);
 }
 
-static cj_val_t slice(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
+COLD static cj_val_t slice(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
 {
     cj_val_t obj = cj_eval(c, s, e->a);
     bool g0, g1, g2;
@@ -462,7 +466,25 @@ static cj_val_t slice(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
     return cj_str(b.p, b.n);
 }
 
+/* a left-leaning chain (a + b + c ...) parses in a loop but evaluates
+ * recursively, and macro calls stack statements on statements, so the
+ * evaluator counts its own depth (expressions and statements); this many
+ * frames stay inside a 1 MiB stack */
+#define MAX_EVAL_NEST 1000
+
+static cj_val_t eval_node(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e);
+
 cj_val_t cj_eval(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
+{
+    if (++c->nest > MAX_EVAL_NEST)
+        cj_fail(c, MEMRA_E_RANGE, "chat template: line %d: expressions and calls nested deeper than %d", e->line,
+                MAX_EVAL_NEST);
+    cj_val_t v = eval_node(c, s, e);
+    c->nest--;
+    return v;
+}
+
+static cj_val_t eval_node(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
 {
     cj_val_t a, b;
     cj_args_t args;
@@ -547,7 +569,7 @@ cj_val_t cj_eval(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
 
 static int exec(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n);
 
-static cj_val_t render_body(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *body)
+COLD static cj_val_t render_body(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *body)
 {
     cj_buf_t buf = {0}, *saved = c->out;
     cj_buf_put(c, &buf, "", 0);
@@ -612,7 +634,7 @@ static void bind_targets(cj_ctx_t *c, cj_scope_t *s, const cj_nodes_t *targets, 
         scope_set(c, s, targets->v[i]->val.u.s.p, l->v[i]);
 }
 
-static void exec_for(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
+COLD static void exec_for(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
 {
     cj_list_t *items = cj_iter(c, cj_eval(c, s, n->a));
     cj_scope_t *ls = scope_new(c, s);
@@ -657,7 +679,66 @@ static void exec_for(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
         exec(c, s, n->c);
 }
 
+static int exec_node(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n);
+
+static COLD void exec_other(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
+{
+    cj_val_t v;
+    switch (n->k) {
+    case N_SET:
+        v = cj_eval(c, s, n->a);
+        if (n->attr) {
+            cj_val_t ns = lookup(c, s, n->name);
+            if (ns.t != CJ_NS)
+                cj_fail(c, MEMRA_E_TYPE, "chat template: line %d: cannot assign attribute on non-namespace object", n->line);
+            cj_dict_set(c, ns.u.d, cj_cstr(n->attr), v);
+        } else if (n->targets.n) {
+            bind_targets(c, s, &n->targets, v);
+        } else {
+            scope_set(c, s, n->name, v);
+        }
+        return;
+    case N_SET_BLOCK:
+        v = render_body(c, s, n->b);
+        scope_set(c, s, n->name, apply_filters(c, s, n->c, v));
+        return;
+    case N_MACRO: {
+        cj_macro_t *m = cj_alloc(c, sizeof *m);
+        m->node = n;
+        m->scope = s;
+        scope_set(c, s, n->name, (cj_val_t){.t = CJ_MACRO, .u.m = m});
+        return;
+    }
+    case N_CALL_BLOCK: {
+        cj_macro_t *m = cj_alloc(c, sizeof *m);
+        m->node = n->c;
+        m->scope = s;
+        const cj_node_t *call = n->a;
+        cj_val_t fn = cj_eval(c, s, call->a);
+        if (fn.t != CJ_MACRO)
+            cj_fail(c, MEMRA_E_TYPE, "chat template: line %d: call block needs a macro", n->line);
+        cj_args_t a;
+        eval_args(c, s, call, &a);
+        v = cj_call_macro(c, fn, &a, (cj_val_t){.t = CJ_MACRO, .u.m = m});
+        cj_buf_put(c, c->out, v.u.s.p, v.u.s.n);
+        return;
+    }
+    default: return;
+    }
+}
+
+
 static int exec(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
+{
+    if (++c->nest > MAX_EVAL_NEST)
+        cj_fail(c, MEMRA_E_RANGE, "chat template: line %d: statements and calls nested deeper than %d", n->line,
+                MAX_EVAL_NEST);
+    int f = exec_node(c, s, n);
+    c->nest--;
+    return f;
+}
+
+static int exec_node(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
 {
     cj_val_t v;
     switch (n->k) {
@@ -679,43 +760,9 @@ static int exec(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *n)
         return n->c ? exec(c, s, n->c) : FLOW_NEXT;
     case N_FOR: exec_for(c, s, n); return FLOW_NEXT;
     case N_SET:
-        v = cj_eval(c, s, n->a);
-        if (n->attr) {
-            cj_val_t ns = lookup(c, s, n->name);
-            if (ns.t != CJ_NS)
-                cj_fail(c, MEMRA_E_TYPE, "chat template: line %d: cannot assign attribute on non-namespace object", n->line);
-            cj_dict_set(c, ns.u.d, cj_cstr(n->attr), v);
-        } else if (n->targets.n) {
-            bind_targets(c, s, &n->targets, v);
-        } else {
-            scope_set(c, s, n->name, v);
-        }
-        return FLOW_NEXT;
     case N_SET_BLOCK:
-        v = render_body(c, s, n->b);
-        scope_set(c, s, n->name, apply_filters(c, s, n->c, v));
-        return FLOW_NEXT;
-    case N_MACRO: {
-        cj_macro_t *m = cj_alloc(c, sizeof *m);
-        m->node = n;
-        m->scope = s;
-        scope_set(c, s, n->name, (cj_val_t){.t = CJ_MACRO, .u.m = m});
-        return FLOW_NEXT;
-    }
-    case N_CALL_BLOCK: {
-        cj_macro_t *m = cj_alloc(c, sizeof *m);
-        m->node = n->c;
-        m->scope = s;
-        const cj_node_t *call = n->a;
-        cj_val_t fn = cj_eval(c, s, call->a);
-        if (fn.t != CJ_MACRO)
-            cj_fail(c, MEMRA_E_TYPE, "chat template: line %d: call block needs a macro", n->line);
-        cj_args_t a;
-        eval_args(c, s, call, &a);
-        v = cj_call_macro(c, fn, &a, (cj_val_t){.t = CJ_MACRO, .u.m = m});
-        cj_buf_put(c, c->out, v.u.s.p, v.u.s.n);
-        return FLOW_NEXT;
-    }
+    case N_MACRO:
+    case N_CALL_BLOCK: exec_other(c, s, n); return FLOW_NEXT;
     case N_FILTER_BLOCK:
         v = apply_filters(c, s, n->a, render_body(c, s, n->b));
         cj_str_of(c, c->out, v);
