@@ -66,7 +66,8 @@ MEMRA_API memra_status_t memra_chat_render_alloc(const char *tmpl, const char *c
                                                  size_t *n_out);
 
 /* As memra_chat_render_alloc() with the template of TOK (the GGUF's
- * `tokenizer.chat_template`; MEMRA_E_NOT_FOUND if it has none). When the
+ * `tokenizer.chat_template`; MEMRA_E_NOT_FOUND if it has none; a loaded
+ * model's tokenizer is memra_model_tokenizer(model)). When the
  * context has no bos_token or eos_token, the text of TOK's BOS and EOS
  * tokens (or "") is given to the template.
  * Thread-safety: any thread, concurrently on one tokenizer. */
