@@ -330,6 +330,8 @@ static void test_statements(void **state)
     expect("{% set x = 1 %}{% set ns = namespace(y=1) %}{% for i in [1] %}{% set x = 2 %}{% set ns.y = 2 %}"
            "{% endfor %}{{ x }}{{ ns.y }}",
            "{}", "12");
+    expect("a{% raw %}{{ x }}{% if %}{% endraw %}b{% for i in range(3) %}{{ loop.cycle('o', 'e') }}{% endfor %}", "{}",
+           "a{{ x }}{% if %}boeo");
     expect("{% set x = 1 %}{% for i in [1, 2] %}{{ x }}{% set x = x + 1 %}{{ x }}{% endfor %}{{ x }}", "{}", "12121");
     expect("{% macro m() %}{{ y }}{% endmacro %}{% set y = 1 %}{{ m() }}{{ '%s-%03d' % ('a', 7) }}"
            "{{ '{} {n}'.format(1, n='b') }}{{ '%s!' | format('x') }}",

@@ -468,6 +468,14 @@ bool cj_method(cj_ctx_t *c, cj_val_t self, const char *name, const cj_args_t *a,
         return false;
     }
     if (self.t == CJ_DICT) {
+        cj_val_t *i0 = cj_dict_find(self.u.d, "index0", 6);
+        if (!strcmp(name, "cycle") && i0 && i0->t == CJ_INT && cj_dict_find(self.u.d, "revindex0", 9)) {
+            /* loop.cycle(a, b, ...) */
+            if (!a->n)
+                cj_fail(c, MEMRA_E_TYPE, "no items for cycling given");
+            *out = a->v[(size_t)i0->u.i % a->n];
+            return true;
+        }
         if (!strcmp(name, "get")) {
             if (!a0)
                 cj_fail(c, MEMRA_E_TYPE, "get expected at least 1 argument, got 0");

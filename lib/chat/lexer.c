@@ -213,6 +213,64 @@ void cj_lex(cj_ctx_t *c, const char *src0, size_t n0, cj_toks_t *out)
             pos = k + 2;
             continue;
         }
+        if (kind == '%') {
+            /* {% raw %}...{% endraw %}: the text between, as it is */
+            size_t k = i;
+            while (k < n && is_ws(src[k]))
+                k++;
+            if (n - k >= 3 && !memcmp(src + k, "raw", 3) && (k + 3 >= n || !is_alpha(src[k + 3]))) {
+                k += 3;
+                while (k < n && is_ws(src[k]))
+                    k++;
+                bool strip_in = k < n && src[k] == '-';
+                if (k < n && (src[k] == '-' || src[k] == '+'))
+                    k++;
+                if (k + 1 >= n || src[k] != '%' || src[k + 1] != '}')
+                    cj_fail(c, MEMRA_E_FORMAT, "chat template: line %d: bad raw tag", line);
+                size_t cs = k + 2, ce = 0, after = 0;
+                bool strip_out = false, trim_after = false, strip_after = false;
+                for (size_t q = cs; q + 1 < n && !after; q++) {
+                    if (src[q] != '{' || src[q + 1] != '%')
+                        continue;
+                    size_t r = q + 2;
+                    bool so = r < n && src[r] == '-';
+                    if (r < n && (src[r] == '-' || src[r] == '+'))
+                        r++;
+                    while (r < n && is_ws(src[r]))
+                        r++;
+                    if (n - r < 6 || memcmp(src + r, "endraw", 6) != 0)
+                        continue;
+                    r += 6;
+                    while (r < n && is_ws(src[r]))
+                        r++;
+                    char m = r < n ? src[r] : 0;
+                    if (m == '-' || m == '+')
+                        r++;
+                    if (r + 1 < n && src[r] == '%' && src[r + 1] == '}') {
+                        ce = q;
+                        after = r + 2;
+                        strip_out = so;
+                        strip_after = m == '-';
+                        trim_after = m != '-' && m != '+';
+                    }
+                }
+                if (!after)
+                    cj_fail(c, MEMRA_E_FORMAT, "chat template: line %d: missing 'endraw'", line);
+                if (strip_in)
+                    while (cs < ce && is_ws(src[cs]))
+                        cs++;
+                if (strip_out)
+                    while (ce > cs && is_ws(src[ce - 1]))
+                        ce--;
+                if (ce > cs)
+                    push(c, out, (cj_tok_t){.t = TK_TEXT, .p = src + cs, .n = ce - cs, .line = line});
+                line += count_nl(src + t, after - t);
+                pos = after;
+                strip_next = strip_after;
+                trim_next = trim_after;
+                continue;
+            }
+        }
         bool var = kind == '{';
         push(c, out, (cj_tok_t){.t = var ? TK_VAR_BEGIN : TK_BLOCK_BEGIN, .line = line});
         int depth = 0;
