@@ -291,6 +291,9 @@ static void test_expressions(void **state)
 static void test_filters_methods(void **state)
 {
     (void)state;
+    expect("{{ 'héllo wörld ß'.upper() }}|{{ 'ΩΜΈΓΑ Привет' | lower }}|{{ 'éa éb' | title }}", "{}",
+           "HÉLLO WÖRLD SS|ωμέγα привет|Éa Éb");
+    expect("{{ 5[1:] }}|{{ none[:1] is defined }}", "{}", "|False");
     expect("{{ '  a b  ' | trim }}|{{ 'abc' | upper }}|{{ 'ABC' | lower }}|{{ 'hello world' | title }}", "{}",
            "a b|ABC|abc|Hello World");
     expect("{{ [3, 1, 2] | length }} {{ 'héllo' | length }} {{ x | length }} {{ x | default('d') }}", "{}", "3 5 0 d");

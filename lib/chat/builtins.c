@@ -114,22 +114,126 @@ static cj_val_t strip(cj_val_t s, cj_val_t chars, int which)
     return cj_str(p + b, e - b);
 }
 
+/* Simple case mappings of Latin-1, Latin Extended-A, Greek and Cyrillic
+ * besides ASCII (what Python's str.upper/lower do there, one code point to
+ * one; ß and the like, which Python expands, stay as they are). */
+static uint32_t to_upper(uint32_t cp)
+{
+    if (cp >= 'a' && cp <= 'z')
+        return cp - 32;
+    if ((cp >= 0xE0 && cp <= 0xFE && cp != 0xF7))
+        return cp - 32;
+    if (cp == 0xFF)
+        return 0x178;
+    if (cp >= 0x100 && cp <= 0x17F && cp != 0x130 && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F) {
+        bool odd_lower = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+        if (odd_lower ? (cp & 1) == 0 : (cp & 1) == 1)
+            return cp - 1;
+        return cp;
+    }
+    if (cp >= 0x3B1 && cp <= 0x3C9 && cp != 0x3C2)
+        return cp - 32;
+    if (cp == 0x3C2)
+        return 0x3A3;
+    if (cp == 0x3AC)
+        return 0x386;
+    if (cp >= 0x3AD && cp <= 0x3AF)
+        return cp - 37;
+    if (cp == 0x3CC)
+        return 0x38C;
+    if (cp == 0x3CD || cp == 0x3CE)
+        return cp - 63;
+    if (cp >= 0x430 && cp <= 0x44F)
+        return cp - 32;
+    if (cp >= 0x450 && cp <= 0x45F)
+        return cp - 80;
+    return cp;
+}
+
+static uint32_t to_lower(uint32_t cp)
+{
+    if (cp >= 'A' && cp <= 'Z')
+        return cp + 32;
+    if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7)
+        return cp + 32;
+    if (cp == 0x178)
+        return 0xFF;
+    if (cp >= 0x100 && cp <= 0x17F && cp != 0x130 && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F) {
+        bool odd_lower = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+        if (odd_lower ? (cp & 1) == 1 : (cp & 1) == 0)
+            return cp + 1;
+        return cp;
+    }
+    if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2)
+        return cp + 32;
+    if (cp == 0x386)
+        return 0x3AC;
+    if (cp >= 0x388 && cp <= 0x38A)
+        return cp + 37;
+    if (cp == 0x38C)
+        return 0x3CC;
+    if (cp == 0x38E || cp == 0x38F)
+        return cp + 63;
+    if (cp >= 0x410 && cp <= 0x42F)
+        return cp + 32;
+    if (cp >= 0x400 && cp <= 0x40F)
+        return cp + 80;
+    return cp;
+}
+
+static bool cased(uint32_t cp) { return cp == 0xDF || to_upper(cp) != cp || to_lower(cp) != cp; }
+
+static void put_cp(cj_ctx_t *c, cj_buf_t *b, uint32_t cp)
+{
+    char o[4];
+    size_t n;
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        o[0] = (char)(0xF0 | (cp >> 18));
+        o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    cj_buf_put(c, b, o, n);
+}
+
 static cj_val_t case_map(cj_ctx_t *c, cj_val_t s, int mode /* 0 lower 1 upper 2 capitalize 3 title */)
 {
-    char *o = cj_alloc(c, s.u.s.n + 1);
-    bool start = true;
-    for (size_t i = 0; i < s.u.s.n; i++) {
-        char ch = s.u.s.p[i];
-        bool up = mode == 1 || (mode == 2 && i == 0) || (mode == 3 && start);
-        if (up && ch >= 'a' && ch <= 'z')
-            ch = (char)(ch - 32);
-        else if (!up && mode != 1 && ch >= 'A' && ch <= 'Z')
-            ch = (char)(ch + 32);
-        o[i] = ch;
-        bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ((unsigned char)ch >= 0x80);
-        start = !alpha;
+    cj_buf_t b = {0};
+    cj_buf_put(c, &b, "", 0);
+    bool start = true, first = true;
+    for (size_t i = 0; i < s.u.s.n;) {
+        size_t l;
+        uint32_t cp = dec(s.u.s.p + i, s.u.s.n - i, &l);
+        if (cp < 0x80 || l > 1) {
+            bool up = mode == 1 || (mode == 2 && first) || (mode == 3 && start);
+            uint32_t m = up ? to_upper(cp) : to_lower(cp);
+            /* title: a word starts after any uncased character */
+            start = !cased(cp);
+            if (cp == 0xDF && up) /* ß: "SS", or "Ss" starting a title-cased word */
+                cj_buf_puts(c, &b, mode == 1 ? "SS" : "Ss");
+            else
+                put_cp(c, &b, m);
+        } else {
+            cj_buf_put(c, &b, s.u.s.p + i, l);
+            start = true;
+        }
+        first = false;
+        i += l;
     }
-    return cj_str(o, s.u.s.n);
+    return buf_val(&b);
 }
 
 static cj_val_t replace(cj_ctx_t *c, cj_val_t s, cj_val_t old, cj_val_t neu, int64_t count)
@@ -769,6 +873,8 @@ cj_val_t cj_filter(cj_ctx_t *c, cj_scope_t *s, const char *name, cj_val_t x, con
         return a0 ? *a0 : cj_float(0);
     }
     if (!strcmp(name, "abs")) {
+        if (x.t == CJ_BOOL)
+            return cj_int(x.u.b);
         if (x.t == CJ_INT)
             return cj_int(x.u.i < 0 ? -x.u.i : x.u.i);
         if (x.t == CJ_FLOAT)

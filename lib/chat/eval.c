@@ -434,8 +434,8 @@ COLD static cj_val_t slice(cj_ctx_t *c, cj_scope_t *s, const cj_node_t *e)
         items = cj_iter(c, obj);
     else if (obj.t == CJ_UNDEF)
         cj_undef_fail(c, obj);
-    else
-        cj_fail(c, MEMRA_E_TYPE, "'%s' object is not subscriptable", pytype(obj));
+    else /* jinja2's getitem turns the TypeError into an undefined value */
+        return cj_undef_fmt(c, "%s has no element slice", cj_type_repr(obj));
     int64_t n = (int64_t)items->n;
     /* CPython's PySlice_AdjustIndices */
     if (!g0)
