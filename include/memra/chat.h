@@ -17,7 +17,7 @@
  *
  * Errors: MEMRA_E_INVALID for a context that is not a JSON object and when
  * the template calls raise_exception(MSG) (memra_last_error() is then MSG
- * exactly); MEMRA_E_FORMAT for a template syntax error ("chat template:
+ * exactly, up to its 511-byte limit); MEMRA_E_FORMAT for a template syntax error ("chat template:
  * line N: ..."); MEMRA_E_TYPE when the template uses a value it cannot
  * (jinja2's message, e.g. "list object has no element 0" for messages[0].role
  * of an empty list); MEMRA_E_UNSUPPORTED for a filter, test or statement
