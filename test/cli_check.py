@@ -26,6 +26,7 @@ BAD_NUMBER = {
     "memra-logits": ["--tokens", "1 2", "--mode", "decode", "--out", "/dev/null", "--chunk", "0"],
     "memra-tokenize": None,
     "memra-gguf-info": None,
+    "memra-chat-template": None,
     "memra-synth": ["--model", "qwen3.5-0.8b", "--dry-run", "--layers", "2x"],
     "memra-bench": ["-m", "/nonexistent.gguf", "-p", "abc"],
     "memra-bench-tokenize": ["-r", "0"],

@@ -16,5 +16,6 @@
 #include "sampler.h"
 #include "tokenizer.h"
 #include "check.h"
+#include "chat.h"
 
 #endif
