@@ -30,6 +30,7 @@ from ._capi import (
     TOKEN_ATTR_UNUSED,
     TOKEN_ATTR_USER_DEFINED,
 )
+from ._chat import chat_default_params, render_chat, render_chat_alloc
 from ._core import (
     Backend,
     Cache,
@@ -99,6 +100,9 @@ def load_library(path: Optional[str] = None) -> str:
 
 
 __all__ = [
+    "chat_default_params",
+    "render_chat",
+    "render_chat_alloc",
     "AgainError",
     "Backend",
     "BusyError",

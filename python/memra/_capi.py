@@ -343,8 +343,21 @@ class MarginReport(Structure):
     ]
 
 
+class ChatParams(Structure):
+    """memra_chat_params_t (chat.h)."""
+
+    _fields_ = [
+        ("size", c_uint32),
+        ("max_depth", c_uint32),
+        ("now", c_char_p),
+        ("max_output", c_uint64),
+        ("max_steps", c_uint64),
+    ]
+
+
 # Every public struct, with its C name (the ABI test compares the layouts).
 STRUCTS: Dict[str, Any] = {
+    "memra_chat_params_t": ChatParams,
     "memra_engine_params_t": EngineParams,
     "memra_engine_info_t": EngineInfo,
     "memra_model_params_t": ModelParams,
@@ -386,6 +399,10 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_cache_restore": (_st, [_h, _h]),
     "memra_cache_snapshot": (_st, [_h, _hp]),
     "memra_cache_snapshot_free": (None, [_h]),
+    "memra_chat_params_init": (None, [POINTER(ChatParams), c_uint32]),
+    "memra_chat_render": (_st, [c_char_p, c_char_p, POINTER(ChatParams), c_void_p, c_size_t, _szp]),
+    "memra_chat_render_alloc": (_st, [c_char_p, c_char_p, POINTER(ChatParams), POINTER(c_void_p), _szp]),
+    "memra_chat_render_tokenizer": (_st, [_h, c_char_p, POINTER(ChatParams), POINTER(c_void_p), _szp]),
     "memra_check_argmax_margin": (
         _st,
         [c_char_p, _i32p, c_int32, c_int32, POINTER(MarginParams), POINTER(MarginReport)],

@@ -457,6 +457,14 @@ class Tokenizer(_Handle):
         t = lib().memra_tokenizer_chat_template(self.handle)
         return t.decode(errors="replace") if t is not None else None
 
+    def render_chat(self, context: Any, params: Any = None) -> str:
+        """The tokenizer's chat template rendered for CONTEXT (a dict or its
+        JSON text: messages, add_generation_prompt, tools, extras):
+        memra_chat_render_tokenizer."""
+        from ._chat import render_chat_tokenizer
+
+        return render_chat_tokenizer(self.handle, context, params)
+
     def token_text(self, token: int) -> Optional[str]:
         """memra_tokenizer_token_text: the stored text, None out of range."""
         t = lib().memra_tokenizer_token_text(self.handle, _arrays.int32s([token])[0])
@@ -739,8 +747,33 @@ class Model(_Handle):
 
     @property
     def chat_template(self) -> Optional[str]:
-        """The GGUF's tokenizer.chat_template (rendering it is not in the library yet)."""
+        """The GGUF's tokenizer.chat_template (Model.chat renders it)."""
         return self.tokenizer.chat_template
+
+    def chat(
+        self,
+        messages: Sequence[Any],
+        max_tokens: int = 128,
+        *,
+        add_generation_prompt: bool = True,
+        tools: Optional[Sequence[Any]] = None,
+        variables: Optional[Any] = None,
+        **generate_args: Any,
+    ) -> Generator[str, None, None]:
+        """Streams the reply to MESSAGES ({"role", "content", ...} dicts):
+        the model's chat template rendered by the library (with TOOLS and
+        extra template VARIABLES such as {"enable_thinking": False}), then
+        generate() on that text with its special tokens parsed and no BOS
+        added (the template writes its own). GENERATE_ARGS are generate()'s
+        sampling arguments."""
+        context = dict(variables or {})
+        context.update(messages=list(messages), add_generation_prompt=add_generation_prompt)
+        if tools is not None:
+            context["tools"] = list(tools)
+        prompt = self.tokenizer.render_chat(context)
+        generate_args.setdefault("add_special", False)
+        generate_args.setdefault("parse_special", True)
+        return self.generate(prompt, max_tokens, **generate_args)
 
     @property
     def last_error(self) -> str:
