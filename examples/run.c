@@ -1,14 +1,15 @@
 /* memra-run: generate text from a prompt.
  *
- *   memra-run [-m MODEL] [-p PROMPT | -f FILE] [-n N] [-c CTX] [--temp T] [--top-k K]
- *             [--top-p P] [--min-p M] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
+ *   memra-run [-m MODEL] [-p PROMPT | -f FILE | --chat [--system TEXT]] [-n N] [-c CTX] [--temp T]
+ *             [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R] [--repeat-last-n N] [--seed S]
  *             [--device cpu|cuda:N] [--threads N] [--chunk N]
  *
  * Tokenizes the prompt (special tokens parsed, BOS as the model says),
  * prefills it, then samples and decodes up to N tokens, printing the text
  * as it comes (stdout). The load time, and at the end prefill and decode
  * speeds, go to stderr; on a terminal stderr also shows the load and
- * prefill progress. Without -m it runs the bundled default model. */
+ * prefill progress. Without -m it runs the bundled default model. --chat
+ * (-cnv) holds a conversation instead (examples/run_chat.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "run_chat.h"
 
 enum {
     OPT_TEMP = CLI_LONG_ONLY,
@@ -31,15 +33,21 @@ enum {
     OPT_SEED,
     OPT_DEVICE,
     OPT_CHUNK,
+    OPT_CHAT,
+    OPT_SYSTEM,
 };
 
 static const cli_opt_t k_opts[] = {
     {'m', "model", "FILE", "GGUF model (default: the bundled default model; env MEMRA_DEFAULT_MODEL)"},
     {'p', "prompt", "TEXT", "prompt text (default: \"The quick brown fox\")"},
     {'f', "file", "FILE", "read the prompt from FILE ('-' = stdin), as is; the last of -p and -f wins"},
-    {'n', "n-predict", "N", "tokens to generate at most, 0..1048576 (default: 32)"},
+    {'n', "n-predict", "N", "tokens to generate at most (a reply in --chat), 0..1048576\n"
+                            "(default: 32; --chat: 1024)"},
     {'c', "ctx-size", "N", "context size in tokens, prompt included; generation stops when it is full\n"
-                           "(default: 0 = prompt tokens + N)"},
+                           "(default: 0 = prompt tokens + N; --chat: 4096)"},
+    {OPT_CHAT, "chat", NULL, "chat (also -cnv): a conversation read from stdin a line per turn (\"/exit\"\n"
+                             "ends it) through the model's own chat template (docs/CHAT.md)"},
+    {OPT_SYSTEM, "system", "TEXT", "--chat: the system prompt (default: none)"},
     {OPT_TEMP, "temp", "T", "sampling temperature, 0 = greedy (default: 0.8)"},
     {OPT_TOP_K, "top-k", "K", "keep the K most likely tokens, 0 = off (default: 40)"},
     {OPT_TOP_P, "top-p", "P", "nucleus sampling threshold in (0, 1], 1 = off (default: 0.95)"},
@@ -59,11 +67,12 @@ static const cli_prog_t k_prog = {
     "Generates text from a prompt: tokenizes it (special tokens parsed, BOS as the model says),\n"
     "prefills it, then samples up to N tokens and prints the text as it comes (stdout). The load\n"
     "time and the prefill and decode speeds go to stderr; on a terminal, so does the progress.\n"
-    "The prompt is sent as raw text: no chat template is applied.",
+    "The prompt is sent as raw text; --chat talks through the model's chat template instead.",
     k_opts,
     sizeof k_opts / sizeof *k_opts,
     "memra-run -p \"The capital of France is\" -n 16 --temp 0\n"
-    "memra-run -m model.gguf -f prompt.txt -c 4096 -n 256 --device cuda:0",
+    "memra-run -m model.gguf -f prompt.txt -c 4096 -n 256 --device cuda:0\n"
+    "memra-run -m model.gguf --chat --system \"You are terse.\" --device cuda:0",
 };
 
 /* Load progress on a terminal: "loading  42%", cleared when done. */
@@ -100,10 +109,15 @@ static int print_piece(const memra_tokenizer_t *tok, int32_t token)
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = "The quick brown fox", *prompt_file = NULL, *device = "cpu";
-    long n_gen = 32, n_ctx = 0, threads = 0, chunk = 0;
+    const char *system = NULL;
+    long n_gen = -1, n_ctx = -1, threads = 0, chunk = 0;
+    int chat = 0;
     memra_sampler_params_t sp;
     memra_sampler_default_params(&sp);
 
+    for (int i = 1; i < argc; i++) /* llama.cpp's spelling of --chat */
+        if (!strcmp(argv[i], "-cnv"))
+            argv[i] = (char *)"--chat";
     cli_t c;
     cli_init(&c, &k_prog, argc, argv);
     for (int key; (key = cli_next(&c)) != -1;) {
@@ -126,8 +140,14 @@ int main(int argc, char **argv)
         case OPT_DEVICE: device = v; break;
         case 't': threads = cli_long(&c, v, 0, 4096); break;
         case OPT_CHUNK: chunk = cli_long(&c, v, 0, 1 << 20); break;
+        case OPT_CHAT: chat = 1; break;
+        case OPT_SYSTEM: system = v; break;
         }
     }
+    if (n_gen < 0)
+        n_gen = chat ? 1024 : 32;
+    if (n_ctx < 0)
+        n_ctx = chat ? 4096 : 0;
     if (c.first_operand < argc)
         cli_fail(&c, "unexpected argument '%s'", argv[c.first_operand]);
     if (!model_path && !(model_path = default_model_path())) {
@@ -177,6 +197,16 @@ int main(int argc, char **argv)
     const memra_tokenizer_t *tok = memra_model_tokenizer(model);
     if (!tok) {
         fprintf(stderr, "memra-run: %s has no tokenizer\n", model_path);
+        goto out;
+    }
+    if (chat) {
+        if (memra_cache_create(model, (int32_t)n_ctx, &cache)) {
+            fprintf(stderr, "memra-run: cache: %s\n", memra_last_error());
+            goto out;
+        }
+        const run_chat_args ca = {.model = model, .cache = cache, .tok = tok, .sampler = sampler, .system = system,
+                                  .n_predict = n_gen, .n_ctx = (int32_t)n_ctx, .interactive = tty};
+        rc = run_chat(&ca);
         goto out;
     }
 

@@ -132,6 +132,12 @@ def main():
     check("memra-run -c below the prompt fails", rc2 == 1 and "more than the context" in err2,
           "exit %s\n%s" % (rc2, err2))
     os.remove(path)
+    # --chat: a reply line per turn through the model's template; -cnv is llama.cpp's spelling
+    for flag in ("--chat", "-cnv"):
+        rc2, out2, err2 = run([run_, "-m", model, flag, "--system", "Be brief.", "-n", "4", "--temp", "0", "-t", "1"],
+                              stdin="Hello\nAnd again\n/exit\nnot read\n")
+        check("memra-run %s: two turns, two reply lines" % flag, rc2 == 0 and out2.count("\n") == 2,
+              "exit %s\n%r\n%s" % (rc2, out2, err2))
     return 1 if failed else 0
 
 
