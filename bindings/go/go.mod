@@ -1,0 +1,3 @@
+module memra.dev/memra
+
+go 1.19
