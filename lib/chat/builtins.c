@@ -183,32 +183,6 @@ static uint32_t to_lower(uint32_t cp)
 
 static bool cased(uint32_t cp) { return cp == 0xDF || to_upper(cp) != cp || to_lower(cp) != cp; }
 
-static void put_cp(cj_ctx_t *c, cj_buf_t *b, uint32_t cp)
-{
-    char o[4];
-    size_t n;
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        o[0] = (char)(0xF0 | (cp >> 18));
-        o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    cj_buf_put(c, b, o, n);
-}
-
 static cj_val_t case_map(cj_ctx_t *c, cj_val_t s, int mode /* 0 lower 1 upper 2 capitalize 3 title */)
 {
     cj_buf_t b = {0};
@@ -225,7 +199,7 @@ static cj_val_t case_map(cj_ctx_t *c, cj_val_t s, int mode /* 0 lower 1 upper 2 
             if (cp == 0xDF && up) /* ß: "SS", or "Ss" starting a title-cased word */
                 cj_buf_puts(c, &b, mode == 1 ? "SS" : "Ss");
             else
-                put_cp(c, &b, m);
+                cj_buf_put_cp(c, &b, m);
         } else {
             cj_buf_put(c, &b, s.u.s.p + i, l);
             start = true;

@@ -138,6 +138,8 @@ bool cj_truthy(cj_val_t v);
 bool cj_equal(cj_val_t a, cj_val_t b);
 const char *cj_type_repr(cj_val_t v); /* "list object", "None", ... as jinja names types */
 void cj_buf_put(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n);
+/* CP as UTF-8 (memra__utf8_put). */
+void cj_buf_put_cp(cj_ctx_t *c, cj_buf_t *b, uint32_t cp);
 void cj_buf_puts(cj_ctx_t *c, cj_buf_t *b, const char *s);
 void cj_str_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v);  /* python str() */
 void cj_repr_of(cj_ctx_t *c, cj_buf_t *b, cj_val_t v); /* python repr() */

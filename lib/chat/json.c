@@ -27,32 +27,6 @@ static void ws(jr_t *r)
         r->p++;
 }
 
-static void put_utf8(cj_ctx_t *c, cj_buf_t *b, uint32_t cp)
-{
-    char o[4];
-    size_t n;
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        o[0] = (char)(0xF0 | (cp >> 18));
-        o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    cj_buf_put(c, b, o, n);
-}
-
 static uint32_t hex4(jr_t *r)
 {
     if (r->end - r->p < 4)
@@ -115,7 +89,7 @@ static cj_val_t jstring(jr_t *r)
                 else
                     r->p = save;
             }
-            put_utf8(r->c, &b, cp);
+            cj_buf_put_cp(r->c, &b, cp);
             break;
         }
         default: jfail(r, "bad escape");

@@ -34,32 +34,6 @@ static int count_nl(const char *p, size_t n)
     return k;
 }
 
-static void put_utf8(cj_ctx_t *c, cj_buf_t *b, uint32_t cp)
-{
-    char o[4];
-    size_t n;
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        o[0] = (char)(0xF0 | (cp >> 18));
-        o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    cj_buf_put(c, b, o, n);
-}
-
 static int hexval(char h)
 {
     if (h >= '0' && h <= '9')
@@ -125,7 +99,7 @@ static size_t lex_string(cj_ctx_t *c, const char *s, size_t i, size_t n, int lin
                 cp = cp * 16 + (uint32_t)h;
                 i++;
             }
-            put_utf8(c, &b, cp);
+            cj_buf_put_cp(c, &b, cp);
         }
     }
     tok->t = TK_STR;

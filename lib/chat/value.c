@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../internal.h"
 #include "chat_impl.h"
 
 _Noreturn void cj_fail(cj_ctx_t *c, memra_status_t st, const char *fmt, ...)
@@ -268,6 +269,12 @@ void cj_buf_put(cj_ctx_t *c, cj_buf_t *b, const char *p, size_t n)
 }
 
 void cj_buf_puts(cj_ctx_t *c, cj_buf_t *b, const char *s) { cj_buf_put(c, b, s, strlen(s)); }
+
+void cj_buf_put_cp(cj_ctx_t *c, cj_buf_t *b, uint32_t cp)
+{
+    char o[4];
+    cj_buf_put(c, b, o, memra__utf8_put(o, cp));
+}
 
 /* Python's float repr: the shortest digits that read back the same, in
  * exponent form below 1e-4 and from 1e16 on. */
