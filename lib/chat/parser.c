@@ -514,6 +514,27 @@ static void close_tag(ps_t *p, const char *name)
     expect_end(p);
 }
 
+/* After a block's main body: an optional "{% else %}" body into N->c, then
+ * "{% END %}" (endif, endfor). */
+static cj_node_t *else_and_end(ps_t *p, cj_node_t *n, const char *end)
+{
+    if (is_name(p, "else")) {
+        const char *const stops[] = {end, NULL};
+        adv(p);
+        expect_end(p);
+        n->c = body(p, stops);
+        adv(p);
+    }
+    if (!is_name(p, end)) {
+        char m[32];
+        snprintf(m, sizeof m, "expected '%s'", end);
+        perr(p, m);
+    }
+    adv(p);
+    expect_end(p);
+    return n;
+}
+
 static cj_node_t *stmt_if(ps_t *p)
 {
     static const char *const stops[] = {"elif", "else", "endif", NULL};
@@ -527,18 +548,7 @@ static cj_node_t *stmt_if(ps_t *p)
         n->c = stmt_if(p); /* eats through endif */
         return n;
     }
-    if (is_name(p, "else")) {
-        static const char *const end[] = {"endif", NULL};
-        adv(p);
-        expect_end(p);
-        n->c = body(p, end);
-        adv(p);
-    }
-    if (!is_name(p, "endif"))
-        perr(p, "expected 'endif'");
-    adv(p);
-    expect_end(p);
-    return n;
+    return else_and_end(p, n, "endif");
 }
 
 static cj_node_t *stmt_for(ps_t *p)
@@ -569,18 +579,7 @@ static cj_node_t *stmt_for(ps_t *p)
     expect_end(p);
     n->b = body(p, stops);
     adv(p);
-    if (is_name(p, "else")) {
-        static const char *const end[] = {"endfor", NULL};
-        adv(p);
-        expect_end(p);
-        n->c = body(p, end);
-        adv(p);
-    }
-    if (!is_name(p, "endfor"))
-        perr(p, "expected 'endfor'");
-    adv(p);
-    expect_end(p);
-    return n;
+    return else_and_end(p, n, "endfor");
 }
 
 static cj_node_t *stmt_set(ps_t *p)
