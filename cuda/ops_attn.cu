@@ -575,6 +575,10 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     memra_status_t st = memra__check_attention(be, a, &none);
     if (st || none)
         return st;
+    bool done;
+    st = memra__cuda_attention_tc(be, a, &done); /* fast-mode prefill: tensor cores (cuda/attn_tc.cu) */
+    if (st || done)
+        return st;
     const int64_t hd = a->head_dim;
     const bool vec = hd % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->k_cache % 16 == 0 &&
                      (uintptr_t)a->v_cache % 16 == 0;

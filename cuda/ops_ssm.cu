@@ -184,31 +184,59 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
     return (float)((double)scale * o_acc);
 }
 
-template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb)
+/* Tokens staged per round: q and k of DELTA_STAGE_FLOATS / (2 d) tokens,
+ * their decays and betas and the block's v entries go to shared memory in
+ * one parallel load, then the rows walk those tokens with no barrier in
+ * between (one round trip to memory per round instead of per token: the
+ * per-token load and its two barriers were the prefill loop's latency).
+ * The arithmetic of a token is unchanged, so the bits are. */
+#define DELTA_STAGE_FLOATS 8192
+#define DELTA_STAGE_MAX 64
+
+static int delta_stage_tokens(int d)
+{
+    const int tb = DELTA_STAGE_FLOATS / (2 * d);
+    return tb < 1 ? 1 : tb > DELTA_STAGE_MAX ? DELTA_STAGE_MAX : tb;
+}
+
+template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel(const memra_delta_args_t a, int P, int rb, int tb)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    extern __shared__ float dsm[];
+    extern __shared__ double dsm_d[];
     const int d = (int)a.d;
-    float *q_s = dsm, *k_s = q_s + d;
+    double *dec_s = dsm_d, *beta_s = dec_s + tb; /* per staged token */
+    float *q_s = (float *)(beta_s + tb), *k_s = q_s + tb * d, *v_s = k_s + tb * d; /* v: [token][rb] */
     const int64_t j = blockIdx.x, kh = j % a.n_k;
-    const int tid = threadIdx.x, m = blockIdx.y * rb + tid / P, part = tid % P;
+    const int tid = threadIdx.x, m0 = blockIdx.y * rb, m = m0 + tid / P, part = tid % P;
     const bool on = m < d && tid / P < rb;
     float *S = a.state + j * (int64_t)d * d;
     float s[EPT];
     delta_load(s, S, m, part, P, d, on);
-    for (int64_t t = 0; t < a.n_tokens; t++) {
-        __syncthreads();
-        for (int i = tid; i < d; i += blockDim.x) {
-            q_s[i] = a.q[t * a.qk_stride + kh * d + i];
-            k_s[i] = a.k[t * a.qk_stride + kh * d + i];
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += tb) {
+        const int nt = (int)min((int64_t)tb, a.n_tokens - t0);
+        __syncthreads(); /* the previous round's tokens are read */
+        for (int i = tid; i < nt * d; i += blockDim.x) {
+            const int64_t t = t0 + i / d;
+            const int c = i % d;
+            q_s[i] = a.q[t * a.qk_stride + kh * d + c];
+            k_s[i] = a.k[t * a.qk_stride + kh * d + c];
+        }
+        for (int i = tid; i < nt * rb; i += blockDim.x) {
+            const int64_t t = t0 + i / rb;
+            const int r = m0 + i % rb;
+            v_s[i] = r < d ? a.v[t * a.v_stride + j * d + r] : 0.0f;
+        }
+        for (int i = tid; i < nt; i += blockDim.x) {
+            dec_s[i] = exp((double)a.g[(t0 + i) * a.gb_stride + j]);
+            beta_s[i] = (double)a.beta[(t0 + i) * a.gb_stride + j];
         }
         __syncthreads();
-        const double decay = exp((double)a.g[t * a.gb_stride + j]);
-        const double beta = (double)a.beta[t * a.gb_stride + j];
-        const double vm = on ? (double)a.v[t * a.v_stride + j * d + m] : 0.0;
-        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale);
-        if (on && part == 0)
-            a.out[t * a.n_v * d + j * d + m] = o;
+        for (int tt = 0; tt < nt; tt++) {
+            const double vm = on ? (double)v_s[tt * rb + tid / P] : 0.0;
+            const float o = delta_row(s, q_s + tt * d, k_s + tt * d, part, P, d, dec_s[tt], beta_s[tt], vm, a.scale);
+            if (on && part == 0)
+                a.out[(t0 + tt) * a.n_v * d + j * d + m] = o;
+        }
     }
     delta_store(s, S, m, part, P, d, on);
 }
@@ -228,9 +256,17 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
      * most SMs */
     const int rb = d < DELTA_ROWS ? d : DELTA_ROWS;
     const int threads = (rb * P + 31) / 32 * 32;
-    const size_t smem = 2 * (size_t)d * sizeof(float);
+    static long stage = -1; /* MEMRA_DELTA_STAGE=N: at most N tokens a round (A/B runs; 1 is the per-token loop) */
+    if (stage < 0)
+        stage = memra__cuda_env_long("MEMRA_DELTA_STAGE", DELTA_STAGE_MAX);
+    int tb = delta_stage_tokens(d) < stage ? delta_stage_tokens(d) : stage < 1 ? 1 : (int)stage;
+    if (a->n_tokens < tb)
+        tb = (int)a->n_tokens;
+    const size_t smem = 2 * (size_t)tb * sizeof(double) + ((size_t)tb * (2 * d + rb)) * sizeof(float);
+    if (smem > 48 * 1024)
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(delta_kernel<DELTA_EPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const dim3 grid((unsigned)a->n_v, (unsigned)((d + rb - 1) / rb));
-    memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb);
+    memra__launch(delta_kernel<DELTA_EPT>, grid, threads, smem, c->stream, *a, P, rb, tb);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }

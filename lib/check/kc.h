@@ -47,6 +47,7 @@
 #define TOL_F16 1e-6  /* fast prefill, f16 inputs */
 #define TOL_BF16 5e-5 /* fast prefill, bf16 inputs (MEMRA_FAST_GEMM=bf16) */
 #define TOL_MOE_F16 4e-6 /* fast MoE prefill: x, weights and h rounded to f16 */
+#define TOL_ATTN_F16 1e-6 /* fast prefill attention: q, k, v and the softmax weights rounded to f16 */
 #define TOL_ULP 2.0   /* float64 both sides, one rounding */
 
 typedef struct kc_mem {
@@ -159,6 +160,10 @@ void memra__kc_argmax(kc *k, const char *name, int64_t n, int kind);
 /* kc_attn.c */
 void memra__kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
                          int64_t hd, int64_t n_swa, bool gated);
+void memra__kc_attention_fast(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                              int64_t hd, int64_t n_swa, bool gated);
+void memra__kc_attention_chunkinv(kc *k, const char *name, int64_t n_tokens, int64_t split, int64_t pos0, int64_t n_head,
+                                  int64_t n_kv, int64_t hd, int64_t n_swa);
 void memra__kc_attention_rowinv(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head,
                                 int64_t n_kv, int64_t hd);
 

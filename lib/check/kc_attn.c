@@ -13,13 +13,15 @@ static memra_status_t at_run(void *c, memra__backend_t *be, int side)
     return be->iface->attention(be, &((at_case *)c)->a[side]);
 }
 
-void memra__kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
-                         int64_t hd, int64_t n_swa, bool gated)
+/* FAST: the GPU side on the fast engine (from 9 queries on, tensor cores
+ * with f16 operands: cuda/attn_tc.cu). */
+static void attention_case(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                           int64_t hd, int64_t n_swa, bool gated, bool fast)
 {
     memra_kernel_check_line_t *L =
-        memra__kc_line(k, name, "nmse", TOL_F32, "%lld q at pos %lld, %lld/%lld heads x %lld, swa %lld%s", (long long)n_tokens,
-                (long long)pos0, (long long)n_head, (long long)n_kv, (long long)hd, (long long)n_swa,
-                gated ? ", sigmoid gate" : "");
+        memra__kc_line(k, name, "nmse", fast ? TOL_ATTN_F16 : TOL_F32, "%lld q at pos %lld, %lld/%lld heads x %lld, swa %lld%s%s",
+                       (long long)n_tokens, (long long)pos0, (long long)n_head, (long long)n_kv, (long long)hd,
+                       (long long)n_swa, gated ? ", sigmoid gate" : "", fast ? " fast" : "");
     if (!L)
         return;
     const int64_t n_keys = pos0 + n_tokens, kvs = n_kv * hd + 4, qs = n_head * hd + 4;
@@ -46,7 +48,19 @@ void memra__kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0
     }
     const int64_t span = n_swa > 0 && n_swa < n_keys ? n_swa : n_keys;
     const kc_pair p = {c.a[0].out, c.a[1].out, &o, "out"};
-    memra__kc_check_vs_cpu(k, L, k->gpu, &p, 1, at_run, &c, (double)(2 * span * n_kv * hd * 4));
+    memra__kc_check_vs_cpu(k, L, fast ? k->fast : k->gpu, &p, 1, at_run, &c, (double)(2 * span * n_kv * hd * 4));
+}
+
+void memra__kc_attention(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                         int64_t hd, int64_t n_swa, bool gated)
+{
+    attention_case(k, name, n_tokens, pos0, n_head, n_kv, hd, n_swa, gated, false);
+}
+
+void memra__kc_attention_fast(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head, int64_t n_kv,
+                              int64_t hd, int64_t n_swa, bool gated)
+{
+    attention_case(k, name, n_tokens, pos0, n_head, n_kv, hd, n_swa, gated, true);
 }
 
 /* N queries in one call equal N one-query calls bit for bit. */
@@ -79,6 +93,46 @@ void memra__kc_attention_rowinv(kc *k, const char *name, int64_t n_tokens, int64
         b.pos0 = pos0 + t;
         st = k->gpu->iface->attention(k->gpu, &b);
     }
+    const kc_pair p = {yb, ya, &o, "out"};
+    memra__kc_finish_exact(k, L, st, &p, 1);
+}
+
+/* Fast engine: N queries in one call equal the same queries in calls of
+ * SPLIT (the last one shorter) bit for bit: a query's output depends on its
+ * position and the cache only, whatever the chunking (tensor-core tiles
+ * start at fixed key multiples). */
+void memra__kc_attention_chunkinv(kc *k, const char *name, int64_t n_tokens, int64_t split, int64_t pos0, int64_t n_head,
+                                  int64_t n_kv, int64_t hd, int64_t n_swa)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "exact", 0, "%lld q at pos %lld vs %lld+.., %lld/%lld x %lld, swa %lld fast",
+                                                  (long long)n_tokens, (long long)pos0, (long long)split, (long long)n_head,
+                                                  (long long)n_kv, (long long)hd, (long long)n_swa);
+    if (!L)
+        return;
+    memra__backend_t *gb = k->fast;
+    const int64_t n_keys = pos0 + n_tokens, kvs = n_kv * hd, qs = n_head * hd;
+    const kc_out o = {n_tokens, qs, qs};
+    float *q = memra__kc_randf(k, (size_t)(n_tokens * qs), -1.0f, 1.0f), *kv = memra__kc_randf(k, (size_t)(2 * n_keys * kvs), -1.0f, 1.0f);
+    if (!q || !kv)
+        return;
+    float *qd = memra__kc_put(k, gb, q, (size_t)(n_tokens * qs) * 4), *kd = memra__kc_put(k, gb, kv, (size_t)(2 * n_keys * kvs) * 4);
+    float *ya = memra__kc_out_new(k, gb, &o, NULL), *yb = memra__kc_out_new(k, gb, &o, NULL);
+    if (!qd || !kd || !ya || !yb)
+        return;
+    memra_attn_args_t a = {.q = qd, .k_cache = kd, .v_cache = kd + n_keys * kvs, .out = ya, .n_tokens = n_tokens,
+                           .pos0 = pos0, .n_head = n_head, .n_kv_head = n_kv, .head_dim = hd, .q_stride = qs,
+                           .kv_stride = kvs, .scale = 1.0f / sqrtf((float)hd), .n_swa = n_swa};
+    memra_status_t st = gb->iface->attention(gb, &a);
+    for (int64_t t = 0; !st && t < n_tokens; t += split) {
+        memra_attn_args_t b = a;
+        b.q = qd + t * qs;
+        b.out = yb + t * qs;
+        b.n_tokens = n_tokens - t < split ? n_tokens - t : split;
+        b.pos0 = pos0 + t;
+        st = gb->iface->attention(gb, &b);
+    }
+    if (!st)
+        st = gb->iface->synchronize(gb); /* the fast engine's stream, before the GPU engine reads */
     const kc_pair p = {yb, ya, &o, "out"};
     memra__kc_finish_exact(k, L, st, &p, 1);
 }

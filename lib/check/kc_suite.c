@@ -206,6 +206,20 @@ static void run_suite(kc *k)
      * split counters for merges its splits in a second kernel, one query
      * in the last split's block: both must give the same bits */
     KC(memra__kc_attention_rowinv(k, "attention.rowinv.merge", 36, 100, 128, 8, 16));
+    /* fast prefill on tensor cores (cuda/attn_tc.cu): the archs' head sizes
+     * (qwen35 256 gated, qwen3/llama 128, gemma4 256 sliding and 512
+     * global, 64), partial query tiles, depths that start mid-tile, windows
+     * that start mid-tile; and chunk invariance */
+    KC(memra__kc_attention_fast(k, "attention.fast.qwen35", 200, 0, 16, 4, 256, 0, true));
+    KC(memra__kc_attention_fast(k, "attention.fast.qwen35.depth", 77, 1000, 24, 4, 256, 0, true));
+    KC(memra__kc_attention_fast(k, "attention.fast.hd128", 130, 37, 32, 8, 128, 0, false));
+    KC(memra__kc_attention_fast(k, "attention.fast.hd64", 65, 3, 8, 1, 64, 0, false));
+    KC(memra__kc_attention_fast(k, "attention.fast.swa", 150, 700, 16, 8, 256, 512, false));
+    KC(memra__kc_attention_fast(k, "attention.fast.swa.short", 100, 0, 8, 4, 256, 37, false));
+    KC(memra__kc_attention_fast(k, "attention.fast.hd512", 96, 300, 16, 2, 512, 0, false));
+    KC(memra__kc_attention_fast(k, "attention.fast.odd_hd", 20, 5, 4, 2, 80, 0, false));
+    KC(memra__kc_attention_chunkinv(k, "attention.fast.chunkinv", 300, 100, 50, 8, 2, 256, 0));
+    KC(memra__kc_attention_chunkinv(k, "attention.fast.chunkinv.swa", 300, 77, 1000, 8, 4, 512, 300));
 
     KC(memra__kc_conv(k, "conv.fixture", 7, 96, 4));
     KC(memra__kc_conv(k, "conv.decode", 1, 8192, 4));
@@ -220,11 +234,15 @@ static void run_suite(kc *k)
     KC(memra__kc_delta(k, "delta.decode", 1, 16, 32, 128));
     KC(memra__kc_delta(k, "delta.prefill", 6, 16, 32, 128));
     KC(memra__kc_delta(k, "delta.d64", 3, 2, 6, 64));
+    /* prefill chunks: several staging rounds, the last one partial */
+    KC(memra__kc_delta(k, "delta.prefill.rounds", 100, 16, 32, 128));
+    KC(memra__kc_delta(k, "delta.prefill.d256", 40, 4, 8, 256));
     KC(memra__kc_delta_rowinv(k, 5, 16, 32, 128));
     KC(memra__kc_gdn(k, "gdn.fixture", 5, 2, 4, 16, false));
     KC(memra__kc_gdn(k, "gdn.decode", 1, 16, 32, 128, false));
     KC(memra__kc_gdn(k, "gdn.prefill", 6, 16, 32, 128, false));
     KC(memra__kc_gdn(k, "gdn.d64", 3, 2, 6, 64, false));
+    KC(memra__kc_gdn(k, "gdn.prefill.chunk", 70, 16, 32, 128, true));
     /* the conv inside the step, on CUDA a cluster of a key head's value
      * heads, each head in two blocks: clusters of 4 (9B, 35B-A3B), 6
      * (27B), 2; in one block per head when two do not fit (r8: 8) */

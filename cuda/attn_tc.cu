@@ -1,0 +1,271 @@
+/* Fast-mode prefill attention on tensor cores (flash attention, tiled).
+ *
+ * A block owns 64 queries of one head and DV of its output columns; each
+ * of its four warps owns 16 of the queries. The key loop walks 64 keys at
+ * a time: K (every head_dim column) and V (the block's DV columns) are
+ * read from the float32 cache, rounded to f16 into shared memory, S = Q·Kᵀ
+ * and O += P·V run on mma.sync m16n8k16 with float32 accumulation, and the
+ * online softmax (max, rescale, exp2) stays in float32 registers. The
+ * scores are recomputed by each DV slice of a wide head (head_dim 256 and
+ * 512 run in 128-column slices): the O accumulators of a whole 512-wide
+ * head would not fit in registers.
+ *
+ * Invariance: key tiles start at multiples of 64 of the absolute key index
+ * and a tile a query cannot see changes nothing of its row (its scores are
+ * -inf: the row max, the rescale factor 1 and the sums stay as they were),
+ * so a query's output depends only on its position and the cache, never on
+ * the chunking or on the other queries of its block (kernel-check
+ * attention.fast.chunkinv compares chunkings bit for bit).
+ *
+ * Exactness: the fast tier only (f16 operands: q, k, v and the softmax
+ * weights P are rounded to f16, the sums are the tensor core's). Exact
+ * mode and decode-sized calls keep the float32 flash-decoding kernel
+ * (cuda/ops_attn.cu). MEMRA_FA_TC=0 turns this path off. */
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+#include "gemm_q.cuh" /* gq_mma, gq_ldmatrix_x4, gq_pack */
+#include "math.cuh"
+
+#define TC_BQ 64      /* queries per block */
+#define TC_BK 64      /* keys per tile */
+#define TC_THREADS 128
+
+struct tc_args {
+    memra_attn_args_t a;
+    int64_t n_qt;     /* query tiles */
+    float scale_log2; /* scale · log2(e): the softmax in base 2 */
+};
+
+static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const __half *p)
+{
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* ROWS x (W floats) from SRC (rows src_stride floats apart; rows at or past
+ * N_ROWS read as zero) into f16 shared rows LD halves apart. */
+template <int W, int LD>
+static __device__ __forceinline__ void tc_load_rows(__half *dst, const float *src, int64_t src_stride, int n_rows)
+{
+    constexpr int C4 = W / 4, N = TC_BQ * C4 / TC_THREADS;
+    static_assert(TC_BQ == TC_BK && N * TC_THREADS == TC_BQ * C4, "tile shape");
+    float4 v[N < 8 ? N : 8];
+    for (int i0 = 0; i0 < N; i0 += 8) {
+#pragma unroll
+        for (int u = 0; u < (N < 8 ? N : 8); u++) {
+            const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
+            v[u] = r < n_rows ? __ldg((const float4 *)(src + r * src_stride) + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < (N < 8 ? N : 8); u++) {
+            const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
+            uint2 h;
+            h.x = gq_pack(v[u].x, v[u].y);
+            h.y = gq_pack(v[u].z, v[u].w);
+            *(uint2 *)(dst + r * LD + c * 4) = h;
+        }
+    }
+}
+
+template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
+{
+    constexpr int LQ = HD + 8, LV = DV + 8; /* padded rows: ldmatrix rows land in distinct banks */
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    __half *Qs = (__half *)tc_smem;   /* [TC_BQ][LQ] */
+    __half *Ks = Qs + TC_BQ * LQ;     /* [TC_BK][LQ] */
+    __half *Vs = Ks + TC_BK * LQ;     /* [TC_BK][LV] */
+    const memra_attn_args_t &a = f.a;
+    const int64_t qt = f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
+    const int64_t h = blockIdx.y, dv0 = (int64_t)blockIdx.z * DV;
+    const int64_t t0 = qt * TC_BQ;
+    const int nq = (int)min((int64_t)TC_BQ, a.n_tokens - t0);
+    const int64_t kvh = h / (a.n_head / a.n_kv_head);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    MEMRA_PDL_ENTER();
+
+    tc_load_rows<HD, LQ>(Qs, a.q + t0 * a.q_stride + h * HD, a.q_stride, nq);
+
+    /* the block's keys: [k_lo, k_end), k_lo a multiple of TC_BK */
+    const int64_t p_first = a.pos0 + t0, k_end = a.pos0 + t0 + nq;
+    int64_t k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
+    k_lo -= k_lo % TC_BK;
+    /* this thread's two query rows (r0, r0 + 8 of the warp's 16) */
+    const int r0 = warp * 16 + g;
+    const int64_t p0 = a.pos0 + t0 + r0, p1 = p0 + 8;
+    const bool v0 = r0 < nq, v1 = r0 + 8 < nq;
+    /* the warp's visible key range, to skip tiles it cannot see */
+    const int64_t wp_lo = a.pos0 + t0 + warp * 16;
+    const int64_t wp_hi = a.pos0 + t0 + min(warp * 16 + 15, nq - 1);
+
+    float o[DV / 8][4];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    const float *kb = a.k_cache + kvh * HD, *vb = a.v_cache + kvh * HD + dv0;
+    for (int64_t k0 = k_lo; k0 < k_end; k0 += TC_BK) {
+        const int nk = (int)min((int64_t)TC_BK, k_end - k0);
+        __syncthreads(); /* the previous tile's K and V are read */
+        tc_load_rows<HD, LQ>(Ks, kb + k0 * a.kv_stride, a.kv_stride, nk);
+        tc_load_rows<DV, LV>(Vs, vb + k0 * a.kv_stride, a.kv_stride, nk);
+        __syncthreads();
+        const bool seen = warp * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + TC_BK - 1 > wp_lo - a.n_swa);
+        if (!seen)
+            continue;
+        /* S = Q·Kᵀ: 16 rows x 64 keys per warp */
+        float s[TC_BK / 8][4];
+#pragma unroll
+        for (int j = 0; j < TC_BK / 8; j++)
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 4
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t qa[4];
+            {
+                const int mi = lane >> 3, r = lane & 7;
+                gq_ldmatrix_x4(qa, Qs + (warp * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8);
+            }
+#pragma unroll
+            for (int jj = 0; jj < TC_BK / 16; jj++) {
+                uint32_t kf[4];
+                const int mi = lane >> 3, r = lane & 7;
+                gq_ldmatrix_x4(kf, Ks + (jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8);
+                gq_mma(s[2 * jj], qa, kf);
+                gq_mma(s[2 * jj + 1], qa, kf + 2);
+            }
+        }
+        /* mask, scale, online softmax (base 2), per row */
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < TC_BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t key = k0 + j * 8 + tig * 2 + (e & 1);
+                const int64_t p = e < 2 ? p0 : p1;
+                const bool ok = (e < 2 ? v0 : v1) && key <= p && (a.n_swa <= 0 || p - key < a.n_swa);
+                s[j][e] = ok ? s[j][e] * f.scale_log2 : -INFINITY;
+                if (e < 2)
+                    mx0 = fmaxf(mx0, s[j][e]);
+                else
+                    mx1 = fmaxf(mx1, s[j][e]);
+            }
+#pragma unroll
+        for (int x = 1; x <= 2; x <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        /* a row that has seen no key yet keeps -inf: its reference is 0 */
+        const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
+        m0 = mn0;
+        m1 = mn1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < TC_BK / 8; j++) {
+            s[j][0] = exp2f(s[j][0] - ref0);
+            s[j][1] = exp2f(s[j][1] - ref0);
+            s[j][2] = exp2f(s[j][2] - ref1);
+            s[j][3] = exp2f(s[j][3] - ref1);
+            ps0 += s[j][0] + s[j][1];
+            ps1 += s[j][2] + s[j][3];
+        }
+        l0 = l0 * al0 + ps0; /* this thread's columns; the row's four threads are summed at the end */
+        l1 = l1 * al1 + ps1;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            o[j][0] *= al0;
+            o[j][1] *= al0;
+            o[j][2] *= al1;
+            o[j][3] *= al1;
+        }
+        /* O += P·V: the score fragments are the A fragments of P */
+#pragma unroll
+        for (int kk = 0; kk < TC_BK / 16; kk++) {
+            uint32_t pa[4];
+            pa[0] = gq_pack(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = gq_pack(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = gq_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = gq_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int jj = 0; jj < DV / 16; jj++) {
+                uint32_t vf[4];
+                const int mi = lane >> 3, r = lane & 7;
+                tc_ldmatrix_x4_trans(vf, Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + jj * 16 + (mi >> 1) * 8);
+                gq_mma(o[2 * jj], pa, vf);
+                gq_mma(o[2 * jj + 1], pa, vf + 2);
+            }
+        }
+    }
+#pragma unroll
+    for (int x = 1; x <= 2; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+        if (!(hf ? v1 : v0))
+            continue;
+        const int64_t t = t0 + r0 + hf * 8;
+        float *out = a.out + t * a.n_head * HD + h * HD + dv0;
+        const float inv = hf ? inv1 : inv0;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            const int d = j * 8 + tig * 2;
+            float x0 = o[j][2 * hf] * inv, x1 = o[j][2 * hf + 1] * inv;
+            if (a.gate) { /* elementwise MUL_SIGMOID's arithmetic (cuda/ops_norm.cu) */
+                const float *gp = a.gate + t * a.gate_stride + h * a.gate_head_stride + dv0 + d;
+                x0 = (float)((double)x0 * d_sigmoid((double)gp[0]));
+                x1 = (float)((double)x1 * d_sigmoid((double)gp[1]));
+            }
+            *(float2 *)(out + d) = make_float2(x0, x1);
+        }
+    }
+}
+
+template <int HD, int DV> static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f)
+{
+    const size_t smem = ((size_t)(TC_BQ + TC_BK) * (HD + 8) + (size_t)TC_BK * (DV + 8)) * sizeof(__half);
+    /* per device (pipeline stages run on several) */
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)(HD / DV));
+    memra__launch(fa_tc_kernel<HD, DV>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
+    MEMRA_CUDA_LAUNCHED(be);
+    memra__cuda_ctx(be)->after_step = true;
+    return MEMRA_OK;
+}
+
+memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
+{
+    *done = false;
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_FA_TC", 1);
+    const int64_t hd = a->head_dim;
+    const bool aligned = a->q_stride % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->q % 16 == 0 &&
+                         (uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0 &&
+                         (uintptr_t)a->out % 8 == 0;
+    if (!on || !be->fast || a->n_tokens <= memra__cuda_mmv_max_rows() || !aligned || a->n_head > 65535)
+        return MEMRA_OK;
+    tc_args f;
+    f.a = *a;
+    f.n_qt = (a->n_tokens + TC_BQ - 1) / TC_BQ;
+    f.scale_log2 = a->scale * 1.4426950408889634f;
+    if (f.n_qt > INT32_MAX)
+        return MEMRA_OK;
+    memra_status_t st;
+    switch (hd) {
+    case 64: st = tc_launch<64, 64>(be, f); break;
+    case 128: st = tc_launch<128, 128>(be, f); break;
+    case 256: st = tc_launch<256, 128>(be, f); break;
+    case 512: st = tc_launch<512, 128>(be, f); break;
+    default: return MEMRA_OK;
+    }
+    *done = st == MEMRA_OK;
+    return st;
+}
