@@ -1,25 +1,28 @@
 /* Fast-mode prefill attention on tensor cores (flash attention, tiled).
  *
  * A block owns 64 queries of one head and DV of its output columns; each
- * of its four warps owns 16 of the queries. The key loop walks 64 keys at
- * a time: K (every head_dim column) and V (the block's DV columns) are
- * read from the float32 cache, rounded to f16 into shared memory, S = Q·Kᵀ
- * and O += P·V run on mma.sync m16n8k16 with float32 accumulation, and the
- * online softmax (max, rescale, exp2) stays in float32 registers. The
- * scores are recomputed by each DV slice of a wide head (head_dim 256 and
- * 512 run in 128-column slices): the O accumulators of a whole 512-wide
- * head would not fit in registers.
+ * of its four warps owns 16 of the queries. The key loop walks BK keys at
+ * a time (64, or 32 for head_dim 256 and 512: shared memory): K (every
+ * head_dim column) and V (the block's DV columns) are read from the
+ * float32 cache into shared memory as f16, S = Q·Kᵀ and O += P·V run on
+ * mma.sync m16n8k16 with float32 accumulation, and the online softmax
+ * (max, rescale, exp2) stays in float32 registers. q and k are kept as two
+ * f16 parts (hi + lo) and the scores summed from hi·hi + hi·lo + lo·hi:
+ * gemma4 does not scale its scores, and f16 q and k alone moved its
+ * fixtures' fast-prefill logits by 5.6e-3 (and flipped a g4-moe routing).
+ * P and V are single f16. The scores are recomputed by each DV slice of a
+ * wide head (256 and 512 run in 128-column slices): the O accumulators of
+ * a whole 512-wide head would not fit in registers.
  *
- * Invariance: key tiles start at multiples of 64 of the absolute key index
+ * Invariance: key tiles start at multiples of BK of the absolute key index
  * and a tile a query cannot see changes nothing of its row (its scores are
  * -inf: the row max, the rescale factor 1 and the sums stay as they were),
  * so a query's output depends only on its position and the cache, never on
  * the chunking or on the other queries of its block (kernel-check
  * attention.fast.chunkinv compares chunkings bit for bit).
  *
- * Exactness: the fast tier only (f16 operands: q, k, v and the softmax
- * weights P are rounded to f16, the sums are the tensor core's). Exact
- * mode and decode-sized calls keep the float32 flash-decoding kernel
+ * Exactness: the fast tier only (f16 operands, the tensor core's sums).
+ * Exact mode and decode-sized calls keep the float32 flash-decoding kernel
  * (cuda/ops_attn.cu). MEMRA_FA_TC=0 turns this path off. */
 #include <math.h>
 #include <stdint.h>
@@ -29,7 +32,6 @@
 #include "math.cuh"
 
 #define TC_BQ 64      /* queries per block */
-#define TC_BK 64      /* keys per tile */
 #define TC_THREADS 128
 
 struct tc_args {
@@ -47,37 +49,50 @@ static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const _
 }
 
 /* ROWS x (W floats) from SRC (rows src_stride floats apart; rows at or past
- * N_ROWS read as zero) into f16 shared rows LD halves apart. */
-template <int W, int LD>
-static __device__ __forceinline__ void tc_load_rows(__half *dst, const float *src, int64_t src_stride, int n_rows)
+ * N_ROWS read as zero) into f16 shared rows LD halves apart; with LO, the
+ * remainder x - f16(x) rounded to f16 as well (hi + lo carries about 22
+ * bits of x). */
+template <int ROWS, int W, int LD, bool SPLIT>
+static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, const float *src, int64_t src_stride,
+                                                    int n_rows)
 {
-    constexpr int C4 = W / 4, N = TC_BQ * C4 / TC_THREADS;
-    static_assert(TC_BQ == TC_BK && N * TC_THREADS == TC_BQ * C4, "tile shape");
-    float4 v[N < 8 ? N : 8];
-    for (int i0 = 0; i0 < N; i0 += 8) {
+    constexpr int C4 = W / 4, N = ROWS * C4 / TC_THREADS, U = N < 8 ? N : 8;
+    static_assert(N * TC_THREADS == ROWS * C4 && N % U == 0, "tile shape");
+    float4 v[U];
+    for (int i0 = 0; i0 < N; i0 += U) {
 #pragma unroll
-        for (int u = 0; u < (N < 8 ? N : 8); u++) {
+        for (int u = 0; u < U; u++) {
             const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
             v[u] = r < n_rows ? __ldg((const float4 *)(src + r * src_stride) + c) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
-        for (int u = 0; u < (N < 8 ? N : 8); u++) {
+        for (int u = 0; u < U; u++) {
             const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
+            const __half2 h0 = __floats2half2_rn(v[u].x, v[u].y), h1 = __floats2half2_rn(v[u].z, v[u].w);
             uint2 h;
-            h.x = gq_pack(v[u].x, v[u].y);
-            h.y = gq_pack(v[u].z, v[u].w);
+            h.x = *reinterpret_cast<const uint32_t *>(&h0);
+            h.y = *reinterpret_cast<const uint32_t *>(&h1);
             *(uint2 *)(dst + r * LD + c * 4) = h;
+            if (SPLIT) {
+                const float2 f0 = __half22float2(h0), f1 = __half22float2(h1);
+                uint2 l;
+                l.x = gq_pack(v[u].x - f0.x, v[u].y - f0.y);
+                l.y = gq_pack(v[u].z - f1.x, v[u].w - f1.y);
+                *(uint2 *)(lo + r * LD + c * 4) = l;
+            }
         }
     }
 }
 
-template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
+template <int HD, int DV, int BK> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 {
     constexpr int LQ = HD + 8, LV = DV + 8; /* padded rows: ldmatrix rows land in distinct banks */
     extern __shared__ __align__(16) unsigned char tc_smem[];
     __half *Qs = (__half *)tc_smem;   /* [TC_BQ][LQ] */
-    __half *Ks = Qs + TC_BQ * LQ;     /* [TC_BK][LQ] */
-    __half *Vs = Ks + TC_BK * LQ;     /* [TC_BK][LV] */
+    __half *Ql = Qs + TC_BQ * LQ;     /* [TC_BQ][LQ]: q - f16(q) */
+    __half *Ks = Ql + TC_BQ * LQ;     /* [BK][LQ] */
+    __half *Kl = Ks + BK * LQ;        /* [BK][LQ]: k - f16(k) */
+    __half *Vs = Kl + BK * LQ;        /* [BK][LV] */
     const memra_attn_args_t &a = f.a;
     const int64_t qt = f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
     const int64_t h = blockIdx.y, dv0 = (int64_t)blockIdx.z * DV;
@@ -87,12 +102,12 @@ template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_ke
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     MEMRA_PDL_ENTER();
 
-    tc_load_rows<HD, LQ>(Qs, a.q + t0 * a.q_stride + h * HD, a.q_stride, nq);
+    tc_load_rows<TC_BQ, HD, LQ, true>(Qs, Ql, a.q + t0 * a.q_stride + h * HD, a.q_stride, nq);
 
-    /* the block's keys: [k_lo, k_end), k_lo a multiple of TC_BK */
+    /* the block's keys: [k_lo, k_end), k_lo a multiple of BK */
     const int64_t p_first = a.pos0 + t0, k_end = a.pos0 + t0 + nq;
     int64_t k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
-    k_lo -= k_lo % TC_BK;
+    k_lo -= k_lo % BK;
     /* this thread's two query rows (r0, r0 + 8 of the warp's 16) */
     const int r0 = warp * 16 + g;
     const int64_t p0 = a.pos0 + t0 + r0, p1 = p0 + 8;
@@ -108,40 +123,48 @@ template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_ke
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     const float *kb = a.k_cache + kvh * HD, *vb = a.v_cache + kvh * HD + dv0;
-    for (int64_t k0 = k_lo; k0 < k_end; k0 += TC_BK) {
-        const int nk = (int)min((int64_t)TC_BK, k_end - k0);
+    for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
+        const int nk = (int)min((int64_t)BK, k_end - k0);
         __syncthreads(); /* the previous tile's K and V are read */
-        tc_load_rows<HD, LQ>(Ks, kb + k0 * a.kv_stride, a.kv_stride, nk);
-        tc_load_rows<DV, LV>(Vs, vb + k0 * a.kv_stride, a.kv_stride, nk);
+        tc_load_rows<BK, HD, LQ, true>(Ks, Kl, kb + k0 * a.kv_stride, a.kv_stride, nk);
+        tc_load_rows<BK, DV, LV, false>(Vs, NULL, vb + k0 * a.kv_stride, a.kv_stride, nk);
         __syncthreads();
-        const bool seen = warp * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + TC_BK - 1 > wp_lo - a.n_swa);
+        const bool seen = warp * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + BK - 1 > wp_lo - a.n_swa);
         if (!seen)
             continue;
         /* S = Q·Kᵀ: 16 rows x 64 keys per warp */
-        float s[TC_BK / 8][4];
+        float s[BK / 8][4];
 #pragma unroll
-        for (int j = 0; j < TC_BK / 8; j++)
+        for (int j = 0; j < BK / 8; j++)
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll 4
         for (int kk = 0; kk < HD / 16; kk++) {
-            uint32_t qa[4];
-            {
-                const int mi = lane >> 3, r = lane & 7;
-                gq_ldmatrix_x4(qa, Qs + (warp * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8);
-            }
+            uint32_t qa[4], ql[4];
+            const int mi = lane >> 3, r = lane & 7;
+            const int qo = (warp * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+            gq_ldmatrix_x4(qa, Qs + qo);
+            gq_ldmatrix_x4(ql, Ql + qo);
 #pragma unroll
-            for (int jj = 0; jj < TC_BK / 16; jj++) {
-                uint32_t kf[4];
-                const int mi = lane >> 3, r = lane & 7;
-                gq_ldmatrix_x4(kf, Ks + (jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8);
+            for (int jj = 0; jj < BK / 16; jj++) {
+                uint32_t kf[4], kl[4];
+                const int ko = (jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+                gq_ldmatrix_x4(kf, Ks + ko);
+                gq_ldmatrix_x4(kl, Kl + ko);
+                /* q·k as hi·hi + hi·lo + lo·hi: scores to about float32's
+                 * precision (gemma4's unscaled scores reach tens: f16 q and
+                 * k alone moved its fixtures' logits by 5e-3) */
+                gq_mma(s[2 * jj], ql, kf);
+                gq_mma(s[2 * jj], qa, kl);
                 gq_mma(s[2 * jj], qa, kf);
+                gq_mma(s[2 * jj + 1], ql, kf + 2);
+                gq_mma(s[2 * jj + 1], qa, kl + 2);
                 gq_mma(s[2 * jj + 1], qa, kf + 2);
             }
         }
         /* mask, scale, online softmax (base 2), per row */
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < TC_BK / 8; j++)
+        for (int j = 0; j < BK / 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t key = k0 + j * 8 + tig * 2 + (e & 1);
@@ -166,7 +189,7 @@ template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_ke
         m1 = mn1;
         float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
-        for (int j = 0; j < TC_BK / 8; j++) {
+        for (int j = 0; j < BK / 8; j++) {
             s[j][0] = exp2f(s[j][0] - ref0);
             s[j][1] = exp2f(s[j][1] - ref0);
             s[j][2] = exp2f(s[j][2] - ref1);
@@ -185,8 +208,8 @@ template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_ke
         }
         /* O += P·V: the score fragments are the A fragments of P */
 #pragma unroll
-        for (int kk = 0; kk < TC_BK / 16; kk++) {
-            uint32_t pa[4];
+        for (int kk = 0; kk < BK / 16; kk++) {
+            uint32_t pa[4]; /* P in f16: weights in [0, 1], their rounding averages out in the sums */
             pa[0] = gq_pack(s[2 * kk][0], s[2 * kk][1]);
             pa[1] = gq_pack(s[2 * kk][2], s[2 * kk][3]);
             pa[2] = gq_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
@@ -228,13 +251,13 @@ template <int HD, int DV> __global__ void __launch_bounds__(TC_THREADS) fa_tc_ke
     }
 }
 
-template <int HD, int DV> static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f)
+template <int HD, int DV, int BK> static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f)
 {
-    const size_t smem = ((size_t)(TC_BQ + TC_BK) * (HD + 8) + (size_t)TC_BK * (DV + 8)) * sizeof(__half);
+    const size_t smem = ((size_t)2 * (TC_BQ + BK) * (HD + 8) + (size_t)BK * (DV + 8)) * sizeof(__half);
     /* per device (pipeline stages run on several) */
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)(HD / DV));
-    memra__launch(fa_tc_kernel<HD, DV>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
+    memra__launch(fa_tc_kernel<HD, DV, BK>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
     MEMRA_CUDA_LAUNCHED(be);
     memra__cuda_ctx(be)->after_step = true;
     return MEMRA_OK;
@@ -260,10 +283,12 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         return MEMRA_OK;
     memra_status_t st;
     switch (hd) {
-    case 64: st = tc_launch<64, 64>(be, f); break;
-    case 128: st = tc_launch<128, 128>(be, f); break;
-    case 256: st = tc_launch<256, 128>(be, f); break;
-    case 512: st = tc_launch<512, 128>(be, f); break;
+    /* shared memory: q and k in two f16 parts; 256 takes 110 KB (two
+     * blocks an SM), 512 208 KB */
+    case 64: st = tc_launch<64, 64, 64>(be, f); break;
+    case 128: st = tc_launch<128, 128, 64>(be, f); break;
+    case 256: st = tc_launch<256, 128, 32>(be, f); break;
+    case 512: st = tc_launch<512, 128, 32>(be, f); break;
     default: return MEMRA_OK;
     }
     *done = st == MEMRA_OK;

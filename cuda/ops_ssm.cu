@@ -241,6 +241,95 @@ template <int EPT> __global__ void __launch_bounds__(DELTA_THREADS) delta_kernel
     delta_store(s, S, m, part, P, d, on);
 }
 
+/* Fast-mode prefill (a chunk of more than MEMRA_MMV_MAX_ROWS tokens, fast
+ * engine): the same recurrence in float32 (HF's own precision) with a warp
+ * per state row, so that a layer keeps 32x more warps in flight than the
+ * exact kernel's few lanes per row (its float64 partial sums fix the lane
+ * split, and the token loop was latency-bound: 1.36 ms of a 9B layer's
+ * 512-token chunk). Lane l holds elements 4(32e + l) .. +3 of the row;
+ * the dots are float32 FMA chains and a butterfly. Rows of d = 128 or 256
+ * only; tokens staged in shared memory in rounds as in delta_kernel. */
+#define DELTA_FAST_WARPS 8
+
+template <int E4> __global__ void __launch_bounds__(DELTA_FAST_WARPS * 32) delta_fast_kernel(const memra_delta_args_t a, int tb)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    extern __shared__ float fsm[];
+    constexpr int D = 128 * E4, R = DELTA_FAST_WARPS;
+    float *q_s = fsm, *k_s = q_s + tb * D, *v_s = k_s + tb * D, *dec_s = v_s + tb * R, *beta_s = dec_s + tb;
+    const int64_t j = blockIdx.x, kh = j % a.n_k;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, m0 = blockIdx.y * R, m = m0 + warp;
+    float4 *row = (float4 *)(a.state + (j * D + m) * (int64_t)D);
+    float4 s[E4];
+#pragma unroll
+    for (int e = 0; e < E4; e++)
+        s[e] = row[e * 32 + lane];
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += tb) {
+        const int nt = (int)min((int64_t)tb, a.n_tokens - t0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < nt * D / 4; i += blockDim.x) {
+            const int64_t t = t0 + i / (D / 4);
+            const int c = i % (D / 4);
+            ((float4 *)q_s)[i] = ((const float4 *)(a.q + t * a.qk_stride + kh * D))[c];
+            ((float4 *)k_s)[i] = ((const float4 *)(a.k + t * a.qk_stride + kh * D))[c];
+        }
+        for (int i = threadIdx.x; i < nt * R; i += blockDim.x)
+            v_s[i] = a.v[(t0 + i / R) * a.v_stride + j * D + m0 + i % R];
+        for (int i = threadIdx.x; i < nt; i += blockDim.x) {
+            dec_s[i] = expf(a.g[(t0 + i) * a.gb_stride + j]);
+            beta_s[i] = a.beta[(t0 + i) * a.gb_stride + j];
+        }
+        __syncthreads();
+        for (int tt = 0; tt < nt; tt++) {
+            const float4 *k4 = (const float4 *)(k_s + tt * D), *q4 = (const float4 *)(q_s + tt * D);
+            float u = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E4; e++) {
+                const float4 k = k4[e * 32 + lane];
+                u = fmaf(s[e].x, k.x, u);
+                u = fmaf(s[e].y, k.y, u);
+                u = fmaf(s[e].z, k.z, u);
+                u = fmaf(s[e].w, k.w, u);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                u += __shfl_xor_sync(0xffffffffu, u, o);
+            const float dec = dec_s[tt], delta = beta_s[tt] * (v_s[tt * R + warp] - dec * u);
+            float o = 0.0f;
+#pragma unroll
+            for (int e = 0; e < E4; e++) {
+                const float4 k = k4[e * 32 + lane], q = q4[e * 32 + lane];
+                s[e].x = fmaf(k.x, delta, dec * s[e].x);
+                s[e].y = fmaf(k.y, delta, dec * s[e].y);
+                s[e].z = fmaf(k.z, delta, dec * s[e].z);
+                s[e].w = fmaf(k.w, delta, dec * s[e].w);
+                o = fmaf(s[e].x, q.x, o);
+                o = fmaf(s[e].y, q.y, o);
+                o = fmaf(s[e].z, q.z, o);
+                o = fmaf(s[e].w, q.w, o);
+            }
+#pragma unroll
+            for (int x = 16; x > 0; x >>= 1)
+                o += __shfl_xor_sync(0xffffffffu, o, x);
+            if (lane == 0)
+                a.out[(t0 + tt) * a.n_v * D + j * D + m] = a.scale * o;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < E4; e++)
+        row[e * 32 + lane] = s[e];
+}
+
+static bool delta_fast(memra__backend_t *be, const memra_delta_args_t *a)
+{
+    static long on = -1; /* MEMRA_DELTA_FAST=0: the exact kernel in fast mode too (A/B runs) */
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_DELTA_FAST", 1);
+    return on && be->fast && a->n_tokens > memra__cuda_mmv_max_rows() && (a->d == 128 || a->d == 256) &&
+           a->qk_stride % 4 == 0 && (uintptr_t)a->q % 16 == 0 && (uintptr_t)a->k % 16 == 0 &&
+           (uintptr_t)a->state % 16 == 0;
+}
+
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a)
 {
     bool none;
@@ -251,6 +340,17 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "delta: head dim %lld above 256", (long long)a->d);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int d = (int)a->d, P = delta_lanes(d);
+    if (delta_fast(be, a)) {
+        const int tb = a->n_tokens < 32 ? (int)a->n_tokens : 32;
+        const size_t fsmem = ((size_t)tb * (2 * d + DELTA_FAST_WARPS + 2)) * sizeof(float);
+        void (*k)(memra_delta_args_t, int) = d == 128 ? delta_fast_kernel<1> : delta_fast_kernel<2>;
+        if (fsmem > 48 * 1024)
+            MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsmem));
+        memra__launch(k, dim3((unsigned)a->n_v, (unsigned)(d / DELTA_FAST_WARPS)), DELTA_FAST_WARPS * 32, fsmem,
+                      c->stream, *a, tb);
+        MEMRA_CUDA_LAUNCHED(be);
+        return MEMRA_OK;
+    }
     /* rows per block: a head's rows over several blocks, so that a one-token
      * step (a latency-bound 2 MB state pass per layer at 9B) has blocks on
      * most SMs */

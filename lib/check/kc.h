@@ -170,6 +170,7 @@ void memra__kc_attention_rowinv(kc *k, const char *name, int64_t n_tokens, int64
 /* kc_ssm.c: conv, delta, the fused Gated DeltaNet step */
 void memra__kc_conv(kc *k, const char *name, int64_t n_tokens, int64_t channels, int64_t K);
 void memra__kc_delta(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d);
+void memra__kc_delta_fast(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d);
 void memra__kc_delta_rowinv(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t d);
 void memra__kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d, bool conv_on);
 

@@ -75,10 +75,12 @@ static bool dl_inputs(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t d, flo
     return true;
 }
 
-void memra__kc_delta(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d)
+/* FAST: the GPU side on the fast engine (from 9 tokens on, d 128 or 256:
+ * the float32 warp-per-row kernel of cuda/ops_ssm.cu). */
+static void delta_case(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d, bool fast)
 {
-    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld k / %lld v heads x %lld (out + state)",
-                                           (long long)n, (long long)n_k, (long long)n_v, (long long)d);
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld k / %lld v heads x %lld (out + state)%s",
+                                                  (long long)n, (long long)n_k, (long long)n_v, (long long)d, fast ? " fast" : "");
     if (!L)
         return;
     float *qk, *v, *g, *b, *state;
@@ -92,7 +94,7 @@ void memra__kc_delta(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_
         return;
     dl_case c;
     for (int s = 0; s < 2; s++) {
-        memra__backend_t *be = s ? k->gpu : k->cpu;
+        memra__backend_t *be = s ? k->gpu : k->cpu; /* the fast engine runs on the same device memory */
         c.a[s] = (memra_delta_args_t){.q = qp[s], .k = (float *)qp[s] + n_k * d, .v = vp[s], .g = gp[s], .beta = bp[s],
                                       .qk_stride = qks, .v_stride = vs, .gb_stride = gs,
                                       .state = memra__kc_out_new(k, be, &os, state), .out = memra__kc_out_new(k, be, &oo, NULL),
@@ -101,7 +103,17 @@ void memra__kc_delta(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_
             return;
     }
     const kc_pair p[2] = {{c.a[0].out, c.a[1].out, &oo, "out"}, {c.a[0].state, c.a[1].state, &os, "state"}};
-    memra__kc_check_vs_cpu(k, L, k->gpu, p, 2, dl_run, &c, (double)(2 * n_v * d * d * 4));
+    memra__kc_check_vs_cpu(k, L, fast ? k->fast : k->gpu, p, 2, dl_run, &c, (double)(2 * n_v * d * d * 4));
+}
+
+void memra__kc_delta(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d)
+{
+    delta_case(k, name, n, n_k, n_v, d, false);
+}
+
+void memra__kc_delta_fast(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d)
+{
+    delta_case(k, name, n, n_k, n_v, d, true);
 }
 
 /* N tokens in one call leave what N one-token calls leave, bit for bit. */

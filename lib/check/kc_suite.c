@@ -237,6 +237,10 @@ static void run_suite(kc *k)
     /* prefill chunks: several staging rounds, the last one partial */
     KC(memra__kc_delta(k, "delta.prefill.rounds", 100, 16, 32, 128));
     KC(memra__kc_delta(k, "delta.prefill.d256", 40, 4, 8, 256));
+    /* fast prefill: float32, a warp per state row (9B and 27B shapes) */
+    KC(memra__kc_delta_fast(k, "delta.fast.9b", 100, 16, 32, 128));
+    KC(memra__kc_delta_fast(k, "delta.fast.27b", 70, 16, 48, 128));
+    KC(memra__kc_delta_fast(k, "delta.fast.d256", 40, 4, 8, 256));
     KC(memra__kc_delta_rowinv(k, 5, 16, 32, 128));
     KC(memra__kc_gdn(k, "gdn.fixture", 5, 2, 4, 16, false));
     KC(memra__kc_gdn(k, "gdn.decode", 1, 16, 32, 128, false));
