@@ -39,7 +39,7 @@ char *api_response_json(const api_model_t *m, int chat, const char *id, long cre
         choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", text ? text : "", n_text, "logprobs",
                            "finish_reason", api_finish_reason(finish));
     return dump(json_pack("{s:s, s:s, s:I, s:s, s:[o], s:o}", "id", id, "object",
-                          chat ? "chat.completion" : "text_completion", (json_int_t)created, "model", m->id,
+                          chat ? "chat.completion" : "text_completion", "created", (json_int_t)created, "model", m->id,
                           "choices", choice, "usage", usage(n_prompt, n_gen)));
 }
 
@@ -47,7 +47,7 @@ char *api_chunk_json(const api_model_t *m, int chat, const char *id, long create
                      size_t n_text, sched_finish_t finish, int usage_only, int32_t n_prompt, int32_t n_gen)
 {
     json_t *o = json_pack("{s:s, s:s, s:I, s:s}", "id", id, "object",
-                          chat ? "chat.completion.chunk" : "text_completion", (json_int_t)created, "model", m->id);
+                          chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)created, "model", m->id);
     if (!o)
         return NULL;
     json_t *choices = json_array();

@@ -278,13 +278,16 @@ static enum MHD_Result complete_whole(struct MHD_Connection *c, conn_t *k)
     size_t n = 0;
     sched_update_t u;
     for (;;) {
-        if (!sched_wait(k->srv->sched, k->req, WAIT_MS, &u)) {
-            if (peer_gone(k)) {
-                free(text);
-                return MHD_NO; /* closes the connection; the completed callback cancels */
-            }
-            continue;
+        /* looked at on every wake-up: a running request brings news at each
+         * token, so waiting for a quiet moment could be waiting to the end */
+        const int news = sched_wait(k->srv->sched, k->req, WAIT_MS, &u);
+        if (peer_gone(k)) {
+            free(u.text);
+            free(text);
+            return MHD_NO; /* closes the connection; the completed callback cancels */
         }
+        if (!news)
+            continue;
         if (u.text) {
             char *p = realloc(text, n + u.n_text + 1);
             if (!p) {
