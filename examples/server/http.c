@@ -255,11 +255,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         sched_update_t u;
-        if (!sched_wait(k->srv->sched, k->req, WAIT_MS, &u)) {
-            if (peer_gone(k))
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            continue;
+        const int news = sched_wait(k->srv->sched, k->req, WAIT_MS, &u);
+        if (peer_gone(k)) { /* sooner than the next write would tell */
+            free(u.text);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
         }
+        if (!news)
+            continue;
         const int bad = sse_update(k, &u);
         free(u.text);
         if (bad)
