@@ -2,8 +2,10 @@
  * from the scheduler as valid UTF-8, which jansson requires. */
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "api.h"
+#include "textout.h"
 
 /* The body of J as compact JSON (malloc'ed), and J released; NULL when
  * out of memory (any step of building J may have failed). */
@@ -16,8 +18,15 @@ static char *dump(json_t *j)
 
 char *api_error_json(const api_error_t *e)
 {
-    return dump(json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", e->message, "type", e->type, "param",
-                          e->param[0] ? e->param : NULL, "code", e->code));
+    /* messages quote what the client sent (a path, a tokenizer's complaint),
+     * which need not be UTF-8; jansson takes only UTF-8 */
+    size_t n = 0;
+    char *msg = textout_utf8_clean(e->message, strlen(e->message), &n);
+    char *s = msg ? dump(json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", msg, "type", e->type, "param",
+                                   e->param[0] ? e->param : NULL, "code", e->code))
+                  : NULL;
+    free(msg);
+    return s;
 }
 
 const char *api_finish_reason(sched_finish_t f) { return f == SCHED_LENGTH ? "length" : "stop"; }

@@ -213,6 +213,7 @@ static int sse_update(conn_t *k, const sched_update_t *u)
 {
     const api_model_t *m = k->srv->model;
     int rc = 0;
+    k->n_gen = u->n_gen; /* for the log line, also when the client leaves early */
     if (u->text)
         rc |= sse_event(k, api_chunk_json(m, k->chat, k->id, k->created, 0, u->text, u->n_text, SCHED_RUNNING, 0,
                                           -1, 0));

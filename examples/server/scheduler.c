@@ -511,7 +511,9 @@ void sched_free(sched_t *s)
 int sched_submit(sched_t *s, sched_req_t *r)
 {
     pthread_mutex_lock(&s->mu);
-    if (s->stopping || s->n_queued >= s->queue_cap) {
+    /* a free slot takes the request at once, so it does not use up the
+     * queue (with --queue 0, requests run only while slots are free) */
+    if (s->stopping || s->n_queued + s->n_active >= s->queue_cap + s->n_slots) {
         pthread_mutex_unlock(&s->mu);
         return -1;
     }

@@ -75,7 +75,8 @@ void sched_free(sched_t *s);
  * memory (P is then left to the caller). */
 sched_req_t *sched_req_new(gen_params_t *p);
 
-/* Queues R. 0, or -1 when the queue is full or the scheduler stopped
+/* Queues R. 0, or -1 when every slot is busy and QUEUE_CAP requests wait
+ * already, or the scheduler stopped
  * (R is then still the caller's: release it). */
 int sched_submit(sched_t *s, sched_req_t *r);
 
