@@ -30,6 +30,7 @@ BAD_NUMBER = {
     "memra-synth": ["--model", "qwen3.5-0.8b", "--dry-run", "--layers", "2x"],
     "memra-bench": ["-m", "/nonexistent.gguf", "-p", "abc"],
     "memra-bench-tokenize": ["-r", "0"],
+    "memra-server": ["-m", "/nonexistent.gguf", "--parallel", "4x"],
     "memra-kernel-check": ["--iters=5x"],
     "memra-ppn-gate": ["/nonexistent.gguf", "P=1x"],
     "memra-argmax-margin-probe": ["/nonexistent.gguf", "/nonexistent.txt", "window=abc"],
