@@ -193,6 +193,7 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
 memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a);
 memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a);
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a);
+memra_status_t memra__cuda_kv_store(memra__backend_t *be, const memra_kv_store_args_t *a);
 memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a);
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a);
 memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *a, bool *done);
