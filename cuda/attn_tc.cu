@@ -3,8 +3,9 @@
  * A block owns 64 queries of one head and DV of its output columns; each
  * of its four warps owns 16 of the queries. The key loop walks BK keys at
  * a time (64, or 32 for head_dim 256 and 512: shared memory): K (every
- * head_dim column) and V (the block's DV columns) are read from the
- * float32 cache into shared memory as f16, S = Q·Kᵀ and O += P·V run on
+ * head_dim column) and V (the block's DV columns) are read from the cache
+ * (float32, f16, bf16 or Q8_0 rows, K and V of one type) into shared
+ * memory as f16, S = Q·Kᵀ and O += P·V run on
  * mma.sync m16n8k16 with float32 accumulation, and the online softmax
  * (max, rescale, exp2) stays in float32 registers. q and k are kept as two
  * f16 parts (hi + lo) and the scores summed from hi·hi + hi·lo + lo·hi:
@@ -29,6 +30,7 @@
 
 #include "cuda_common.cuh"
 #include "gemm_q.cuh" /* gq_mma, gq_ldmatrix_x4, gq_pack */
+#include "kv_types.cuh"
 #include "math.cuh"
 
 #define TC_BQ 64      /* queries per block */
@@ -36,9 +38,17 @@
 
 struct tc_args {
     memra_attn_args_t a;
+    size_t k_rs, v_rs; /* bytes between cached K rows, V rows */
     int64_t n_qt;     /* query tiles */
     float scale_log2; /* scale · log2(e): the softmax in base 2 */
 };
+
+/* Bytes of the first N elements of a cache row of type T (N a multiple of
+ * 32 for Q8_0: whole blocks). */
+template <int T> static __device__ __forceinline__ int64_t kv_head_bytes_d(int64_t n)
+{
+    return T == KV_F32 ? n * 4 : T == KV_Q8_0 ? n / 32 * 34 : n * 2;
+}
 
 static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const __half *p)
 {
@@ -48,12 +58,12 @@ static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const _
                  : "r"(s));
 }
 
-/* ROWS x (W floats) from SRC (rows src_stride floats apart; rows at or past
- * N_ROWS read as zero) into f16 shared rows LD halves apart; with LO, the
+/* ROWS x W elements from SRC (rows at or past
+ * N_ROWS read as zero; elements of cache type T, rows SRC_BYTES apart) into f16 shared rows LD halves apart; with LO, the
  * remainder x - f16(x) rounded to f16 as well (hi + lo carries about 22
  * bits of x). */
-template <int ROWS, int W, int LD, bool SPLIT>
-static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, const float *src, int64_t src_stride,
+template <int ROWS, int W, int LD, bool SPLIT, int T>
+static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, const char *src, size_t src_bytes,
                                                     int n_rows)
 {
     constexpr int C4 = W / 4, N = ROWS * C4 / TC_THREADS, U = N < 8 ? N : 8;
@@ -63,7 +73,7 @@ static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, con
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
-            v[u] = r < n_rows ? __ldg((const float4 *)(src + r * src_stride) + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[u] = r < n_rows ? kv_load4<T>(src + r * src_bytes, c) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -84,7 +94,7 @@ static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, con
     }
 }
 
-template <int HD, int DV, int BK> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
+template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 {
     constexpr int LQ = HD + 8, LV = DV + 8; /* padded rows: ldmatrix rows land in distinct banks */
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -102,7 +112,8 @@ template <int HD, int DV, int BK> __global__ void __launch_bounds__(TC_THREADS) 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     MEMRA_PDL_ENTER();
 
-    tc_load_rows<TC_BQ, HD, LQ, true>(Qs, Ql, a.q + t0 * a.q_stride + h * HD, a.q_stride, nq);
+    tc_load_rows<TC_BQ, HD, LQ, true, KV_F32>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
+                                             (size_t)a.q_stride * sizeof(float), nq);
 
     /* the block's keys: [k_lo, k_end), k_lo a multiple of BK */
     const int64_t p_first = a.pos0 + t0, k_end = a.pos0 + t0 + nq;
@@ -122,12 +133,13 @@ template <int HD, int DV, int BK> __global__ void __launch_bounds__(TC_THREADS) 
         o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-    const float *kb = a.k_cache + kvh * HD, *vb = a.v_cache + kvh * HD + dv0;
+    const char *kb = (const char *)a.k_cache + kv_head_bytes_d<T>(kvh * HD);
+    const char *vb = (const char *)a.v_cache + kv_head_bytes_d<T>(kvh * HD + dv0);
     for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
         const int nk = (int)min((int64_t)BK, k_end - k0);
         __syncthreads(); /* the previous tile's K and V are read */
-        tc_load_rows<BK, HD, LQ, true>(Ks, Kl, kb + k0 * a.kv_stride, a.kv_stride, nk);
-        tc_load_rows<BK, DV, LV, false>(Vs, NULL, vb + k0 * a.kv_stride, a.kv_stride, nk);
+        tc_load_rows<BK, HD, LQ, true, T>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
+        tc_load_rows<BK, DV, LV, false, T>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
         __syncthreads();
         const bool seen = warp * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + BK - 1 > wp_lo - a.n_swa);
         if (!seen)
@@ -251,16 +263,26 @@ template <int HD, int DV, int BK> __global__ void __launch_bounds__(TC_THREADS) 
     }
 }
 
-template <int HD, int DV, int BK> static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f)
+template <int HD, int DV, int BK, int T> static memra_status_t tc_launch_t(memra__backend_t *be, const tc_args &f)
 {
     const size_t smem = ((size_t)2 * (TC_BQ + BK) * (HD + 8) + (size_t)BK * (DV + 8)) * sizeof(__half);
     /* per device (pipeline stages run on several) */
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV, BK, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)(HD / DV));
-    memra__launch(fa_tc_kernel<HD, DV, BK>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
+    memra__launch(fa_tc_kernel<HD, DV, BK, T>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
     MEMRA_CUDA_LAUNCHED(be);
     memra__cuda_ctx(be)->after_step = true;
     return MEMRA_OK;
+}
+
+template <int HD, int DV, int BK> static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f, int t)
+{
+    switch (t) {
+    case KV_F16: return tc_launch_t<HD, DV, BK, KV_F16>(be, f);
+    case KV_BF16: return tc_launch_t<HD, DV, BK, KV_BF16>(be, f);
+    case KV_Q8_0: return tc_launch_t<HD, DV, BK, KV_Q8_0>(be, f);
+    default: return tc_launch_t<HD, DV, BK, KV_F32>(be, f);
+    }
 }
 
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
@@ -270,13 +292,18 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     if (on < 0)
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
     const int64_t hd = a->head_dim;
-    const bool aligned = a->q_stride % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->q % 16 == 0 &&
-                         (uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0 &&
-                         (uintptr_t)a->out % 8 == 0;
-    if (!on || !be->fast || a->n_tokens <= memra__cuda_mmv_max_rows() || !aligned || a->n_head > 65535)
+    /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
+    const int t = kv_code(a->k_type);
+    const size_t k_rs = memra__attn_k_row_bytes(a), v_rs = memra__attn_v_row_bytes(a);
+    const bool aligned = a->q_stride % 4 == 0 && (uintptr_t)a->q % 16 == 0 && kv_vec_ok(t, a->k_cache, k_rs) &&
+                         kv_vec_ok(t, a->v_cache, v_rs) && (uintptr_t)a->out % 8 == 0;
+    if (!on || !be->fast || a->n_tokens <= memra__cuda_mmv_max_rows() || kv_code(a->v_type) != t || !aligned ||
+        a->n_head > 65535)
         return MEMRA_OK;
     tc_args f;
     f.a = *a;
+    f.k_rs = k_rs;
+    f.v_rs = v_rs;
     f.n_qt = (a->n_tokens + TC_BQ - 1) / TC_BQ;
     f.scale_log2 = a->scale * 1.4426950408889634f;
     if (f.n_qt > INT32_MAX)
@@ -285,10 +312,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     switch (hd) {
     /* shared memory: q and k in two f16 parts; 256 takes 110 KB (two
      * blocks an SM), 512 208 KB */
-    case 64: st = tc_launch<64, 64, 64>(be, f); break;
-    case 128: st = tc_launch<128, 128, 64>(be, f); break;
-    case 256: st = tc_launch<256, 128, 32>(be, f); break;
-    case 512: st = tc_launch<512, 128, 32>(be, f); break;
+    case 64: st = tc_launch<64, 64, 64>(be, f, t); break;
+    case 128: st = tc_launch<128, 128, 64>(be, f, t); break;
+    case 256: st = tc_launch<256, 128, 32>(be, f, t); break;
+    case 512: st = tc_launch<512, 128, 32>(be, f, t); break;
     default: return MEMRA_OK;
     }
     *done = st == MEMRA_OK;

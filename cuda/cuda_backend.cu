@@ -113,6 +113,7 @@ OP_NAME(norm);
 OP_NAME(elementwise);
 OP_NAME(rope);
 OP_NAME(attention);
+OP_NAME(kv_store);
 OP_NAME(conv);
 OP_NAME(delta);
 OP_NAME(gdn);
@@ -359,6 +360,7 @@ static memra__backend_i make_iface(void)
     i.elementwise = on_device<op_elementwise, memra__cuda_elementwise>::call;
     i.rope = on_device<op_rope, memra__cuda_rope>::call;
     i.attention = on_device<op_attention, memra__cuda_attention>::call;
+    i.kv_store = on_device<op_kv_store, memra__cuda_kv_store>::call;
     i.conv = on_device<op_conv, memra__cuda_conv>::call;
     i.delta = on_device<op_delta, memra__cuda_delta>::call;
     i.gdn = on_device<op_gdn, memra__cuda_gdn>::call;

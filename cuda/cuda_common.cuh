@@ -196,6 +196,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
 /* Fast-mode prefill attention on tensor cores (cuda/attn_tc.cu); *done =
  * false: not taken (exact mode, decode-sized calls, other head sizes). */
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done);
+memra_status_t memra__cuda_kv_store(memra__backend_t *be, const memra_kv_store_args_t *a);
 memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a);
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a);
 memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *a, bool *done);

@@ -6,11 +6,16 @@
  * by a second kernel. The split of a query depends only on its own key
  * range (FA_SPLIT_KEYS keys each), never on the other queries of the call,
  * so a query's output is the same whatever the chunking; MEMRA_FA_SPLIT=N
- * instead splits every query into N parts. */
+ * instead splits every query into N parts. K and V rows of an F16, BF16
+ * or Q8_0 cache are converted to float in registers as they are loaded
+ * (cuda/kv_types.cuh, exact), so the arithmetic and its order are the F32
+ * cache's over the same floats; the kernel is instantiated per (K, V)
+ * type pair, the F32 pair being the kernel of before. */
 #include <math.h>
 #include <stdint.h>
 
 #include "cuda_common.cuh"
+#include "kv_types.cuh"
 #include "math.cuh"
 
 /* Threads of a block: FA_WIDE for decode and every exact-mode launch (a
@@ -71,6 +76,8 @@ struct fa_args {
     int tl_seq;          /* MEMRA_FA_TIMELINE builds: the launch's slot */
     memra_attn_args_t a;
     int64_t t0;          /* first token of this wave */
+    int64_t k_rs, v_rs;  /* bytes between K (V) cache rows */
+    int64_t k_hb, v_hb;  /* bytes of one KV head in a K (V) row */
     int64_t max_splits;  /* gridDim.y */
     int64_t fixed_split; /* MEMRA_FA_SPLIT, or 0 */
     float *part;         /* [token of wave][head][split][hd + 2] */
@@ -281,7 +288,16 @@ template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, 
     }
 }
 
-template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(const fa_args f)
+/* Bulk-prefetches into L2 the 16-byte-aligned part of the N bytes at P
+ * (a hint: the unaligned ends are left to the loads). */
+static __device__ __forceinline__ void fa_prefetch(const char *p, int64_t n)
+{
+    const uintptr_t b = ((uintptr_t)p + 15) & ~(uintptr_t)15, e = ((uintptr_t)p + n) & ~(uintptr_t)15;
+    if (e > b)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"((unsigned)(e - b)) : "memory");
+}
+
+template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT) fa_kernel(const fa_args f)
 {
     static_assert(NT / 32 <= 16, "the tile's max and sum slots of red");
     extern __shared__ __align__(16) float fa_smem[];
@@ -295,15 +311,14 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
     FA_TL(0);
     const int64_t k_begin = lo + s * chunk, k_end = min(lo + len, k_begin + chunk);
     const int64_t kvh = h / (a.n_head / a.n_kv_head);
-    const float *kb = a.k_cache + kvh * hd, *vb = a.v_cache + kvh * hd;
+    const char *kb = (const char *)a.k_cache + kvh * f.k_hb, *vb = (const char *)a.v_cache + kvh * f.v_hb;
     if (VEC) {
         /* the split's K and V rows (written tokens ago, or by the previous
          * kernel: a prefetch moves no data into the block, so it may run
          * before the wait) into L2 while the previous kernel finishes */
         for (int64_t r = threadIdx.x; r < 2 * (k_end - k_begin); r += NT)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((r & 1 ? vb : kb) +
-                                                                           (k_begin + (r >> 1)) * a.kv_stride),
-                         "r"((unsigned)(hd * sizeof(float))) : "memory");
+            fa_prefetch(r & 1 ? vb + (k_begin + (r >> 1)) * f.v_rs : kb + (k_begin + (r >> 1)) * f.k_rs,
+                        r & 1 ? f.v_hb : f.k_hb);
     }
     if (f.trig == 0)
         memra_pdl_launch();
@@ -342,11 +357,11 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
         constexpr int NW = NT / 32, QK = FA_QK_KEYS;
         for (int kb0 = warp; kb0 < nt; kb0 += QK * NW) {
             float d[QK];
-            const float *kr[QK];
+            const char *kr[QK];
 #pragma unroll
             for (int j = 0; j < QK; j++) {
                 d[j] = 0.0f;
-                kr[j] = kb + (k0 + min(kb0 + j * NW, nt - 1)) * a.kv_stride;
+                kr[j] = kb + (k0 + min(kb0 + j * NW, nt - 1)) * f.k_rs;
             }
             if (VEC) {
                 for (int c = lane; c < nc4; c += 64) {
@@ -354,8 +369,8 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
                     float4 kv[QK][2];
 #pragma unroll
                     for (int j = 0; j < QK; j++) {
-                        kv[j][0] = __ldg((const float4 *)kr[j] + c);
-                        kv[j][1] = c2 ? __ldg((const float4 *)kr[j] + c + 32) : make_float4(0.f, 0.f, 0.f, 0.f);
+                        kv[j][0] = kv_load4<KT>(kr[j], c);
+                        kv[j][1] = c2 ? kv_load4<KT>(kr[j], c + 32) : make_float4(0.f, 0.f, 0.f, 0.f);
                     }
 #pragma unroll
                     for (int u = 0; u < 2; u++) {
@@ -376,7 +391,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
                     const float qv = q_s[c];
 #pragma unroll
                     for (int j = 0; j < QK; j++)
-                        d[j] = fmaf(qv, __ldg(kr[j] + c), d[j]);
+                        d[j] = fmaf(qv, kv_load1<KT>(kr[j], c), d[j]);
                 }
             }
 #pragma unroll
@@ -425,7 +440,7 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
                         float4 v[PV];
 #pragma unroll
                         for (int j = 0; j < PV; j++)
-                            v[j] = __ldg((const float4 *)(vb + (k0 + min(kb0 + j * kg, nt - 1)) * a.kv_stride) + c4);
+                            v[j] = kv_load4<VT>(vb + (k0 + min(kb0 + j * kg, nt - 1)) * f.v_rs, c4);
 #pragma unroll
                         for (int j = 0; j < PV; j++) {
                             if (kb0 + j * kg < nt) {
@@ -445,12 +460,12 @@ template <bool VEC, int NT> __global__ void __launch_bounds__(NT) fa_kernel(cons
                 accs[i] *= alpha;
             for (int kk = 0; kk < nt; kk++) {
                 const float p = sc[kk];
-                const float *vr = vb + (k0 + kk) * a.kv_stride;
+                const char *vr = vb + (k0 + kk) * f.v_rs;
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
                     const int c = threadIdx.x + i * NT;
                     if (c < hd)
-                        accs[i] = fmaf(p, __ldg(vr + c), accs[i]);
+                        accs[i] = fmaf(p, kv_load1<VT>(vr, c), accs[i]);
                 }
             }
         }
@@ -569,6 +584,35 @@ static int fa_tl_note(unsigned heads, unsigned splits, int64_t n_tokens)
 }
 #endif
 
+/* The kernel for (VEC, width, K type, V type): the 4 x 4 type pairs of
+ * both widths and paths. */
+template <bool VEC, int NT, int KT> static void (*fa_pick_v(int vt))(fa_args)
+{
+    switch (vt) {
+    case KV_F16: return fa_kernel<VEC, NT, KT, KV_F16>;
+    case KV_BF16: return fa_kernel<VEC, NT, KT, KV_BF16>;
+    case KV_Q8_0: return fa_kernel<VEC, NT, KT, KV_Q8_0>;
+    default: return fa_kernel<VEC, NT, KT, KV_F32>;
+    }
+}
+
+template <bool VEC, int NT> static void (*fa_pick_k(int kt, int vt))(fa_args)
+{
+    switch (kt) {
+    case KV_F16: return fa_pick_v<VEC, NT, KV_F16>(vt);
+    case KV_BF16: return fa_pick_v<VEC, NT, KV_BF16>(vt);
+    case KV_Q8_0: return fa_pick_v<VEC, NT, KV_Q8_0>(vt);
+    default: return fa_pick_v<VEC, NT, KV_F32>(vt);
+    }
+}
+
+static void (*fa_pick(bool vec, bool wide, int kt, int vt))(fa_args)
+{
+    if (wide)
+        return vec ? fa_pick_k<true, FA_WIDE>(kt, vt) : fa_pick_k<false, FA_WIDE>(kt, vt);
+    return vec ? fa_pick_k<true, FA_NARROW>(kt, vt) : fa_pick_k<false, FA_NARROW>(kt, vt);
+}
+
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
 {
     bool none;
@@ -580,8 +624,9 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     if (st || done)
         return st;
     const int64_t hd = a->head_dim;
-    const bool vec = hd % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->k_cache % 16 == 0 &&
-                     (uintptr_t)a->v_cache % 16 == 0;
+    const int kt = kv_code(a->k_type), vt = kv_code(a->v_type);
+    const size_t k_rs = memra__attn_k_row_bytes(a), v_rs = memra__attn_v_row_bytes(a);
+    const bool vec = hd % 4 == 0 && kv_vec_ok(kt, a->k_cache, k_rs) && kv_vec_ok(vt, a->v_cache, v_rs);
     const int64_t hd_max = vec ? 4 * FA_MAX_C4 : 8; /* head_dim per thread */
     const int nthr = be->fast && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
     if (hd > hd_max * nthr)
@@ -611,6 +656,10 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     f.tl_seq = 0;
 #endif
     f.a = *a;
+    f.k_rs = (int64_t)k_rs;
+    f.v_rs = (int64_t)v_rs;
+    f.k_hb = (int64_t)kv_head_bytes(kt, hd);
+    f.v_hb = (int64_t)kv_head_bytes(vt, hd);
     f.max_splits = max_splits;
     f.fixed_split = fixed > 0 ? fixed : 0;
     f.part = NULL;
@@ -631,8 +680,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
         wave = 65535;
     const int kg = vec ? (hd / 4 >= nthr ? 1 : nthr / (int)(hd / 4)) : 1;
     const size_t smem = (size_t)(hd + FA_TILE + 32 + kg * hd) * sizeof(float);
-    void (*kernel)(fa_args) = nthr == FA_WIDE ? (vec ? fa_kernel<true, FA_WIDE> : fa_kernel<false, FA_WIDE>)
-                                              : (vec ? fa_kernel<true, FA_NARROW> : fa_kernel<false, FA_NARROW>);
+    void (*kernel)(fa_args) = fa_pick(vec, nthr == FA_WIDE, kt, vt);
     if (smem > 48 * 1024)
         MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += wave) {

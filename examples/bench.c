@@ -81,7 +81,7 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
 
 #define MAX_LIST 8
 
-enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE };
+enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE, OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V };
 
 static const cli_opt_t k_opts[] = {
     {'m', "model", "FILE", "GGUF model (required)"},
@@ -97,18 +97,23 @@ static const cli_opt_t k_opts[] = {
     {OPT_JSON, "json", NULL, "one JSON object per depth, one line each (default: a table)"},
     {OPT_PAGEABLE, "pageable", NULL, "decode logits into malloc'd memory instead of memra_engine_host_alloc\n"
                                      "(default: off)"},
+    {OPT_CACHE_TYPE_K, "cache-type-k", "TYPE", "KV cache type of K (also -ctk): f32, f16, bf16 or q8_0\n"
+                                               "(default: f16, as llama-bench)"},
+    {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16 or q8_0\n"
+                                               "(default: f16)"},
 };
 
 static const cli_prog_t k_prog = {
     "memra-bench",
     "-m MODEL [-p 512[,2048..]] [-n 128] [-d 0[,512..]] [-r 5] [--device DEV] [--threads N]\n"
-    " [--chunk N] [--json] [--pageable]",
+    " [--chunk N] [--json] [--pageable] [-ctk TYPE] [-ctv TYPE]",
     "llama-bench-like prefill and decode throughput. For each depth D: pp, one forward over P\n"
     "random tokens after D tokens of context (untimed), for each P; tg, N single-token decode steps\n"
     "after D tokens of context, each returning its logits to the host. Median and standard\n"
     "deviation over R runs; decode is also stated against the roofline measured here (bytes of\n"
     "weights read per token over the engine's copy bandwidth). With --json, \"pp\" is the first P's\n"
-    "result and \"pp_all\" every P's.",
+    "result and \"pp_all\" every P's. The KV cache's bytes per token (all layers) are reported\n"
+    "with its types.",
     k_opts,
     sizeof k_opts / sizeof *k_opts,
     "memra-bench -m model.gguf --device cuda:0 -p 512 -n 128 -d 0,512 -r 3 --json\n"
@@ -122,6 +127,9 @@ int main(int argc, char **argv)
     int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, n_p = 1, n_d = 1;
     long list[MAX_LIST];
     cli_t cl;
+    memra_cache_params_t cp;
+    memra_cache_default_params(&cp);
+    cli_cache_type_aliases(argc, argv);
     cli_init(&cl, &k_prog, argc, argv);
     for (int key; (key = cli_next(&cl)) != -1;) {
         const char *v = cl.arg;
@@ -144,6 +152,8 @@ int main(int argc, char **argv)
         case OPT_CHUNK: chunk = (int)cli_long(&cl, v, 0, 1 << 20); break;
         case OPT_JSON: json = 1; break;
         case OPT_PAGEABLE: pageable = 1; break;
+        case OPT_CACHE_TYPE_K: cp.type_k = (memra_type_t)cli_cache_type(&cl, v); break;
+        case OPT_CACHE_TYPE_V: cp.type_v = (memra_type_t)cli_cache_type(&cl, v); break;
         }
     }
     if (cl.first_operand < argc)
@@ -173,8 +183,9 @@ int main(int argc, char **argv)
         st = memra_model_load(path, &mp, &m);
     t_load = example_seconds() - t_load;
     int32_t ctx = d_max + (p_max > n ? p_max : n) + 8;
+    cp.n_ctx = ctx;
     if (!st)
-        st = memra_cache_create(m, ctx, &c);
+        st = memra_cache_create_ex(m, &cp, &c);
     if (st) {
         fprintf(stderr, "%s: %s: %s\n", argv[0], memra_strerror(st), memra_last_error());
         return 1;
@@ -202,6 +213,8 @@ int main(int argc, char **argv)
     if (!json) {
         printf("model   %s (%s), %.2f GB weights read per decode token\n", path, memra_model_arch(m), bytes / 1e9);
         printf("device  %s (%s)\n", info.device_name, info.backend_name);
+        printf("kv      %s K, %s V: %llu bytes per token\n", memra_type_name(cp.type_k), memra_type_name(cp.type_v),
+               (unsigned long long)memra_cache_kv_bytes_per_token(c));
     }
     for (int di = 0; di < n_d && !st; di++) {
         const int depth = dl[di];
@@ -247,8 +260,10 @@ int main(int argc, char **argv)
                        depth, spp[pi].median, spp[pi].stdev);
             printf("],\"tg\":{\"n_gen\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"reps\":%d,"
                    "\"decode_bytes_per_token\":%.0f,\"copy_bw_bytes_s\":%.4g,\"roofline_tok_s\":%.2f,"
-                   "\"roofline_frac\":%.4f}\n",
-                   n, depth, stg.median, stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0);
+                   "\"roofline_frac\":%.4f,\"type_k\":\"%s\",\"type_v\":\"%s\",\"kv_bytes_per_token\":%llu}\n",
+                   n, depth, stg.median, stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0,
+                   memra_type_name(cp.type_k), memra_type_name(cp.type_v),
+                   (unsigned long long)memra_cache_kv_bytes_per_token(c));
         } else {
             for (int pi = 0; pi < n_p; pi++)
                 if (pl[pi] > 0)

@@ -89,4 +89,12 @@ double cli_double(const cli_t *c, const char *s, double lo, double hi);
  * OUT: returns the count (at least 1), or exits 2 as above. */
 int cli_long_list(const cli_t *c, const char *s, long lo, long hi, long *out, int max);
 
+/* A KV cache type named S (f32, f16, bf16, q8_0: llama.cpp's names) as its
+ * memra_type_t value, or exits 2 with "PROG: OPTION: bad cache type ...". */
+int32_t cli_cache_type(const cli_t *c, const char *s);
+
+/* Rewrites llama.cpp's single-dash spellings -ctk and -ctv in ARGV to
+ * --cache-type-k and --cache-type-v (getopt would read them as -c tk). */
+void cli_cache_type_aliases(int argc, char **argv);
+
 #endif

@@ -35,6 +35,8 @@ enum {
     OPT_CHUNK,
     OPT_CHAT,
     OPT_SYSTEM,
+    OPT_CACHE_TYPE_K,
+    OPT_CACHE_TYPE_V,
 };
 
 static const cli_opt_t k_opts[] = {
@@ -59,6 +61,10 @@ static const cli_opt_t k_opts[] = {
     {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
     {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 0 = the model's default (env MEMRA_PRIME_CHUNK,\n"
                               "else 512) (default: 0)"},
+    {OPT_CACHE_TYPE_K, "cache-type-k", "TYPE", "KV cache type of K (also -ctk): f32, f16, bf16 or q8_0\n"
+                                               "(default: f16)"},
+    {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16 or q8_0\n"
+                                               "(default: f16)"},
 };
 
 static const cli_prog_t k_prog = {
@@ -114,10 +120,13 @@ int main(int argc, char **argv)
     int chat = 0;
     memra_sampler_params_t sp;
     memra_sampler_default_params(&sp);
+    memra_cache_params_t cp;
+    memra_cache_default_params(&cp);
 
     for (int i = 1; i < argc; i++) /* llama.cpp's spelling of --chat */
         if (!strcmp(argv[i], "-cnv"))
             argv[i] = (char *)"--chat";
+    cli_cache_type_aliases(argc, argv);
     cli_t c;
     cli_init(&c, &k_prog, argc, argv);
     for (int key; (key = cli_next(&c)) != -1;) {
@@ -142,6 +151,8 @@ int main(int argc, char **argv)
         case OPT_CHUNK: chunk = cli_long(&c, v, 0, 1 << 20); break;
         case OPT_CHAT: chat = 1; break;
         case OPT_SYSTEM: system = v; break;
+        case OPT_CACHE_TYPE_K: cp.type_k = (memra_type_t)cli_cache_type(&c, v); break;
+        case OPT_CACHE_TYPE_V: cp.type_v = (memra_type_t)cli_cache_type(&c, v); break;
         }
     }
     if (n_gen < 0)
@@ -200,7 +211,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (chat) {
-        if (memra_cache_create(model, (int32_t)n_ctx, &cache)) {
+        cp.n_ctx = (int32_t)n_ctx;
+        if (memra_cache_create_ex(model, &cp, &cache)) {
             fprintf(stderr, "memra-run: cache: %s\n", memra_last_error());
             goto out;
         }
@@ -226,7 +238,8 @@ int main(int argc, char **argv)
     }
 
     const int32_t n_vocab = memra_model_n_vocab(model);
-    if (memra_cache_create(model, (int32_t)n_ctx, &cache) || !(logits = malloc((size_t)n_vocab * sizeof *logits))) {
+    cp.n_ctx = (int32_t)n_ctx;
+    if (memra_cache_create_ex(model, &cp, &cache) || !(logits = malloc((size_t)n_vocab * sizeof *logits))) {
         fprintf(stderr, "memra-run: cache: %s\n", memra_last_error());
         goto out;
     }

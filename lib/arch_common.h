@@ -3,6 +3,7 @@
 #ifndef MEMRA_ARCH_COMMON_H
 #define MEMRA_ARCH_COMMON_H
 
+#include "kv_rows.h"
 #include "model_impl.h"
 
 /* Evaluates a status-returning EXPR; on failure, returns its status. */

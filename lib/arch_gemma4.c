@@ -268,6 +268,7 @@ static memra_status_t g4_bind_layer(memra_model_t *m, memra__g4_t *g, int32_t il
     if (owns_kv) {
         m->layer_cache[il].k_floats = kv_dim;
         m->layer_cache[il].v_floats = kv_dim;
+        m->layer_cache[il].kv_head_dim = L->hd;
     }
     return MEMRA_OK;
 }
@@ -307,6 +308,7 @@ static int64_t g4_plan_shared_kv(memra_model_t *m, memra__g4_t *g, int64_t cf)
             L->kv_fill = true;
             m->layer_cache[il].k_floats = sc->k_floats;
             m->layer_cache[il].v_floats = sc->v_floats;
+            m->layer_cache[il].kv_head_dim = sc->kv_head_dim;
         }
     }
     return cf;
@@ -435,7 +437,7 @@ static size_t g4_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
         ff_max = L->n_ff > ff_max ? L->n_ff : ff_max;
     }
     const int64_t D = m->n_embd, n = n_tokens, plf = (int64_t)g->n_pl * m->n_layer_file;
-    const int64_t layer = 3 * q_max + 2 * kv_max + 3 * ff_max + 10 * D + 2 * g->n_pl +
+    const int64_t layer = 3 * q_max + 4 * kv_max /* + K, V rows before a non-F32 cache's conversion */ + 3 * ff_max + 10 * D + 2 * g->n_pl +
                           2 * (int64_t)g->n_expert_used + g->n_expert;
     const int64_t embed = 3 * plf;
     const int64_t head = D;

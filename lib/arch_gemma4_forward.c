@@ -107,12 +107,15 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
 
     if (L->kv_src == il) {
         /* K and V are normed straight into this chunk's cache rows
-         * pos0..pos0+n-1 (a cache row is exactly n_kv_head*hd floats):
+         * pos0..pos0+n-1 of an F32 cache (a cache row is exactly
+         * n_kv_head*hd floats), else into float rows converted after:
          * k = NEOX_rope(rms_perhead(Wk·h, k_norm)), v = rms_perhead(Wv·h)
          * without weight, where a layer without attn_v uses the raw K
          * projection as V (taken before the k norm). */
-        float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
-        float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
+        MEMRA__WS(k_tmp, n * kv_dim);
+        MEMRA__WS(v_tmp, n * kv_dim);
+        float *k_rows = memra__kv_dst(r, il, MEMRA__KV_K, k_tmp);
+        float *v_rows = memra__kv_dst(r, il, MEMRA__KV_V, v_tmp);
         MEMRA__WS(k_raw, n * kv_dim);
         MEMRA__TRY(mm(r, &L->wk, h, D, k_raw, kv_dim, n));
         const float *v_raw = k_raw;
@@ -124,6 +127,8 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         MEMRA__TRY(rms(r, k_raw, hd, L->k_norm, k_rows, hd, n * L->n_kv_head, hd));
         MEMRA__TRY(rope(r, L, k_rows, L->n_kv_head, kv_dim));
         MEMRA__TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
+        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k_rows, kv_dim));
+        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v_rows, kv_dim));
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
             float *slot = r->carry + L->kv_carry;
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
@@ -133,10 +138,15 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         /* the source is on an earlier stage: append its rows of this chunk,
          * taken from the carry, to this stage's mirror of its cache */
         const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
-        float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
-        float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
+        if (c->type_k == MEMRA_TYPE_F32 && c->type_v == MEMRA_TYPE_F32) {
+            float *k_rows = memra__kv_dst(r, il, MEMRA__KV_K, NULL);
+            float *v_rows = memra__kv_dst(r, il, MEMRA__KV_V, NULL);
+            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
+            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
+        } else { /* the source's float rows, converted as the source converted them */
+            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, slot, cf));
+            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, slot + kv_dim, cf));
+        }
     }
 
     /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
@@ -144,10 +154,8 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
      * same chunk, so this chunk's rows are there. */
     const int32_t src = L->kv_read;
     MEMRA__WS(attn, n * q_dim);
-    const memra_attn_args_t a = {
+    memra_attn_args_t a = {
         .q = q,
-        .k_cache = c->k[src],
-        .v_cache = c->v[src],
         .out = attn,
         .n_tokens = n,
         .pos0 = r->pos0,
@@ -155,10 +163,10 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         .n_kv_head = L->n_kv_head,
         .head_dim = hd,
         .q_stride = q_dim,
-        .kv_stride = m->layer_cache[src].k_floats,
         .scale = 1.0f, /* q and k are RMS-normed: no 1/sqrt(hd) */
         .n_swa = L->swa ? g->n_swa : 0,
     };
+    memra__kv_attn(c, src, &a);
     MEMRA__TRY(r->ops->attention(r->be, &a));
     return mm(r, &L->wo, attn, q_dim, out, D, n);
 }

@@ -248,6 +248,7 @@ static memra_status_t bind_common(memra_model_t *m, bool qwen3)
         m->layer_kind[il] = MEMRA_LAYER_ATTENTION;
         m->layer_cache[il].k_floats = L->n_head_kv * lm->head_dim;
         m->layer_cache[il].v_floats = L->n_head_kv * lm->head_dim;
+        m->layer_cache[il].kv_head_dim = lm->head_dim;
         int64_t w = layer_ws_floats(lm, L);
         if (w > lm->ws_layer_floats)
             lm->ws_layer_floats = w;
@@ -359,15 +360,14 @@ static memra_status_t attention_block(memra__run_t *r, int32_t il)
     MEMRA__TRY(ops->rope(be, &ra));
 
     /* The cache keeps K after norm and RoPE; rows pos0.. of this chunk. */
-    float *kc = r->c->k[il], *vc = r->c->v[il];
-    const size_t bytes = (size_t)(n * nkv) * sizeof(float);
-    MEMRA__TRY(ops->copy(be, kc + (int64_t)r->pos0 * nkv, k, bytes));
-    MEMRA__TRY(ops->copy(be, vc + (int64_t)r->pos0 * nkv, v, bytes));
+    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k, nkv));
+    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v, nkv));
 
     MEMRA__WS(att, n * nq);
-    memra_attn_args_t aa = {.q = q, .k_cache = kc, .v_cache = vc, .out = att, .n_tokens = n, .pos0 = r->pos0,
-                            .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd, .q_stride = nq,
-                            .kv_stride = nkv, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    memra_attn_args_t aa = {.q = q, .out = att, .n_tokens = n, .pos0 = r->pos0, .n_head = L->n_head,
+                            .n_kv_head = L->n_head_kv, .head_dim = hd, .q_stride = nq,
+                            .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    memra__kv_attn(r->c, il, &aa);
     MEMRA__TRY(ops->attention(be, &aa));
 
     MEMRA__WS(y, n * E);

@@ -369,6 +369,7 @@ static memra_status_t bind_common(memra_model_t *m, bool moe)
             lc->ssm_floats = q->n_v * q->d_k * q->d_v;
         } else {
             lc->k_floats = lc->v_floats = q->n_head_kv * q->head_dim;
+            lc->kv_head_dim = q->head_dim;
         }
         MEMRA__TRY(bind_layer(m, q, L, il));
     }
@@ -417,7 +418,8 @@ static int64_t ws_attention(const q35_t *q, int64_t n)
     return n * (2 * qdim)                        /* qg */
          + n * qdim                              /* q */
          + n * q->n_head_kv * q->head_dim        /* k before its norm */
-         + n * qdim;                             /* o */
+         + n * qdim                              /* o */
+         + 2 * n * q->n_head_kv * q->head_dim;   /* K and V rows before a non-F32 cache's conversion */
 }
 
 static int64_t ws_deltanet(const q35_t *q, int64_t n)
@@ -474,14 +476,17 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     const q35_t *q = Q(r);
     const int64_t n = r->n, hd = q->head_dim, H = q->n_head, Hkv = q->n_head_kv, cf = r->m->carry_floats;
     const int64_t kv_w = r->m->layer_cache[il].k_floats;
-    float *k_rows = r->c->k[il] + (int64_t)r->pos0 * kv_w;
-    float *v_rows = r->c->v[il] + (int64_t)r->pos0 * kv_w;
     const memra__backend_i *ops = r->ops;
 
     MEMRA__WS(qg, n * 2 * H * hd);
     MEMRA__WS(qn, n * H * hd);
     MEMRA__WS(kraw, n * Hkv * hd);
     MEMRA__WS(o, n * H * hd);
+    MEMRA__WS(k_tmp, n * kv_w);
+    MEMRA__WS(v_tmp, n * kv_w);
+    /* an F32 cache's rows of this chunk, else float rows converted below */
+    float *k_rows = memra__kv_dst(r, il, MEMRA__KV_K, k_tmp);
+    float *v_rows = memra__kv_dst(r, il, MEMRA__KV_V, v_tmp);
 
     /* q|gate, k and v of attn_norm(x); V goes straight into the cache rows
      * of this chunk */
@@ -501,12 +506,14 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
         .rope = {.n_tokens = n, .head_dim = hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
                  .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX}};
     MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
+    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k_rows, kv_w));
+    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v_rows, kv_w));
 
-    memra_attn_args_t at = {.q = qn, .k_cache = r->c->k[il], .v_cache = r->c->v[il], .out = o, .n_tokens = n,
-                            .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv, .head_dim = hd, .q_stride = H * hd,
-                            .kv_stride = kv_w, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,
+    memra_attn_args_t at = {.q = qn, .out = o, .n_tokens = n, .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv,
+                            .head_dim = hd, .q_stride = H * hd, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,
                             /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
                             .gate = qg + hd, .gate_stride = 2 * H * hd, .gate_head_stride = 2 * hd};
+    memra__kv_attn(r->c, il, &at);
     MEMRA__TRY(ops->attention(r->be, &at));
     /* x += wo · o */
     const memra_mm_args_t out = {.x = o, .ldx = H * hd, .n_rows = n, .n_w = 1, .w = {&L->wo}, .y = {x},

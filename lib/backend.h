@@ -114,31 +114,58 @@ typedef struct memra_qk_args {
     memra_rope_args_t rope;    /* x, n_heads, head_stride, token_stride: unused (the parts') */
 } memra_qk_args_t;
 
+/* KV cache storage: a cache row is one token's K (or V) of one layer,
+ * n_kv_head*head_dim elements of the cache's type (memra__kv_type_ok:
+ * F32, F16, BF16 or Q8_0; ggml's block_q8_0 layout, 32 elements a block,
+ * which then never straddles a head: head_dim % 32 == 0), rows a stride
+ * in bytes apart. */
+bool memra__kv_type_ok(memra_type_t type);
+
 /* Causal attention of n_tokens queries at positions pos0 .. pos0+n-1 over
  * cached keys/values 0 .. pos0+n-1 of one sequence. q: [n][n_head*head_dim]
- * rows with stride q_stride; k/v cache rows: [pos][n_kv_head*head_dim];
- * out: [n][n_head*head_dim]. GQA: query head h reads kv head
- * h / (n_head/n_kv_head). n_swa > 0 limits each query at p to keys with
- * p - pos_k < n_swa. */
+ * rows with stride q_stride; k/v cache rows: [pos][n_kv_head*head_dim] of
+ * k_type / v_type; out: [n][n_head*head_dim]. GQA: query head h reads kv
+ * head h / (n_head/n_kv_head). n_swa > 0 limits each query at p to keys
+ * with p - pos_k < n_swa. */
 typedef struct memra_attn_args {
     const float *q;
-    const float *k_cache, *v_cache;
+    const void *k_cache, *v_cache;
     float *out;
     int64_t n_tokens, pos0;
     int64_t n_head, n_kv_head, head_dim;
     int64_t q_stride;
-    int64_t kv_stride;         /* floats between cached rows (>= n_kv_head*head_dim) */
+    int64_t kv_stride;         /* F32 rows given no row bytes: floats between cached rows (>= n_kv_head*head_dim) */
     float scale;
     int64_t n_swa;
     const float *gate;         /* (optional) out = attention ⊙ sigmoid(gate) */
     int64_t gate_stride, gate_head_stride;
+    memra_type_t k_type, v_type; /* cache storage (0 = F32) */
+    size_t k_row_bytes, v_row_bytes; /* bytes between cached rows (0: kv_stride floats, F32 only) */
 } memra_attn_args_t;
 /* out rows are n_head*head_dim apart and must not overlap q or the cache. A
  * query's output depends only on its position and the cache, never on
  * n_tokens (CPU: bit-identical prefill and decode). With gate, element d of
  * query t, head h is the elementwise MUL_SIGMOID of the attention output
  * and gate[t*gate_stride + h*gate_head_stride + d] (qwen35's output gate),
- * the bits of that elementwise op after the plain attention. */
+ * the bits of that elementwise op after the plain attention. A cache of
+ * another type is defined as the F32 attention over its rows dequantized
+ * (exactly: every F16/BF16/Q8_0 element is a float), so a backend gives
+ * the same bits as it would on an F32 cache holding those floats. */
+
+/* Rows written into a KV cache: dst row r (dst + r*dst_row_bytes) = the
+ * cols floats of src row r (src + r*src_stride) converted to TYPE: F32
+ * copied, F16/BF16 rounded to nearest even, Q8_0 as ggml's
+ * quantize_row_q8_0_ref (per block of 32: d = max|x|/127, stored as F16;
+ * q = roundf(x * (1/d)), half away from zero). Every backend gives the
+ * same bits (memra__quantize_row's). cols must be whole blocks of TYPE. */
+typedef struct memra_kv_store_args {
+    const float *src;
+    int64_t src_stride;        /* floats between src rows (>= cols) */
+    void *dst;
+    size_t dst_row_bytes;      /* >= memra__row_bytes(type, cols) */
+    memra_type_t type;
+    int64_t rows, cols;
+} memra_kv_store_args_t;
 
 /* Depthwise causal conv over channels (qwen35 Gated DeltaNet), with SiLU.
  * x: [n][C] (row stride x_stride); state: [C][K-1] oldest first, updated;
@@ -326,6 +353,7 @@ typedef struct memra__backend_i {
      * memra__qk_norm_rope); *done = false declines the case. */
     memra_status_t (*qk_norm_rope)(memra__backend_t *be, const memra_qk_args_t *a, bool *done);
     memra_status_t (*attention)(memra__backend_t *be, const memra_attn_args_t *a);
+    memra_status_t (*kv_store)(memra__backend_t *be, const memra_kv_store_args_t *a);
     memra_status_t (*conv)(memra__backend_t *be, const memra_conv_args_t *a);
     memra_status_t (*delta)(memra__backend_t *be, const memra_delta_args_t *a);
     /* (optional) the fused step of memra_gdn_args_t (validated by
@@ -379,6 +407,11 @@ memra_status_t memra__check_norm(memra__backend_t *be, memra_norm_kind_t kind, c
 memra_status_t memra__check_ew(memra__backend_t *be, const memra_ew_args_t *a, bool *none);
 memra_status_t memra__check_rope(memra__backend_t *be, const memra_rope_args_t *a, bool *none);
 memra_status_t memra__check_attention(memra__backend_t *be, const memra_attn_args_t *a, bool *none);
+memra_status_t memra__check_kv_store(memra__backend_t *be, const memra_kv_store_args_t *a, bool *none);
+/* The byte strides of A's K and V rows (k_row_bytes / v_row_bytes, or
+ * kv_stride floats when 0), after memra__check_attention. */
+size_t memra__attn_k_row_bytes(const memra_attn_args_t *a);
+size_t memra__attn_v_row_bytes(const memra_attn_args_t *a);
 memra_status_t memra__check_conv(memra__backend_t *be, const memra_conv_args_t *a, bool *none);
 memra_status_t memra__check_delta(memra__backend_t *be, const memra_delta_args_t *a, bool *none);
 memra_status_t memra__check_route(memra__backend_t *be, const memra_route_args_t *a, bool *none);

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_rows.h"
 #include "model_impl.h"
+#include "quant.h"
 
 struct memra_cache_snapshot {
     memra_model_t *model;        /* counted in model->n_snapshots */
@@ -61,38 +63,52 @@ static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
     memra_model_t *m = c->model;
     const memra__layer_cache_t *lc = &m->layer_cache[il];
     memra__backend_t *be = layer_be(m, il);
+    void *conv = NULL, *ssm = NULL;
     struct {
-        float **dst;
-        int64_t n;
+        void **dst;
+        size_t n;
         const char *what;
     } parts[] = {
-        {&c->k[il], lc->k_floats * c->n_ctx, "K"},
-        {&c->v[il], lc->v_floats * c->n_ctx, "V"},
-        {&c->conv[il], lc->conv_floats, "conv state"},
-        {&c->ssm[il], lc->ssm_floats, "delta-rule state"},
+        {&c->k[il], lc->k_floats ? memra__kv_row_bytes(c, il, MEMRA__KV_K) * (size_t)c->n_ctx : 0, "K"},
+        {&c->v[il], lc->v_floats ? memra__kv_row_bytes(c, il, MEMRA__KV_V) * (size_t)c->n_ctx : 0, "V"},
+        {&conv, (size_t)lc->conv_floats * sizeof(float), "conv state"},
+        {&ssm, (size_t)lc->ssm_floats * sizeof(float), "delta-rule state"},
     };
-    for (size_t i = 0; i < MEMRA__ARRAY_LEN(parts); i++) {
-        if (parts[i].n <= 0)
+    memra_status_t st = MEMRA_OK;
+    for (size_t i = 0; i < MEMRA__ARRAY_LEN(parts) && !st; i++) {
+        if (parts[i].n == 0)
             continue;
-        *parts[i].dst = be->iface->alloc(be, (size_t)parts[i].n * sizeof(float));
+        *parts[i].dst = be->iface->alloc(be, parts[i].n);
         if (!*parts[i].dst)
-            return memra__fail(&c->err, MEMRA_E_NOMEM, "cache: cannot allocate %lld floats of %s for layer %d",
-                               (long long)parts[i].n, parts[i].what, il);
+            st = memra__fail(&c->err, MEMRA_E_NOMEM, "cache: cannot allocate %zu bytes of %s for layer %d",
+                             parts[i].n, parts[i].what, il);
     }
-    return zero_state(c, il);
+    c->conv[il] = conv;
+    c->ssm[il] = ssm;
+    return st ? st : zero_state(c, il);
+}
+
+/* Bytes of KV rows per token over all layers of a cache of these types. */
+static uint64_t kv_bytes_per_token(const memra_model_t *m, memra_type_t type_k, memra_type_t type_v)
+{
+    uint64_t n = 0;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        const memra__layer_cache_t *lc = &m->layer_cache[il];
+        n += memra__row_bytes(type_k, lc->k_floats) + memra__row_bytes(type_v, lc->v_floats);
+    }
+    return n;
 }
 
 /* A cache larger than the memory of all the model's stages together is
  * refused before anything is allocated (n_ctx = INT32_MAX asked the CPU
  * engine for hundreds of GB). Stages sharing an engine count it twice: this
  * only rules out what cannot fit anywhere. */
-static memra_status_t fits(memra_model_t *m, int32_t n_ctx)
+static memra_status_t fits(memra_model_t *m, int32_t n_ctx, memra_type_t type_k, memra_type_t type_v)
 {
-    double need = 0, have = 0;
+    double need = (double)kv_bytes_per_token(m, type_k, type_v) * n_ctx, have = 0;
     for (int32_t il = 0; il < m->n_layer; il++) {
         const memra__layer_cache_t *lc = &m->layer_cache[il];
-        need += ((double)(lc->k_floats + lc->v_floats) * n_ctx + (double)lc->conv_floats + (double)lc->ssm_floats) *
-                sizeof(float);
+        need += ((double)lc->conv_floats + (double)lc->ssm_floats) * sizeof(float);
     }
     for (int32_t s = 0; s < m->n_stages; s++) {
         memra_engine_info_t info = {.size = sizeof info};
@@ -106,27 +122,50 @@ static memra_status_t fits(memra_model_t *m, int32_t n_ctx)
     return MEMRA_OK;
 }
 
-static memra_status_t cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
+/* A storage type every layer of M can hold: one of the four, and for
+ * Q8_0 heads of whole 32-element blocks. */
+static memra_status_t check_kv_type(memra_model_t *m, const char *fn, const char *which, memra_type_t type)
+{
+    if (!memra__kv_type_ok(type))
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s %d (%s) is not a KV cache type (f32, f16, bf16, "
+                                 "q8_0)", fn, which, (int)type, memra_type_name(type));
+    for (int32_t il = 0; il < m->n_layer && type == MEMRA_TYPE_Q8_0; il++) {
+        const memra__layer_cache_t *lc = &m->layer_cache[il];
+        if (lc->k_floats && lc->kv_head_dim % 32)
+            return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s q8_0 needs KV heads of a multiple of 32 "
+                                     "elements; layer %d's have %lld", fn, which, il, (long long)lc->kv_head_dim);
+    }
+    return MEMRA_OK;
+}
+
+static memra_status_t cache_create(memra_model_t *m, const char *fn, int32_t n_ctx, memra_type_t type_k,
+                                   memra_type_t type_v, memra_cache_t **out)
 {
     if (!out)
-        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_create: out is NULL");
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: out is NULL", fn);
     *out = NULL;
     if (!m)
-        return memra__fail(NULL, MEMRA_E_INVALID, "memra_cache_create: model is NULL");
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: model is NULL", fn);
     if (n_ctx < 0)
-        return memra__model_fail(m, MEMRA_E_INVALID, "memra_cache_create: n_ctx %d < 0", n_ctx);
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: n_ctx %d < 0", fn, n_ctx);
     if (n_ctx == 0)
         n_ctx = m->n_ctx_train > 0 && m->n_ctx_train < 4096 ? m->n_ctx_train : 4096;
-    memra_status_t st = fits(m, n_ctx);
+    memra_status_t st = check_kv_type(m, fn, "type_k", type_k);
+    if (!st)
+        st = check_kv_type(m, fn, "type_v", type_v);
+    if (!st)
+        st = fits(m, n_ctx, type_k, type_v);
     if (st)
         return st;
     memra_cache_t *c = calloc(1, sizeof *c);
     if (!c)
-        return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: out of memory");
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", fn);
     static atomic_uint_fast64_t next_id = 1;
     c->model = m;
     c->id = atomic_fetch_add(&next_id, 1);
     c->n_ctx = n_ctx;
+    c->type_k = type_k;
+    c->type_v = type_v;
     for (int32_t il = 0; il < m->n_layer && !st; il++)
         st = alloc_layer(c, il);
     if (!st)
@@ -158,6 +197,25 @@ static memra_status_t cache_free(memra_cache_t *c)
 
 int32_t memra_cache_pos(const memra_cache_t *c) { return c ? c->pos : 0; }
 int32_t memra_cache_capacity(const memra_cache_t *c) { return c ? c->n_ctx : 0; }
+memra_type_t memra_cache_type_k(const memra_cache_t *c) { return c ? c->type_k : MEMRA_TYPE_COUNT; }
+memra_type_t memra_cache_type_v(const memra_cache_t *c) { return c ? c->type_v : MEMRA_TYPE_COUNT; }
+uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *c)
+{
+    return c ? kv_bytes_per_token(c->model, c->type_k, c->type_v) : 0;
+}
+
+void memra_cache_params_init(memra_cache_params_t *p, uint32_t size)
+{
+    if (!p || size < sizeof(uint32_t))
+        return;
+    const memra_cache_params_t d = {
+        .size = (uint32_t)sizeof d,
+        .n_ctx = 0,
+        .type_k = MEMRA_TYPE_F16,
+        .type_v = MEMRA_TYPE_F16,
+    };
+    memra__sized_write(p, size, &d, sizeof d);
+}
 
 static memra_status_t cache_clear(memra_cache_t *c)
 {
@@ -267,10 +325,29 @@ static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot
  * try-lock around the work (model_impl.h). */
 memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
 {
+    static const char fn[] = "memra_cache_create";
     if (!m || !out)
-        return cache_create(m, n_ctx, out);
+        return cache_create(m, fn, n_ctx, MEMRA_TYPE_F32, MEMRA_TYPE_F32, out);
     *out = NULL;
-    MEMRA__MODEL_GUARDED(m, "memra_cache_create", cache_create(m, n_ctx, out));
+    MEMRA__MODEL_GUARDED(m, fn, cache_create(m, fn, n_ctx, MEMRA_TYPE_F32, MEMRA_TYPE_F32, out));
+}
+
+memra_status_t memra_cache_create_ex(memra_model_t *m, const memra_cache_params_t *params, memra_cache_t **out)
+{
+    static const char fn[] = "memra_cache_create_ex";
+    if (out)
+        *out = NULL;
+    if (!params)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: params is NULL; use memra_cache_default_params()", fn);
+    if (params->size < sizeof(uint32_t) * 2)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: params->size is %u; use memra_cache_default_params()", fn,
+                           params->size);
+    memra_cache_params_t p;
+    memra_cache_default_params(&p);
+    memra__sized_read(&p, sizeof p, params);
+    if (!m || !out)
+        return cache_create(m, fn, p.n_ctx, p.type_k, p.type_v, out);
+    MEMRA__MODEL_GUARDED(m, fn, cache_create(m, fn, p.n_ctx, p.type_k, p.type_v, out));
 }
 
 memra_status_t memra_cache_free(memra_cache_t *c)

@@ -30,6 +30,7 @@
 /* Per-layer cache geometry, filled by bind. Zero means "none". */
 typedef struct memra__layer_cache {
     int64_t k_floats, v_floats; /* KV row widths per token (this layer holds KV rows) */
+    int64_t kv_head_dim;        /* elements of one KV head (K and V), with k_floats */
     int64_t conv_floats;        /* recurrent conv state */
     int64_t ssm_floats;         /* recurrent delta-rule state */
 } memra__layer_cache_t;
@@ -96,7 +97,8 @@ struct memra_cache {
     uint64_t id;                 /* unique in the process, never reused (a freed cache's address may be) */
     int32_t n_ctx;
     int32_t pos;
-    float *k[MEMRA_MAX_LAYERS], *v[MEMRA_MAX_LAYERS];
+    memra_type_t type_k, type_v; /* KV storage (lib/kv_rows.h) */
+    void *k[MEMRA_MAX_LAYERS], *v[MEMRA_MAX_LAYERS];
     float *conv[MEMRA_MAX_LAYERS], *ssm[MEMRA_MAX_LAYERS];
     atomic_int in_flight;        /* pipelined steps not yet consumed */
 };

@@ -118,9 +118,68 @@ memra_status_t memra__check_attention(memra__backend_t *be, const memra_attn_arg
         return MEMRA_OK;
     if (!a->q || !a->k_cache || !a->v_cache || !a->out)
         return memra__fail(be->err, MEMRA_E_INVALID, "attention: missing buffer");
-    if ((a->n_tokens > 1 && a->q_stride < a->n_head * a->head_dim) || a->kv_stride < a->n_kv_head * a->head_dim)
+    const int64_t kvw = a->n_kv_head * a->head_dim;
+    if ((a->n_tokens > 1 && a->q_stride < a->n_head * a->head_dim) ||
+        (((a->k_type == MEMRA_TYPE_F32 && !a->k_row_bytes) || (a->v_type == MEMRA_TYPE_F32 && !a->v_row_bytes)) &&
+         a->kv_stride < kvw))
         return memra__fail(be->err, MEMRA_E_INVALID, "attention: q_stride %lld or kv_stride %lld too small",
                            (long long)a->q_stride, (long long)a->kv_stride);
+    const struct {
+        memra_type_t type;
+        size_t row_bytes;
+        const char *what;
+    } kv[2] = {{a->k_type, a->k_row_bytes, "K"}, {a->v_type, a->v_row_bytes, "V"}};
+    for (int i = 0; i < 2; i++) {
+        if (!memra__kv_type_ok(kv[i].type))
+            return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: %s cache type %s is not one of f32, f16, "
+                               "bf16, q8_0", kv[i].what, memra_type_name(kv[i].type));
+        if (kv[i].type == MEMRA_TYPE_Q8_0 && a->head_dim % 32)
+            return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: a q8_0 %s cache needs head_dim %% 32 == 0 "
+                               "(head_dim %lld)", kv[i].what, (long long)a->head_dim);
+        if (kv[i].type != MEMRA_TYPE_F32 && kv[i].row_bytes < memra__row_bytes(kv[i].type, kvw))
+            return memra__fail(be->err, MEMRA_E_INVALID, "attention: %s row stride %zu bytes below the %zu of a %s row",
+                               kv[i].what, kv[i].row_bytes, memra__row_bytes(kv[i].type, kvw),
+                               memra_type_name(kv[i].type));
+        if (kv[i].type == MEMRA_TYPE_F32 && kv[i].row_bytes && (kv[i].row_bytes % 4 || kv[i].row_bytes < (size_t)kvw * 4))
+            return memra__fail(be->err, MEMRA_E_INVALID, "attention: %s row stride %zu bytes is not a float stride "
+                               "of at least %lld floats", kv[i].what, kv[i].row_bytes, (long long)kvw);
+    }
+    return MEMRA_OK;
+}
+
+bool memra__kv_type_ok(memra_type_t type)
+{
+    return type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16 || type == MEMRA_TYPE_Q8_0;
+}
+
+size_t memra__attn_k_row_bytes(const memra_attn_args_t *a)
+{
+    return a->k_row_bytes ? a->k_row_bytes : (size_t)a->kv_stride * sizeof(float);
+}
+
+size_t memra__attn_v_row_bytes(const memra_attn_args_t *a)
+{
+    return a->v_row_bytes ? a->v_row_bytes : (size_t)a->kv_stride * sizeof(float);
+}
+
+memra_status_t memra__check_kv_store(memra__backend_t *be, const memra_kv_store_args_t *a, bool *none)
+{
+    if (!a || a->rows < 0 || a->cols <= 0)
+        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: bad shape");
+    if (!memra__kv_type_ok(a->type))
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "kv_store: cache type %s is not one of f32, f16, bf16, q8_0",
+                           memra_type_name(a->type));
+    if (a->type == MEMRA_TYPE_Q8_0 && a->cols % 32)
+        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: %lld columns are not whole q8_0 blocks of 32",
+                           (long long)a->cols);
+    *none = a->rows == 0;
+    if (*none)
+        return MEMRA_OK;
+    if (!a->src || !a->dst)
+        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: missing buffer");
+    if ((a->rows > 1 && (a->src_stride < a->cols || a->dst_row_bytes < memra__row_bytes(a->type, a->cols))))
+        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: src stride %lld or dst row stride %zu too small",
+                           (long long)a->src_stride, a->dst_row_bytes);
     return MEMRA_OK;
 }
 

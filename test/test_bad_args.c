@@ -359,7 +359,50 @@ static void test_model(void **state)
     NOOP_OK(memra_cache_free(NULL));
     VAL(memra_cache_pos(NULL), 0);
     VAL(memra_cache_capacity(NULL), 0);
+    VAL(memra_cache_type_k(NULL), MEMRA_TYPE_COUNT);
+    VAL(memra_cache_type_v(NULL), MEMRA_TYPE_COUNT);
+    VAL(memra_cache_kv_bytes_per_token(NULL), 0);
     ERR(memra_cache_clear(NULL));
+
+    /* memra_cache_create_ex: NULLs, an unsized struct, sizes and types out
+     * of range; *out NULL after each, the model still usable */
+    memra_cache_params_t cp;
+    memra_cache_default_params(&cp);
+    c = (memra_cache_t *)(uintptr_t)1;
+    ERR_IS(memra_cache_create_ex(m, NULL, &c), MEMRA_E_INVALID);
+    assert_null(c);
+    ERR_IS(memra_cache_create_ex(NULL, &cp, &c), MEMRA_E_INVALID);
+    ERR_IS(memra_cache_create_ex(m, &cp, NULL), MEMRA_E_INVALID);
+    memra_cache_params_t unsized = cp;
+    unsized.size = 0;
+    ERR_IS(memra_cache_create_ex(m, &unsized, &c), MEMRA_E_INVALID);
+    memra_cache_params_t badp = cp;
+    badp.n_ctx = -1;
+    ERR_IS(memra_cache_create_ex(m, &badp, &c), MEMRA_E_INVALID);
+    badp.n_ctx = INT32_MAX;
+    ERR_IS(memra_cache_create_ex(m, &badp, &c), MEMRA_E_NOMEM);
+    const memra_type_t not_kv[] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_K, MEMRA_TYPE_I32, MEMRA_TYPE_COUNT, (memra_type_t)-1,
+                                   (memra_type_t)INT32_MAX};
+    for (size_t i = 0; i < sizeof not_kv / sizeof *not_kv; i++) {
+        badp = cp;
+        badp.type_k = not_kv[i];
+        ERR_IS(memra_cache_create_ex(m, &badp, &c), MEMRA_E_UNSUPPORTED);
+        badp = cp;
+        badp.type_v = not_kv[i];
+        ERR_IS(memra_cache_create_ex(m, &badp, &c), MEMRA_E_UNSUPPORTED);
+    }
+    assert_null(c);
+    /* an older caller's struct of just size and n_ctx: default types */
+    struct {
+        uint32_t size;
+        int32_t n_ctx;
+    } old_p = {sizeof old_p, 8};
+    assert_int_equal(memra_cache_create_ex(m, (const memra_cache_params_t *)&old_p, &c), MEMRA_OK);
+    assert_int_equal(memra_cache_type_k(c), MEMRA_TYPE_F16);
+    assert_int_equal(memra_cache_type_v(c), MEMRA_TYPE_F16);
+    assert_int_equal(memra_cache_capacity(c), 8);
+    assert_true(memra_cache_kv_bytes_per_token(c) > 0);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
 
     assert_int_equal(memra_cache_create(m, 16, &c), MEMRA_OK);
     memra_cache_snapshot_t *snap = (memra_cache_snapshot_t *)(uintptr_t)1;

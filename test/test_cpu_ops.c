@@ -782,6 +782,146 @@ static void test_attention(void **state)
     assert_int_equal(g_be->iface->attention(g_be, &bad), MEMRA_E_INVALID);
 }
 
+/* KV cache types: kv_store writes memra__quantize_row's bits (and the
+ * roundings worked out by hand below); attention over F16/BF16/Q8_0 rows
+ * gives the bits of the F32 attention over those rows dequantized by
+ * memra__dequantize_row, in prefill and decode alike. */
+static void test_kv_store_values(void **state)
+{
+    (void)state;
+    /* f16: 1 + 2^-11 is a tie (to even: 1.0), 1 + 3·2^-11 rounds up to
+     * 1 + 2^-9; 65520 overflows to inf; bf16: 1 + 2^-8 ties to 1.0 */
+    const float x[4] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65520.0f, 1.0f + 0x1p-8f};
+    uint16_t h[4] = {0}, b[4] = {0};
+    memra_kv_store_args_t a = {.src = x, .src_stride = 4, .dst = h, .dst_row_bytes = 8, .type = MEMRA_TYPE_F16,
+                               .rows = 1, .cols = 4};
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_OK);
+    assert_int_equal(h[0], 0x3C00);
+    assert_int_equal(h[1], 0x3C02);
+    assert_int_equal(h[2], 0x7C00);
+    a.dst = b;
+    a.type = MEMRA_TYPE_BF16;
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_OK);
+    assert_int_equal(b[3], 0x3F80);
+    assert_int_equal(b[0], 0x3F80);
+
+    /* q8_0: x_j = j - 16 has amax 16, d = 16/127 (stored as f16 0x3008:
+     * 0.1259765625, 16/127 to 10 bits), q_j = roundf(x_j / d with the float d):
+     * -16 -> -127, 1 -> 8 (7.9375), 2 -> 16 (15.875), 15 -> 119 (119.0625) */
+    float y[32];
+    for (int j = 0; j < 32; j++)
+        y[j] = (float)(j - 16);
+    uint8_t blk[2][40];
+    memset(blk, 0xAA, sizeof blk);
+    a = (memra_kv_store_args_t){.src = y, .src_stride = 0, .dst = blk, .dst_row_bytes = 40, .type = MEMRA_TYPE_Q8_0,
+                                .rows = 2, .cols = 32};
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_E_INVALID); /* src stride below the columns */
+    a.src_stride = 32;
+    a.rows = 1;
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_OK);
+    assert_int_equal(blk[0][0] | blk[0][1] << 8, 0x3008);
+    assert_int_equal((int8_t)blk[0][2 + 0], -127);
+    assert_int_equal((int8_t)blk[0][2 + 17], 8);
+    assert_int_equal((int8_t)blk[0][2 + 18], 16);
+    assert_int_equal((int8_t)blk[0][2 + 31], 119);
+    assert_int_equal(blk[0][34], 0xAA); /* nothing past the block */
+    assert_int_equal(blk[1][0], 0xAA);  /* nor in the next row */
+
+    /* bad arguments: a clear status, nothing written */
+    a.cols = 20;
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_E_INVALID); /* not whole q8_0 blocks */
+    a.cols = 32;
+    a.type = MEMRA_TYPE_Q4_0;
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_E_UNSUPPORTED);
+    a.type = MEMRA_TYPE_F16;
+    a.dst = NULL;
+    assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_E_INVALID);
+}
+
+static void test_attention_kv_types(void **state)
+{
+    (void)state;
+    static const memra_type_t types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0};
+    static const attn_case cases[] = {{4, 2, 32, 5, 6, 0, 0.2f}, {8, 2, 64, 30, 3, 17, 1.0f}, {2, 1, 64, 0, 9, 0, 0.125f}};
+    uint64_t rng = 777;
+    for (size_t ci = 0; ci < MEMRA__ARRAY_LEN(cases); ci++) {
+        const attn_case *c = &cases[ci];
+        const int64_t hd = c->hd, qw = c->n_head * hd, kvw = c->n_kv * hd, n_pos = c->pos0 + c->n_tokens;
+        float *q = rand_mat(&rng, c->n_tokens, qw, qw, (size_t)(c->n_tokens * qw), 1.0f);
+        float *kv[2] = {rand_mat(&rng, n_pos, kvw, kvw, (size_t)(n_pos * kvw), 2.0f),
+                        rand_mat(&rng, n_pos, kvw, kvw, (size_t)(n_pos * kvw), 1.0f)};
+        for (size_t kt = 0; kt < MEMRA__ARRAY_LEN(types); kt++)
+            for (size_t vt = 0; vt < MEMRA__ARRAY_LEN(types); vt++) {
+                const memra_type_t ty[2] = {types[kt], types[vt]};
+                void *rows[2];
+                float *deq[2];
+                size_t rb[2];
+                for (int i = 0; i < 2; i++) { /* typed rows (+6 bytes of padding a row), and their floats */
+                    rb[i] = memra__row_bytes(ty[i], kvw) + (ty[i] == MEMRA_TYPE_F32 ? 8 : 6);
+                    rows[i] = malloc(rb[i] * (size_t)n_pos);
+                    deq[i] = malloc((size_t)(n_pos * kvw) * sizeof(float));
+                    assert_true(rows[i] && deq[i]);
+                    memra_kv_store_args_t st = {.src = kv[i], .src_stride = kvw, .dst = rows[i], .dst_row_bytes = rb[i],
+                                                .type = ty[i], .rows = n_pos, .cols = kvw};
+                    assert_int_equal(g_be->iface->kv_store(g_be, &st), MEMRA_OK);
+                    uint8_t *want = malloc(rb[i]);
+                    for (int64_t p = 0; p < n_pos; p++) {
+                        const uint8_t *row = (const uint8_t *)rows[i] + (size_t)p * rb[i];
+                        assert_true(memra__quantize_row(ty[i], kv[i] + p * kvw, want, kvw));
+                        assert_memory_equal(row, want, memra__row_bytes(ty[i], kvw));
+                        assert_true(memra__dequantize_row(ty[i], row, deq[i] + p * kvw, kvw));
+                    }
+                    free(want);
+                }
+                const size_t ot = (size_t)(c->n_tokens * qw);
+                float *want = sent_buf(ot), *got = sent_buf(ot), *dec = sent_buf(ot);
+                run_attn(g_be, c, q, qw, deq[0], deq[1], kvw, want, c->pos0, c->n_tokens);
+                memra_attn_args_t aa = {.q = q, .k_cache = rows[0], .v_cache = rows[1], .out = got,
+                                        .n_tokens = c->n_tokens, .pos0 = c->pos0, .n_head = c->n_head,
+                                        .n_kv_head = c->n_kv, .head_dim = hd, .q_stride = qw, .scale = c->scale,
+                                        .n_swa = c->n_swa, .k_type = ty[0], .v_type = ty[1], .k_row_bytes = rb[0],
+                                        .v_row_bytes = rb[1]};
+                assert_int_equal(g_be->iface->attention(g_be, &aa), MEMRA_OK);
+                check_bits(want, got, ot, "typed attention vs f32 over the dequantized rows");
+                for (int64_t t = 0; t < c->n_tokens; t++) {
+                    memra_attn_args_t one = aa;
+                    one.q = q + t * qw;
+                    one.out = dec + t * qw;
+                    one.n_tokens = 1;
+                    one.pos0 = c->pos0 + t;
+                    assert_int_equal(g_be1->iface->attention(g_be1, &one), MEMRA_OK);
+                }
+                check_bits(got, dec, ot, "typed attention prefill vs decode");
+                if (ty[0] != MEMRA_TYPE_F32) { /* a typed row stride below its row: refused */
+                    memra_attn_args_t bad = aa;
+                    bad.k_row_bytes = memra__row_bytes(ty[0], kvw) - 1;
+                    assert_int_equal(g_be->iface->attention(g_be, &bad), MEMRA_E_INVALID);
+                }
+                for (int i = 0; i < 2; i++) {
+                    free(rows[i]);
+                    free(deq[i]);
+                }
+                free(want);
+                free(got);
+                free(dec);
+            }
+        free(q);
+        free(kv[0]);
+        free(kv[1]);
+    }
+    /* q8_0 heads must be whole blocks; types outside the four are refused */
+    float dummy[64] = {0};
+    memra_attn_args_t bad = {.q = dummy, .k_cache = dummy, .v_cache = dummy, .out = dummy, .n_tokens = 1,
+                             .n_head = 1, .n_kv_head = 1, .head_dim = 16, .q_stride = 16, .kv_stride = 16,
+                             .k_type = MEMRA_TYPE_Q8_0, .k_row_bytes = 34};
+    assert_int_equal(g_be->iface->attention(g_be, &bad), MEMRA_E_UNSUPPORTED);
+    bad.k_type = MEMRA_TYPE_Q4_0;
+    assert_int_equal(g_be->iface->attention(g_be, &bad), MEMRA_E_UNSUPPORTED);
+    bad.k_type = MEMRA_TYPE_F16;
+    bad.k_row_bytes = 0; /* a typed cache needs its row stride in bytes */
+    assert_int_equal(g_be->iface->attention(g_be, &bad), MEMRA_E_INVALID);
+}
+
 static void test_argmax(void **state)
 {
     (void)state;
@@ -1302,6 +1442,7 @@ int main(void)
         cmocka_unit_test(test_get_rows),    cmocka_unit_test(test_norm),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values), cmocka_unit_test(test_fmath_expf),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_kv_store_values), cmocka_unit_test(test_attention_kv_types),
         cmocka_unit_test(test_argmax),      cmocka_unit_test(test_conv),
         cmocka_unit_test(test_delta),       cmocka_unit_test(test_route),
         cmocka_unit_test(test_route_ties_and_clamp), cmocka_unit_test(test_moe),

@@ -44,12 +44,13 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is.
 var (
-	ErrInvalid  = &Error{Status: Status(C.MEMRA_E_INVALID)}
-	ErrRange    = &Error{Status: Status(C.MEMRA_E_RANGE)}
-	ErrBusy     = &Error{Status: Status(C.MEMRA_E_BUSY)}
-	ErrIO       = &Error{Status: Status(C.MEMRA_E_IO)}
-	ErrFormat   = &Error{Status: Status(C.MEMRA_E_FORMAT)}
-	ErrNotFound = &Error{Status: Status(C.MEMRA_E_NOT_FOUND)}
+	ErrInvalid     = &Error{Status: Status(C.MEMRA_E_INVALID)}
+	ErrRange       = &Error{Status: Status(C.MEMRA_E_RANGE)}
+	ErrBusy        = &Error{Status: Status(C.MEMRA_E_BUSY)}
+	ErrIO          = &Error{Status: Status(C.MEMRA_E_IO)}
+	ErrFormat      = &Error{Status: Status(C.MEMRA_E_FORMAT)}
+	ErrNotFound    = &Error{Status: Status(C.MEMRA_E_NOT_FOUND)}
+	ErrUnsupported = &Error{Status: Status(C.MEMRA_E_UNSUPPORTED)}
 )
 
 func check(fn string, st C.memra_status_t) error {
@@ -248,6 +249,38 @@ func (m *Model) NewCache(nCtx int) (*Cache, error) {
 	}
 	return c, nil
 }
+
+// KV cache storage types (memra_type_t ids; memra_cache_params_t in model.h).
+const (
+	KVF32  = int(C.MEMRA_TYPE_F32)
+	KVF16  = int(C.MEMRA_TYPE_F16)
+	KVBF16 = int(C.MEMRA_TYPE_BF16)
+	KVQ8_0 = int(C.MEMRA_TYPE_Q8_0)
+)
+
+// NewCacheTyped creates a cache of NCTX tokens whose K and V rows are
+// stored as TYPEK and TYPEV (KVF32, KVF16, KVBF16 or KVQ8_0):
+// memra_cache_create_ex.
+func (m *Model) NewCacheTyped(nCtx, typeK, typeV int) (*Cache, error) {
+	var p C.memra_cache_params_t
+	C.memra_cache_params_init(&p, C.uint32_t(unsafe.Sizeof(p)))
+	p.n_ctx = C.int32_t(nCtx)
+	p.type_k = C.memra_type_t(typeK)
+	p.type_v = C.memra_type_t(typeV)
+	c := &Cache{m: m}
+	if err := m.fail("memra_cache_create_ex", C.memra_cache_create_ex(m.h, &p, &c.h)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Types are the storage types of the cache's K and V rows.
+func (c *Cache) Types() (k, v int) {
+	return int(C.memra_cache_type_k(c.h)), int(C.memra_cache_type_v(c.h))
+}
+
+// KVBytesPerToken is the bytes of KV rows one token takes, all layers together.
+func (c *Cache) KVBytesPerToken() uint64 { return uint64(C.memra_cache_kv_bytes_per_token(c.h)) }
 
 // Close frees the cache.
 func (c *Cache) Close() error {

@@ -165,3 +165,26 @@ func TestErrors(t *testing.T) {
 	c.Close()
 	_ = e
 }
+
+func TestTypedCache(t *testing.T) {
+	_, m := load(t)
+	c, err := m.NewCacheTyped(16, KVQ8_0, KVF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if k, v := c.Types(); k != KVQ8_0 || v != KVF16 {
+		t.Fatalf("types %d, %d", k, v)
+	}
+	f, err := m.NewCache(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if c.KVBytesPerToken() == 0 || c.KVBytesPerToken() >= f.KVBytesPerToken() {
+		t.Fatalf("KV bytes per token: q8_0/f16 %d, f32 %d", c.KVBytesPerToken(), f.KVBytesPerToken())
+	}
+	if _, err := m.NewCacheTyped(16, 2 /* Q4_0 */, KVF16); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("a Q4_0 cache: %v", err)
+	}
+}

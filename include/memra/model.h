@@ -117,6 +117,48 @@ MEMRA_API const char *memra_model_last_error(const memra_model_t *model);
  * the model's devices is MEMRA_E_NOMEM before anything is allocated. Thread-safety: one thread at a time
  * per model. */
 MEMRA_API memra_status_t memra_cache_create(memra_model_t *model, int32_t n_ctx, memra_cache_t **out);
+
+/* KV storage of a cache (memra_cache_create_ex). A row is one token's K
+ * (or V) of one attention layer; recurrent state stays float32. Types:
+ *   MEMRA_TYPE_F32   4 bytes an element: the reference (memra_cache_create)
+ *   MEMRA_TYPE_F16   2 bytes, round to nearest even (the default, as
+ *                    llama.cpp's; the same on every engine, so a CPU and a
+ *                    CUDA engine give the same results for the same params)
+ *   MEMRA_TYPE_BF16  2 bytes, round to nearest even
+ *   MEMRA_TYPE_Q8_0  34 bytes per 32 elements: ggml's block_q8_0 as
+ *                    quantize_row_q8_0_ref makes it; needs KV heads of a
+ *                    multiple of 32 elements
+ * Every engine stores the same bits and attends over the exactly
+ * dequantized rows. K and V may differ. Measured accuracy per type:
+ * docs/ACCURACY.md. */
+typedef struct memra_cache_params {
+    uint32_t size;              /* sizeof(memra_cache_params_t), set by the init macro */
+    int32_t n_ctx;              /* tokens (0 = the model's training context, capped at 4096; default 0) */
+    memra_type_t type_k;        /* K rows (default MEMRA_TYPE_F16) */
+    memra_type_t type_v;        /* V rows (default MEMRA_TYPE_F16) */
+} memra_cache_params_t;
+
+/* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
+ * Thread-safety: any thread. */
+MEMRA_API void memra_cache_params_init(memra_cache_params_t *params, uint32_t size);
+#define memra_cache_default_params(p) memra_cache_params_init((p), MEMRA__SIZEOF32(*(p)))
+
+/* memra_cache_create with PARAMS (required: start from
+ * memra_cache_default_params). Errors as memra_cache_create's, and
+ * MEMRA_E_INVALID for a NULL or unsized PARAMS, MEMRA_E_UNSUPPORTED for a
+ * type that is none of the four or Q8_0 on a model whose KV heads are not
+ * whole blocks of 32; the message names the field. On failure *out is
+ * NULL and nothing leaks. Thread-safety: one thread at a time per model. */
+MEMRA_API memra_status_t memra_cache_create_ex(memra_model_t *model, const memra_cache_params_t *params,
+                                               memra_cache_t **out);
+/* The storage types of the cache's K and V rows (MEMRA_TYPE_COUNT for
+ * NULL). Thread-safety: any thread. */
+MEMRA_API memra_type_t memra_cache_type_k(const memra_cache_t *cache);
+MEMRA_API memra_type_t memra_cache_type_v(const memra_cache_t *cache);
+/* Bytes of KV rows one token takes in the cache, over all layers (what a
+ * token of context costs; recurrent state is per cache, not per token).
+ * 0 for NULL. Thread-safety: any thread. */
+MEMRA_API uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *cache);
 /* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight.
  * Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_free(memra_cache_t *cache);

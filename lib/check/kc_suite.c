@@ -299,6 +299,29 @@ static void run_suite(kc *k)
     KC(memra__kc_argmax(k, "argmax.vocab", 248320, 0));
     KC(memra__kc_argmax(k, "argmax.ties", 248320, 1));
     KC(memra__kc_argmax(k, "argmax.nan", 5000, 2));
+
+    /* KV cache types: the conversion's bytes, and attention per K/V type
+     * (decode at depth, prefill, a sliding window, mixed types, and an
+     * odd head_dim on the kernel's scalar path) */
+    KC(memra__kc_kv_store(k, "kv_store.f16", MEMRA_TYPE_F16, 9, 1024));
+    KC(memra__kc_kv_store(k, "kv_store.bf16", MEMRA_TYPE_BF16, 9, 1024));
+    KC(memra__kc_kv_store(k, "kv_store.q8_0", MEMRA_TYPE_Q8_0, 9, 1024));
+    KC(memra__kc_kv_store(k, "kv_store.f32", MEMRA_TYPE_F32, 3, 256));
+    KC(memra__kc_attention_kv(k, "attention.kv.f16.decode", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 1, 3000, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.bf16.decode", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 1, 3000, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.q8_0.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 3000, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.q8_0_f16.prefill", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 9, 600, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.f16_q8_0.swa", MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0, 9, 500, 8, 4, 256, 128));
+    KC(memra__kc_attention_kv(k, "attention.kv.bf16_f32.hd128", MEMRA_TYPE_BF16, MEMRA_TYPE_F32, 5, 40, 8, 2, 128, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.q8_0.hd512", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 3, 700, 8, 1, 512, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.f16.odd_hd", MEMRA_TYPE_F16, MEMRA_TYPE_BF16, 3, 9, 2, 2, 18, 0));
+    /* fast prefill on tensor cores over typed caches (one type for K and V;
+     * a mixed pair keeps the flash-decoding kernel) */
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 200, 300, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.bf16.fast", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 100, 0, 8, 8, 128, 0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0.fast.swa", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 130, 700, 16, 8, 256, 512));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.hd512", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 96, 300, 16, 2, 512, 0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_f16.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 20, 100, 8, 4, 256, 0));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)

@@ -52,6 +52,7 @@ static const memra__backend_i cpu_iface = {
     .elementwise = memra__cpu_elementwise,
     .rope = memra__cpu_rope,
     .attention = memra__cpu_attention,
+    .kv_store = memra__cpu_kv_store,
     .conv = memra__cpu_conv,
     .delta = memra__cpu_delta,
     .route = memra__cpu_route,

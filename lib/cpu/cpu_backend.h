@@ -61,6 +61,7 @@ memra_status_t memra__cpu_norm(memra__backend_t *be, memra_norm_kind_t kind, con
                                const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
 memra_status_t memra__cpu_elementwise(memra__backend_t *be, const memra_ew_args_t *a);
 memra_status_t memra__cpu_rope(memra__backend_t *be, const memra_rope_args_t *a);
+memra_status_t memra__cpu_kv_store(memra__backend_t *be, const memra_kv_store_args_t *a);
 memra_status_t memra__cpu_attention(memra__backend_t *be, const memra_attn_args_t *a);
 memra_status_t memra__cpu_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
 memra_status_t memra__cpu_conv(memra__backend_t *be, const memra_conv_args_t *a);

@@ -141,6 +141,17 @@ class ModelParams(Structure):
     ]
 
 
+class CacheParams(Structure):
+    """memra_cache_params_t (model.h)."""
+
+    _fields_ = [
+        ("size", c_uint32),
+        ("n_ctx", c_int32),
+        ("type_k", c_int),
+        ("type_v", c_int),
+    ]
+
+
 class StageInfo(Structure):
     """memra_stage_info_t (pipeline.h)."""
 
@@ -361,6 +372,7 @@ STRUCTS: Dict[str, Any] = {
     "memra_engine_params_t": EngineParams,
     "memra_engine_info_t": EngineInfo,
     "memra_model_params_t": ModelParams,
+    "memra_cache_params_t": CacheParams,
     "memra_stage_info_t": StageInfo,
     "memra_pipeline_info_t": PipelineInfo,
     "memra_sampler_params_t": SamplerParams,
@@ -394,6 +406,11 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_cache_capacity": (c_int32, [_h]),
     "memra_cache_clear": (_st, [_h]),
     "memra_cache_create": (_st, [_h, c_int32, _hp]),
+    "memra_cache_create_ex": (_st, [_h, POINTER(CacheParams), _hp]),
+    "memra_cache_kv_bytes_per_token": (c_uint64, [_h]),
+    "memra_cache_params_init": (None, [POINTER(CacheParams), c_uint32]),
+    "memra_cache_type_k": (c_int, [_h]),
+    "memra_cache_type_v": (c_int, [_h]),
     "memra_cache_free": (_st, [_h]),
     "memra_cache_pos": (c_int32, [_h]),
     "memra_cache_restore": (_st, [_h, _h]),

@@ -80,6 +80,13 @@ def model_default_params() -> _capi.ModelParams:
     return p
 
 
+def cache_default_params() -> _capi.CacheParams:
+    """memra_cache_default_params: defaults (f16 K and V), size field set."""
+    p = _capi.CacheParams()
+    lib().memra_cache_params_init(ctypes.byref(p), ctypes.sizeof(p))
+    return p
+
+
 def sampler_default_params() -> _capi.SamplerParams:
     """memra_sampler_default_params: defaults, size field set."""
     p = _capi.SamplerParams()
@@ -496,11 +503,25 @@ class Cache(_Handle):
 
     _kind = "cache"
 
-    def __init__(self, model: "Model", n_ctx: int = 0) -> None:
+    def __init__(
+        self, model: "Model", n_ctx: int = 0, type_k: Optional[int] = None, type_v: Optional[int] = None
+    ) -> None:
+        """memra_cache_create (float32 rows), or memra_cache_create_ex when
+        TYPE_K or TYPE_V is given (a TensorType: F32, F16, BF16 or Q8_0; the
+        other one then takes the default, F16)."""
         super().__init__()
         self.model = model
         h = ctypes.c_void_p()
-        check(lib().memra_cache_create(model.handle, n_ctx, ctypes.byref(h)), "memra_cache_create")
+        if type_k is None and type_v is None:
+            check(lib().memra_cache_create(model.handle, n_ctx, ctypes.byref(h)), "memra_cache_create")
+        else:
+            p = cache_default_params()
+            p.n_ctx = n_ctx
+            if type_k is not None:
+                p.type_k = int(type_k)
+            if type_v is not None:
+                p.type_v = int(type_v)
+            check(lib().memra_cache_create_ex(model.handle, ctypes.byref(p), ctypes.byref(h)), "memra_cache_create_ex")
         self._ptr = h.value
 
     def _release(self, ptr: int) -> int:
@@ -515,6 +536,21 @@ class Cache(_Handle):
     def capacity(self) -> int:
         """memra_cache_capacity."""
         return int(lib().memra_cache_capacity(self.handle))
+
+    @property
+    def type_k(self) -> int:
+        """memra_cache_type_k: the K rows' TensorType id."""
+        return int(lib().memra_cache_type_k(self.handle))
+
+    @property
+    def type_v(self) -> int:
+        """memra_cache_type_v: the V rows' TensorType id."""
+        return int(lib().memra_cache_type_v(self.handle))
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """memra_cache_kv_bytes_per_token: KV bytes one token takes (all layers)."""
+        return int(lib().memra_cache_kv_bytes_per_token(self.handle))
 
     def clear(self) -> None:
         """memra_cache_clear: position 0, recurrent state zeroed."""
@@ -794,9 +830,10 @@ class Model(_Handle):
         return self.tokenizer.is_eog(token)
 
     # caches and the forward pass
-    def cache(self, n_ctx: int = 0) -> Cache:
-        """memra_cache_create (0 = the training context, capped at 4096)."""
-        return Cache(self, n_ctx)
+    def cache(self, n_ctx: int = 0, type_k: Optional[int] = None, type_v: Optional[int] = None) -> Cache:
+        """memra_cache_create (0 = the training context, capped at 4096); with
+        TYPE_K / TYPE_V, memra_cache_create_ex with those KV storage types."""
+        return Cache(self, n_ctx, type_k, type_v)
 
     def forward(
         self, cache: Cache, tokens: Sequence[int], all_rows: bool = False, out: Any = None, logits: bool = True

@@ -1,0 +1,39 @@
+/* KV cache rows as the forwards see them: a row is one token's K (or V)
+ * of one layer, k_floats (v_floats) elements of the cache's type, rows a
+ * byte stride apart (lib/backend.h, memra_kv_store_args_t). An F32 cache
+ * is written in place exactly as before the types existed (the forwards
+ * compute straight into its rows); any other type is computed into float
+ * scratch and converted by the backend's kv_store. */
+#ifndef MEMRA_KV_ROWS_H
+#define MEMRA_KV_ROWS_H
+
+#include "model_impl.h"
+
+/* Which of a layer's two row sets. */
+typedef enum memra__kv_part {
+    MEMRA__KV_K,
+    MEMRA__KV_V,
+} memra__kv_part_t;
+
+/* Storage type and bytes per row of layer IL's K or V in cache C. */
+memra_type_t memra__kv_type(const memra_cache_t *c, memra__kv_part_t part);
+size_t memra__kv_row_bytes(const memra_cache_t *c, int32_t il, memra__kv_part_t part);
+
+/* Where this chunk's float rows of layer IL's K (V) are computed, with
+ * row stride k_floats: the cache rows pos0.. themselves for an F32 cache,
+ * else SCRATCH (n * k_floats floats of the caller's workspace), which
+ * memra__kv_put then converts. */
+float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *scratch);
+
+/* Stores this chunk's N float rows SRC (SRC_STRIDE floats apart) of layer
+ * IL's K (V) at rows pos0..: nothing when SRC is what memra__kv_dst gave
+ * for an F32 cache, a copy for other F32 rows, else the backend's
+ * kv_store conversion. */
+memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
+                             int64_t src_stride);
+
+/* Fills A's k_cache, v_cache, types, kv_stride and row strides with layer
+ * IL's rows of cache C. */
+void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a);
+
+#endif
