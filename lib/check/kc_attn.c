@@ -135,6 +135,8 @@ void memra__kc_attention_chunkinv(kc *k, const char *name, int64_t n_tokens, int
         st = gb->iface->synchronize(gb); /* the fast engine's stream, before the GPU engine reads */
     const kc_pair p = {yb, ya, &o, "out"};
     memra__kc_finish_exact(k, L, st, &p, 1);
+}
+
 /* ---- KV cache types ------------------------------------------------------------ */
 
 typedef struct kv_store_case {
