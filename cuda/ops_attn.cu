@@ -579,7 +579,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     const bool vec = hd % 4 == 0 && a->kv_stride % 4 == 0 && (uintptr_t)a->k_cache % 16 == 0 &&
                      (uintptr_t)a->v_cache % 16 == 0;
     const int64_t hd_max = vec ? 4 * FA_MAX_C4 : 8; /* head_dim per thread */
-    const int nthr = be->fast && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
+    const int nthr = be->fast && !memra__rows_exact() && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
     if (hd > hd_max * nthr)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

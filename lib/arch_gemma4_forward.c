@@ -91,7 +91,6 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     const memra_model_t *m = r->m;
     const memra__g4_t *g = m->arch_data;
     const memra__g4_layer_t *L = &g->layers[il];
-    memra_cache_t *c = r->c;
     const int64_t n = r->n, D = m->n_embd, cf = m->carry_floats;
     const int64_t hd = L->hd, q_dim = (int64_t)L->n_head * hd, kv_dim = (int64_t)L->n_kv_head * hd;
 
@@ -105,14 +104,24 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     MEMRA__TRY(rms(r, q_raw, hd, L->q_norm, q, hd, n * L->n_head, hd));
     MEMRA__TRY(rope(r, L, q, L->n_head, q_dim));
 
+    /* One sequence: K and V rows go straight into its cache rows
+     * pos0..pos0+n-1 (a cache row is exactly n_kv_head*hd floats). Several:
+     * into step rows, then each sequence's rows into its own cache. */
+    const bool direct = r->n_seg == 1;
     if (L->kv_src == il) {
-        /* K and V are normed straight into this chunk's cache rows
-         * pos0..pos0+n-1 (a cache row is exactly n_kv_head*hd floats):
-         * k = NEOX_rope(rms_perhead(Wk·h, k_norm)), v = rms_perhead(Wv·h)
+        /* k = NEOX_rope(rms_perhead(Wk·h, k_norm)), v = rms_perhead(Wv·h)
          * without weight, where a layer without attn_v uses the raw K
          * projection as V (taken before the k norm). */
-        float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
-        float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
+        float *k_rows, *v_rows;
+        if (direct) {
+            k_rows = r->seg[0].c->k[il] + (int64_t)r->seg[0].pos0 * kv_dim;
+            v_rows = r->seg[0].c->v[il] + (int64_t)r->seg[0].pos0 * kv_dim;
+        } else {
+            k_rows = memra__wsf(r, n * kv_dim);
+            v_rows = memra__wsf(r, n * kv_dim);
+            if (!k_rows || !v_rows)
+                return MEMRA_E_INTERNAL;
+        }
         MEMRA__WS(k_raw, n * kv_dim);
         MEMRA__TRY(mm(r, &L->wk, h, D, k_raw, kv_dim, n));
         const float *v_raw = k_raw;
@@ -124,33 +133,31 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         MEMRA__TRY(rms(r, k_raw, hd, L->k_norm, k_rows, hd, n * L->n_kv_head, hd));
         MEMRA__TRY(rope(r, L, k_rows, L->n_kv_head, kv_dim));
         MEMRA__TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
+        if (!direct) {
+            MEMRA__TRY(memra__arch_store_rows(r, il, true, k_rows, kv_dim, kv_dim));
+            MEMRA__TRY(memra__arch_store_rows(r, il, false, v_rows, kv_dim, kv_dim));
+        }
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
             float *slot = r->carry + L->kv_carry;
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
         }
     } else if (L->kv_fill) {
-        /* the source is on an earlier stage: append its rows of this chunk,
-         * taken from the carry, to this stage's mirror of its cache */
+        /* the source is on an earlier stage: append its rows of this step,
+         * taken from the carry, to this stage's mirror of each cache */
         const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
-        float *k_rows = c->k[il] + (int64_t)r->pos0 * kv_dim;
-        float *v_rows = c->v[il] + (int64_t)r->pos0 * kv_dim;
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
+        MEMRA__TRY(memra__arch_store_rows(r, il, true, slot, cf, kv_dim));
+        MEMRA__TRY(memra__arch_store_rows(r, il, false, slot + kv_dim, cf, kv_dim));
     }
 
     /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
      * mirror's, which are the same floats): the source runs earlier in the
-     * same chunk, so this chunk's rows are there. */
+     * same step, so this step's rows are there. */
     const int32_t src = L->kv_read;
     MEMRA__WS(attn, n * q_dim);
     const memra_attn_args_t a = {
         .q = q,
-        .k_cache = c->k[src],
-        .v_cache = c->v[src],
         .out = attn,
-        .n_tokens = n,
-        .pos0 = r->pos0,
         .n_head = L->n_head,
         .n_kv_head = L->n_kv_head,
         .head_dim = hd,
@@ -159,7 +166,7 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         .scale = 1.0f, /* q and k are RMS-normed: no 1/sqrt(hd) */
         .n_swa = L->swa ? g->n_swa : 0,
     };
-    MEMRA__TRY(r->ops->attention(r->be, &a));
+    MEMRA__TRY(memra__arch_attention(r, src, &a));
     return mm(r, &L->wo, attn, q_dim, out, D, n);
 }
 

@@ -358,17 +358,15 @@ static memra_status_t attention_block(memra__run_t *r, int32_t il)
     ra.token_stride = nkv;
     MEMRA__TRY(ops->rope(be, &ra));
 
-    /* The cache keeps K after norm and RoPE; rows pos0.. of this chunk. */
-    float *kc = r->c->k[il], *vc = r->c->v[il];
-    const size_t bytes = (size_t)(n * nkv) * sizeof(float);
-    MEMRA__TRY(ops->copy(be, kc + (int64_t)r->pos0 * nkv, k, bytes));
-    MEMRA__TRY(ops->copy(be, vc + (int64_t)r->pos0 * nkv, v, bytes));
+    /* Each sequence's cache keeps its rows' K after norm and RoPE, from
+     * its position on; attention runs per sequence over its own cache. */
+    MEMRA__TRY(memra__arch_store_rows(r, il, true, k, nkv, nkv));
+    MEMRA__TRY(memra__arch_store_rows(r, il, false, v, nkv, nkv));
 
     MEMRA__WS(att, n * nq);
-    memra_attn_args_t aa = {.q = q, .k_cache = kc, .v_cache = vc, .out = att, .n_tokens = n, .pos0 = r->pos0,
-                            .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd, .q_stride = nq,
-                            .kv_stride = nkv, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
-    MEMRA__TRY(ops->attention(be, &aa));
+    memra_attn_args_t aa = {.q = q, .out = att, .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd,
+                            .q_stride = nq, .kv_stride = nkv, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    MEMRA__TRY(memra__arch_attention(r, il, &aa));
 
     MEMRA__WS(y, n * E);
     MEMRA__TRY(linear(r, &L->wo, L->bo, att, nq, y, E, n));
