@@ -30,6 +30,7 @@ BAD_NUMBER = {
     "memra-synth": ["--model", "qwen3.5-0.8b", "--dry-run", "--layers", "2x"],
     "memra-bench": ["-m", "/nonexistent.gguf", "-p", "abc"],
     "memra-bench-tokenize": ["-r", "0"],
+    "memra-batch": ["-f", "/nonexistent.txt", "-n", "0"],
     "memra-kernel-check": ["--iters=5x"],
     "memra-ppn-gate": ["/nonexistent.gguf", "P=1x"],
     "memra-argmax-margin-probe": ["/nonexistent.gguf", "/nonexistent.txt", "window=abc"],
