@@ -133,13 +133,10 @@ static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *item
     int64_t rows = 0;
     for (int32_t i = 0; i < n_items; i++)
         rows += items[i].n_tokens < m->prefill_chunk ? items[i].n_tokens : m->prefill_chunk;
-    batch_run_t *b = calloc(1, sizeof *b);
+    batch_run_t run = {0}, *b = &run;
     int32_t *tokens = malloc((size_t)rows * sizeof *tokens);
-    if (!b || !tokens) {
-        free(b);
-        free(tokens);
+    if (!tokens)
         return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory");
-    }
     b->tokens = tokens;
     const bool fast = model_fast(m);
     memra_status_t s = MEMRA_OK;
@@ -171,7 +168,6 @@ static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *item
         }
     }
     free(tokens);
-    free(b);
     return s;
 }
 
