@@ -13,6 +13,7 @@
  *   - bad input (each kind, the bad item last) fails with its status and a
  *     message naming the item, and leaves every cache's position, state and
  *     the logits buffers unchanged.
+ *   - the random schedules again on a model split into two pipeline stages.
  * Sampling-free: inputs are fixed token streams from a seeded generator.
  * MEMRA_TEST_DEVICE=cuda:0 runs it on a GPU engine (as test_models does);
  * MEMRA_TEST_FIXTURE=NAME runs one fixture. */
@@ -42,7 +43,13 @@ static memra_engine_t *g_engine;
 static char g_names[MAX_FIXTURES][128];
 static int g_n_fixtures;
 
-static memra_model_t *load(const char *name)
+/* One test's fixture and how it is loaded. */
+typedef struct fixture_case {
+    const char *name;
+    int32_t stages; /* 0: one stage; 2: two pipeline stages (the second on a private CPU engine) */
+} fixture_case_t;
+
+static memra_model_t *load_stages(const char *name, int32_t stages)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s.gguf", name);
@@ -52,11 +59,17 @@ static memra_model_t *load(const char *name)
     memra_model_default_params(&p);
     p.engine = g_engine;
     p.prefill_chunk = CHUNK;
+    p.n_stages = stages;
     memra_model_t *m = NULL;
     memra_status_t st = memra_model_load(path, &p, &m);
     if (st)
         fail_msg("%s: load failed: %s (%s)", name, memra_strerror(st), memra_last_error());
     return m;
+}
+
+static memra_model_t *load(const char *name)
+{
+    return load_stages(name, 0);
 }
 
 /* The fixture prompt of NAME (its .ref.json: "<ref>.ref.json" for
@@ -176,12 +189,20 @@ static void run_alone(memra_model_t *m, seq_t *s)
 
 static void test_random_schedules(void **state)
 {
-    const char *name = *state;
+    const fixture_case_t *fc = *state;
+    const char *name = fc->name;
     if (!selected(name)) {
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", name);
         return;
     }
-    memra_model_t *m = load(name);
+    const char *dev = getenv("MEMRA_TEST_DEVICE");
+    if (fc->stages > 1 && dev && *dev && strcmp(dev, "cpu") != 0) {
+        TU_SKIP("%s: the two-stage case runs on CPU engines only (its second stage is a private CPU engine)", name);
+        return;
+    }
+    memra_model_t *m = load_stages(name, fc->stages);
+    if (fc->stages > 1 && memra_model_n_stages(m) != fc->stages)
+        fail_msg("%s: %d stages loaded, %d asked", name, memra_model_n_stages(m), fc->stages);
     const int32_t V = memra_model_n_vocab(m);
     assert_int_equal(memra_model_max_batch(m), MEMRA_MAX_BATCH);
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)strlen(name);
@@ -284,7 +305,7 @@ static void test_random_schedules(void **state)
  * the same decodes alone: each B is its own step composition. */
 static void test_every_b(void **state)
 {
-    const char *name = *state;
+    const char *name = ((const fixture_case_t *)*state)->name;
     if (!selected(name)) {
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", name);
         return;
@@ -347,7 +368,7 @@ enum { GB = 8, GEN = 16 };
 
 static void test_greedy_batch_of_8(void **state)
 {
-    const char *name = *state;
+    const char *name = ((const fixture_case_t *)*state)->name;
     if (!selected(name)) {
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", name);
         return;
@@ -455,7 +476,7 @@ static void expect_bad(bad_ctx_t *x, const memra_batch_item_t *items, int32_t n,
 
 static void test_bad_input(void **state)
 {
-    const char *name = *state;
+    const char *name = ((const fixture_case_t *)*state)->name;
     if (!selected(name)) {
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", name);
         return;
@@ -627,20 +648,24 @@ int main(void)
     static const struct {
         const char *name;
         CMUnitTestFunction fn;
+        int32_t stages;
     } kinds[] = {
-        {"random_schedules", test_random_schedules},
-        {"every_b", test_every_b},
-        {"greedy_batch_of_8", test_greedy_batch_of_8},
-        {"bad_input", test_bad_input},
+        {"random_schedules", test_random_schedules, 0},
+        {"random_schedules_2_stages", test_random_schedules, 2},
+        {"every_b", test_every_b, 0},
+        {"greedy_batch_of_8", test_greedy_batch_of_8, 0},
+        {"bad_input", test_bad_input, 0},
     };
-    const size_t n_kinds = sizeof kinds / sizeof kinds[0];
-    struct CMUnitTest *tests = calloc((size_t)g_n_fixtures * n_kinds + 1, sizeof *tests);
-    static char names[MAX_FIXTURES * 4][192];
+    enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
+    struct CMUnitTest *tests = calloc((size_t)g_n_fixtures * N_KINDS + 1, sizeof *tests);
+    static fixture_case_t cases[MAX_FIXTURES * N_KINDS];
+    static char names[MAX_FIXTURES * N_KINDS][192];
     size_t n = 0;
     for (int f = 0; f < g_n_fixtures; f++)
-        for (size_t k = 0; k < n_kinds; k++, n++) {
-            snprintf(names[n], sizeof names[n], "%s/%s", kinds[k].name, g_names[f]);
-            tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = g_names[f]};
+        for (size_t k = 0; k < N_KINDS; k++, n++) {
+            snprintf(names[n], sizeof names[n], "%.60s/%.120s", kinds[k].name, g_names[f]);
+            cases[n] = (fixture_case_t){.name = g_names[f], .stages = kinds[k].stages};
+            tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = &cases[n]};
         }
     if (n == 0)
         tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = test_no_fixtures};
