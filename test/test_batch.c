@@ -12,7 +12,7 @@
  *     with other prompts, are equal;
  *   - bad input (each kind, the bad item last) fails with its status and a
  *     message naming the item, and leaves every cache's position, state and
- *     the logits buffers unchanged.
+ *     the logits buffers unchanged;
  *   - the random schedules again on a model split into two pipeline stages.
  * Sampling-free: inputs are fixed token streams from a seeded generator.
  * MEMRA_TEST_DEVICE=cuda:0 runs it on a GPU engine (as test_models does);
