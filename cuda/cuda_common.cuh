@@ -215,6 +215,15 @@ memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weig
  * default 8) run the matvec kernels even in fast mode (ops_matmul.cu). */
 int64_t memra__cuda_mmv_max_rows(void);
 
+/* Whether N_ROWS rows take the fast tier's kernels (f16 GEMMs, grouped MoE
+ * GEMMs), whose rows depend on the row count: a fast engine above the
+ * matvec row limit, unless the forward asks for per-row-exact rows (a
+ * batched decode step: memra__rows_exact in lib/backend.h). */
+static inline bool memra__cuda_fast_rows(const memra__backend_t *be, int64_t n_rows)
+{
+    return be->fast && n_rows > memra__cuda_mmv_max_rows() && !memra__rows_exact();
+}
+
 /* OUT[r][i] = (f16) X[r*ldx + i], r < n_rows, i < ne0 (ops_matmul.cu). */
 memra_status_t memra__cuda_to_f16(memra__backend_t *be, const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
                                   __half *out);

@@ -628,7 +628,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     const size_t k_rs = memra__attn_k_row_bytes(a), v_rs = memra__attn_v_row_bytes(a);
     const bool vec = hd % 4 == 0 && kv_vec_ok(kt, a->k_cache, k_rs) && kv_vec_ok(vt, a->v_cache, v_rs);
     const int64_t hd_max = vec ? 4 * FA_MAX_C4 : 8; /* head_dim per thread */
-    const int nthr = be->fast && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
+    const int nthr = be->fast && !memra__rows_exact() && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
     if (hd > hd_max * nthr)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

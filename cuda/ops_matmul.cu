@@ -168,7 +168,7 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     *done = false;
     const memra_type_t t0 = m->w[0]->type;
     const int64_t ne0 = m->w[0]->ne[0];
-    if (is_float_type(t0) || (be->fast && m->n_rows > memra__cuda_mmv_max_rows()) || m->n_rows > INT32_MAX)
+    if (is_float_type(t0) || memra__cuda_fast_rows(be, m->n_rows) || m->n_rows > INT32_MAX)
         return MEMRA_OK;
     if (m->norm && !x_fits(t0, ne0, rows_per_pass(m->n_rows)))
         return MEMRA_OK;
@@ -337,7 +337,7 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
     if (min_out < 0)
         min_out = memra__cuda_env_long("MEMRA_FAST_MIN_OUT", 512);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const bool gemm = be->fast && n_rows > memra__cuda_mmv_max_rows() && w->ne[1] > min_out && big;
+    const bool gemm = memra__cuda_fast_rows(be, n_rows) && w->ne[1] > min_out && big;
     MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld n%lld%s", memra_type_name(w->type), (long long)w->ne[0],
                            (long long)w->ne[1], (long long)n_rows, gemm ? " gemm" : "");
     /* float32 weights in a fast prefill (MoE routers and their gates in
@@ -346,7 +346,7 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
      * own precision (a rounded router logit can flip an expert choice),
      * and this replaces the matvec's many passes over the rows (242 us for
      * a 35B-A3B router at 512 rows). */
-    if (be->fast && w->type == MEMRA_TYPE_F32 && n_rows > memra__cuda_mmv_max_rows() && big &&
+    if (memra__cuda_fast_rows(be, n_rows) && w->type == MEMRA_TYPE_F32 && big &&
         w->nb1 % sizeof(float) == 0 && ldx <= INT32_MAX) {
         const float one = 1.0f, zero = 0.0f;
         cublasStatus_t cs = cublasGemmEx(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->ne[1], (int)n_rows, (int)w->ne[0],

@@ -1,7 +1,7 @@
 /* memra-bench: llama-bench-like prefill and decode throughput.
  *
  *   memra-bench -m MODEL [-p 512[,2048..]] [-n 128] [-d DEPTH[,DEPTH..]] [-r 5] [--device cpu|cuda:N]
- *               [--threads N] [--chunk N] [--json] [--pageable]
+ *               [--threads N] [--chunk N] [--json] [--pageable] [--batch B[,B..]]
  *
  * For each depth D (as llama-bench -d): pp: after D tokens of context
  * (untimed), one forward over P random tokens (last-row logits), for each
@@ -13,7 +13,9 @@
  * stated against the roofline this program measures itself: bytes the
  * weights make each token read, over the engine's measured copy bandwidth
  * (memra_engine_copy_bandwidth). --json prints one JSON object per depth
- * (one line each): "pp" is the first P's result, "pp_all" every P's. */
+ * (one line each): "pp" is the first P's result, "pp_all" every P's.
+ * --batch B[,B..] instead measures B sequences together, as
+ * llama-batched-bench (examples/bench_batch.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@
 
 #include <memra/memra.h>
 
+#include "bench_batch.h"
 #include "cli.h"
 #include "common.h"
 
@@ -81,7 +84,7 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
 
 #define MAX_LIST 8
 
-enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE, OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V };
+enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE, OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V, OPT_BATCH };
 
 static const cli_opt_t k_opts[] = {
     {'m', "model", "FILE", "GGUF model (required)"},
@@ -101,30 +104,36 @@ static const cli_opt_t k_opts[] = {
                                                "(default: f16, as llama-bench)"},
     {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16 or q8_0\n"
                                                "(default: f16)"},
+    {OPT_BATCH, "batch", "B[,B..]", "batched mode (llama-batched-bench): for each B, up to 8, each 1..64,\n"
+                                    "B sequences of P prompt tokens prefilled in one batched call, then N\n"
+                                    "batched decode steps; aggregate tok/s (default: off)"},
 };
 
 static const cli_prog_t k_prog = {
     "memra-bench",
     "-m MODEL [-p 512[,2048..]] [-n 128] [-d 0[,512..]] [-r 5] [--device DEV] [--threads N]\n"
-    " [--chunk N] [--json] [--pageable] [-ctk TYPE] [-ctv TYPE]",
+    " [--chunk N] [--json] [--pageable] [-ctk TYPE] [-ctv TYPE] [--batch B[,B..]]",
     "llama-bench-like prefill and decode throughput. For each depth D: pp, one forward over P\n"
     "random tokens after D tokens of context (untimed), for each P; tg, N single-token decode steps\n"
     "after D tokens of context, each returning its logits to the host. Median and standard\n"
     "deviation over R runs; decode is also stated against the roofline measured here (bytes of\n"
     "weights read per token over the engine's copy bandwidth). With --json, \"pp\" is the first P's\n"
     "result and \"pp_all\" every P's. The KV cache's bytes per token (all layers) are reported\n"
-    "with its types.",
+    "with its types. With --batch: for each B, B sequences advanced together\n"
+    "(memra_forward_batch): one call prefills B prompts of P tokens, then N steps decode one token\n"
+    "of each; aggregate rates (B*P, B*N tokens over the time), one JSON object per B.",
     k_opts,
     sizeof k_opts / sizeof *k_opts,
     "memra-bench -m model.gguf --device cuda:0 -p 512 -n 128 -d 0,512 -r 3 --json\n"
-    "memra-bench -m model.gguf -p 0 -n 32 --threads 8",
+    "memra-bench -m model.gguf -p 0 -n 32 --threads 8\n"
+    "memra-bench -m model.gguf --device cuda:0 --batch 1,2,4,8,16,32 -p 128 -n 128 --json",
 };
 
 int main(int argc, char **argv)
 {
     const char *path = NULL, *device = "cpu";
     int n = 128, reps = 5, threads = 0, chunk = 0, json = 0, pageable = 0;
-    int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, n_p = 1, n_d = 1;
+    int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, bl[MAX_LIST] = {0}, n_p = 1, n_d = 1, n_b = 0;
     long list[MAX_LIST];
     cli_t cl;
     memra_cache_params_t cp;
@@ -154,6 +163,11 @@ int main(int argc, char **argv)
         case OPT_PAGEABLE: pageable = 1; break;
         case OPT_CACHE_TYPE_K: cp.type_k = (memra_type_t)cli_cache_type(&cl, v); break;
         case OPT_CACHE_TYPE_V: cp.type_v = (memra_type_t)cli_cache_type(&cl, v); break;
+        case OPT_BATCH:
+            n_b = cli_long_list(&cl, v, 1, MEMRA_MAX_BATCH, list, MAX_LIST);
+            for (int i = 0; i < n_b; i++)
+                bl[i] = (int)list[i];
+            break;
         }
     }
     if (cl.first_operand < argc)
@@ -161,6 +175,8 @@ int main(int argc, char **argv)
     if (!path)
         cli_fail(&cl, "no model given (-m MODEL)");
     int p_max = 0, d_max = 0;
+    if (n_b > 0 && (n_d > 1 || dl[0] != 0))
+        cli_fail(&cl, "--batch takes no context depth (-d)");
     for (int i = 0; i < n_p; i++)
         p_max = pl[i] > p_max ? pl[i] : p_max;
     for (int i = 0; i < n_d; i++)
@@ -192,6 +208,22 @@ int main(int argc, char **argv)
     }
     int32_t nv = memra_model_n_vocab(m);
     int32_t len = d_max + p_max + n + 8;
+    if (n_b > 0) {
+        memra_cache_free(c);
+        int32_t *bt = malloc((size_t)len * sizeof *bt);
+        uint64_t brng = 12345;
+        for (int32_t i = 0; bt && i < len; i++) {
+            brng = brng * 6364136223846793005ull + 1442695040888963407ull;
+            bt[i] = (int32_t)((brng >> 33) % (uint64_t)(nv > 256 ? 256 : nv)); /* ordinary byte tokens */
+        }
+        st = bt ? bench_batch(e, m, path, bl, n_b, pl, n_p, n, reps, json, bt) : MEMRA_E_NOMEM;
+        if (!bt)
+            fprintf(stderr, "%s: out of memory\n", argv[0]);
+        free(bt);
+        memra_model_free(m);
+        memra_engine_destroy(e);
+        return st ? 1 : 0;
+    }
     int32_t *tok = malloc((size_t)len * sizeof *tok);
     float *logits = pageable ? malloc((size_t)nv * sizeof *logits) : memra_engine_host_alloc(e, (size_t)nv * sizeof *logits);
     uint64_t rng = 12345;

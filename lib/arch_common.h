@@ -34,16 +34,60 @@ static inline memra_status_t memra__arch_ew(memra__run_t *r, memra_ew_op_t op, f
     return r->ops->elementwise(r->be, &e);
 }
 
+/* Attention of every segment over its own cache (layer IL's K and V): A
+ * describes the step's rows (q, out, gate at row 0; the cache fields,
+ * n_tokens and pos0 are filled in per segment). Out rows are
+ * n_head*head_dim apart (the op's contract). */
+static inline memra_status_t memra__arch_attention(memra__run_t *r, int32_t il, const memra_attn_args_t *a)
+{
+    const int64_t out_w = a->n_head * a->head_dim;
+    for (int32_t i = 0; i < r->n_seg; i++) {
+        const memra__seg_t *s = &r->seg[i];
+        memra_attn_args_t sa = *a;
+        sa.q = a->q + (int64_t)s->row0 * a->q_stride;
+        sa.out = a->out + (int64_t)s->row0 * out_w;
+        if (a->gate)
+            sa.gate = a->gate + (int64_t)s->row0 * a->gate_stride;
+        memra__kv_attn(s->c, il, &sa); /* its rows, types and strides */
+        sa.n_tokens = s->n;
+        sa.pos0 = s->pos0;
+        MEMRA__TRY(r->ops->attention(r->be, &sa));
+    }
+    return MEMRA_OK;
+}
+
 /* The usual head: logits rows = OUTPUT · rms_norm(carry rows, OUTPUT_NORM),
- * for the rows [out_row0, out_row0 + n_out) of the chunk. */
+ * for each segment's rows [out0, out0 + n_out), in order. Rows that are
+ * not one block of the carry are gathered first (a copy: the same bits). */
 static inline memra_status_t memra__arch_head(memra__run_t *r, const float *output_norm,
                                               const memra_weight_t *output, int64_t n_embd, float eps)
 {
     const int64_t cf = r->m->carry_floats;
+    const float *x = NULL;
+    int64_t ldx = cf;
+    int32_t n_spans = 0;
+    for (int32_t i = 0; i < r->n_seg; i++)
+        if (r->seg[i].n_out > 0 && n_spans++ == 0)
+            x = r->carry + (int64_t)(r->seg[i].row0 + r->seg[i].out0) * cf;
+    if (n_spans > 1) {
+        MEMRA__WS(xg, (int64_t)r->n_out * n_embd);
+        int64_t at = 0;
+        for (int32_t i = 0; i < r->n_seg; i++) {
+            const memra__seg_t *s = &r->seg[i];
+            if (s->n_out == 0)
+                continue;
+            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, xg + at * n_embd, n_embd,
+                                      r->carry + (int64_t)(s->row0 + s->out0) * cf, cf, NULL, 0, s->n_out, n_embd,
+                                      0.0f));
+            at += s->n_out;
+        }
+        x = xg;
+        ldx = n_embd;
+    }
     MEMRA__WS(xn, (int64_t)r->n_out * n_embd);
-    const memra_mm_args_t a = {.x = r->carry + (int64_t)r->out_row0 * cf, .ldx = cf, .n_rows = r->n_out,
-                               .norm = true, .norm_w = output_norm, .eps = eps, .n_w = 1, .w = {output},
-                               .y = {r->logits}, .ldy = {r->m->n_vocab}, .x_tmp = xn};
+    const memra_mm_args_t a = {.x = x, .ldx = ldx, .n_rows = r->n_out, .norm = true, .norm_w = output_norm,
+                               .eps = eps, .n_w = 1, .w = {output}, .y = {r->logits}, .ldy = {r->m->n_vocab},
+                               .x_tmp = xn};
     return memra__matmul_ex(r->be, &a);
 }
 

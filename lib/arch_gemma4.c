@@ -437,7 +437,9 @@ static size_t g4_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
         ff_max = L->n_ff > ff_max ? L->n_ff : ff_max;
     }
     const int64_t D = m->n_embd, n = n_tokens, plf = (int64_t)g->n_pl * m->n_layer_file;
-    const int64_t layer = 3 * q_max + 4 * kv_max /* + K, V rows before a non-F32 cache's conversion */ + 3 * ff_max + 10 * D + 2 * g->n_pl +
+    /* 4 kv rows: k, v raw and, before a non-F32 cache's conversion or in a
+     * step of several sequences, before their caches */
+    const int64_t layer = 3 * q_max + 4 * kv_max + 3 * ff_max + 10 * D + 2 * g->n_pl +
                           2 * (int64_t)g->n_expert_used + g->n_expert;
     const int64_t embed = 3 * plf;
     const int64_t head = D;

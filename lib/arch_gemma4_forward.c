@@ -91,7 +91,6 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     const memra_model_t *m = r->m;
     const memra__g4_t *g = m->arch_data;
     const memra__g4_layer_t *L = &g->layers[il];
-    memra_cache_t *c = r->c;
     const int64_t n = r->n, D = m->n_embd, cf = m->carry_floats;
     const int64_t hd = L->hd, q_dim = (int64_t)L->n_head * hd, kv_dim = (int64_t)L->n_kv_head * hd;
 
@@ -135,30 +134,21 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
         }
     } else if (L->kv_fill) {
-        /* the source is on an earlier stage: append its rows of this chunk,
-         * taken from the carry, to this stage's mirror of its cache */
+        /* the source is on an earlier stage: append its rows of this step,
+         * taken from the carry, to this stage's mirror of each cache */
         const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
-        if (c->type_k == MEMRA_TYPE_F32 && c->type_v == MEMRA_TYPE_F32) {
-            float *k_rows = memra__kv_dst(r, il, MEMRA__KV_K, NULL);
-            float *v_rows = memra__kv_dst(r, il, MEMRA__KV_V, NULL);
-            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, k_rows, kv_dim, slot, cf, NULL, 0, n, kv_dim, 0.0f));
-            MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, v_rows, kv_dim, slot + kv_dim, cf, NULL, 0, n, kv_dim, 0.0f));
-        } else { /* the source's float rows, converted as the source converted them */
-            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, slot, cf));
-            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, slot + kv_dim, cf));
-        }
+        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, slot, cf));
+        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, slot + kv_dim, cf));
     }
 
     /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
      * mirror's, which are the same floats): the source runs earlier in the
-     * same chunk, so this chunk's rows are there. */
+     * same step, so this step's rows are there. */
     const int32_t src = L->kv_read;
     MEMRA__WS(attn, n * q_dim);
     memra_attn_args_t a = {
         .q = q,
         .out = attn,
-        .n_tokens = n,
-        .pos0 = r->pos0,
         .n_head = L->n_head,
         .n_kv_head = L->n_kv_head,
         .head_dim = hd,
@@ -166,8 +156,7 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
         .scale = 1.0f, /* q and k are RMS-normed: no 1/sqrt(hd) */
         .n_swa = L->swa ? g->n_swa : 0,
     };
-    memra__kv_attn(c, src, &a);
-    MEMRA__TRY(r->ops->attention(r->be, &a));
+    MEMRA__TRY(memra__arch_attention(r, src, &a));
     return mm(r, &L->wo, attn, q_dim, out, D, n);
 }
 

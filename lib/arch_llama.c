@@ -359,16 +359,15 @@ static memra_status_t attention_block(memra__run_t *r, int32_t il)
     ra.token_stride = nkv;
     MEMRA__TRY(ops->rope(be, &ra));
 
-    /* The cache keeps K after norm and RoPE; rows pos0.. of this chunk. */
+    /* Each sequence's cache keeps its rows' K after norm and RoPE, from
+     * its position on; attention runs per sequence over its own cache. */
     MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k, nkv));
     MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v, nkv));
 
     MEMRA__WS(att, n * nq);
-    memra_attn_args_t aa = {.q = q, .out = att, .n_tokens = n, .pos0 = r->pos0, .n_head = L->n_head,
-                            .n_kv_head = L->n_head_kv, .head_dim = hd, .q_stride = nq,
-                            .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
-    memra__kv_attn(r->c, il, &aa);
-    MEMRA__TRY(ops->attention(be, &aa));
+    memra_attn_args_t aa = {.q = q, .out = att, .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd,
+                            .q_stride = nq, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0};
+    MEMRA__TRY(memra__arch_attention(r, il, &aa));
 
     MEMRA__WS(y, n * E);
     MEMRA__TRY(linear(r, &L->wo, L->bo, att, nq, y, E, n));

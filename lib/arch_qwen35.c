@@ -419,7 +419,7 @@ static int64_t ws_attention(const q35_t *q, int64_t n)
          + n * qdim                              /* q */
          + n * q->n_head_kv * q->head_dim        /* k before its norm */
          + n * qdim                              /* o */
-         + 2 * n * q->n_head_kv * q->head_dim;   /* K and V rows before a non-F32 cache's conversion */
+         + 2 * n * q->n_head_kv * q->head_dim;   /* K and V rows before a non-F32 cache or several sequences' caches */
 }
 
 static int64_t ws_deltanet(const q35_t *q, int64_t n)
@@ -476,7 +476,6 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     const q35_t *q = Q(r);
     const int64_t n = r->n, hd = q->head_dim, H = q->n_head, Hkv = q->n_head_kv, cf = r->m->carry_floats;
     const int64_t kv_w = r->m->layer_cache[il].k_floats;
-    const memra__backend_i *ops = r->ops;
 
     MEMRA__WS(qg, n * 2 * H * hd);
     MEMRA__WS(qn, n * H * hd);
@@ -484,15 +483,16 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     MEMRA__WS(o, n * H * hd);
     MEMRA__WS(k_tmp, n * kv_w);
     MEMRA__WS(v_tmp, n * kv_w);
-    /* an F32 cache's rows of this chunk, else float rows converted below */
+    /* one sequence's F32 cache rows of this step, else float rows stored
+     * (converted) into each sequence's cache below */
     float *k_rows = memra__kv_dst(r, il, MEMRA__KV_K, k_tmp);
     float *v_rows = memra__kv_dst(r, il, MEMRA__KV_V, v_tmp);
+    const int64_t kv_ld = kv_w;
 
-    /* q|gate, k and v of attn_norm(x); V goes straight into the cache rows
-     * of this chunk */
+    /* q|gate, k and v of attn_norm(x) */
     const memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = q->eps,
                                 .n_w = 3, .w = {&L->wq, &L->wk, &L->wv}, .y = {qg, kraw, v_rows},
-                                .ldy = {2 * H * hd, Hkv * hd, kv_w}, .x_tmp = h};
+                                .ldy = {2 * H * hd, Hkv * hd, kv_ld}, .x_tmp = h};
     MEMRA__TRY(memra__matmul_ex(r->be, &in));
 
     /* per-head RMS norm + NEOX rope of q (head h: rows [2h·hd, 2h·hd+hd) of
@@ -501,7 +501,7 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
         .part = {{.src = qg, .src_head_stride = 2 * hd, .src_token_stride = 2 * H * hd, .dst = qn,
                   .dst_head_stride = hd, .dst_token_stride = H * hd, .n_heads = H, .norm_w = L->q_norm},
                  {.src = kraw, .src_head_stride = hd, .src_token_stride = Hkv * hd, .dst = k_rows,
-                  .dst_head_stride = hd, .dst_token_stride = kv_w, .n_heads = Hkv, .norm_w = L->k_norm}},
+                  .dst_head_stride = hd, .dst_token_stride = kv_ld, .n_heads = Hkv, .norm_w = L->k_norm}},
         .n_parts = 2, .eps = q->eps,
         .rope = {.n_tokens = n, .head_dim = hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
                  .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX}};
@@ -509,12 +509,11 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
     MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k_rows, kv_w));
     MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v_rows, kv_w));
 
-    memra_attn_args_t at = {.q = qn, .out = o, .n_tokens = n, .pos0 = r->pos0, .n_head = H, .n_kv_head = Hkv,
-                            .head_dim = hd, .q_stride = H * hd, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,
-                            /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
-                            .gate = qg + hd, .gate_stride = 2 * H * hd, .gate_head_stride = 2 * hd};
-    memra__kv_attn(r->c, il, &at);
-    MEMRA__TRY(ops->attention(r->be, &at));
+    const memra_attn_args_t at = {.q = qn, .out = o, .n_head = H, .n_kv_head = Hkv, .head_dim = hd,
+                                  .q_stride = H * hd, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,
+                                  /* o ⊙ sigmoid(gate): gate of head h is rows [2h·hd+hd, 2h·hd+2hd) of qg */
+                                  .gate = qg + hd, .gate_stride = 2 * H * hd, .gate_head_stride = 2 * hd};
+    MEMRA__TRY(memra__arch_attention(r, il, &at));
     /* x += wo · o */
     const memra_mm_args_t out = {.x = o, .ldx = H * hd, .n_rows = n, .n_w = 1, .w = {&L->wo}, .y = {x},
                                  .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};
@@ -556,15 +555,20 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
      * y = rms(o_j)·ssm_norm ⊙ silu(z_j). The conv is the step's (not the
      * in-projection's epilogue): per-row conv work at the end of the
      * matvec's rows cost ~2.5 % of a decode token (docs/PERFORMANCE.md) */
-    const memra_gdn_args_t st = {
-        .conv = {.x = mixed, .x_stride = C, .state = r->c->conv[il], .w = (const float *)L->wconv.data, .out = conv,
-                 .n_tokens = n, .channels = C, .kernel = q->d_conv},
-        .delta = {.q = conv, .k = conv + KD, .v = conv + 2 * KD, .g = g, .beta = beta, .qk_stride = C, .v_stride = C,
-                  .gb_stride = nv, .state = r->c->ssm[il], .out = o, .n_tokens = n, .n_k = q->n_k, .n_v = nv,
-                  .d = q->d_k, .scale = 1.0f / sqrtf((float)q->d_k)},
-        .l2_eps = q->eps, .norm_w = L->ssm_norm, .norm_eps = q->eps, .z = z, .z_stride = VD, .y = y,
-        .qk_tmp = qk, .o_tmp = o};
-    MEMRA__TRY(memra__gdn(r->be, &st));
+    for (int32_t i = 0; i < r->n_seg; i++) { /* each sequence through its own conv and delta-rule state */
+        const memra__seg_t *sg = &r->seg[i];
+        const int64_t r0 = sg->row0;
+        const memra_gdn_args_t st = {
+            .conv = {.x = mixed + r0 * C, .x_stride = C, .state = sg->c->conv[il], .w = (const float *)L->wconv.data,
+                     .out = conv + r0 * C, .n_tokens = sg->n, .channels = C, .kernel = q->d_conv},
+            .delta = {.q = conv + r0 * C, .k = conv + r0 * C + KD, .v = conv + r0 * C + 2 * KD, .g = g + r0 * nv,
+                      .beta = beta + r0 * nv, .qk_stride = C, .v_stride = C, .gb_stride = nv, .state = sg->c->ssm[il],
+                      .out = o + r0 * VD, .n_tokens = sg->n, .n_k = q->n_k, .n_v = nv, .d = q->d_k,
+                      .scale = 1.0f / sqrtf((float)q->d_k)},
+            .l2_eps = q->eps, .norm_w = L->ssm_norm, .norm_eps = q->eps, .z = z + r0 * VD, .z_stride = VD,
+            .y = y + r0 * VD, .qk_tmp = qk + r0 * 2 * KD, .o_tmp = o + r0 * VD};
+        MEMRA__TRY(memra__gdn(r->be, &st));
+    }
     /* x += ssm_out · y */
     const memra_mm_args_t out = {.x = y, .ldx = VD, .n_rows = n, .n_w = 1, .w = {&L->wssm_out}, .y = {x},
                                  .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};

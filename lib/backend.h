@@ -396,6 +396,14 @@ struct memra__backend {
     bool fast;
 };
 
+/* True on the calling thread while the forward runs a step of several
+ * sequences' one-row items (lib/forward.c): a backend must then run every
+ * row on its per-row-exact kernels (the decode kernels), even when `fast`
+ * would pick a kernel whose rows depend on the row count (CUDA: f16 GEMMs
+ * above MEMRA_MMV_MAX_ROWS rows, grouped MoE GEMMs, narrow attention
+ * blocks), so a batched decode row equals that sequence's decode alone. */
+bool memra__rows_exact(void);
+
 /* Argument checks of the op slots shared by every backend (lib/op_check.c):
  * an error status with its message, or MEMRA_OK with *none set when the op
  * has nothing to do. */

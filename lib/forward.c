@@ -1,51 +1,217 @@
-/* The forward driver: validates a request and splits it into prefill
- * chunks, each walked through the stages by memra__run_chunk (lib/stage.c).
- * Arch code never sees chunking or stages, so decode, any chunk size and
- * any stage split run the same ops on the same rows. */
+/* The forward driver: validates a request (one sequence, or a batch of
+ * items each with its own cache) and splits it into steps, each walked
+ * through the stages by memra__run_step (lib/stage.c). A step holds every
+ * item's next chunk of at most prefill_chunk tokens, so memra_forward is
+ * the one-item case of memra_forward_batch. Arch code never sees chunking
+ * or stages, so decode, any chunk size, any batch and any stage split run
+ * the same ops on the same rows (docs/BATCHING.md). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pipeline_impl.h" /* struct memra__pp: deferred steps in flight */
 
+/* Set on the calling thread while a step of several decode rows runs
+ * (backend.h). A thread-local, not a backend field: two models may share
+ * an engine from two threads. */
+static _Thread_local bool g_rows_exact;
+
+bool memra__rows_exact(void)
+{
+    return g_rows_exact;
+}
+
+int32_t memra_model_max_batch(const memra_model_t *m)
+{
+    return m ? MEMRA_MAX_BATCH : 0;
+}
+
+#define MEMRA__TRY_FW(expr)                                                                        \
+    do {                                                                                           \
+        memra_status_t st_ = (expr);                                                               \
+        if (st_ != MEMRA_OK)                                                                       \
+            return st_;                                                                            \
+    } while (0)
+
+/* Checks one item; FN names it in messages ("memra_forward" or
+ * "memra_forward_batch: item I"). Reads nothing but the item. */
+static memra_status_t check_item(memra_model_t *m, const char *fn, const memra_batch_item_t *it)
+{
+    memra_cache_t *c = it->cache;
+    const int32_t n = it->n_tokens;
+    if (!c || (!it->tokens && n > 0))
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: NULL cache or tokens", fn);
+    if (c->model != m)
+        return memra__model_fail(m, MEMRA_E_MISUSE, "%s: the cache belongs to another model", fn);
+    if (n <= 0)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: n = %d (need at least one token)", fn, n);
+    if (it->flags & ~MEMRA_FORWARD_ALL_ROWS)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: unknown flags 0x%x", fn, it->flags);
+    if (atomic_load(&c->in_flight) > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "%s: pipelined steps are in flight on this cache", fn);
+    if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "%s: pipelined steps of this model are in flight "
+                                 "(wait on or free their pendings first)", fn);
+    /* the capacity first: an N beyond it is refused before TOKENS is read */
+    if ((int64_t)c->pos + n > c->n_ctx)
+        return memra__model_fail(m, MEMRA_E_FULL, "%s: %d token(s) at position %d exceed the cache capacity %d", fn,
+                                 n, c->pos, c->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (it->tokens[i] < 0 || it->tokens[i] >= m->n_vocab)
+            return memra__model_fail(m, MEMRA_E_RANGE, "%s: token %d at index %d is outside the vocabulary [0, %d)",
+                                     fn, it->tokens[i], i, m->n_vocab);
+    return MEMRA_OK;
+}
+
+/* Whether any stage runs a fast engine (backend.h: fast prefill kernels
+ * whose rows depend on the row count). */
+static bool model_fast(const memra_model_t *m)
+{
+    for (int32_t s = 0; s < m->n_stages; s++)
+        if (m->stages[s].be->fast)
+            return true;
+    return false;
+}
+
+/* The buffers of one batch run: per item how many tokens are done, and a
+ * step's segments and tokens. */
+typedef struct batch_run {
+    int32_t done[MEMRA_MAX_BATCH];
+    memra__seg_t seg[MEMRA_MAX_BATCH];
+    int32_t *tokens;
+} batch_run_t;
+
+/* Adds item I's next chunk (at most prefill_chunk tokens) as a segment of
+ * the step being built: rows from *N_ROWS on. */
+static void add_chunk(const memra_model_t *m, const memra_batch_item_t *it, batch_run_t *b, int32_t i, int32_t *n_seg,
+                      int32_t *n_rows)
+{
+    const int32_t left = it->n_tokens - b->done[i];
+    const int32_t k = left < m->prefill_chunk ? left : m->prefill_chunk;
+    const bool final = b->done[i] + k == it->n_tokens, all = (it->flags & MEMRA_FORWARD_ALL_ROWS) != 0;
+    memra__seg_t *s = &b->seg[(*n_seg)++];
+    *s = (memra__seg_t){.c = it->cache, .row0 = *n_rows, .n = k, .pos0 = it->cache->pos};
+    if (it->logits && (all || final)) {
+        s->out0 = all ? 0 : k - 1;
+        s->n_out = all ? k : 1;
+        s->host_logits = all ? it->logits + (size_t)b->done[i] * (size_t)m->n_vocab : it->logits;
+    }
+    memcpy(b->tokens + *n_rows, it->tokens + b->done[i], (size_t)k * sizeof(int32_t));
+    *n_rows += k;
+}
+
+/* Runs the segments [s0, s0+n_seg) of B (rows back to back from the first
+ * one's row0) and advances their caches. */
+static memra_status_t run_segs(memra_model_t *m, batch_run_t *b, int32_t s0, int32_t n_seg, bool rows_exact)
+{
+    memra__seg_t *seg = b->seg + s0;
+    const int32_t base = seg[0].row0;
+    int32_t n_rows = 0;
+    for (int32_t i = 0; i < n_seg; i++) {
+        seg[i].row0 -= base;
+        n_rows += seg[i].n;
+    }
+    g_rows_exact = rows_exact;
+    memra_status_t s = memra__run_step(m, seg, n_seg, b->tokens + base, n_rows);
+    g_rows_exact = false;
+    for (int32_t i = 0; i < n_seg; i++)
+        seg[i].row0 += base;
+    if (s)
+        return s;
+    for (int32_t i = 0; i < n_seg; i++)
+        seg[i].c->pos += seg[i].n;
+    return MEMRA_OK;
+}
+
+/* Runs validated ITEMS to the end, one step per round of chunks. A fast
+ * engine's prefill kernels make a row depend on the rows beside it, so
+ * there a round runs its one-row segments (decodes) together on the
+ * per-row-exact kernels, and each longer chunk alone, as memra_forward
+ * runs it. */
+static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items)
+{
+    int64_t rows = 0;
+    for (int32_t i = 0; i < n_items; i++)
+        rows += items[i].n_tokens < m->prefill_chunk ? items[i].n_tokens : m->prefill_chunk;
+    batch_run_t run = {0}, *b = &run;
+    int32_t *tokens = malloc((size_t)rows * sizeof *tokens);
+    if (!tokens)
+        return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory");
+    b->tokens = tokens;
+    const bool fast = model_fast(m);
+    memra_status_t s = MEMRA_OK;
+    for (bool more = true; more && !s;) {
+        /* the round's one-row chunks first, then the longer ones */
+        int32_t n_seg = 0, n_rows = 0, n1 = 0, idx[MEMRA_MAX_BATCH];
+        for (int pass = 0; pass < 2; pass++)
+            for (int32_t i = 0; i < n_items; i++) {
+                const int32_t left = items[i].n_tokens - b->done[i];
+                if (left > 0 && (left == 1 || m->prefill_chunk == 1) == (pass == 0)) {
+                    idx[n_seg] = i;
+                    add_chunk(m, &items[i], b, i, &n_seg, &n_rows);
+                }
+            }
+        for (int32_t j = 0; j < n_seg; j++)
+            n1 += b->seg[j].n == 1;
+        if (!fast) {
+            s = run_segs(m, b, 0, n_seg, false);
+        } else {
+            if (n1 > 0)
+                s = run_segs(m, b, 0, n1, true);
+            for (int32_t j = n1; j < n_seg && !s; j++)
+                s = run_segs(m, b, j, 1, false);
+        }
+        more = false;
+        for (int32_t j = 0; j < n_seg && !s; j++) {
+            b->done[idx[j]] += b->seg[j].n;
+            more = more || b->done[idx[j]] < items[idx[j]].n_tokens;
+        }
+    }
+    free(tokens);
+    return s;
+}
+
+static memra_status_t forward_batch(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items,
+                                    uint32_t flags)
+{
+    static const char fn[] = "memra_forward_batch";
+    if (!m)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: NULL model", fn);
+    if (!items || n_items <= 0 || n_items > MEMRA_MAX_BATCH)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: %s (need 1..%d items)", fn,
+                                 !items ? "items is NULL" : n_items <= 0 ? "no items" : "too many items",
+                                 MEMRA_MAX_BATCH);
+    if (flags)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: unknown flags 0x%x", fn, flags);
+    for (int32_t i = 0; i < n_items; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s: item %d", fn, i);
+        MEMRA__TRY_FW(check_item(m, name, &items[i]));
+        for (int32_t j = 0; j < i; j++)
+            if (items[j].cache == items[i].cache)
+                return memra__model_fail(m, MEMRA_E_INVALID, "%s: items %d and %d use the same cache", fn, j, i);
+    }
+    memra__err_clear(&m->err);
+    return run_items(m, items, n_items);
+}
+
+memra_status_t memra_forward_batch(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items, uint32_t flags)
+{
+    if (!m)
+        return forward_batch(m, items, n_items, flags);
+    MEMRA__MODEL_GUARDED(m, "memra_forward_batch", forward_batch(m, items, n_items, flags));
+}
+
 static memra_status_t forward(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n, uint32_t flags,
                               float *logits)
 {
+    static const char fn[] = "memra_forward";
     if (!m || !c || (!tokens && n > 0))
-        return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "memra_forward: NULL model, cache or tokens");
-    if (c->model != m)
-        return memra__model_fail(m, MEMRA_E_MISUSE, "memra_forward: the cache belongs to another model");
-    if (n <= 0)
-        return memra__model_fail(m, MEMRA_E_INVALID, "memra_forward: n = %d (need at least one token)", n);
-    if (flags & ~MEMRA_FORWARD_ALL_ROWS)
-        return memra__model_fail(m, MEMRA_E_INVALID, "memra_forward: unknown flags 0x%x", flags);
-    if (atomic_load(&c->in_flight) > 0)
-        return memra__model_fail(m, MEMRA_E_BUSY, "memra_forward: pipelined steps are in flight on this cache");
-    if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
-        return memra__model_fail(m, MEMRA_E_BUSY, "memra_forward: pipelined steps of this model are in flight "
-                                 "(wait on or free their pendings first)");
-    /* the capacity first: an N beyond it is refused before TOKENS is read */
-    if ((int64_t)c->pos + n > c->n_ctx)
-        return memra__model_fail(m, MEMRA_E_FULL, "memra_forward: %d token(s) at position %d exceed the cache capacity %d",
-                                 n, c->pos, c->n_ctx);
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->n_vocab)
-            return memra__model_fail(m, MEMRA_E_RANGE, "memra_forward: token %d at index %d is outside the vocabulary [0, %d)",
-                                     tokens[i], i, m->n_vocab);
+        return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "%s: NULL model, cache or tokens", fn);
+    const memra_batch_item_t it = {.cache = c, .tokens = tokens, .n_tokens = n, .flags = flags, .logits = logits};
+    MEMRA__TRY_FW(check_item(m, fn, &it));
     memra__err_clear(&m->err);
-    bool all = (flags & MEMRA_FORWARD_ALL_ROWS) != 0;
-    for (int32_t done = 0; done < n;) {
-        int32_t k = n - done < m->prefill_chunk ? n - done : m->prefill_chunk;
-        bool final = done + k == n;
-        int32_t out0 = all ? 0 : k - 1;
-        int32_t n_out = !logits ? 0 : all ? k : final ? 1 : 0;
-        float *dst = !logits ? NULL : all ? logits + (size_t)done * (size_t)m->n_vocab : logits;
-        memra_status_t s = memra__run_chunk(m, c, tokens + done, k, out0, n_out, dst);
-        if (s)
-            return s;
-        c->pos += k;
-        done += k;
-    }
-    return MEMRA_OK;
+    return run_items(m, &it, 1);
 }
 
 memra_status_t memra_forward(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n, uint32_t flags,

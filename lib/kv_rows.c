@@ -27,26 +27,40 @@ static void *rows_at(const memra_cache_t *c, int32_t il, memra__kv_part_t part, 
 
 float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *scratch)
 {
-    if (memra__kv_type(r->c, part) == MEMRA_TYPE_F32)
-        return rows_at(r->c, il, part, r->pos0);
+    if (r->n_seg == 1 && memra__kv_type(r->seg[0].c, part) == MEMRA_TYPE_F32)
+        return rows_at(r->seg[0].c, il, part, r->seg[0].pos0);
     return scratch;
 }
 
 memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
                              int64_t src_stride)
 {
-    const memra_cache_t *c = r->c;
-    const int64_t w = row_floats(c, il, part);
-    void *dst = rows_at(c, il, part, r->pos0);
-    const memra_type_t type = memra__kv_type(c, part);
-    if (type == MEMRA_TYPE_F32 && src == dst && src_stride == w)
-        return MEMRA_OK;
-    if (type == MEMRA_TYPE_F32 && src_stride == w) /* the forwards' copy of old: one contiguous copy */
-        return r->ops->copy(r->be, dst, src, (size_t)(r->n * w) * sizeof(float));
-    const memra_kv_store_args_t a = {.src = src, .src_stride = src_stride, .dst = dst,
-                                     .dst_row_bytes = memra__kv_row_bytes(c, il, part), .type = type,
-                                     .rows = r->n, .cols = w};
-    return r->ops->kv_store(r->be, &a);
+    for (int32_t i = 0; i < r->n_seg; i++) {
+        const memra__seg_t *s = &r->seg[i];
+        const memra_cache_t *c = s->c;
+        const int64_t w = row_floats(c, il, part);
+        void *dst = rows_at(c, il, part, s->pos0);
+        const float *from = src + (int64_t)s->row0 * src_stride;
+        const memra_type_t type = memra__kv_type(c, part);
+        if (type == MEMRA_TYPE_F32 && from == dst && src_stride == w)
+            continue;
+        memra_status_t st;
+        if (type == MEMRA_TYPE_F32 && src_stride == w) { /* one contiguous block: a plain copy */
+            st = r->ops->copy(r->be, dst, from, (size_t)(s->n * w) * sizeof(float));
+        } else if (type == MEMRA_TYPE_F32) {
+            const memra_ew_args_t e = {.op = MEMRA_EW_COPY, .y = dst, .a = from, .rows = s->n, .cols = w,
+                                       .ys = w, .as = src_stride};
+            st = r->ops->elementwise(r->be, &e);
+        } else {
+            const memra_kv_store_args_t a = {.src = from, .src_stride = src_stride, .dst = dst,
+                                             .dst_row_bytes = memra__kv_row_bytes(c, il, part), .type = type,
+                                             .rows = s->n, .cols = w};
+            st = r->ops->kv_store(r->be, &a);
+        }
+        if (st)
+            return st;
+    }
+    return MEMRA_OK;
 }
 
 void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a)

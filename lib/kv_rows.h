@@ -19,16 +19,17 @@ typedef enum memra__kv_part {
 memra_type_t memra__kv_type(const memra_cache_t *c, memra__kv_part_t part);
 size_t memra__kv_row_bytes(const memra_cache_t *c, int32_t il, memra__kv_part_t part);
 
-/* Where this chunk's float rows of layer IL's K (V) are computed, with
- * row stride k_floats: the cache rows pos0.. themselves for an F32 cache,
- * else SCRATCH (n * k_floats floats of the caller's workspace), which
- * memra__kv_put then converts. */
+/* Where this step's float rows of layer IL's K (V) are computed, with
+ * row stride k_floats: with one segment and an F32 cache, that cache's
+ * rows pos0.. themselves; else SCRATCH (n * k_floats floats of the
+ * caller's workspace), which memra__kv_put then stores into each
+ * segment's cache. */
 float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *scratch);
 
-/* Stores this chunk's N float rows SRC (SRC_STRIDE floats apart) of layer
- * IL's K (V) at rows pos0..: nothing when SRC is what memra__kv_dst gave
- * for an F32 cache, a copy for other F32 rows, else the backend's
- * kv_store conversion. */
+/* Stores each segment's float rows of SRC (the step's rows, SRC_STRIDE
+ * floats apart) of layer IL's K (V) into its own cache from its position
+ * on: nothing when they are what memra__kv_dst gave for an F32 cache, a
+ * copy for other F32 rows, else the backend's kv_store conversion. */
 memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
                              int64_t src_stride);
 

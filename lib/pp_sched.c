@@ -76,8 +76,9 @@ static memra_status_t run_part(memra_model_t *m, int32_t s, struct memra_pending
     lock_pair(pp, s, s);
     if (boundary_events(m, s))
         e = o->event_wait(st->be, pp->ev_filled[s][k]);
+    const memra__seg_t seg = {.c = p->c, .n = 1, .pos0 = p->io[1], .n_out = last ? 1 : 0};
     if (!e)
-        e = memra__stage_run(m, s, p->c, p->io, 1, in, 0, last ? 1 : 0, NULL);
+        e = memra__stage_run(m, s, &seg, 1, p->io, 1, in, NULL);
     if (!e && last) {
         e = o->download(st->be, p->logits, st->logits, (size_t)m->n_vocab * sizeof(float));
         if (!e)

@@ -99,11 +99,20 @@ static memra_status_t call(memra__run_t *r, int what, int32_t il)
     }
 }
 
-memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
-                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to)
+int32_t memra__segs_out(const memra__seg_t *seg, int32_t n_seg)
+{
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < n_seg; i++)
+        n_out += seg[i].n_out;
+    return n_out;
+}
+
+memra_status_t memra__stage_run(memra_model_t *m, int32_t si, const memra__seg_t *seg, int32_t n_seg,
+                                const int32_t *io_host, int32_t n, float *carry, float *logits_to)
 {
     memra__stage_t *st = &m->stages[si];
     bool last = si == m->n_stages - 1;
+    const int32_t n_out = memra__segs_out(seg, n_seg);
     size_t ws = m->arch->workspace_bytes(m, n) + 256;
     memra_status_t s = memra__stage_buf(m, st, &st->ws, &st->ws_cap, ws);
     if (!s)
@@ -116,9 +125,8 @@ memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, 
     if ((s = st->be->iface->upload(st->be, st->io, io_host, 2 * (size_t)n * sizeof(int32_t))))
         return memra__relay(NULL, s, "token upload failed: ");
     memra__run_t r = {
-        .m = m, .st = st, .be = st->be, .ops = st->be->iface, .c = c,
-        .n = n, .pos0 = io_host[n], .tokens = st->io, .pos = st->io + n,
-        .carry = carry, .out_row0 = out_row0, .n_out = n_out,
+        .m = m, .st = st, .be = st->be, .ops = st->be->iface, .seg = seg, .n_seg = n_seg,
+        .n = n, .tokens = st->io, .pos = st->io + n, .carry = carry, .n_out = n_out,
         .logits = logits_to ? logits_to : st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
     };
     if (si == 0)
@@ -130,22 +138,23 @@ memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, 
     return s;
 }
 
-/* One chunk, walked stage by stage on the calling thread: N tokens at the
- * cache position; logits rows [out_row0, out_row0+n_out) go to HOST_LOGITS
- * (n_out may be 0). */
-memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
-                                int32_t out_row0, int32_t n_out, float *host_logits)
+memra_status_t memra__run_step(memra_model_t *m, const memra__seg_t *seg, int32_t n_seg, const int32_t *tokens,
+                               int32_t n)
 {
     int32_t *io = malloc(2 * (size_t)n * sizeof *io);
     if (!io)
         return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory");
     memcpy(io, tokens, (size_t)n * sizeof *io);
-    for (int32_t i = 0; i < n; i++)
-        io[n + i] = c->pos + i;
+    for (int32_t i = 0; i < n_seg; i++)
+        for (int32_t j = 0; j < seg[i].n; j++)
+            io[n + seg[i].row0 + j] = seg[i].pos0 + j;
+    const int32_t n_out = memra__segs_out(seg, n_seg);
+    const size_t row_bytes = (size_t)m->n_vocab * sizeof(float);
     size_t carry_bytes = (size_t)n * (size_t)m->carry_floats * sizeof(float);
     memra_status_t s = MEMRA_OK;
     for (int32_t si = 0; si < m->n_stages && !s; si++) {
         memra__stage_t *st = &m->stages[si];
+        const bool last = si == m->n_stages - 1;
         if ((s = memra__stage_buf(m, st, (void **)&st->carry, &st->carry_cap, carry_bytes)))
             break;
         /* the boundary copy is queued on the previous stage's stream: wait
@@ -153,14 +162,17 @@ memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_
         if (si > 0 && ((s = memra__cross(m, si - 1, m->stages[si - 1].carry, si, st->carry, carry_bytes)) ||
                        (s = m->stages[si - 1].be->iface->synchronize(m->stages[si - 1].be))))
             break;
-        size_t out_bytes = (size_t)n_out * (size_t)m->n_vocab * sizeof(float);
+        /* one sequence's one row (a decode step): the head may write it
+         * straight into the caller's memory */
         float *mapped = NULL;
-        if (si == m->n_stages - 1 && n_out == 1 && st->be->iface->host_map && !m->arch->head_rewrites)
-            mapped = st->be->iface->host_map(st->be, host_logits, out_bytes);
-        if ((s = memra__stage_run(m, si, c, io, n, st->carry, out_row0, n_out, mapped)))
+        if (last && n_seg == 1 && n_out == 1 && st->be->iface->host_map && !m->arch->head_rewrites)
+            mapped = st->be->iface->host_map(st->be, seg[0].host_logits, row_bytes);
+        if ((s = memra__stage_run(m, si, seg, n_seg, io, n, st->carry, mapped)))
             break;
-        if (si == m->n_stages - 1 && n_out > 0 && !mapped)
-            s = st->be->iface->download(st->be, host_logits, st->logits, out_bytes);
+        for (int32_t i = 0, off = 0; last && !mapped && i < n_seg && !s; off += seg[i].n_out, i++)
+            if (seg[i].n_out > 0)
+                s = st->be->iface->download(st->be, seg[i].host_logits, st->logits + (size_t)off * m->n_vocab,
+                                            (size_t)seg[i].n_out * row_bytes);
         if (!s)
             s = st->be->iface->synchronize(st->be);
     }
@@ -170,3 +182,12 @@ memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_
     return s;
 }
 
+/* One chunk of one sequence: N tokens at the cache position; logits rows
+ * [out_row0, out_row0+n_out) go to HOST_LOGITS (n_out may be 0). */
+memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
+                                int32_t out_row0, int32_t n_out, float *host_logits)
+{
+    const memra__seg_t seg = {.c = c, .row0 = 0, .n = n, .pos0 = c->pos, .out0 = out_row0, .n_out = n_out,
+                              .host_logits = host_logits};
+    return memra__run_step(m, &seg, 1, tokens, n);
+}

@@ -33,19 +33,32 @@ typedef struct memra__stage {
     size_t logits_cap;
 } memra__stage_t;
 
-/* One chunk of one forward on one stage. */
+/* One sequence's rows in a step (docs/BATCHING.md). A step's rows are
+ * the segments' rows back to back: a decode item is one row, a prefill
+ * chunk several. Everything that reads or writes per-sequence state (the KV
+ * rows, attention, the conv and delta-rule state) runs once per segment;
+ * everything else runs once over all rows. */
+typedef struct memra__seg {
+    memra_cache_t *c;
+    int32_t row0, n;             /* rows [row0, row0+n) of the step */
+    int32_t pos0;                /* cache position of row row0 */
+    int32_t out0, n_out;         /* logits of its rows [out0, out0+n_out) (n_out 0: none) */
+    float *host_logits;          /* where memra__run_step puts them ([n_out][n_vocab], host) */
+} memra__seg_t;
+
+/* One step of one forward on one stage. */
 typedef struct memra__run {
     memra_model_t *m;
     memra__stage_t *st;
     memra__backend_t *be;
     const memra__backend_i *ops; /* == be->iface */
-    memra_cache_t *c;
-    int32_t n;                   /* tokens in this chunk */
-    int32_t pos0;                /* position of the first one */
+    const memra__seg_t *seg;     /* host [n_seg], rows in order */
+    int32_t n_seg;
+    int32_t n;                   /* rows in this step (all segments) */
     const int32_t *tokens;       /* device [n] */
-    const int32_t *pos;          /* device [n]: pos0, pos0+1, ... */
+    const int32_t *pos;          /* device [n]: each row's cache position */
     float *carry;                /* device [n][m->carry_floats] */
-    int32_t out_row0, n_out;     /* head: logits for rows [out_row0, out_row0+n_out) */
+    int32_t n_out;               /* head: logits rows (the segments' out rows, in order) */
     float *logits;               /* device [n_out][n_vocab] */
     uint8_t *ws;                 /* workspace, bump-allocated, reset per callback */
     size_t ws_used, ws_cap;
@@ -66,21 +79,31 @@ memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char
 /* Frees a stage's buffers and allocations and releases its engine. */
 void memra__stage_free(memra__stage_t *st);
 
-/* Runs stage SI's part of N tokens at IO_HOST (tokens then positions) on
- * CARRY (device, [n][carry_floats]): embed on the first stage, its layers,
- * and the head on the last when N_OUT > 0, into LOGITS_TO (a device address,
- * e.g. mapped host memory) or, when NULL, st->logits. Queues work and does
- * not synchronize. */
-memra_status_t memra__stage_run(memra_model_t *m, int32_t si, memra_cache_t *c, const int32_t *io_host, int32_t n,
-                                float *carry, int32_t out_row0, int32_t n_out, float *logits_to);
+/* Logits rows the head of a step over SEG computes (the sum of n_out). */
+int32_t memra__segs_out(const memra__seg_t *seg, int32_t n_seg);
+
+/* Runs stage SI's part of a step of N rows (the segments SEG, N_SEG of
+ * them) at IO_HOST (tokens then positions) on CARRY (device,
+ * [n][carry_floats]): embed on the first stage, its layers, and the head
+ * on the last when a segment wants logits, into LOGITS_TO (a device
+ * address, e.g. mapped host memory) or, when NULL, st->logits. Queues work
+ * and does not synchronize. */
+memra_status_t memra__stage_run(memra_model_t *m, int32_t si, const memra__seg_t *seg, int32_t n_seg,
+                                const int32_t *io_host, int32_t n, float *carry, float *logits_to);
 /* Copies BYTES of carry from stage A's buffer SRC to stage B's DST
  * (memcpy on host memory, copy on one device, copy_peer, else a host
  * bounce). Queued on A; a host bounce synchronizes A. */
 memra_status_t memra__cross(memra_model_t *m, int32_t a, const float *src, int32_t b, float *dst, size_t bytes);
-/* One chunk walked stage by stage on the calling thread (memra_forward,
- * and deferred steps with streams=0): N tokens at the cache position;
- * logits rows [out_row0, out_row0+n_out) to HOST_LOGITS. Synchronizes.
- * A failure is also recorded on the model's error slot. */
+/* One step walked stage by stage on the calling thread (memra_forward,
+ * memra_forward_batch, and deferred steps with streams=0): the segments'
+ * TOKENS (host, [n], the segments' rows back to back) at their positions;
+ * each segment's logits rows to its host_logits. Does not advance the
+ * caches. Synchronizes. A failure is also recorded on the model's error
+ * slot. */
+memra_status_t memra__run_step(memra_model_t *m, const memra__seg_t *seg, int32_t n_seg, const int32_t *tokens,
+                               int32_t n);
+/* One chunk of one sequence (a one-segment step): N tokens at the cache
+ * position; logits rows [out_row0, out_row0+n_out) to HOST_LOGITS. */
 memra_status_t memra__run_chunk(memra_model_t *m, memra_cache_t *c, const int32_t *tokens, int32_t n,
                                 int32_t out_row0, int32_t n_out, float *host_logits);
 /* Grows a device buffer of stage ST to at least NEED bytes. */

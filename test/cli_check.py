@@ -31,6 +31,7 @@ BAD_NUMBER = {
     "memra-bench": ["-m", "/nonexistent.gguf", "-p", "abc"],
     "memra-bench-tokenize": ["-r", "0"],
     "memra-server": ["-m", "/nonexistent.gguf", "--parallel", "4x"],
+    "memra-batch": ["-f", "/nonexistent.txt", "-n", "0"],
     "memra-kernel-check": ["--iters=5x"],
     "memra-ppn-gate": ["/nonexistent.gguf", "P=1x"],
     "memra-argmax-margin-probe": ["/nonexistent.gguf", "/nonexistent.txt", "window=abc"],

@@ -207,6 +207,46 @@ MEMRA_API memra_status_t memra_forward(memra_model_t *model, memra_cache_t *cach
 MEMRA_API memra_status_t memra_decode_step(memra_model_t *model, memra_cache_t *cache, int32_t token,
                                            float *logits);
 
+/* ---- batched steps (docs/BATCHING.md) --------------------------------- */
+
+#define MEMRA_MAX_BATCH 64 /* items per memra_forward_batch call */
+
+/* One sequence's part of a batched step. The item is read during the call
+ * only; TOKENS and LOGITS stay the caller's. */
+typedef struct memra_batch_item {
+    memra_cache_t *cache;       /* the sequence; at most one item per cache in a call */
+    const int32_t *tokens;      /* n_tokens tokens at the cache's position: 1 for a decode, more for a prompt */
+    int32_t n_tokens;
+    uint32_t flags;             /* MEMRA_FORWARD_ALL_ROWS: logits of every token ([n_tokens][n_vocab]);
+                                   0: of the last token only ([n_vocab]) */
+    float *logits;              /* NULL = none */
+} memra_batch_item_t;
+
+/* Items one memra_forward_batch call takes (MEMRA_MAX_BATCH; 0 for NULL).
+ * Thread-safety: any thread. */
+MEMRA_API int32_t memra_model_max_batch(const memra_model_t *model);
+
+/* Advances N_ITEMS sequences of MODEL in one pass over the weights per
+ * step: each item's tokens run at its cache's position as memra_forward
+ * would run them, and the logits of each item are bit-identical to running
+ * it alone through memra_forward, whatever else is in the batch (the exact
+ * contract, and what a fast engine guarantees, are in docs/BATCHING.md).
+ * Items longer than the model's prefill_chunk are split into chunks; each
+ * step takes every item's next chunk, so prompts mix with decodes
+ * (continuous batching: pass a prompt in chunks over several calls to keep
+ * the decodes' steps short). Sequences join or leave between calls: the
+ * caches are independent handles. FLAGS: 0 (reserved).
+ * Errors, checked before anything runs (then no cache changes): NULL ITEMS
+ * or N_ITEMS outside 1..memra_model_max_batch, an item's NULL cache or
+ * tokens, n_tokens < 1 or unknown flags, or one cache in two items:
+ * MEMRA_E_INVALID; a cache of another model MEMRA_E_MISUSE; pos + n_tokens
+ * beyond a cache's capacity MEMRA_E_FULL; a token outside [0, n_vocab)
+ * MEMRA_E_RANGE; deferred steps in flight MEMRA_E_BUSY. The message names
+ * the item. A device error leaves the caches of the batch in an undefined
+ * state (clear them). Thread-safety: one thread at a time per model. */
+MEMRA_API memra_status_t memra_forward_batch(memra_model_t *model, const memra_batch_item_t *items,
+                                             int32_t n_items, uint32_t flags);
+
 #ifdef __cplusplus
 }
 #endif

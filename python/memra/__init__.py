@@ -20,6 +20,7 @@ from . import _capi as capi
 from ._arrays import HAVE_NUMPY
 from ._capi import (
     FORWARD_ALL_ROWS,
+    MAX_BATCH,
     MAX_PP_STAGES,
     TOKEN_ATTR_BYTE,
     TOKEN_ATTR_CONTROL,
@@ -112,6 +113,7 @@ __all__ = [
     "DeviceError",
     "Engine",
     "FORWARD_ALL_ROWS",
+    "MAX_BATCH",
     "FormatError",
     "Gguf",
     "GgufType",

@@ -48,6 +48,7 @@ LOG_ERROR = 3
 # model.h
 MAX_PP_STAGES = 16
 FORWARD_ALL_ROWS = 1
+MAX_BATCH = 64  # MEMRA_MAX_BATCH: items per memra_forward_batch call
 LAYER_ATTENTION = 0
 LAYER_SLIDING = 1
 LAYER_RECURRENT = 2
@@ -366,9 +367,22 @@ class ChatParams(Structure):
     ]
 
 
+class BatchItem(Structure):
+    """memra_batch_item_t (model.h): one sequence's part of memra_forward_batch."""
+
+    _fields_ = [
+        ("cache", c_void_p),
+        ("tokens", POINTER(c_int32)),
+        ("n_tokens", c_int32),
+        ("flags", c_uint32),
+        ("logits", POINTER(c_float)),
+    ]
+
+
 # Every public struct, with its C name (the ABI test compares the layouts).
 STRUCTS: Dict[str, Any] = {
     "memra_chat_params_t": ChatParams,
+    "memra_batch_item_t": BatchItem,
     "memra_engine_params_t": EngineParams,
     "memra_engine_info_t": EngineInfo,
     "memra_model_params_t": ModelParams,
@@ -439,6 +453,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_engine_params_init": (None, [POINTER(EngineParams), c_uint32]),
     "memra_engine_params_set_device": (_st, [POINTER(EngineParams), c_char_p]),
     "memra_forward": (_st, [_h, _h, _i32p, c_int32, c_uint32, _fp]),
+    "memra_forward_batch": (_st, [_h, POINTER(BatchItem), c_int32, c_uint32]),
     "memra_free": (None, [c_void_p]),
     "memra_gguf_alignment": (c_uint32, [_h]),
     "memra_gguf_arr_data": (c_void_p, [_h, c_int64]),
@@ -501,6 +516,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_model_last_error": (c_char_p, [_h]),
     "memra_model_layer_kind": (c_int32, [_h, c_int32]),
     "memra_model_load": (_st, [c_char_p, POINTER(ModelParams), _hp]),
+    "memra_model_max_batch": (c_int32, [_h]),
     "memra_model_n_ctx_train": (c_int32, [_h]),
     "memra_model_n_embd": (c_int32, [_h]),
     "memra_model_n_layers": (c_int32, [_h]),

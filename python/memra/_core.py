@@ -858,6 +858,40 @@ class Model(_Handle):
             return _arrays.rows(result, nrows, self.n_vocab)
         return result
 
+    @property
+    def max_batch(self) -> int:
+        """memra_model_max_batch: items one forward_batch call takes."""
+        return int(lib().memra_model_max_batch(self.handle))
+
+    def forward_batch(self, items: Sequence[Any], all_rows: bool = False, logits: bool = True) -> List[Any]:
+        """memra_forward_batch: advances several sequences in one pass over the
+        weights. ITEMS: (cache, tokens) pairs, one per cache (one token for a
+        decode, more for a prompt). Returns, per item, what forward would
+        return for it alone (bit for bit): the last row's logits, or with
+        ALL_ROWS every row; None with logits=False."""
+        n = len(items)
+        arr = (_capi.BatchItem * max(n, 1))()
+        keep: List[Any] = []
+        results: List[Any] = []
+        flags = _capi.FORWARD_ALL_ROWS if all_rows else 0
+        for i, (cache, tokens) in enumerate(items):
+            ids = _arrays.int32s(tokens)
+            keep.append(ids)
+            nrows = len(tokens) if all_rows else 1
+            result: Any = None
+            ptr: Any = None
+            if logits:
+                result, ptr = _arrays.new_floats(nrows * self.n_vocab)
+            arr[i].cache = cache.handle
+            arr[i].tokens = ctypes.cast(ids, ctypes.POINTER(ctypes.c_int32))
+            arr[i].n_tokens = len(tokens)
+            arr[i].flags = flags
+            arr[i].logits = ptr
+            results.append((result, nrows))
+        check(lib().memra_forward_batch(self.handle, arr, n, 0), "memra_forward_batch")
+        # rows after the call: without numpy they are copies of the flat buffer
+        return [_arrays.rows(r, k, self.n_vocab) if r is not None and all_rows else r for r, k in results]
+
     def decode(self, cache: Cache, token: int, out: Any = None, logits: bool = True) -> Any:
         """memra_decode_step: one token; returns its n_vocab logits (into OUT if given)."""
         result: Any = None

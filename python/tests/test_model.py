@@ -112,6 +112,37 @@ def test_decode_step_matches_prefill(model: memra.Model) -> None:
         assert again is out and all(math.isfinite(x) for x in _values(out))
 
 
+def test_forward_batch_equals_alone(model: memra.Model) -> None:
+    """memra_forward_batch: a prompt and two decodes in one step, each bit for
+    bit what forward/decode give alone; bad input raises and moves nothing."""
+    prompts = [model.tokenize("The quick brown fox"), model.tokenize("Once upon"), model.tokenize("Hi")]
+    assert model.max_batch == memra.MAX_BATCH == 64
+    with model.cache() as a1, model.cache() as a2, model.cache() as b1, model.cache() as b2, model.cache() as b3:
+        model.forward(a1, prompts[1], logits=False)
+        model.forward(a2, prompts[2], logits=False)
+        want = [model.forward(b1, prompts[0], all_rows=True)]
+        model.forward(b2, prompts[1], logits=False)
+        model.forward(b3, prompts[2], logits=False)
+        want += [model.decode(b2, 7), model.decode(b3, 9)]
+        with model.cache() as c0:
+            got = model.forward_batch([(c0, prompts[0]), (a1, [7]), (a2, [9])], all_rows=True)
+            assert c0.pos == len(prompts[0]) and a1.pos == b2.pos and a2.pos == b3.pos
+        assert len(got[0]) == len(prompts[0])
+        assert [_values(r) for r in got[0]] == [_values(r) for r in want[0]]
+        assert _values(got[1][0]) == _values(want[1])
+        assert _values(got[2][0]) == _values(want[2])
+        last = model.forward_batch([(a1, [3]), (a2, [4])])
+        assert _values(last[0]) == _values(model.decode(b2, 3))
+        pos = (a1.pos, a2.pos)
+        with pytest.raises(memra.MemraError):
+            model.forward_batch([(a1, [1]), (a1, [2])])  # one cache twice
+        with pytest.raises(memra.MemraError):
+            model.forward_batch([(a1, [1]), (a2, [model.n_vocab])])  # a token out of range
+        with pytest.raises(memra.MemraError):
+            model.forward_batch([])
+        assert (a1.pos, a2.pos) == pos
+
+
 def test_deferred_step(model: memra.Model) -> None:
     ids = model.tokenize("The quick brown fox")
     with model.cache() as c1, model.cache() as c2:
