@@ -73,11 +73,20 @@ static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, con
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
-            v[u] = r < n_rows ? kv_load4<T>(src + r * src_bytes, c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if (T == KV_F16) { /* already f16: the bytes as they are (an f16 k has no remainder) */
+                const uint2 h = r < n_rows ? __ldg((const uint2 *)(src + r * src_bytes) + c) : make_uint2(0u, 0u);
+                v[u] = make_float4(__uint_as_float(h.x), __uint_as_float(h.y), 0.f, 0.f);
+            } else {
+                v[u] = r < n_rows ? kv_load4<T>(src + r * src_bytes, c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
+            if (T == KV_F16) {
+                *(uint2 *)(dst + r * LD + c * 4) = make_uint2(__float_as_uint(v[u].x), __float_as_uint(v[u].y));
+                continue;
+            }
             const __half2 h0 = __floats2half2_rn(v[u].x, v[u].y), h1 = __floats2half2_rn(v[u].z, v[u].w);
             uint2 h;
             h.x = *reinterpret_cast<const uint32_t *>(&h0);
@@ -138,7 +147,7 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
     for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
         const int nk = (int)min((int64_t)BK, k_end - k0);
         __syncthreads(); /* the previous tile's K and V are read */
-        tc_load_rows<BK, HD, LQ, true, T>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
+        tc_load_rows<BK, HD, LQ, T != KV_F16, T>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
         tc_load_rows<BK, DV, LV, false, T>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
         __syncthreads();
         const bool seen = warp * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + BK - 1 > wp_lo - a.n_swa);
@@ -161,15 +170,18 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
                 uint32_t kf[4], kl[4];
                 const int ko = (jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
                 gq_ldmatrix_x4(kf, Ks + ko);
-                gq_ldmatrix_x4(kl, Kl + ko);
+                if (T != KV_F16)
+                    gq_ldmatrix_x4(kl, Kl + ko);
                 /* q·k as hi·hi + hi·lo + lo·hi: scores to about float32's
                  * precision (gemma4's unscaled scores reach tens: f16 q and
                  * k alone moved its fixtures' logits by 5e-3) */
                 gq_mma(s[2 * jj], ql, kf);
-                gq_mma(s[2 * jj], qa, kl);
+                if (T != KV_F16) /* an f16 cache's k is exact in f16: no lo part */
+                    gq_mma(s[2 * jj], qa, kl);
                 gq_mma(s[2 * jj], qa, kf);
                 gq_mma(s[2 * jj + 1], ql, kf + 2);
-                gq_mma(s[2 * jj + 1], qa, kl + 2);
+                if (T != KV_F16)
+                    gq_mma(s[2 * jj + 1], qa, kl + 2);
                 gq_mma(s[2 * jj + 1], qa, kf + 2);
             }
         }

@@ -232,6 +232,10 @@ static void attention_kv_case(kc *k, const char *name, memra_type_t kt, memra_ty
     const kc_pair p = {c.a[0].out, c.a[1].out, &o, "out"};
     memra__kc_check_vs_cpu(k, L, gb, &p, 1, at_run, &c, (double)span * (double)(rb[0] + rb[1] - 32));
 
+    /* a fast engine takes the tensor cores for K and V of one type only: a
+     * mixed pair's kernel is not the F32 rows' kernel there */
+    if (fast && kt != vt)
+        return;
     char name2[96];
     snprintf(name2, sizeof name2, "%s.vs_f32", name);
     memra_kernel_check_line_t *E = memra__kc_line(k, name2, "exact", 0, "cuda: K %s, V %s rows vs f32 rows of their values",
