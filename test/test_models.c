@@ -191,17 +191,26 @@ static void decode_into_host_alloc(memra_model_t *m, const ref_data *r, const fl
     memra_cache_free(c);
 }
 
+/* Loads F's reference data into R, or skips the test saying why (not
+ * selected, files absent): false then. */
+static bool open_fixture(const fixture *f, ref_data *r)
+{
+    if (!selected(f)) {
+        TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", f->name);
+        return false;
+    }
+    if (!load_ref(f, r)) {
+        TU_SKIP("%s: fixture files not found (set MEMRA_FIXTURES)", f->name);
+        return false;
+    }
+    return true;
+}
+
 static void check_fixture(const fixture *f)
 {
     ref_data r = {0};
-    if (!selected(f)) {
-        TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", f->name);
+    if (!open_fixture(f, &r))
         return;
-    }
-    if (!load_ref(f, &r)) {
-        TU_SKIP("%s: fixture files not found (set MEMRA_FIXTURES)", f->name);
-        return;
-    }
     size_t rowsz = (size_t)r.n_vocab;
     memra_model_t *m = load_model(f, 0);
     assert_int_equal(memra_model_n_vocab(m), r.n_vocab);
@@ -364,14 +373,8 @@ static int gate_vs_ref(const char *what, const float *got, const ref_data *r, in
 static void check_fixture_kv(const fixture *f)
 {
     ref_data r = {0};
-    if (!selected(f)) {
-        TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", f->name);
+    if (!open_fixture(f, &r))
         return;
-    }
-    if (!load_ref(f, &r)) {
-        TU_SKIP("%s: fixture files not found (set MEMRA_FIXTURES)", f->name);
-        return;
-    }
     const size_t rowsz = (size_t)r.n_vocab, n_all = rowsz * (size_t)r.n_tokens;
     memra_model_t *m = load_model(f, 0);
 
