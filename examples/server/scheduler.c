@@ -590,15 +590,14 @@ void sched_free(sched_t *s)
     free(s);
 }
 
-int sched_submit(sched_t *s, sched_req_t *r)
+/* sched_submit under the lock (test/test_server_sched.c queues several
+ * requests under one hold, so that one round admits them all). */
+static int submit_locked(sched_t *s, sched_req_t *r)
 {
-    pthread_mutex_lock(&s->mu);
     /* a free slot takes the request at once, so it does not use up the
      * queue (with --queue 0, requests run only while slots are free) */
-    if (s->stopping || s->n_queued + s->n_active >= s->queue_cap + s->n_slots) {
-        pthread_mutex_unlock(&s->mu);
+    if (s->stopping || s->n_queued + s->n_active >= s->queue_cap + s->n_slots)
         return -1;
-    }
     r->refs++;
     if (s->tail)
         s->tail->next = r;
@@ -607,8 +606,15 @@ int sched_submit(sched_t *s, sched_req_t *r)
     s->tail = r;
     s->n_queued++;
     pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+int sched_submit(sched_t *s, sched_req_t *r)
+{
+    pthread_mutex_lock(&s->mu);
+    const int rc = submit_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 int sched_wait(sched_t *s, sched_req_t *r, int timeout_ms, sched_update_t *u)
