@@ -11,8 +11,13 @@
 3. Bad requests: malformed JSON, wrong types, unsupported values, unknown
    model or path, wrong method, oversize bodies -> 400/404/405/413 with an
    OpenAI-style error object.
-4. 16 concurrent clients each running a bounded loop of requests (greedy
-   ones must give the same text as alone: the sequences do not mix).
+4. Batched steps: 8 greedy requests of different prompts and lengths give
+   the same texts run at once (one batched step a round, prompts fed in
+   chunks of --batch-prefill-chunk between the decodes) as run one at a
+   time (steps of one item), and /metrics shows steps of several items.
+   Then 16 concurrent clients each running a bounded loop of requests
+   (greedy ones must give the same text as alone: the sequences do not
+   mix).
 5. A slow client (body sent and response read in dribbles) and clients that
    leave mid-request: their sequences are cancelled, and afterwards the
    server still answers and /metrics shows no active sequence.
@@ -313,6 +318,59 @@ def bad_requests(srv):
         check("413 carries the error JSON", b'"request_too_large"' in body or body == b"", body[:300])
 
 
+BATCH_PROMPTS = ["The quick brown fox", "Once upon a time", "In the beginning", "1, 2, 3, 4, 5,",
+                 "The capital of France is", "def fibonacci(n):",
+                 "A long time ago in a galaxy far, far away, there lived a", "Hello"]
+
+
+def steps_of(m):
+    """(batched steps, steps of more than one item) from /metrics"""
+    return m.get("memra_batch_size_count", 0), m.get("memra_batch_size_count", 0) - m.get(
+        'memra_batch_size_bucket{le="1"}', 0)
+
+
+def batched_exact(srv):
+    def greedy(i):
+        body = {"prompt": BATCH_PROMPTS[i], "max_tokens": 10 + 3 * i, "temperature": 0}
+        if i % 2:
+            st, ev, done = srv.stream("/v1/completions", body)
+            return streamed_text(ev, False) if st == 200 and done else ("error", st, ev)
+        st, r = srv.post("/v1/completions", body)
+        return r["choices"][0]["text"] if st == 200 else ("error", st, r)
+
+    m0 = srv.metrics()
+    alone = [greedy(i) for i in range(len(BATCH_PROMPTS))]
+    m1 = srv.metrics()
+    check("batched: 8 greedy requests one at a time", all(isinstance(t, str) and t for t in alone), alone)
+    (n0, multi0), (n1, multi1) = steps_of(m0), steps_of(m1)
+    check("batched: one at a time, every step has one item", n1 > n0 and multi1 == multi0, (n0, n1, multi0, multi1))
+
+    together = [None] * len(BATCH_PROMPTS)
+    barrier = threading.Barrier(len(BATCH_PROMPTS))
+
+    def client(i):
+        try:
+            barrier.wait(30)
+            together[i] = greedy(i)
+        except Exception as e:  # noqa: BLE001 (any failure of a client is a test failure)
+            together[i] = ("exception", repr(e))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(BATCH_PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    m2 = srv.metrics()
+    bad = [(i, a, b) for i, (a, b) in enumerate(zip(alone, together)) if a != b]
+    check("batched: 8 concurrent greedy requests == one at a time", not bad, bad[:3])
+    n2, multi2 = steps_of(m2)
+    check("batched: steps of more than one item while concurrent", multi2 > multi1,
+          {k: v for k, v in m2.items() if "batch_size" in k})
+    check("batched: batch_size_sum counts the items", m2["memra_batch_size_sum"] - m1["memra_batch_size_sum"] >
+          n2 - n1 and m2["memra_batch_size_mean"] > 1, (m1, m2))
+    check("batched: steps_per_second > 0", m2.get("memra_steps_per_second", 0) > 0, m2.get("memra_steps_per_second"))
+
+
 def concurrent(srv, greedy_text):
     errors = []
     lock = threading.Lock()
@@ -414,6 +472,7 @@ def metrics(srv):
     check("/metrics: Prometheus text", ok, data[:500])
     m = srv.metrics()
     for name in ("memra_queue_depth", "memra_active_sequences", "memra_prompt_tokens_total",
+                 "memra_batch_size_count", "memra_batch_size_sum", "memra_step_seconds_total",
                  "memra_generated_tokens_total", "memra_prefill_tokens_per_second", "memra_decode_tokens_per_second",
                  'memra_requests_total{status="200"}', 'memra_requests_total{status="400"}',
                  'memra_requests_total{status="404"}', 'memra_requests_total{status="413"}'):
@@ -461,10 +520,15 @@ def main():
               "apt-get install libmicrohttpd-dev libjansson-dev); skipping")
         return 77
     t0 = time.time()
-    srv = Server(exe, model, "--parallel", "4", "--queue", "64", "-c", "2048", "--max-body", "65536")
+    # a small prefill chunk: prompts run in several batched steps, mixed
+    # with the decodes of the others (and the greedy text must still be
+    # memra-run's, which prefills the prompt whole)
+    srv = Server(exe, model, "--parallel", "8", "--queue", "64", "-c", "2048", "--max-body", "65536",
+                 "--batch-prefill-chunk", "4")
     try:
         greedy = basic(srv, run_exe, model)
         bad_requests(srv)
+        batched_exact(srv)
         concurrent(srv, greedy)
         slow_and_gone(srv)
         metrics(srv)

@@ -5,7 +5,8 @@
  * POST /v1/chat/completions and /v1/completions (stream or not), GET
  * /v1/models, /health and /metrics (docs/SERVER.md). The model is loaded
  * once; a scheduler thread (scheduler.c) runs up to --parallel sequences, each
- * on its own cache of --ctx-size tokens, and the HTTP side (http.c,
+ * on its own cache of --ctx-size tokens, all advanced together by one
+ * batched step per round, and the HTTP side (http.c,
  * libmicrohttpd) turns requests (api_request.c, jansson) into its work.
  * SIGINT or SIGTERM ends it: waiting requests fail, connections close. */
 #include <pthread.h>
@@ -36,6 +37,7 @@ enum {
     OPT_MAX_CONN,
     OPT_DEVICE,
     OPT_CHUNK,
+    OPT_BATCH_CHUNK,
 };
 
 static const cli_opt_t k_opts[] = {
@@ -57,8 +59,11 @@ static const cli_opt_t k_opts[] = {
     {OPT_MAX_CONN, "max-connections", "N", "connections at once (a thread each), 1..65536 (default: 256)"},
     {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
     {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
-    {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens: a new sequence gets one per scheduler round,\n"
+    {OPT_CHUNK, "chunk", "N", "the model's prefill chunk in tokens (longer prompt pieces run in chunks),\n"
                               "0 = the model's default (env MEMRA_PRIME_CHUNK, else 512) (default: 0)"},
+    {OPT_BATCH_CHUNK, "batch-prefill-chunk", "N", "prompt tokens a new sequence feeds per batched step, so the\n"
+                                                  "decodes of the others wait at most one chunk, 1..1048576\n"
+                                                  "(default: 256)"},
     {'v', "verbose", NULL, "log /health and /metrics requests too (default: only the others)"},
 };
 
@@ -92,7 +97,7 @@ static const char *model_id(const char *path, char *buf, size_t cap)
 int main(int argc, char **argv)
 {
     const char *model_path = NULL, *device = "cpu", *alias = NULL;
-    long n_ctx = 4096, parallel = 4, queue = 64, threads = 0, chunk = 0;
+    long n_ctx = 4096, parallel = 4, queue = 64, threads = 0, chunk = 0, batch_chunk = 256;
     http_config_t hc = {.host = "127.0.0.1", .port = 8080, .api_key = getenv("MEMRA_API_KEY"),
                         .max_body = 1 << 20, .timeout_s = 600, .max_connections = 256};
     for (int i = 1; i < argc; i++) /* llama.cpp's spelling of --parallel */
@@ -117,6 +122,7 @@ int main(int argc, char **argv)
         case OPT_DEVICE: device = v; break;
         case 't': threads = cli_long(&c, v, 0, 4096); break;
         case OPT_CHUNK: chunk = cli_long(&c, v, 0, 1 << 20); break;
+        case OPT_BATCH_CHUNK: batch_chunk = cli_long(&c, v, 1, 1 << 20); break;
         case 'v': hc.verbose = 1; break;
         }
     }
@@ -159,7 +165,7 @@ int main(int argc, char **argv)
     char id_buf[256];
     api_model_t am = {.tok = tok, .id = alias ? alias : model_id(model_path, id_buf, sizeof id_buf),
                       .n_ctx = (int32_t)n_ctx, .n_vocab = memra_model_n_vocab(model), .created = (long)time(NULL)};
-    if (!(sched = sched_create(model, (int32_t)parallel, (int32_t)n_ctx, (int32_t)queue, (int32_t)chunk)))
+    if (!(sched = sched_create(model, (int32_t)parallel, (int32_t)n_ctx, (int32_t)queue, (int32_t)batch_chunk)))
         goto out;
     if (!(http = http_start(&hc, sched, &am)))
         goto out;

@@ -70,5 +70,24 @@ char *metrics_text(const sched_stats_t *st, const metrics_status_t *by_status, i
     metric(&o, "decode_tokens_per_second", "gauge", "Decode rate: decode tokens / decode seconds.");
     put(&o, "memra_decode_tokens_per_second %.3f\n",
         st->decode_seconds > 0 ? (double)st->decode_tokens / st->decode_seconds : 0.0);
+    metric(&o, "batch_size", "histogram", "Items (sequences) per batched step (memra_forward_batch call).");
+    uint64_t below = 0;
+    for (int b = 0; b < SCHED_HIST_BUCKETS; b++) {
+        below += st->step_hist[b];
+        if (b < SCHED_HIST_BUCKETS - 1)
+            put(&o, "memra_batch_size_bucket{le=\"%d\"} %llu\n", 1 << b, (unsigned long long)below);
+        else
+            put(&o, "memra_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)below);
+    }
+    put(&o, "memra_batch_size_sum %llu\n", (unsigned long long)st->step_items);
+    put(&o, "memra_batch_size_count %llu\n", (unsigned long long)st->steps);
+    metric(&o, "batch_size_last", "gauge", "Items of the last batched step.");
+    put(&o, "memra_batch_size_last %d\n", st->last_step_items);
+    metric(&o, "batch_size_mean", "gauge", "Mean items per batched step: batch_size_sum / batch_size_count.");
+    put(&o, "memra_batch_size_mean %.3f\n", st->steps ? (double)st->step_items / (double)st->steps : 0.0);
+    metric(&o, "step_seconds_total", "counter", "Seconds spent in batched steps (prefill and decode).");
+    put(&o, "memra_step_seconds_total %.6f\n", st->step_seconds);
+    metric(&o, "steps_per_second", "gauge", "Step rate while in the model: batch_size_count / step_seconds_total.");
+    put(&o, "memra_steps_per_second %.3f\n", st->step_seconds > 0 ? (double)st->steps / st->step_seconds : 0.0);
     return o.p;
 }

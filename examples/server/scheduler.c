@@ -48,7 +48,8 @@ typedef struct slot {
     char error[256];
 } slot_t;
 
-/* One step of a round: tokens to run on a cache, logits wanted or not. */
+/* One sequence's item of a round's batched step: tokens to run on its
+ * cache, logits wanted or not. */
 typedef struct sched_step {
     slot_t *slot;
     const int32_t *tokens;
@@ -63,8 +64,11 @@ struct sched {
     memra_model_t *model;
     const memra_tokenizer_t *tok;
     int32_t n_vocab, n_ctx, chunk, n_slots, queue_cap;
+    int32_t max_batch;     /* items per memra_forward_batch call */
     slot_t *slots;
-    sched_step_t *steps;
+    sched_step_t *steps;   /* n_slots: the round's steps */
+    int *order;            /* n_slots: the steps that passed the checks */
+    memra_batch_item_t *items; /* max_batch: one call's items */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -187,34 +191,101 @@ static int slot_start(sched_t *s, slot_t *sl, sched_req_t *r)
     return 0;
 }
 
-/* Runs every step of a round. The model runs one forward at a time, so
- * today this is one call per sequence; a batched decode (advancing several
- * caches by one token in one call) replaces this loop, and only it. */
+/* A step the library would refuse, found before the call (0, or a status
+ * with the message in ST->error): memra_forward_batch checks every item
+ * first and then refuses the whole call, so one bad item would fail every
+ * sequence of the round. The scheduler never builds such a step (prompts
+ * fit the context and hold vocabulary ids, a sequence ends when its
+ * context is full), so this is a guard that keeps a bug to one request. */
+static memra_status_t step_check(sched_t *s, sched_step_t *st)
+{
+    const int32_t pos = memra_cache_pos(st->slot->cache), cap = memra_cache_capacity(st->slot->cache);
+    if (st->n > cap - pos) {
+        snprintf(st->error, sizeof st->error, "the context is full (position %d + %d tokens > %d)", pos, st->n,
+                 cap);
+        return MEMRA_E_FULL;
+    }
+    for (int32_t i = 0; i < st->n; i++)
+        if (st->tokens[i] < 0 || st->tokens[i] >= s->n_vocab) {
+            snprintf(st->error, sizeof st->error, "token %d outside the vocabulary (%d)", st->tokens[i],
+                     s->n_vocab);
+            return MEMRA_E_RANGE;
+        }
+    return MEMRA_OK;
+}
+
+/* Errors memra_forward_batch reports before it runs anything: no cache
+ * changed, so the items can be tried again one by one. */
+static int refused_whole(memra_status_t st)
+{
+    return st == MEMRA_E_INVALID || st == MEMRA_E_MISUSE || st == MEMRA_E_FULL || st == MEMRA_E_RANGE ||
+           st == MEMRA_E_BUSY;
+}
+
+static int hist_bucket(int32_t n)
+{
+    int b = 0;
+    while (b < SCHED_HIST_BUCKETS - 1 && (1 << b) < n)
+        b++;
+    return b;
+}
+
+/* One memra_forward_batch call over the steps STEPS[IDX[0..K-1]]. */
+static void run_call(sched_t *s, sched_step_t *steps, const int *idx, int k)
+{
+    int32_t rows_prefill = 0, rows_decode = 0;
+    for (int j = 0; j < k; j++) {
+        const sched_step_t *st = &steps[idx[j]];
+        s->items[j] = (memra_batch_item_t){.cache = st->slot->cache, .tokens = st->tokens, .n_tokens = st->n,
+                                           .logits = st->logits};
+        *(st->decode ? &rows_decode : &rows_prefill) += st->n;
+    }
+    const double t0 = now_s();
+    const memra_status_t status = memra_forward_batch(s->model, s->items, k, 0);
+    const double dt = now_s() - t0;
+    if (status != MEMRA_OK) {
+        if (k > 1 && refused_whole(status)) {
+            /* refused before anything ran: alone, each item fails or runs
+             * on its own merits */
+            for (int j = 0; j < k; j++)
+                run_call(s, steps, idx + j, 1);
+            return;
+        }
+        /* failed while running: the caches of the call are undefined, so
+         * every sequence of it ends (a new request clears its cache) */
+        for (int j = 0; j < k; j++) {
+            steps[idx[j]].status = status;
+            snprintf(steps[idx[j]].error, sizeof steps[idx[j]].error, "%s", memra_model_last_error(s->model));
+        }
+        return;
+    }
+    /* the stats are read by /metrics: a short lock per call. A mixed
+     * step's time goes to prefill and decode in proportion to their rows. */
+    const double rows = (double)(rows_prefill + rows_decode);
+    pthread_mutex_lock(&s->mu);
+    s->st.prefill_tokens += (uint64_t)rows_prefill;
+    s->st.decode_tokens += (uint64_t)rows_decode;
+    s->st.prefill_seconds += dt * rows_prefill / rows;
+    s->st.decode_seconds += dt * rows_decode / rows;
+    s->st.steps++;
+    s->st.step_items += (uint64_t)k;
+    s->st.step_hist[hist_bucket(k)]++;
+    s->st.last_step_items = k;
+    s->st.step_seconds += dt;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Runs every step of a round: the steps the library would take in one
+ * batched call (several only above memra_model_max_batch items); a step
+ * found bad before the call fails alone. */
 static void run_steps(sched_t *s, sched_step_t *steps, int n)
 {
-    for (int i = 0; i < n; i++) {
-        sched_step_t *st = &steps[i];
-        const double t0 = now_s();
-        if (st->decode)
-            st->status = memra_decode_step(s->model, st->slot->cache, st->tokens[0], st->logits);
-        else
-            st->status = memra_forward(s->model, st->slot->cache, st->tokens, st->n, 0, st->logits);
-        const double dt = now_s() - t0;
-        if (st->status != MEMRA_OK) {
-            snprintf(st->error, sizeof st->error, "%s", memra_model_last_error(s->model));
-            continue;
-        }
-        /* the stats are read by /metrics: a short lock per step */
-        pthread_mutex_lock(&s->mu);
-        if (st->decode) {
-            s->st.decode_tokens += (uint64_t)st->n;
-            s->st.decode_seconds += dt;
-        } else {
-            s->st.prefill_tokens += (uint64_t)st->n;
-            s->st.prefill_seconds += dt;
-        }
-        pthread_mutex_unlock(&s->mu);
-    }
+    int n_ok = 0;
+    for (int i = 0; i < n; i++)
+        if ((steps[i].status = step_check(s, &steps[i])) == MEMRA_OK)
+            s->order[n_ok++] = i;
+    for (int off = 0; off < n_ok; off += s->max_batch)
+        run_call(s, steps, s->order + off, n_ok - off < s->max_batch ? n_ok - off : s->max_batch);
 }
 
 /* The bytes of TOKEN appended to the slot's text: 1 when a stop string
@@ -279,7 +350,8 @@ static void sample_next(sched_t *s, slot_t *sl)
         sl->next = t;
 }
 
-/* One round: the steps of every active slot, then sampling. */
+/* One round: the steps of every active slot (one batched step), then
+ * sampling each sequence that got logits. */
 static void round_run(sched_t *s)
 {
     int n = 0;
@@ -443,7 +515,13 @@ sched_t *sched_create(memra_model_t *model, int32_t n_parallel, int32_t n_ctx, i
     s->tok = memra_model_tokenizer(model);
     s->n_vocab = memra_model_n_vocab(model);
     s->n_ctx = n_ctx;
-    s->chunk = chunk > 0 ? chunk : 512;
+    s->chunk = chunk > 0 ? chunk : 256;
+    s->max_batch = memra_model_max_batch(model);
+    if (s->max_batch < 1) {
+        fprintf(stderr, "memra-server: the model takes no batched steps\n");
+        free(s);
+        return NULL;
+    }
     s->n_slots = n_parallel;
     s->queue_cap = queue_cap;
     s->st.n_parallel = n_parallel;
@@ -453,7 +531,9 @@ sched_t *sched_create(memra_model_t *model, int32_t n_parallel, int32_t n_ctx, i
     pthread_cond_init(&s->work, NULL);
     s->slots = calloc((size_t)n_parallel, sizeof *s->slots);
     s->steps = calloc((size_t)n_parallel, sizeof *s->steps);
-    if (!s->slots || !s->steps) {
+    s->order = calloc((size_t)n_parallel, sizeof *s->order);
+    s->items = calloc((size_t)s->max_batch, sizeof *s->items);
+    if (!s->slots || !s->steps || !s->order || !s->items) {
         fprintf(stderr, "memra-server: out of memory\n");
         goto fail;
     }
@@ -503,20 +583,21 @@ void sched_free(sched_t *s)
     }
     free(s->slots);
     free(s->steps);
+    free(s->order);
+    free(s->items);
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
-int sched_submit(sched_t *s, sched_req_t *r)
+/* sched_submit under the lock (test/test_server_sched.c queues several
+ * requests under one hold, so that one round admits them all). */
+static int submit_locked(sched_t *s, sched_req_t *r)
 {
-    pthread_mutex_lock(&s->mu);
     /* a free slot takes the request at once, so it does not use up the
      * queue (with --queue 0, requests run only while slots are free) */
-    if (s->stopping || s->n_queued + s->n_active >= s->queue_cap + s->n_slots) {
-        pthread_mutex_unlock(&s->mu);
+    if (s->stopping || s->n_queued + s->n_active >= s->queue_cap + s->n_slots)
         return -1;
-    }
     r->refs++;
     if (s->tail)
         s->tail->next = r;
@@ -525,8 +606,15 @@ int sched_submit(sched_t *s, sched_req_t *r)
     s->tail = r;
     s->n_queued++;
     pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+int sched_submit(sched_t *s, sched_req_t *r)
+{
+    pthread_mutex_lock(&s->mu);
+    const int rc = submit_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 int sched_wait(sched_t *s, sched_req_t *r, int timeout_ms, sched_update_t *u)

@@ -1,8 +1,9 @@
 /* memra-server: the scheduler. One thread owns the model (a model runs one
  * forward at a time) and up to N_PARALLEL active sequences, each on its own
  * cache from a fixed pool. Requests wait in a bounded queue; every round
- * admits what fits and advances each active sequence by one step: a
- * prefill chunk for a new one, one decode token for a running one.
+ * admits what fits and advances every active sequence at once through one
+ * batched step (memra_forward_batch, docs/BATCHING.md): a prefill chunk for
+ * a new sequence, one decode token for a running one.
  *
  * HTTP handler threads submit requests and wait on them (sched_wait); the
  * generated text reaches them through the request, released by textout.h's
@@ -46,20 +47,31 @@ typedef enum sched_finish {
     SCHED_ERROR,      /* the forward or sampling failed: see the message */
 } sched_finish_t;
 
+/* Buckets of the step size histogram: 1, 2, 4, ..., 64 (MEMRA_MAX_BATCH)
+ * items, and more. */
+#define SCHED_HIST_BUCKETS 8
+
 /* Counters and gauges for /metrics. */
 typedef struct sched_stats {
     int32_t n_parallel, n_ctx, queue_cap;
     int32_t queued, active;
     uint64_t prompt_tokens, generated_tokens;   /* of finished and running sequences */
     uint64_t prefill_tokens, decode_tokens;     /* through the model */
-    double prefill_seconds, decode_seconds;
+    double prefill_seconds, decode_seconds;     /* a mixed step's time shared by rows */
+    /* batched steps (memra_forward_batch calls): STEP_HIST[i] counts the
+     * steps of 2^(i-1) < items <= 2^i items (i = 0: one item) */
+    uint64_t steps, step_items;
+    uint64_t step_hist[SCHED_HIST_BUCKETS];
+    int32_t last_step_items;
+    double step_seconds;
     uint64_t cancelled, finished, failed;       /* sequences */
 } sched_stats_t;
 
 /* Creates N_PARALLEL caches of N_CTX tokens on MODEL (borrowed; it must
  * outlive the scheduler) and starts the scheduler thread. QUEUE_CAP
- * requests may wait; CHUNK is the prefill chunk a round gives a sequence.
- * Returns NULL after printing why on stderr. */
+ * requests may wait; CHUNK (>= 1) is the most prompt tokens a round gives a
+ * sequence, so that one new long prompt does not stall the decodes of the
+ * others for long. Returns NULL after printing why on stderr. */
 sched_t *sched_create(memra_model_t *model, int32_t n_parallel, int32_t n_ctx, int32_t queue_cap, int32_t chunk);
 
 /* Stops the thread: running and queued requests end with SCHED_ERROR
