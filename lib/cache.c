@@ -6,6 +6,7 @@
 
 #include "kv_rows.h"
 #include "model_impl.h"
+#include "pipeline_impl.h" /* struct memra__pp: deferred steps in flight */
 #include "quant.h"
 
 struct memra_cache_snapshot {
@@ -252,7 +253,7 @@ void memra_cache_snapshot_free(memra_cache_snapshot_t *s)
     atomic_fetch_sub(&m->n_snapshots, 1);
 }
 
-/* Copies the recurrent state between the cache and a snapshot. */
+/* Copies the recurrent state between caches and snapshots. */
 static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv, float *const *dst_ssm,
                                  float *const *src_conv, float *const *src_ssm)
 {
@@ -321,6 +322,61 @@ static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot
     return MEMRA_OK;
 }
 
+/* Copies SRC's KV rows [0, pos) of every layer into DST (same model and
+ * types, capacity >= pos), each layer on the engine of the stage that owns
+ * it: rows are row_bytes apart from row 0, so the prefix is one block. */
+static memra_status_t copy_rows(memra_cache_t *dst, const memra_cache_t *src)
+{
+    const memra_model_t *m = src->model;
+    memra_status_t st = MEMRA_OK;
+    for (int32_t il = 0; il < m->n_layer && !st && src->pos > 0; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        const size_t n_k = memra__kv_row_bytes(src, il, MEMRA__KV_K) * (size_t)src->pos;
+        const size_t n_v = memra__kv_row_bytes(src, il, MEMRA__KV_V) * (size_t)src->pos;
+        if (src->k[il])
+            st = be->iface->copy(be, dst->k[il], src->k[il], n_k);
+        if (!st && src->v[il])
+            st = be->iface->copy(be, dst->v[il], src->v[il], n_v);
+    }
+    return st;
+}
+
+/* A new cache holding a copy of P's rows and recurrent state; P is only
+ * read, so every failure leaves it as it was. */
+static memra_status_t cache_fork(memra_cache_t *p, int32_t n_ctx, memra_cache_t **out)
+{
+    static const char fn[] = "memra_cache_fork";
+    memra_model_t *m = p->model;
+    int inflight = atomic_load(&p->in_flight);
+    if (inflight > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "%s: %d pipelined step(s) in flight on the parent cache",
+                                 fn, inflight);
+    /* a deferred step of another cache still runs on the stage streams the copies would use */
+    if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "%s: pipelined steps of this model are in flight "
+                                 "(wait on or free their pendings first)", fn);
+    if (n_ctx <= 0)
+        n_ctx = p->n_ctx;
+    if (n_ctx < p->pos)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: n_ctx %d is below the parent's position %d", fn,
+                                 n_ctx, p->pos);
+    memra_cache_t *c = NULL;
+    memra_status_t st = cache_create(m, fn, n_ctx, p->type_k, p->type_v, &c);
+    if (st)
+        return st;
+    st = copy_rows(c, p);
+    if (!st)
+        st = copy_state(m, c->conv, c->ssm, p->conv, p->ssm); /* synchronizes every stage */
+    if (st) {
+        memra__model_fail(m, st, "%s: copying the parent's state: %s", fn, memra_last_error());
+        cache_free(c);
+        return st;
+    }
+    c->pos = p->pos;
+    *out = c;
+    return MEMRA_OK;
+}
+
 /* The public entry points: argument errors as before, then the model's
  * try-lock around the work (model_impl.h). */
 memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
@@ -381,4 +437,15 @@ memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_
         return cache_restore(c, s);
     memra_model_t *m = c->model;
     MEMRA__MODEL_GUARDED(m, "memra_cache_restore", cache_restore(c, s));
+}
+
+memra_status_t memra_cache_fork(memra_cache_t *parent, int32_t n_ctx, memra_cache_t **out)
+{
+    static const char fn[] = "memra_cache_fork";
+    if (out)
+        *out = NULL;
+    if (!parent || !out)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: %s is NULL", fn, parent ? "out" : "parent");
+    memra_model_t *m = parent->model;
+    MEMRA__MODEL_GUARDED(m, fn, cache_fork(parent, n_ctx, out));
 }

@@ -425,6 +425,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_cache_params_init": (None, [POINTER(CacheParams), c_uint32]),
     "memra_cache_type_k": (c_int, [_h]),
     "memra_cache_type_v": (c_int, [_h]),
+    "memra_cache_fork": (_st, [_h, c_int32, _hp]),
     "memra_cache_free": (_st, [_h]),
     "memra_cache_pos": (c_int32, [_h]),
     "memra_cache_restore": (_st, [_h, _h]),
