@@ -205,6 +205,16 @@ uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *c)
     return c ? kv_bytes_per_token(c->model, c->type_k, c->type_v) : 0;
 }
 
+uint64_t memra_cache_state_bytes(const memra_cache_t *c)
+{
+    uint64_t n = 0;
+    for (int32_t il = 0; c && il < c->model->n_layer; il++) {
+        const memra__layer_cache_t *lc = &c->model->layer_cache[il];
+        n += ((uint64_t)lc->conv_floats + (uint64_t)lc->ssm_floats) * sizeof(float);
+    }
+    return n;
+}
+
 void memra_cache_params_init(memra_cache_params_t *p, uint32_t size)
 {
     if (!p || size < sizeof(uint32_t))

@@ -16,7 +16,8 @@
  *   - bad input (NULL parent or out, n_ctx below the parent's position, a
  *     fork too large for the devices, deferred steps in flight) fails with
  *     its status and a message, leaves *out NULL and the parent unchanged
- *     and usable.
+ *     and usable;
+ *   - memra_cache_state_bytes against the recurrent shapes of the file.
  * Inputs are fixed token streams from a seeded generator.
  * MEMRA_TEST_DEVICE=cuda:0 runs it on a GPU engine (as test_batch does);
  * MEMRA_TEST_FIXTURE=NAME runs one fixture. */
@@ -317,6 +318,50 @@ static void test_bad_input(void **state)
     assert_int_equal(memra_model_free(m), MEMRA_OK);
 }
 
+static uint64_t gguf_u64(const memra_model_t *m, const char *key)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", memra_model_arch(m), key);
+    uint64_t v = 0;
+    const memra_gguf_t *g = memra_model_gguf(m);
+    if (memra_gguf_kv_u64(g, memra_gguf_find_kv(g, full), &v) != MEMRA_OK)
+        fail_msg("%s: no %s", memra_model_arch(m), full);
+    return v;
+}
+
+/* memra_cache_state_bytes against the Gated-DeltaNet shapes of the file:
+ * per recurrent layer, (conv_kernel - 1) x (2 key heads + value heads) x
+ * head dim of conv state, and value heads x head dim^2 of delta-rule
+ * state, float32 (docs/MODELS.md); any capacity, forks alike. */
+static void test_state_bytes(void **state)
+{
+    const fixture_case_t *fc = *state;
+    if (!selected(fc->name)) {
+        TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", fc->name);
+        return;
+    }
+    memra_model_t *m = load(fc->name, 0);
+    int32_t n_rec = 0;
+    for (int32_t il = 0; il < memra_model_n_layers(m); il++)
+        n_rec += memra_model_layer_kind(m, il) == MEMRA_LAYER_RECURRENT;
+    uint64_t want = 0;
+    if (n_rec > 0) {
+        const uint64_t d_conv = gguf_u64(m, "ssm.conv_kernel"), d_k = gguf_u64(m, "ssm.state_size");
+        const uint64_t n_k = gguf_u64(m, "ssm.group_count"), n_v = gguf_u64(m, "ssm.time_step_rank");
+        want = (uint64_t)n_rec * 4 * ((d_conv - 1) * (2 * n_k + n_v) * d_k + n_v * d_k * d_k);
+    }
+    memra_cache_t *a = create(m, MEMRA_TYPE_F16, 8), *b = create(m, MEMRA_TYPE_F32, 64), *f = NULL;
+    assert_int_equal(memra_cache_fork(a, 32, &f), MEMRA_OK);
+    assert_int_equal(memra_cache_state_bytes(a), want);
+    assert_int_equal(memra_cache_state_bytes(b), want);
+    assert_int_equal(memra_cache_state_bytes(f), want);
+    assert_int_equal(memra_cache_state_bytes(NULL), 0);
+    memra_cache_free(f);
+    memra_cache_free(b);
+    memra_cache_free(a);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
 /* ---- runner ------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -372,6 +417,7 @@ int main(void)
         {"fork", test_fork, 0},
         {"fork_2_stages", test_fork, 2},
         {"bad_input", test_bad_input, 0},
+        {"state_bytes", test_state_bytes, 0},
     };
     enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
     struct CMUnitTest *tests = calloc((size_t)g_n_fixtures * N_KINDS + 1, sizeof *tests);

@@ -159,6 +159,12 @@ MEMRA_API memra_type_t memra_cache_type_v(const memra_cache_t *cache);
  * token of context costs; recurrent state is per cache, not per token).
  * 0 for NULL. Thread-safety: any thread. */
 MEMRA_API uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *cache);
+/* Bytes of recurrent (conv and delta-rule) state the cache holds, over all
+ * layers: the same whatever its capacity (0 for models without recurrent
+ * layers, and for NULL). A cache of N tokens takes N *
+ * memra_cache_kv_bytes_per_token + this much device memory.
+ * Thread-safety: any thread. */
+MEMRA_API uint64_t memra_cache_state_bytes(const memra_cache_t *cache);
 /* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight.
  * Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_free(memra_cache_t *cache);

@@ -431,6 +431,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_cache_restore": (_st, [_h, _h]),
     "memra_cache_snapshot": (_st, [_h, _hp]),
     "memra_cache_snapshot_free": (None, [_h]),
+    "memra_cache_state_bytes": (c_uint64, [_h]),
     "memra_chat_params_init": (None, [POINTER(ChatParams), c_uint32]),
     "memra_chat_render": (_st, [c_char_p, c_char_p, POINTER(ChatParams), c_void_p, c_size_t, _szp]),
     "memra_chat_render_alloc": (_st, [c_char_p, c_char_p, POINTER(ChatParams), POINTER(c_void_p), _szp]),

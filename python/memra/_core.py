@@ -552,6 +552,11 @@ class Cache(_Handle):
         """memra_cache_kv_bytes_per_token: KV bytes one token takes (all layers)."""
         return int(lib().memra_cache_kv_bytes_per_token(self.handle))
 
+    @property
+    def state_bytes(self) -> int:
+        """memra_cache_state_bytes: recurrent state bytes of the cache (any capacity)."""
+        return int(lib().memra_cache_state_bytes(self.handle))
+
     def clear(self) -> None:
         """memra_cache_clear: position 0, recurrent state zeroed."""
         check(lib().memra_cache_clear(self.handle), "memra_cache_clear")
