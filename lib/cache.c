@@ -104,7 +104,7 @@ static uint64_t kv_bytes_per_token(const memra_model_t *m, memra_type_t type_k, 
  * refused before anything is allocated (n_ctx = INT32_MAX asked the CPU
  * engine for hundreds of GB). Stages sharing an engine count it twice: this
  * only rules out what cannot fit anywhere. */
-static memra_status_t fits(memra_model_t *m, int32_t n_ctx, memra_type_t type_k, memra_type_t type_v)
+static memra_status_t fits(memra_model_t *m, const char *fn, int32_t n_ctx, memra_type_t type_k, memra_type_t type_v)
 {
     double need = (double)kv_bytes_per_token(m, type_k, type_v) * n_ctx, have = 0;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -118,8 +118,8 @@ static memra_status_t fits(memra_model_t *m, int32_t n_ctx, memra_type_t type_k,
         have += (double)info.mem_total;
     }
     if (need > have)
-        return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: n_ctx %d needs %.0f bytes, more than the %.0f "
-                                 "bytes of the model's device(s)", n_ctx, need, have);
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: n_ctx %d needs %.0f bytes, more than the %.0f bytes of the "
+                                 "model's device(s)", fn, n_ctx, need, have);
     return MEMRA_OK;
 }
 
@@ -155,7 +155,7 @@ static memra_status_t cache_create(memra_model_t *m, const char *fn, int32_t n_c
     if (!st)
         st = check_kv_type(m, fn, "type_v", type_v);
     if (!st)
-        st = fits(m, n_ctx, type_k, type_v);
+        st = fits(m, fn, n_ctx, type_k, type_v);
     if (st)
         return st;
     memra_cache_t *c = calloc(1, sizeof *c);

@@ -282,6 +282,7 @@ static void test_bad_input(void **state)
     out = (memra_cache_t *)&out;
     st = memra_cache_fork(parent, INT32_MAX, &out);
     refused(st, MEMRA_E_NOMEM, out, parent, d0, "a fork beyond the devices");
+    assert_non_null(strstr(memra_last_error(), "memra_cache_fork"));
 
     /* deferred steps in flight, on the parent or on another cache of the model */
     memra_pending_t *pend = NULL;
