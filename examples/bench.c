@@ -14,6 +14,10 @@
  * weights make each token read, over the engine's measured copy bandwidth
  * (memra_engine_copy_bandwidth). --json prints one JSON object per depth
  * (one line each): "pp" is the first P's result, "pp_all" every P's.
+ * The KV cache's bytes per token are reported, and on a GPU how many
+ * sequences of 4096 and 32768 tokens (KV rows plus recurrent state, at
+ * the cache types asked) fit in the device memory free after the weights
+ * were loaded ("fit", null on the CPU; activations not counted).
  * --batch B[,B..] instead measures B sequences together, as
  * llama-batched-bench (examples/bench_batch.c). */
 #include <math.h>
@@ -82,6 +86,26 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
     return total;
 }
 
+/* How many sequences of 4096 and 32768 tokens fit in MEM_FREE bytes of
+ * device memory, each a cache of C's types: its KV rows plus its
+ * recurrent state. Activations, workspaces and allocator slack are not
+ * counted: an upper bound. */
+typedef struct fit {
+    int known;
+    uint64_t mem_free, state_bytes, seqs[2];
+} fit_t;
+
+static fit_t fit_sequences(uint64_t mem_free, const memra_cache_t *c)
+{
+    static const uint64_t lens[2] = {4096, 32768};
+    fit_t f = {.known = 1, .mem_free = mem_free, .state_bytes = memra_cache_state_bytes(c)};
+    for (int i = 0; i < 2; i++) {
+        uint64_t per = memra_cache_kv_bytes_per_token(c) * lens[i] + f.state_bytes;
+        f.seqs[i] = per ? mem_free / per : 0;
+    }
+    return f;
+}
+
 #define MAX_LIST 8
 
 enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE, OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V, OPT_BATCH };
@@ -119,7 +143,9 @@ static const cli_prog_t k_prog = {
     "deviation over R runs; decode is also stated against the roofline measured here (bytes of\n"
     "weights read per token over the engine's copy bandwidth). With --json, \"pp\" is the first P's\n"
     "result and \"pp_all\" every P's. The KV cache's bytes per token (all layers) are reported\n"
-    "with its types. With --batch: for each B, B sequences advanced together\n"
+    "with its types, and on a GPU how many 4096- and 32768-token sequences of those types\n"
+    "(KV rows and recurrent state) fit in the device memory free after the weights (\"fit\";\n"
+    "activations not counted). With --batch: for each B, B sequences advanced together\n"
     "(memra_forward_batch): one call prefills B prompts of P tokens, then N steps decode one token\n"
     "of each; aggregate rates (B*P, B*N tokens over the time), one JSON object per B.",
     k_opts,
@@ -198,6 +224,11 @@ int main(int argc, char **argv)
     if (!st)
         st = memra_model_load(path, &mp, &m);
     t_load = example_seconds() - t_load;
+    /* device memory left after the weights, before the bench's own cache
+     * and buffers take any */
+    memra_engine_info_t info0 = {.size = sizeof info0};
+    if (!st)
+        memra_engine_get_info(e, &info0);
     int32_t ctx = d_max + (p_max > n ? p_max : n) + 8;
     cp.n_ctx = ctx;
     if (!st)
@@ -242,11 +273,24 @@ int main(int argc, char **argv)
     double roof = bw > 0 ? bw / bytes : 0;
     memra_engine_info_t info = {.size = sizeof info};
     memra_engine_get_info(e, &info);
+    fit_t fit = {0};
+    if (strcmp(info0.backend_name, "cuda") == 0)
+        fit = fit_sequences(info0.mem_free, c);
+    char fit_json[160] = "null";
+    if (fit.known)
+        snprintf(fit_json, sizeof fit_json, "{\"mem_free_bytes\":%llu,\"state_bytes\":%llu,\"seqs_4096\":%llu,"
+                 "\"seqs_32768\":%llu}", (unsigned long long)fit.mem_free, (unsigned long long)fit.state_bytes,
+                 (unsigned long long)fit.seqs[0], (unsigned long long)fit.seqs[1]);
     if (!json) {
         printf("model   %s (%s), %.2f GB weights read per decode token\n", path, memra_model_arch(m), bytes / 1e9);
         printf("device  %s (%s)\n", info.device_name, info.backend_name);
         printf("kv      %s K, %s V: %llu bytes per token\n", memra_type_name(cp.type_k), memra_type_name(cp.type_v),
                (unsigned long long)memra_cache_kv_bytes_per_token(c));
+        if (fit.known)
+            printf("fit     %llu x 4096-token, %llu x 32768-token sequences in the %.2f GiB free after the weights "
+                   "(%llu bytes of recurrent state each)\n", (unsigned long long)fit.seqs[0],
+                   (unsigned long long)fit.seqs[1], (double)fit.mem_free / (1u << 30),
+                   (unsigned long long)fit.state_bytes);
     }
     for (int di = 0; di < n_d && !st; di++) {
         const int depth = dl[di];
@@ -292,10 +336,11 @@ int main(int argc, char **argv)
                        depth, spp[pi].median, spp[pi].stdev);
             printf("],\"tg\":{\"n_gen\":%d,\"depth\":%d,\"tok_s\":%.2f,\"stdev\":%.2f},\"reps\":%d,"
                    "\"decode_bytes_per_token\":%.0f,\"copy_bw_bytes_s\":%.4g,\"roofline_tok_s\":%.2f,"
-                   "\"roofline_frac\":%.4f,\"type_k\":\"%s\",\"type_v\":\"%s\",\"kv_bytes_per_token\":%llu}\n",
+                   "\"roofline_frac\":%.4f,\"type_k\":\"%s\",\"type_v\":\"%s\",\"kv_bytes_per_token\":%llu,"
+                   "\"fit\":%s}\n",
                    n, depth, stg.median, stg.stdev, reps, bytes, bw, roof, roof > 0 ? stg.median / roof : 0,
                    memra_type_name(cp.type_k), memra_type_name(cp.type_v),
-                   (unsigned long long)memra_cache_kv_bytes_per_token(c));
+                   (unsigned long long)memra_cache_kv_bytes_per_token(c), fit_json);
         } else {
             for (int pi = 0; pi < n_p; pi++)
                 if (pl[pi] > 0)

@@ -6,6 +6,7 @@
 
 #include "kv_rows.h"
 #include "model_impl.h"
+#include "pipeline_impl.h" /* struct memra__pp: deferred steps in flight */
 #include "quant.h"
 
 struct memra_cache_snapshot {
@@ -103,7 +104,7 @@ static uint64_t kv_bytes_per_token(const memra_model_t *m, memra_type_t type_k, 
  * refused before anything is allocated (n_ctx = INT32_MAX asked the CPU
  * engine for hundreds of GB). Stages sharing an engine count it twice: this
  * only rules out what cannot fit anywhere. */
-static memra_status_t fits(memra_model_t *m, int32_t n_ctx, memra_type_t type_k, memra_type_t type_v)
+static memra_status_t fits(memra_model_t *m, const char *fn, int32_t n_ctx, memra_type_t type_k, memra_type_t type_v)
 {
     double need = (double)kv_bytes_per_token(m, type_k, type_v) * n_ctx, have = 0;
     for (int32_t il = 0; il < m->n_layer; il++) {
@@ -117,8 +118,8 @@ static memra_status_t fits(memra_model_t *m, int32_t n_ctx, memra_type_t type_k,
         have += (double)info.mem_total;
     }
     if (need > have)
-        return memra__model_fail(m, MEMRA_E_NOMEM, "memra_cache_create: n_ctx %d needs %.0f bytes, more than the %.0f "
-                                 "bytes of the model's device(s)", n_ctx, need, have);
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: n_ctx %d needs %.0f bytes, more than the %.0f bytes of the "
+                                 "model's device(s)", fn, n_ctx, need, have);
     return MEMRA_OK;
 }
 
@@ -154,7 +155,7 @@ static memra_status_t cache_create(memra_model_t *m, const char *fn, int32_t n_c
     if (!st)
         st = check_kv_type(m, fn, "type_v", type_v);
     if (!st)
-        st = fits(m, n_ctx, type_k, type_v);
+        st = fits(m, fn, n_ctx, type_k, type_v);
     if (st)
         return st;
     memra_cache_t *c = calloc(1, sizeof *c);
@@ -202,6 +203,16 @@ memra_type_t memra_cache_type_v(const memra_cache_t *c) { return c ? c->type_v :
 uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *c)
 {
     return c ? kv_bytes_per_token(c->model, c->type_k, c->type_v) : 0;
+}
+
+uint64_t memra_cache_state_bytes(const memra_cache_t *c)
+{
+    uint64_t n = 0;
+    for (int32_t il = 0; c && il < c->model->n_layer; il++) {
+        const memra__layer_cache_t *lc = &c->model->layer_cache[il];
+        n += ((uint64_t)lc->conv_floats + (uint64_t)lc->ssm_floats) * sizeof(float);
+    }
+    return n;
 }
 
 void memra_cache_params_init(memra_cache_params_t *p, uint32_t size)
@@ -252,7 +263,7 @@ void memra_cache_snapshot_free(memra_cache_snapshot_t *s)
     atomic_fetch_sub(&m->n_snapshots, 1);
 }
 
-/* Copies the recurrent state between the cache and a snapshot. */
+/* Copies the recurrent state between caches and snapshots. */
 static memra_status_t copy_state(const memra_model_t *m, float *const *dst_conv, float *const *dst_ssm,
                                  float *const *src_conv, float *const *src_ssm)
 {
@@ -321,6 +332,61 @@ static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot
     return MEMRA_OK;
 }
 
+/* Copies SRC's KV rows [0, pos) of every layer into DST (same model and
+ * types, capacity >= pos), each layer on the engine of the stage that owns
+ * it: rows are row_bytes apart from row 0, so the prefix is one block. */
+static memra_status_t copy_rows(memra_cache_t *dst, const memra_cache_t *src)
+{
+    const memra_model_t *m = src->model;
+    memra_status_t st = MEMRA_OK;
+    for (int32_t il = 0; il < m->n_layer && !st && src->pos > 0; il++) {
+        memra__backend_t *be = layer_be(m, il);
+        const size_t n_k = memra__kv_row_bytes(src, il, MEMRA__KV_K) * (size_t)src->pos;
+        const size_t n_v = memra__kv_row_bytes(src, il, MEMRA__KV_V) * (size_t)src->pos;
+        if (src->k[il])
+            st = be->iface->copy(be, dst->k[il], src->k[il], n_k);
+        if (!st && src->v[il])
+            st = be->iface->copy(be, dst->v[il], src->v[il], n_v);
+    }
+    return st;
+}
+
+/* A new cache holding a copy of P's rows and recurrent state; P is only
+ * read, so every failure leaves it as it was. */
+static memra_status_t cache_fork(memra_cache_t *p, int32_t n_ctx, memra_cache_t **out)
+{
+    static const char fn[] = "memra_cache_fork";
+    memra_model_t *m = p->model;
+    int inflight = atomic_load(&p->in_flight);
+    if (inflight > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "%s: %d pipelined step(s) in flight on the parent cache",
+                                 fn, inflight);
+    /* a deferred step of another cache still runs on the stage streams the copies would use */
+    if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
+        return memra__model_fail(m, MEMRA_E_BUSY, "%s: pipelined steps of this model are in flight "
+                                 "(wait on or free their pendings first)", fn);
+    if (n_ctx <= 0)
+        n_ctx = p->n_ctx;
+    if (n_ctx < p->pos)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: n_ctx %d is below the parent's position %d", fn,
+                                 n_ctx, p->pos);
+    memra_cache_t *c = NULL;
+    memra_status_t st = cache_create(m, fn, n_ctx, p->type_k, p->type_v, &c);
+    if (st)
+        return st;
+    st = copy_rows(c, p);
+    if (!st)
+        st = copy_state(m, c->conv, c->ssm, p->conv, p->ssm); /* synchronizes every stage */
+    if (st) {
+        memra__model_fail(m, st, "%s: copying the parent's state: %s", fn, memra_last_error());
+        cache_free(c);
+        return st;
+    }
+    c->pos = p->pos;
+    *out = c;
+    return MEMRA_OK;
+}
+
 /* The public entry points: argument errors as before, then the model's
  * try-lock around the work (model_impl.h). */
 memra_status_t memra_cache_create(memra_model_t *m, int32_t n_ctx, memra_cache_t **out)
@@ -381,4 +447,15 @@ memra_status_t memra_cache_restore(memra_cache_t *c, const memra_cache_snapshot_
         return cache_restore(c, s);
     memra_model_t *m = c->model;
     MEMRA__MODEL_GUARDED(m, "memra_cache_restore", cache_restore(c, s));
+}
+
+memra_status_t memra_cache_fork(memra_cache_t *parent, int32_t n_ctx, memra_cache_t **out)
+{
+    static const char fn[] = "memra_cache_fork";
+    if (out)
+        *out = NULL;
+    if (!parent || !out)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: %s is NULL", fn, parent ? "out" : "parent");
+    memra_model_t *m = parent->model;
+    MEMRA__MODEL_GUARDED(m, fn, cache_fork(parent, n_ctx, out));
 }

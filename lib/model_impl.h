@@ -103,8 +103,15 @@ struct memra_cache {
     atomic_int in_flight;        /* pipelined steps not yet consumed */
 };
 
+/* For tests: a 64-bit digest (FNV-1a) of cache C's KV rows [0, pos) of
+ * every layer, its recurrent state and its position, read back from the
+ * devices of the stages owning the layers (lib/cache_digest.c). Two caches
+ * with the same contents have the same digest; writes into a cache change
+ * it. Not thread-safe against steps running on C. */
+memra_status_t memra__cache_digest(const memra_cache_t *c, uint64_t *out);
+
 /* Per-model try-lock of the calls documented "one thread at a time per
- * model" (forward, decode steps, cache create/free/clear/snapshot/restore,
+ * model" (forward, decode steps, cache create/fork/free/clear/snapshot/restore,
  * model free): a second thread gets MEMRA_E_BUSY instead of racing on the
  * stage buffers. One atomic exchange per call; the message goes to the
  * thread's last error only, since the model's slot belongs to the thread

@@ -132,7 +132,7 @@ typedef struct load_ctx {
     const char *path;
     memra_engine_t *engine;
     memra_model_t *model;
-    memra_cache_t *cache;
+    memra_cache_t *cache, *fork;
     int32_t tokens[6];
 } load_ctx;
 
@@ -174,6 +174,20 @@ static void undo_cache(void *p)
     c->cache = NULL;
 }
 
+static memra_status_t op_fork(void *p)
+{
+    load_ctx *c = p;
+    return memra_cache_fork(c->cache, 0, &c->fork);
+}
+
+static void undo_fork(void *p)
+{
+    load_ctx *c = p;
+    assert_int_equal(memra_cache_pos(c->fork), 6);
+    assert_int_equal(memra_cache_free(c->fork), MEMRA_OK);
+    c->fork = NULL;
+}
+
 static void run_sweeps(const char *rel)
 {
     /* valgrind replaces malloc too, and then our counts see only part */
@@ -206,12 +220,21 @@ static void run_sweeps(const char *rel)
     long n_fwd = sweep("cache + forward", op_cache_forward, undo_cache, &c, 200000, 0);
     /* the model is still usable after all those failures */
     assert_int_equal(op_cache_forward(&c), MEMRA_OK);
+    /* a failed fork frees all it took and leaves the parent as it was */
+    long n_fork = sweep("cache fork", op_fork, undo_fork, &c, 200000, 1);
+    assert_int_equal(memra_cache_pos(c.cache), 6);
+    assert_int_equal(memra_forward(c.model, c.cache, c.tokens, 6, 0, NULL), MEMRA_OK);
+    assert_int_equal(memra_cache_pos(c.cache), 12);
+    assert_int_equal(memra_cache_clear(c.cache), MEMRA_OK);
+    assert_int_equal(memra_forward(c.model, c.cache, c.tokens, 6, 0, NULL), MEMRA_OK);
     undo_cache(&c);
     undo_load(&c);
     if (g_live != live0)
         fail_msg("cache + forward: %ld block(s) left after the model was freed", g_live - live0);
-    printf("%s: %ld allocation failure points in load, %ld in cache+forward, none leaked\n", rel, n_load, n_fwd);
+    printf("%s: %ld allocation failure points in load, %ld in cache+forward, %ld in fork, none leaked\n", rel,
+           n_load, n_fwd, n_fork);
     assert_true(n_load > 10);
+    assert_true(n_fork > 0);
     assert_int_equal(memra_engine_destroy(c.engine), MEMRA_OK);
 }
 

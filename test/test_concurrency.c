@@ -331,16 +331,17 @@ static void test_one_model_two_threads(void **state)
     /* statuses first, asserts after the release: a failing check must not
      * leave the other thread held */
     float *row = malloc((size_t)V * sizeof *row);
-    memra_cache_t *c3 = NULL;
+    memra_cache_t *c3 = NULL, *c4 = NULL;
     memra_pending_t *pend = NULL;
     int32_t tok = 1;
     memra_cache_snapshot_t *snap2 = NULL;
-    memra_status_t got[9];
+    memra_status_t got[10];
     int n_got = 0; /* one statement each: an initializer list's order is unspecified */
     got[n_got++] = memra_decode_step(m, c2, 1, row);
     got[n_got++] = memra_forward(m, c2, &tok, 1, 0, row);
     got[n_got++] = memra_decode_step_deferred(m, c2, 1, &pend);
     got[n_got++] = memra_cache_create(m, 4, &c3);
+    got[n_got++] = memra_cache_fork(c2, 0, &c4);
     got[n_got++] = memra_cache_clear(c2);
     got[n_got++] = memra_cache_snapshot(c2, &snap2);
     got[n_got++] = memra_cache_restore(c2, snap);
@@ -359,6 +360,7 @@ static void test_one_model_two_threads(void **state)
             fail_msg("call %d on a model in use by another thread: %s, want E_BUSY", k, memra_status_name(got[k]));
     assert_non_null(strstr(msg, "another thread"));
     assert_null(c3);
+    assert_null(c4);
     assert_null(pend);
     assert_null(snap2);
     assert_int_equal(pos2, 0);

@@ -282,6 +282,20 @@ func (c *Cache) Types() (k, v int) {
 // KVBytesPerToken is the bytes of KV rows one token takes, all layers together.
 func (c *Cache) KVBytesPerToken() uint64 { return uint64(C.memra_cache_kv_bytes_per_token(c.h)) }
 
+// StateBytes is the bytes of recurrent state the cache holds, whatever its capacity.
+func (c *Cache) StateBytes() uint64 { return uint64(C.memra_cache_state_bytes(c.h)) }
+
+// Fork creates a new cache holding a copy of C's KV rows and recurrent
+// state at its position (memra_cache_fork); NCTX is its capacity, 0 = C's.
+// For hybrid models the fork point is C's current position.
+func (c *Cache) Fork(nCtx int) (*Cache, error) {
+	f := &Cache{m: c.m}
+	if err := c.m.fail("memra_cache_fork", C.memra_cache_fork(c.h, C.int32_t(nCtx), &f.h)); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // Close frees the cache.
 func (c *Cache) Close() error {
 	if c == nil || c.h == nil {

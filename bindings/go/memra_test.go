@@ -188,3 +188,39 @@ func TestTypedCache(t *testing.T) {
 		t.Fatalf("a Q4_0 cache: %v", err)
 	}
 }
+
+func TestCacheFork(t *testing.T) {
+	_, m := load(t)
+	p, err := m.NewCache(32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := m.Forward(p, []int32{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.Fork(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Pos() != p.Pos() {
+		t.Fatalf("fork at %d, parent at %d", f.Pos(), p.Pos())
+	}
+	a := make([]float32, m.NVocab())
+	b := make([]float32, m.NVocab())
+	if err := m.DecodeStep(f, 7, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DecodeStep(p, 7, b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("logit %d: fork %g, parent %g", i, a[i], b[i])
+		}
+	}
+	if _, err := p.Fork(2); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a fork below the parent's position: %v", err)
+	}
+}

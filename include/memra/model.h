@@ -7,7 +7,7 @@
  * delta-rule state of the recurrent layers, and the position.
  *
  * "One thread at a time per model" (forward, decode steps, cache create,
- * free, clear, snapshot and restore, model free) is checked: a call made
+ * fork, free, clear, snapshot and restore, model free) is checked: a call made
  * while another thread is inside one of these on the same model fails at
  * once with MEMRA_E_BUSY and changes nothing (the message is in
  * memra_last_error() only). Distinct models are independent, also on one
@@ -159,6 +159,12 @@ MEMRA_API memra_type_t memra_cache_type_v(const memra_cache_t *cache);
  * token of context costs; recurrent state is per cache, not per token).
  * 0 for NULL. Thread-safety: any thread. */
 MEMRA_API uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *cache);
+/* Bytes of recurrent (conv and delta-rule) state the cache holds, over all
+ * layers: the same whatever its capacity (0 for models without recurrent
+ * layers, and for NULL). A cache of N tokens takes N *
+ * memra_cache_kv_bytes_per_token + this much device memory.
+ * Thread-safety: any thread. */
+MEMRA_API uint64_t memra_cache_state_bytes(const memra_cache_t *cache);
 /* NULL is a no-op. MEMRA_E_BUSY while pipelined steps are in flight.
  * Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_free(memra_cache_t *cache);
@@ -186,6 +192,29 @@ MEMRA_API memra_status_t memra_cache_snapshot(memra_cache_t *cache, memra_cache_
  * per model. */
 MEMRA_API memra_status_t memra_cache_restore(memra_cache_t *cache, const memra_cache_snapshot_t *snap);
 MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
+
+/* Prefix sharing (docs/BATCHING.md): creates *OUT, a new cache of
+ * PARENT's model and KV types holding a copy of PARENT's contents at its
+ * current position: the KV rows [0, pos) of every attention layer and the
+ * recurrent (conv and delta-rule) state, with the same position. A system
+ * prompt or chat history is prefilled once and forked per request; each
+ * fork then continues on its own, and the logits of a fork continued with
+ * some tokens are bit-identical to those of PARENT continued with the same
+ * tokens. Writes into either cache never change the other. N_CTX is the
+ * fork's capacity (<= 0: PARENT's), at least PARENT's position.
+ * For hybrid models (recurrent layers) the fork point is PARENT's current
+ * position, the only point where its recurrent state exists; to fork at an
+ * earlier point, fork before going on (or restore a snapshot first).
+ * The rows are copied on the devices (each pipeline stage's layers on its
+ * own engine), so a fork costs the memory of its capacity and a copy of
+ * pos tokens of rows; sharing the parent's pages copy-on-write comes with
+ * a paged KV pool. A snapshot of PARENT does not restore into the fork.
+ * Errors: NULL PARENT or OUT, N_CTX below PARENT's position:
+ * MEMRA_E_INVALID; deferred steps of the model in flight (pipeline.h):
+ * MEMRA_E_BUSY; no memory for the fork: MEMRA_E_NOMEM (errors of
+ * memra_cache_create). On failure *OUT is NULL, nothing leaks and PARENT
+ * is unchanged and usable. Thread-safety: one thread at a time per model. */
+MEMRA_API memra_status_t memra_cache_fork(memra_cache_t *parent, int32_t n_ctx, memra_cache_t **out);
 
 /* ---- forward --------------------------------------------------------- */
 

@@ -552,9 +552,26 @@ class Cache(_Handle):
         """memra_cache_kv_bytes_per_token: KV bytes one token takes (all layers)."""
         return int(lib().memra_cache_kv_bytes_per_token(self.handle))
 
+    @property
+    def state_bytes(self) -> int:
+        """memra_cache_state_bytes: recurrent state bytes of the cache (any capacity)."""
+        return int(lib().memra_cache_state_bytes(self.handle))
+
     def clear(self) -> None:
         """memra_cache_clear: position 0, recurrent state zeroed."""
         check(lib().memra_cache_clear(self.handle), "memra_cache_clear")
+
+    def fork(self, n_ctx: int = 0) -> "Cache":
+        """memra_cache_fork: a new cache holding a copy of this one's KV rows
+        and recurrent state at its position (N_CTX: the new capacity, 0 = this
+        one's). For hybrid models the fork point is the current position."""
+        h = ctypes.c_void_p()
+        check(lib().memra_cache_fork(self.handle, n_ctx, ctypes.byref(h)), "memra_cache_fork")
+        c = Cache.__new__(Cache)
+        _Handle.__init__(c)
+        c.model = self.model
+        c._ptr = h.value
+        return c
 
     def snapshot(self) -> "Snapshot":
         """memra_cache_snapshot."""

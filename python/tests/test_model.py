@@ -176,6 +176,22 @@ def test_snapshot_restore(model: memra.Model) -> None:
         assert c.pos == 0
 
 
+def test_cache_fork(model: memra.Model) -> None:
+    ids = model.tokenize("alpha beta gamma")
+    with model.cache(32) as parent:
+        model.forward(parent, ids, logits=False)
+        with parent.fork() as child, parent.fork(48) as wide:
+            assert child.pos == wide.pos == len(ids)
+            assert child.capacity == 32 and wide.capacity == 48
+            a = model.decode(child, 10)
+            model.decode(child, 11)  # the child's writes leave the parent as it was
+            b = model.decode(wide, 10)
+            c = model.decode(parent, 10)
+        assert _values(a) == _values(b) == _values(c)
+        with pytest.raises(memra.InvalidArgumentError):
+            parent.fork(len(ids))  # below the parent's position (len(ids) + 1)
+
+
 def test_sampler(model: memra.Model) -> None:
     ids = model.tokenize("The quick brown fox")
     with model.cache() as c:
