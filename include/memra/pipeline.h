@@ -84,15 +84,17 @@ MEMRA_API memra_status_t memra_decode_step_deferred(memra_model_t *model, memra_
  * call returns before the step finishes; with streams=0 it runs before
  * this returns and the pendings come back finished.
  * Errors, checked before anything is queued (then every OUT[i] is NULL and
- * no cache changes), with memra_forward_batch's statuses and messages:
+ * no cache changes), with memra_forward_batch's statuses (the message
+ * names this call and the item):
  * NULL ITEMS or OUT, N_ITEMS outside 1..memra_model_max_batch, FLAGS not
  * 0, an item's NULL cache or tokens, unknown item flags, one cache in two
  * items: MEMRA_E_INVALID; n_tokens other than 1 (prompts go through
  * memra_forward_batch) or an item's logits not NULL (they come from
  * memra_pending_wait): MEMRA_E_INVALID; a cache of another model
  * MEMRA_E_MISUSE; a full cache MEMRA_E_FULL; a token outside [0, n_vocab)
- * MEMRA_E_RANGE. Steps in flight make the synchronous calls and the
- * cache clear/snapshot/restore/free of their caches fail with
+ * MEMRA_E_RANGE. While steps are in flight the synchronous forward calls
+ * on the model (memra_forward, memra_decode_step, memra_forward_batch),
+ * and clear/snapshot/restore/free of a cache in flight, fail with
  * MEMRA_E_BUSY, as for memra_decode_step_deferred. A failed step fails
  * every pending of it and the later steps that share a cache with it.
  * Thread-safety: one thread at a time per model. */
