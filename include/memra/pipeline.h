@@ -81,8 +81,11 @@ MEMRA_API memra_status_t memra_decode_step_deferred(memra_model_t *model, memra_
  * deferred decode steps and batched ones share one queue and complete in
  * queue order; a cache may have several steps in flight. On every model
  * the step runs on the stage workers (a one-stage model has one), so the
- * call returns before the step finishes; with streams=0 it runs before
- * this returns and the pendings come back finished.
+ * call returns before the step finishes (it waits for earlier steps only
+ * when 64 are unfinished, or once when a step has more items than any
+ * before: the boundary buffers grow while the queue is empty); with
+ * streams=0 it runs before this returns and the pendings come back
+ * finished.
  * Errors, checked before anything is queued (then every OUT[i] is NULL and
  * no cache changes), with memra_forward_batch's statuses (the message
  * names this call and the item):
