@@ -21,6 +21,11 @@ bool memra__rows_exact(void)
     return g_rows_exact;
 }
 
+void memra__set_rows_exact(bool on)
+{
+    g_rows_exact = on;
+}
+
 int32_t memra_model_max_batch(const memra_model_t *m)
 {
     return m ? MEMRA_MAX_BATCH : 0;
@@ -34,8 +39,10 @@ int32_t memra_model_max_batch(const memra_model_t *m)
     } while (0)
 
 /* Checks one item; FN names it in messages ("memra_forward" or
- * "memra_forward_batch: item I"). Reads nothing but the item. */
-static memra_status_t check_item(memra_model_t *m, const char *fn, const memra_batch_item_t *it)
+ * "memra_forward_batch: item I"). Reads nothing but the item. DEFERRED:
+ * a queued step (memra_forward_batch_deferred) may follow steps in flight,
+ * takes one token and gives its logits through its pending. */
+static memra_status_t check_item(memra_model_t *m, const char *fn, const memra_batch_item_t *it, bool deferred)
 {
     memra_cache_t *c = it->cache;
     const int32_t n = it->n_tokens;
@@ -47,9 +54,14 @@ static memra_status_t check_item(memra_model_t *m, const char *fn, const memra_b
         return memra__model_fail(m, MEMRA_E_INVALID, "%s: n = %d (need at least one token)", fn, n);
     if (it->flags & ~MEMRA_FORWARD_ALL_ROWS)
         return memra__model_fail(m, MEMRA_E_INVALID, "%s: unknown flags 0x%x", fn, it->flags);
-    if (atomic_load(&c->in_flight) > 0)
+    if (deferred && n != 1)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: n_tokens = %d (a deferred step takes one token an item; "
+                                 "prompts go through memra_forward_batch)", fn, n);
+    if (deferred && it->logits)
+        return memra__model_fail(m, MEMRA_E_INVALID, "%s: logits must be NULL (memra_pending_wait gives them)", fn);
+    if (!deferred && atomic_load(&c->in_flight) > 0)
         return memra__model_fail(m, MEMRA_E_BUSY, "%s: pipelined steps are in flight on this cache", fn);
-    if (m->pp && atomic_load(&m->pp->unconsumed) > 0)
+    if (!deferred && m->pp && atomic_load(&m->pp->unconsumed) > 0)
         return memra__model_fail(m, MEMRA_E_BUSY, "%s: pipelined steps of this model are in flight "
                                  "(wait on or free their pendings first)", fn);
     /* the capacity first: an N beyond it is refused before TOKENS is read */
@@ -65,7 +77,7 @@ static memra_status_t check_item(memra_model_t *m, const char *fn, const memra_b
 
 /* Whether any stage runs a fast engine (backend.h: fast prefill kernels
  * whose rows depend on the row count). */
-static bool model_fast(const memra_model_t *m)
+bool memra__model_fast(const memra_model_t *m)
 {
     for (int32_t s = 0; s < m->n_stages; s++)
         if (m->stages[s].be->fast)
@@ -138,7 +150,7 @@ static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *item
     if (!tokens)
         return memra__model_fail(m, MEMRA_E_NOMEM, "out of memory");
     b->tokens = tokens;
-    const bool fast = model_fast(m);
+    const bool fast = memra__model_fast(m);
     memra_status_t s = MEMRA_OK;
     for (bool more = true; more && !s;) {
         /* the round's one-row chunks first, then the longer ones */
@@ -171,12 +183,9 @@ static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *item
     return s;
 }
 
-static memra_status_t forward_batch(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items,
-                                    uint32_t flags)
+memra_status_t memra__check_batch(memra_model_t *m, const char *fn, const memra_batch_item_t *items, int32_t n_items,
+                                  uint32_t flags, bool deferred)
 {
-    static const char fn[] = "memra_forward_batch";
-    if (!m)
-        return memra__fail(NULL, MEMRA_E_INVALID, "%s: NULL model", fn);
     if (!items || n_items <= 0 || n_items > MEMRA_MAX_BATCH)
         return memra__model_fail(m, MEMRA_E_INVALID, "%s: %s (need 1..%d items)", fn,
                                  !items ? "items is NULL" : n_items <= 0 ? "no items" : "too many items",
@@ -186,11 +195,21 @@ static memra_status_t forward_batch(memra_model_t *m, const memra_batch_item_t *
     for (int32_t i = 0; i < n_items; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s: item %d", fn, i);
-        MEMRA__TRY_FW(check_item(m, name, &items[i]));
+        MEMRA__TRY_FW(check_item(m, name, &items[i], deferred));
         for (int32_t j = 0; j < i; j++)
             if (items[j].cache == items[i].cache)
                 return memra__model_fail(m, MEMRA_E_INVALID, "%s: items %d and %d use the same cache", fn, j, i);
     }
+    return MEMRA_OK;
+}
+
+static memra_status_t forward_batch(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items,
+                                    uint32_t flags)
+{
+    static const char fn[] = "memra_forward_batch";
+    if (!m)
+        return memra__fail(NULL, MEMRA_E_INVALID, "%s: NULL model", fn);
+    MEMRA__TRY_FW(memra__check_batch(m, fn, items, n_items, flags, false));
     memra__err_clear(&m->err);
     return run_items(m, items, n_items);
 }
@@ -209,7 +228,7 @@ static memra_status_t forward(memra_model_t *m, memra_cache_t *c, const int32_t 
     if (!m || !c || (!tokens && n > 0))
         return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "%s: NULL model, cache or tokens", fn);
     const memra_batch_item_t it = {.cache = c, .tokens = tokens, .n_tokens = n, .flags = flags, .logits = logits};
-    MEMRA__TRY_FW(check_item(m, fn, &it));
+    MEMRA__TRY_FW(check_item(m, fn, &it, false));
     memra__err_clear(&m->err);
     return run_items(m, &it, 1);
 }

@@ -1,4 +1,5 @@
-/* Deferred decode steps and their pending handles. A pending is a request
+/* Deferred decode steps (one sequence, or a batch of decode items) and
+ * their pending handles, one per sequence of a step. A pending is a request
  * consumed exactly once (wait or free). Live handles are kept in a
  * process-wide registry so that a second wait or free of the same handle is
  * caught as MEMRA_E_MISUSE instead of touching freed memory (best effort: a
@@ -53,6 +54,63 @@ static void release(struct memra_pending *p)
     free(p);
 }
 
+/* Queues the decode step of N validated ITEMS (one token each) and fills
+ * OUT[0..n) with their pendings; on failure nothing is queued, no cache
+ * moves and OUT stays NULL. FN names the call in messages. */
+static memra_status_t queue_step(memra_model_t *m, const char *fn, const memra_batch_item_t *items, int32_t n,
+                                 memra_pending_t **out)
+{
+    memra__pp_job_t *job = memra__pp_job_new(n);
+    int32_t made = 0;
+    for (; job && made < n; made++) {
+        struct memra_pending *p = calloc(1, sizeof *p);
+        float *logits = malloc((size_t)m->n_vocab * sizeof *logits);
+        if (!p || !logits) {
+            free(p);
+            free(logits);
+            break;
+        }
+        memra_cache_t *c = items[made].cache;
+        *p = (struct memra_pending){.magic = MEMRA__PENDING_MAGIC, .m = m, .c = c, .logits = logits};
+        job->p[made] = p;
+        job->io[made] = items[made].tokens[0];
+        job->io[n + made] = c->pos;
+        job->seg[made] = (memra__seg_t){.c = c, .row0 = made, .n = 1, .pos0 = c->pos, .out0 = 0, .n_out = 1,
+                                        .host_logits = logits};
+    }
+    if (!job || made < n) {
+        for (int32_t i = 0; job && i < made; i++) {
+            free(job->p[i]->logits);
+            free(job->p[i]);
+        }
+        free(job);
+        return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", fn);
+    }
+    job->rows_exact = memra__model_fast(m);
+    for (int32_t i = 0; i < n; i++) {
+        atomic_fetch_add(&items[i].cache->in_flight, 1);
+        atomic_fetch_add(&m->pp->unconsumed, 1);
+        reg_add(job->p[i]);
+    }
+    /* the scheduler owns JOB from here (and frees it) unless this fails */
+    struct memra_pending *ps[MEMRA_MAX_BATCH];
+    memcpy(ps, job->p, (size_t)n * sizeof *ps);
+    memra_status_t st = memra__pp_submit(m, job);
+    if (st) {
+        for (int32_t i = 0; i < n; i++) {
+            reg_take(ps[i]);
+            release(ps[i]);
+        }
+        free(job);
+        return st;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        items[i].cache->pos++;
+        out[i] = ps[i];
+    }
+    return MEMRA_OK;
+}
+
 static memra_status_t step_deferred(memra_model_t *m, memra_cache_t *c, int32_t token, memra_pending_t **out)
 {
     if (!out)
@@ -70,31 +128,8 @@ static memra_status_t step_deferred(memra_model_t *m, memra_cache_t *c, int32_t 
         return memra__model_fail(m, MEMRA_E_FULL,
                                  "memra_decode_step_deferred: position %d is beyond the cache capacity %d", c->pos,
                                  c->n_ctx);
-    struct memra_pending *p = calloc(1, sizeof *p);
-    float *logits = malloc((size_t)m->n_vocab * sizeof *logits);
-    if (!p || !logits) {
-        free(p);
-        free(logits);
-        return memra__model_fail(m, MEMRA_E_NOMEM, "memra_decode_step_deferred: out of memory");
-    }
-    p->magic = MEMRA__PENDING_MAGIC;
-    p->m = m;
-    p->c = c;
-    p->logits = logits;
-    p->io[0] = token;
-    p->io[1] = c->pos;
-    atomic_fetch_add(&c->in_flight, 1);
-    atomic_fetch_add(&m->pp->unconsumed, 1);
-    reg_add(p);
-    memra_status_t st = memra__pp_submit(m, p);
-    if (st) {
-        reg_take(p);
-        release(p);
-        return st;
-    }
-    c->pos++;
-    *out = p;
-    return MEMRA_OK;
+    const memra_batch_item_t it = {.cache = c, .tokens = &token, .n_tokens = 1};
+    return queue_step(m, "memra_decode_step_deferred", &it, 1, out);
 }
 
 memra_status_t memra_decode_step_deferred(memra_model_t *m, memra_cache_t *c, int32_t token, memra_pending_t **out)
@@ -103,6 +138,31 @@ memra_status_t memra_decode_step_deferred(memra_model_t *m, memra_cache_t *c, in
         return step_deferred(m, c, token, out);
     *out = NULL;
     MEMRA__MODEL_GUARDED(m, "memra_decode_step_deferred", step_deferred(m, c, token, out));
+}
+
+static memra_status_t batch_deferred(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items,
+                                     uint32_t flags, memra_pending_t **out)
+{
+    static const char fn[] = "memra_forward_batch_deferred";
+    if (!m || !out)
+        return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "%s: NULL %s", fn, !m ? "model" : "out");
+    memra_status_t st = memra__check_batch(m, fn, items, n_items, flags, true);
+    if (st)
+        return st;
+    memra__err_clear(&m->err);
+    return queue_step(m, fn, items, n_items, out);
+}
+
+memra_status_t memra_forward_batch_deferred(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items,
+                                            uint32_t flags, memra_pending_t **out)
+{
+    /* every OUT[i] NULL on failure: clear what the count says is there
+     * (at most the maximum: a count above it is refused) */
+    if (out && n_items > 0)
+        memset(out, 0, (size_t)(n_items < MEMRA_MAX_BATCH ? n_items : MEMRA_MAX_BATCH) * sizeof *out);
+    if (!m || !out)
+        return batch_deferred(m, items, n_items, flags, out);
+    MEMRA__MODEL_GUARDED(m, "memra_forward_batch_deferred", batch_deferred(m, items, n_items, flags, out));
 }
 
 static memra_status_t not_live(const char *fn)

@@ -16,19 +16,37 @@
  * more waits for the oldest to finish (back-pressure, never an error). */
 #define MEMRA__PP_RING 64
 
+/* One sequence's part of a deferred step: what memra_pending_t points to.
+ * Owned by the caller from queue time until wait or free. */
 struct memra_pending {
     uint32_t magic;              /* MEMRA__PENDING_MAGIC while live */
     memra_model_t *m;
     memra_cache_t *c;
-    uint64_t seq;                /* queue order on the model */
-    int32_t io[2];               /* token, position */
-    bool done;                   /* the last stage finished it (under pp->mu) */
-    memra_status_t status;       /* first failure on any stage (under pp->mu) */
+    bool done;                   /* the last stage finished its step (under pp->mu) */
+    memra_status_t status;       /* its step's first failure on any stage (under pp->mu) */
     char msg[MEMRA__ERRMSG_MAX];
     float *logits;               /* host, n_vocab floats */
     struct memra_pending *next_live; /* registry of live handles (lib/pending.c) */
 };
 #define MEMRA__PENDING_MAGIC 0x70656e64u
+
+/* One queued step: N decode rows, one per pending (a single deferred
+ * decode is a one-row job). Owned by the scheduler from memra__pp_submit
+ * until the last stage finishes it; the pendings outlive it. */
+typedef struct memra__pp_job {
+    uint64_t seq;                /* queue order on the model */
+    int32_t n;                   /* rows */
+    bool rows_exact;             /* run with memra__rows_exact() set (backend.h) */
+    memra_status_t status;       /* first failure on any stage (under pp->mu) */
+    char msg[MEMRA__ERRMSG_MAX];
+    int32_t *io;                 /* [2n]: tokens, then positions */
+    memra__seg_t *seg;           /* [n]: row i is pending i's sequence */
+    struct memra_pending **p;    /* [n] */
+} memra__pp_job_t;
+
+/* A job of N rows in one allocation (io, seg and p point into it); NULL
+ * when out of memory. Free it with free(). */
+memra__pp_job_t *memra__pp_job_new(int32_t n);
 
 typedef struct memra__pp {
     /* plan (effective knobs after params and env) */
@@ -46,10 +64,11 @@ typedef struct memra__pp {
     pthread_t threads[MEMRA_MAX_STAGES];
     pthread_mutex_t eng_mu[MEMRA_MAX_STAGES];  /* per engine group: one stage at a time on an engine */
     int32_t n_slots;                           /* boundary slots per stage: 2 = double-buffered */
+    int32_t slot_rows;                         /* rows of carry each slot (and stage 0's carry) holds */
     float *slot[MEMRA_MAX_STAGES][2];          /* on stage s's device: its input carry (s >= 1) */
     void *ev_filled[MEMRA_MAX_STAGES][2];      /* recorded by stage s-1 after filling slot (optional) */
     void *ev_freed[MEMRA_MAX_STAGES][2];       /* recorded by stage s after reading slot (optional) */
-    struct memra_pending *ring[MEMRA__PP_RING];
+    memra__pp_job_t *ring[MEMRA__PP_RING];
     uint64_t tail;                             /* next sequence number */
     uint64_t done[MEMRA_MAX_STAGES];           /* jobs stage s has finished */
     atomic_int unconsumed;                     /* pendings not yet waited on or freed */
@@ -87,11 +106,26 @@ memra_status_t memra__pp_even_cuts(const uint64_t *layer_bytes, int32_t n_layer,
 
 /* Stops the workers and frees the boundary slots (before the stages). */
 void memra__pp_stop(memra_model_t *m);
-/* Queues P (token and position filled in) on M's workers. */
-memra_status_t memra__pp_submit(memra_model_t *m, struct memra_pending *p);
+/* Queues JOB (rows, pendings and segments filled in) on M's workers, which
+ * then own it; with streams=0 runs it now and frees it. On failure (the
+ * workers cannot start) JOB stays the caller's and nothing ran. */
+memra_status_t memra__pp_submit(memra_model_t *m, memra__pp_job_t *job);
 /* Blocks until P is done (under the workers' lock). */
 void memra__pp_wait_done(memra_model_t *m, struct memra_pending *p);
 bool memra__pp_is_done(memra_model_t *m, const struct memra_pending *p);
+
+/* ---- forward driver (lib/forward.c) -------------------------------------- */
+
+/* Checks the ITEMS of a batched call as memra_forward_batch does, naming FN
+ * in messages; DEFERRED: memra_forward_batch_deferred's rules (steps in
+ * flight allowed, one token an item, no logits buffer). */
+memra_status_t memra__check_batch(memra_model_t *m, const char *fn, const memra_batch_item_t *items, int32_t n_items,
+                                  uint32_t flags, bool deferred);
+/* Whether any stage runs a fast engine: decode rows then run with
+ * memra__rows_exact() set to stay per-row exact. */
+bool memra__model_fast(const memra_model_t *m);
+/* Sets memra__rows_exact() on the calling thread. */
+void memra__set_rows_exact(bool on);
 
 /* ---- checks (lib/check_margin.c) ------------------------------------------ */
 

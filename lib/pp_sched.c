@@ -1,5 +1,5 @@
 /* Pipelined decode: one worker thread per stage, all walking the same
- * queue of deferred steps in order. Stage s takes step q once stage s-1 has
+ * queue of deferred steps (jobs of one or more decode rows) in order. Stage s takes step q once stage s-1 has
  * finished it (its carry then sits in stage s's boundary slot q % n_slots),
  * runs its layers in place on that slot, and hands the carry to stage s+1's
  * slot as soon as stage s+1 has finished step q - n_slots, the previous user
@@ -51,22 +51,43 @@ static void unlock_pair(memra__pp_t *pp, int32_t a, int32_t b)
     pthread_mutex_unlock(&pp->eng_mu[ga]);
 }
 
-/* A failed step leaves its cache undefined: fail the later queued steps of
- * the same cache instead of computing on it. Under pp->mu. */
-static void fail_later(memra__pp_t *pp, const struct memra_pending *p)
+static bool shares_cache(const memra__pp_job_t *a, const memra__pp_job_t *b)
 {
-    for (uint64_t q = p->seq + 1; q < pp->tail; q++) {
-        struct memra_pending *o = pp->ring[q % MEMRA__PP_RING];
-        if (o->c == p->c && o->status == MEMRA_OK) {
-            o->status = p->status;
-            snprintf(o->msg, sizeof o->msg, "an earlier deferred step (position %d) on this cache failed: %.400s",
-                     p->io[1], p->msg);
+    for (int32_t i = 0; i < a->n; i++)
+        for (int32_t j = 0; j < b->n; j++)
+            if (a->p[i]->c == b->p[j]->c)
+                return true;
+    return false;
+}
+
+/* A failed step leaves its caches undefined: fail the later queued steps
+ * that share a cache with it instead of computing on them. Under pp->mu. */
+static void fail_later(memra__pp_t *pp, const memra__pp_job_t *job)
+{
+    for (uint64_t q = job->seq + 1; q < pp->tail; q++) {
+        memra__pp_job_t *o = pp->ring[q % MEMRA__PP_RING];
+        if (o->status == MEMRA_OK && shares_cache(job, o)) {
+            o->status = job->status;
+            snprintf(o->msg, sizeof o->msg, "an earlier deferred step (queued %llu steps before) on one of its "
+                     "caches failed: %.400s", (unsigned long long)(q - job->seq), job->msg);
         }
     }
 }
 
-/* Stage s's part of step p; IN is its input carry (slot k for s > 0). */
-static memra_status_t run_part(memra_model_t *m, int32_t s, struct memra_pending *p, float *in, int32_t k)
+/* Marks JOB's pendings finished with its status. Under pp->mu. */
+static void finish(memra__pp_job_t *job)
+{
+    for (int32_t i = 0; i < job->n; i++) {
+        struct memra_pending *p = job->p[i];
+        p->status = job->status;
+        if (job->status)
+            snprintf(p->msg, sizeof p->msg, "%s", job->msg);
+        p->done = true;
+    }
+}
+
+/* Stage s's part of JOB; IN is its input carry (slot k for s > 0). */
+static memra_status_t run_part(memra_model_t *m, int32_t s, memra__pp_job_t *job, float *in, int32_t k)
 {
     memra__pp_t *pp = m->pp;
     memra__stage_t *st = &m->stages[s];
@@ -76,25 +97,27 @@ static memra_status_t run_part(memra_model_t *m, int32_t s, struct memra_pending
     lock_pair(pp, s, s);
     if (boundary_events(m, s))
         e = o->event_wait(st->be, pp->ev_filled[s][k]);
-    const memra__seg_t seg = {.c = p->c, .n = 1, .pos0 = p->io[1], .n_out = last ? 1 : 0};
+    memra__set_rows_exact(job->rows_exact);
     if (!e)
-        e = memra__stage_run(m, s, &seg, 1, p->io, 1, in, NULL);
-    if (!e && last) {
-        e = o->download(st->be, p->logits, st->logits, (size_t)m->n_vocab * sizeof(float));
-        if (!e)
-            e = o->synchronize(st->be);
-    }
+        e = memra__stage_run(m, s, job->seg, job->n, job->io, job->n, in, NULL);
+    memra__set_rows_exact(false);
+    const size_t row = (size_t)m->n_vocab;
+    for (int32_t i = 0; last && !e && i < job->n; i++)
+        e = o->download(st->be, job->p[i]->logits, st->logits + (size_t)i * row, row * sizeof(float));
+    if (!e && last)
+        e = o->synchronize(st->be);
     unlock_pair(pp, s, s);
     return e;
 }
 
-/* Hands step p's carry IN (stage s, slot k) to stage s+1's slot k2. */
-static memra_status_t hand_over(memra_model_t *m, int32_t s, float *in, int32_t k, int32_t k2)
+/* Hands the carry IN of an N-row step (stage s, slot k) to stage s+1's
+ * slot k2. */
+static memra_status_t hand_over(memra_model_t *m, int32_t s, int32_t n, float *in, int32_t k, int32_t k2)
 {
     memra__pp_t *pp = m->pp;
     memra__stage_t *st = &m->stages[s];
     const memra__backend_i *o = st->be->iface;
-    size_t bytes = (size_t)m->carry_floats * sizeof(float);
+    size_t bytes = (size_t)n * (size_t)m->carry_floats * sizeof(float);
     bool ev = boundary_events(m, s + 1);
     memra_status_t e = MEMRA_OK;
     lock_pair(pp, s, s + 1);
@@ -133,14 +156,14 @@ static void *worker(void *arg)
             pthread_cond_wait(&pp->cv, &pp->mu);
         if (pp->quit)
             break;
-        struct memra_pending *p = pp->ring[q % MEMRA__PP_RING];
-        bool ok = p->status == MEMRA_OK;
+        memra__pp_job_t *job = pp->ring[q % MEMRA__PP_RING];
+        bool ok = job->status == MEMRA_OK;
         int32_t k = (int32_t)(q % n_slots);
         /* stage 0 reads st->carry fresh per step: a prefill may have regrown it */
         float *in = s == 0 ? m->stages[0].carry : pp->slot[s][k];
         pthread_mutex_unlock(&pp->mu);
 
-        memra_status_t e = ok ? run_part(m, s, p, in, k) : MEMRA_OK;
+        memra_status_t e = ok ? run_part(m, s, job, in, k) : MEMRA_OK;
         if (s < last) {
             pthread_mutex_lock(&pp->mu);
             while (!pp->quit && pp->done[s + 1] + n_slots <= q)
@@ -152,17 +175,21 @@ static void *worker(void *arg)
                 break;
             }
             if (ok && !e)
-                e = hand_over(m, s, in, k, (int32_t)(q % n_slots));
+                e = hand_over(m, s, job->n, in, k, (int32_t)(q % n_slots));
         }
         pthread_mutex_lock(&pp->mu);
-        if (e && p->status == MEMRA_OK) {
-            p->status = e;
-            snprintf(p->msg, sizeof p->msg, "pipeline stage %d: %s", s, memra_last_error());
-            fail_later(pp, p);
+        if (e && job->status == MEMRA_OK) {
+            job->status = e;
+            snprintf(job->msg, sizeof job->msg, "pipeline stage %d: %s", s, memra_last_error());
+            fail_later(pp, job);
         }
         pp->done[s] = q + 1;
-        if (s == last)
-            p->done = true;
+        if (s == last) {
+            /* every stage is past it: the job is ours to free */
+            finish(job);
+            pp->ring[q % MEMRA__PP_RING] = NULL;
+            free(job);
+        }
         pthread_cond_broadcast(&pp->cv);
     }
     pthread_mutex_unlock(&pp->mu);
@@ -186,10 +213,11 @@ static void free_slots(memra_model_t *m)
     }
 }
 
+/* Boundary slots (and stage 0's carry) for steps of pp->slot_rows rows. */
 static memra_status_t alloc_slots(memra_model_t *m)
 {
     memra__pp_t *pp = m->pp;
-    size_t bytes = (size_t)m->carry_floats * sizeof(float);
+    size_t bytes = (size_t)pp->slot_rows * (size_t)m->carry_floats * sizeof(float);
     memra__stage_t *s0 = &m->stages[0];
     memra_status_t st = memra__stage_buf(m, s0, (void **)&s0->carry, &s0->carry_cap, bytes);
     if (st)
@@ -213,10 +241,11 @@ static memra_status_t alloc_slots(memra_model_t *m)
     return MEMRA_OK;
 }
 
-static memra_status_t start(memra_model_t *m)
+static memra_status_t start(memra_model_t *m, int32_t rows)
 {
     memra__pp_t *pp = m->pp;
     pp->n_slots = pp->overlap ? 2 : 1;
+    pp->slot_rows = rows;
     memra_status_t st = alloc_slots(m);
     if (st) {
         free_slots(m);
@@ -257,36 +286,76 @@ void memra__pp_stop(memra_model_t *m)
     pp->started = false;
 }
 
-memra_status_t memra__pp_submit(memra_model_t *m, struct memra_pending *p)
+/* Regrows the boundary slots for steps of ROWS rows once the queue has
+ * drained (the workers then wait for a new step and read no slot). */
+static memra_status_t grow_slots(memra_model_t *m, int32_t rows)
+{
+    memra__pp_t *pp = m->pp;
+    pthread_mutex_lock(&pp->mu);
+    while (pp->done[m->n_stages - 1] < pp->tail)
+        pthread_cond_wait(&pp->cv, &pp->mu);
+    free_slots(m);
+    pp->slot_rows = rows;
+    memra_status_t st = alloc_slots(m);
+    pthread_mutex_unlock(&pp->mu);
+    if (st) {
+        /* no slots: stop the idle workers, the next step starts them again */
+        memra__pp_stop(m);
+    }
+    return st;
+}
+
+memra_status_t memra__pp_submit(memra_model_t *m, memra__pp_job_t *job)
 {
     memra__pp_t *pp = m->pp;
     if (!pp->streams) {
         /* one stream, serial: the step runs now, on this thread */
         memra__err_clear(&m->err);
-        memra_status_t e = memra__run_chunk(m, p->c, &p->io[0], 1, 0, 1, p->logits);
+        memra__set_rows_exact(job->rows_exact);
+        memra_status_t e = memra__run_step(m, job->seg, job->n, job->io, job->n);
+        memra__set_rows_exact(false);
         pthread_mutex_lock(&pp->mu);
         if (e) {
-            p->status = e;
-            snprintf(p->msg, sizeof p->msg, "%s", m->err.msg[0] ? m->err.msg : memra_last_error());
+            job->status = e;
+            snprintf(job->msg, sizeof job->msg, "%s", m->err.msg[0] ? m->err.msg : memra_last_error());
         }
-        p->done = true;
+        finish(job);
         pthread_mutex_unlock(&pp->mu);
+        free(job);
         return MEMRA_OK;
     }
-    if (!pp->started) {
-        memra_status_t st = start(m);
-        if (st)
-            return st;
-    }
+    memra_status_t st = MEMRA_OK;
+    if (!pp->started)
+        st = start(m, job->n);
+    else if (job->n > pp->slot_rows)
+        st = grow_slots(m, job->n);
+    if (st)
+        return st;
     pthread_mutex_lock(&pp->mu);
     while (pp->tail - pp->done[m->n_stages - 1] >= MEMRA__PP_RING)
         pthread_cond_wait(&pp->cv, &pp->mu);
-    p->seq = pp->tail;
-    pp->ring[pp->tail % MEMRA__PP_RING] = p;
+    job->seq = pp->tail;
+    pp->ring[pp->tail % MEMRA__PP_RING] = job;
     pp->tail++;
     pthread_cond_broadcast(&pp->cv);
     pthread_mutex_unlock(&pp->mu);
     return MEMRA_OK;
+}
+
+memra__pp_job_t *memra__pp_job_new(int32_t n)
+{
+    /* the arrays after the struct, each aligned for its type */
+    size_t at_seg = (sizeof(memra__pp_job_t) + 2 * (size_t)n * sizeof(int32_t) + 15) & ~(size_t)15;
+    size_t at_p = at_seg + (size_t)n * sizeof(memra__seg_t);
+    uint8_t *b = calloc(1, at_p + (size_t)n * sizeof(struct memra_pending *));
+    if (!b)
+        return NULL;
+    memra__pp_job_t *job = (memra__pp_job_t *)b;
+    job->n = n;
+    job->io = (int32_t *)(b + sizeof *job);
+    job->seg = (memra__seg_t *)(b + at_seg);
+    job->p = (struct memra_pending **)(b + at_p);
+    return job;
 }
 
 void memra__pp_wait_done(memra_model_t *m, struct memra_pending *p)

@@ -6,6 +6,12 @@
 # model); the file is deleted before the next model (the disk is 64 GiB).
 # Prints one table last (tok/s, decode's % of the roofline memra-bench
 # measures, and the llama.cpp ratio) and writes $OUT/bench-matrix.json.
+# With BATCH (a list of sequence counts) it also measures batched decode:
+# `memra-bench --batch $BATCH` and, with PEER, llama.cpp's
+# llama-batched-bench on the same file (BATCH_P-token prompts, BATCH_N
+# generated tokens per sequence), and prints a second table (aggregate
+# decode tok/s per B, memra's and llama.cpp's S_TG, their ratio), also
+# under "batched" in the JSON.
 #
 #   scripts/bench-matrix.sh                       # the default matrix
 #   MODELS="qwen3.5-9b:q8_0 gemma-4-31b:q8_0:20" PEER=/tmp/llama.cpp-c34b922-sm90a scripts/bench-matrix.sh
@@ -18,7 +24,12 @@
 # LONG_MODELS (the entries that get it, default every one), REPS
 # (default 3), DIR (where models are written, default /tmp/bench-matrix),
 # KEEP=1 (keep the model files), OUT (logs and JSON, default
-# /tmp/bench-matrix-out), REV (the commit to print; default git's HEAD).
+# /tmp/bench-matrix-out), REV (the commit to print; default git's HEAD),
+# BATCH (e.g. 1,2,4,8,16,32; empty (the default) skips the batched table),
+# BATCH_P and BATCH_N (default 128 and 128; memra-bench takes the median of
+# REPS runs per B, llama-batched-bench runs each B once).
+#
+#   BATCH=1,2,4,8,16,32 MODELS="qwen3.5-9b:q8_0" PEER=... scripts/bench-matrix.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build-gpu}
@@ -29,6 +40,9 @@ N=${N:-128}
 DEPTHS=${DEPTHS:-0,512}
 LONG=${LONG-16384}
 REPS=${REPS:-3}
+BATCH=${BATCH:-}
+BATCH_P=${BATCH_P:-128}
+BATCH_N=${BATCH_N:-128}
 MODELS=${MODELS:-"qwen3.5-9b:q8_0 qwen3.5-9b:q4_k qwen3.6-27b:q8_0 qwen3.6-35b-a3b:q8_0 gemma-4-e4b:q8_0 gemma-4-26b-a4b:q8_0 gemma-4-31b:q8_0:20"}
 mkdir -p "$OUT" "$DIR"
 [ -x "$B/examples/memra-bench" ] || { echo "bench-matrix: no $B/examples/memra-bench (build first)"; exit 2; }
@@ -36,12 +50,26 @@ if [ -n "${PEER:-}" ] && [ ! -x "$PEER/llama-bench" ]; then
   echo "bench-matrix: no llama-bench in $PEER"
   exit 2
 fi
+if [ -n "${PEER:-}" ] && [ -n "$BATCH" ] && [ ! -x "$PEER/llama-batched-bench" ]; then
+  echo "bench-matrix: no llama-batched-bench in $PEER"
+  exit 2
+fi
+if [ -n "$BATCH" ] && ! [[ "$BATCH" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]]; then
+  echo "bench-matrix: BATCH=$BATCH: expected a comma-separated list of sequence counts"
+  exit 2
+fi
+# llama-batched-bench skips a B whose sequences do not fit its context
+# (B * (prompt + generated) tokens, no shared prompt): size it for the largest B
+batch_ctx=0
+for b in ${BATCH//,/ }; do
+  (( b * (BATCH_P + BATCH_N) > batch_ctx )) && batch_ctx=$(( b * (BATCH_P + BATCH_N) ))
+done
 # REV names the build in the table (a copied working tree's .git may be older than its files)
 rev=${REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "bench-matrix: memra $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
 summarize() {
-python3 - "$OUT" "$rev" "$1" $MODELS <<'PY'
+BATCH_P=$BATCH_P BATCH_N=$BATCH_N python3 - "$OUT" "$rev" "$1" $MODELS <<'PY'
 import json, os, sys
 out, rev, mode, specs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 
@@ -81,7 +109,32 @@ for spec in specs:
         if v.get("memra") and v.get("llama"):
             row["ratio"] = v["memra"] / v["llama"]
         matrix.append(row)
-json.dump({"rev": rev, "rows": matrix}, open(os.path.join(out, "bench-matrix.json"), "w"), indent=1)
+# batched decode: memra-bench --batch (one object per B, "tg" the aggregate
+# decode rate) and llama-batched-bench --output-format jsonl (one object per
+# (pp, tg, pl); speed_tg is S_TG, the aggregate decode rate)
+batched = []
+for spec in specs:
+    parts = spec.split(":")
+    tag = "%s-%s" % (parts[0], parts[1]) + ("-L" + parts[2] if len(parts) > 2 and parts[2] else "")
+    per_b = {}
+    for r in lines(os.path.join(out, "memra-batch-%s.jsonl" % tag)):
+        if "batch" in r and r.get("tg", {}).get("n_gen", 0) > 0:
+            per_b.setdefault(r["batch"], {})["memra"] = r["tg"]["tok_s"]
+    # llama.cpp logs through its LOG(): read both streams
+    for name in ("llama-batch-%s.jsonl" % tag, "llama-batch-%s.err" % tag):
+        for r in lines(os.path.join(out, name)):
+            if "speed_tg" in r and "pl" in r:
+                per_b.setdefault(r["pl"], {})["llama"] = r["speed_tg"]
+    for b in sorted(per_b):
+        v = per_b[b]
+        row = {"model": tag, "batch": b, "memra_tok_s": v.get("memra"), "llama_tok_s": v.get("llama")}
+        if v.get("memra") and v.get("llama"):
+            row["ratio"] = v["memra"] / v["llama"]
+        batched.append(row)
+doc = {"rev": rev, "rows": matrix}
+if batched:
+    doc["batched"] = batched
+json.dump(doc, open(os.path.join(out, "bench-matrix.json"), "w"), indent=1)
 if mode != "print":
     sys.exit(0)
 print("\n==== benchmark matrix (memra %s; tok/s) ====" % rev)
@@ -91,6 +144,14 @@ for r in matrix:
     print("%-28s %-7s %6d %10s %7s %10s %7s" % (r["model"], r["test"], r["depth"], f(r["memra_tok_s"], "%.1f"),
           f(100 * r["roofline_frac"] if "roofline_frac" in r else None, "%.1f"), f(r["llama_tok_s"], "%.1f"),
           f(r.get("ratio"), "%.2f")))
+if batched:
+    print("\n==== batched decode (memra %s; aggregate decode tok/s, %s-token prompts, %s generated) ====" %
+          (rev, os.environ.get("BATCH_P", "128"), os.environ.get("BATCH_N", "128")))
+    print("%-28s %5s %10s %10s %7s" % ("model", "B", "memra", "llama.cpp", "ratio"))
+    for r in batched:
+        f = lambda x, fmt: fmt % x if x is not None else "-"
+        print("%-28s %5d %10s %10s %7s" % (r["model"], r["batch"], f(r["memra_tok_s"], "%.1f"),
+              f(r["llama_tok_s"], "%.1f"), f(r.get("ratio"), "%.2f")))
 PY
 }
 
@@ -121,7 +182,18 @@ for spec in $MODELS; do
         >>"$OUT/llama-$tag.jsonl" 2>>"$OUT/llama-$tag.err" || echo "== $tag: llama-bench at depth $LONG failed"
     fi
   fi
-  echo "== $tag: synth $((t1 - t0)) s, memra $((t2 - t1)) s, llama.cpp $(( $(date +%s) - t2 )) s"
+  t3=$(date +%s)
+  if [ -n "$BATCH" ]; then
+    $B/examples/memra-bench -m "$f" --device cuda:0 --batch "$BATCH" -p "$BATCH_P" -n "$BATCH_N" -r "$REPS" --json \
+      >"$OUT/memra-batch-$tag.jsonl" 2>"$OUT/memra-batch-$tag.err" ||
+      echo "== $tag: memra-bench --batch failed: $(tail -1 "$OUT/memra-batch-$tag.err")"
+    if [ -n "${PEER:-}" ]; then
+      "$PEER/llama-batched-bench" -m "$f" -c "$batch_ctx" -b 2048 -ub 512 -npp "$BATCH_P" -ntg "$BATCH_N" \
+        -npl "$BATCH" --output-format jsonl >"$OUT/llama-batch-$tag.jsonl" 2>"$OUT/llama-batch-$tag.err" ||
+        echo "== $tag: llama-batched-bench failed: $(tail -1 "$OUT/llama-batch-$tag.err")"
+    fi
+  fi
+  echo "== $tag: synth $((t1 - t0)) s, memra $((t2 - t1)) s, llama.cpp $((t3 - t2)) s${BATCH:+, batched $(( $(date +%s) - t3 )) s}"
   [ "${KEEP:-0}" = 1 ] || rm -f "$f"
   summarize quiet # bench-matrix.json holds every finished model, should a later one not finish
 done

@@ -473,6 +473,30 @@ static void test_model(void **state)
     ERR(memra_decode_step_deferred(m, c, INT32_MAX, &pend));
     ERR(memra_decode_step_deferred(m, c, INT32_MIN, &pend));
     assert_null(pend);
+    memra_pending_t *bp[2] = {pend, pend};
+    const int32_t one = 1, bad_tok = -1;
+    memra_batch_item_t bi[2] = {{.cache = c, .tokens = &one, .n_tokens = 1},
+                                {.cache = c, .tokens = &one, .n_tokens = 1}};
+    ERR(memra_forward_batch_deferred(NULL, bi, 1, 0, bp));
+    ERR(memra_forward_batch_deferred(m, NULL, 1, 0, bp));
+    ERR(memra_forward_batch_deferred(m, bi, 1, 0, NULL));
+    ERR(memra_forward_batch_deferred(m, bi, 0, 0, bp));
+    ERR(memra_forward_batch_deferred(m, bi, -1, 0, bp));
+    ERR(memra_forward_batch_deferred(m, bi, INT32_MAX, 0, bp));
+    ERR(memra_forward_batch_deferred(m, bi, 1, 1, bp));
+    ERR(memra_forward_batch_deferred(m, bi, 2, 0, bp)); /* one cache twice */
+    bi[0].tokens = &bad_tok;
+    ERR(memra_forward_batch_deferred(m, bi, 1, 0, bp));
+    bi[0].tokens = NULL;
+    ERR(memra_forward_batch_deferred(m, bi, 1, 0, bp));
+    bi[0] = (memra_batch_item_t){.cache = c, .tokens = &one, .n_tokens = 0};
+    ERR(memra_forward_batch_deferred(m, bi, 1, 0, bp));
+    bi[0].n_tokens = INT32_MAX;
+    ERR(memra_forward_batch_deferred(m, bi, 1, 0, bp));
+    bi[0] = (memra_batch_item_t){.cache = c, .tokens = &one, .n_tokens = 1, .logits = logits};
+    ERR(memra_forward_batch_deferred(m, bi, 1, 0, bp));
+    assert_null(bp[0]);
+    assert_null(bp[1]);
     ERR(memra_pending_poll(NULL));
     ERR(memra_pending_wait(NULL, logits));
     NOOP_OK(memra_pending_free(NULL));

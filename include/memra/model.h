@@ -272,7 +272,9 @@ MEMRA_API int32_t memra_model_max_batch(const memra_model_t *model);
  * beyond a cache's capacity MEMRA_E_FULL; a token outside [0, n_vocab)
  * MEMRA_E_RANGE; deferred steps in flight MEMRA_E_BUSY. The message names
  * the item. A device error leaves the caches of the batch in an undefined
- * state (clear them). Thread-safety: one thread at a time per model. */
+ * state (clear them). memra_forward_batch_deferred (pipeline.h) queues a
+ * step of decodes and returns pendings instead. Thread-safety: one thread
+ * at a time per model. */
 MEMRA_API memra_status_t memra_forward_batch(memra_model_t *model, const memra_batch_item_t *items,
                                              int32_t n_items, uint32_t flags);
 

@@ -50,8 +50,9 @@ MEMRA_API memra_status_t memra_model_pipeline_info(const memra_model_t *model, m
 
 /* ---- deferred decode ------------------------------------------------------ */
 
-/* A queued decode step: a request, consumed exactly once, by
- * memra_pending_wait (which frees it) or memra_pending_free. */
+/* A queued decode step of one sequence (memra_decode_step_deferred, or one
+ * item of memra_forward_batch_deferred): a request, consumed exactly once,
+ * by memra_pending_wait (which frees it) or memra_pending_free. */
 typedef struct memra_pending memra_pending_t;
 
 /* Queues one decode step of TOKEN on CACHE and returns at once with
@@ -66,6 +67,42 @@ typedef struct memra_pending memra_pending_t;
  * before this returns. Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_decode_step_deferred(memra_model_t *model, memra_cache_t *cache, int32_t token,
                                                     memra_pending_t **out);
+
+/* Queues one batched decode step: N_ITEMS sequences, each item one token
+ * (n_tokens == 1) on its own cache, run as memra_forward_batch runs them
+ * (one pass over the weights, each row bit-identical to decoding it alone:
+ * docs/BATCHING.md), and returns at once with OUT[i], a pending per item
+ * (OUT: an array of N_ITEMS). Each pending is consumed on its own
+ * (memra_pending_wait gives that item's n_vocab logits, or
+ * memra_pending_free); all of a step's pendings finish together. The
+ * caches' positions advance at queue time, so the host may sample step t
+ * while step t+1 is queued; on a model split into pipeline stages step t+1
+ * then runs on the first stages while step t finishes on the last. Single
+ * deferred decode steps and batched ones share one queue and complete in
+ * queue order; a cache may have several steps in flight. On every model
+ * the step runs on the stage workers (a one-stage model has one), so the
+ * call returns before the step finishes (it waits for earlier steps only
+ * when 64 are unfinished, or once when a step has more items than any
+ * before: the boundary buffers grow while the queue is empty); with
+ * streams=0 it runs before this returns and the pendings come back
+ * finished.
+ * Errors, checked before anything is queued (then every OUT[i] is NULL and
+ * no cache changes), with memra_forward_batch's statuses (the message
+ * names this call and the item):
+ * NULL ITEMS or OUT, N_ITEMS outside 1..memra_model_max_batch, FLAGS not
+ * 0, an item's NULL cache or tokens, unknown item flags, one cache in two
+ * items: MEMRA_E_INVALID; n_tokens other than 1 (prompts go through
+ * memra_forward_batch) or an item's logits not NULL (they come from
+ * memra_pending_wait): MEMRA_E_INVALID; a cache of another model
+ * MEMRA_E_MISUSE; a full cache MEMRA_E_FULL; a token outside [0, n_vocab)
+ * MEMRA_E_RANGE. While steps are in flight the synchronous forward calls
+ * on the model (memra_forward, memra_decode_step, memra_forward_batch),
+ * and clear/snapshot/restore/free of a cache in flight, fail with
+ * MEMRA_E_BUSY, as for memra_decode_step_deferred. A failed step fails
+ * every pending of it and the later steps that share a cache with it.
+ * Thread-safety: one thread at a time per model. */
+MEMRA_API memra_status_t memra_forward_batch_deferred(memra_model_t *model, const memra_batch_item_t *items,
+                                                      int32_t n_items, uint32_t flags, memra_pending_t **out);
 
 /* MEMRA_OK when the step has finished (memra_pending_wait will not block),
  * MEMRA_E_AGAIN while it has not; MEMRA_E_MISUSE for a handle that is not a

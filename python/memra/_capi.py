@@ -456,6 +456,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_engine_params_set_device": (_st, [POINTER(EngineParams), c_char_p]),
     "memra_forward": (_st, [_h, _h, _i32p, c_int32, c_uint32, _fp]),
     "memra_forward_batch": (_st, [_h, POINTER(BatchItem), c_int32, c_uint32]),
+    "memra_forward_batch_deferred": (_st, [_h, POINTER(BatchItem), c_int32, c_uint32, _hp]),
     "memra_free": (None, [c_void_p]),
     "memra_gguf_alignment": (c_uint32, [_h]),
     "memra_gguf_arr_data": (c_void_p, [_h, c_int64]),

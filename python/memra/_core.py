@@ -600,15 +600,19 @@ class Snapshot(_Handle):
 
 
 class Pending(_Handle):
-    """memra_pending_t: a queued decode step (Model.decode_deferred). wait()
-    consumes it; close() (or leaving a with block) cancels an unconsumed one."""
+    """memra_pending_t: a queued decode step of one sequence (Model.decode_deferred,
+    or one item of Model.forward_batch_deferred). wait() consumes it; close()
+    (or leaving a with block) cancels an unconsumed one."""
 
     _kind = "pending step"
 
-    def __init__(self, model: "Model", cache: Cache, token: int) -> None:
+    def __init__(self, model: "Model", cache: Cache, token: Optional[int], ptr: Optional[int] = None) -> None:
         super().__init__()
         self.model = model
         self.cache = cache
+        if ptr is not None:  # queued by memra_forward_batch_deferred
+            self._ptr = ptr
+            return
         h = ctypes.c_void_p()
         check(
             lib().memra_decode_step_deferred(model.handle, cache.handle, _arrays.int32s([token])[0], ctypes.byref(h)),
@@ -908,6 +912,23 @@ class Model(_Handle):
         check(lib().memra_forward_batch(self.handle, arr, n, 0), "memra_forward_batch")
         # rows after the call: without numpy they are copies of the flat buffer
         return [_arrays.rows(r, k, self.n_vocab) if r is not None and all_rows else r for r, k in results]
+
+    def forward_batch_deferred(self, items: Sequence[Any]) -> List[Pending]:
+        """memra_forward_batch_deferred: queues one batched decode step and
+        returns at once. ITEMS: (cache, token) pairs, one per cache. Returns
+        a Pending per item; its wait() gives that item's logits, bit for bit
+        what forward_batch gives."""
+        n = len(items)
+        arr = (_capi.BatchItem * max(n, 1))()
+        ids = _arrays.int32s([int(tok) for _c, tok in items] or [0])
+        for i, (cache, _tok) in enumerate(items):
+            arr[i].cache = cache.handle
+            arr[i].tokens = ctypes.cast(ctypes.addressof(ids) + 4 * i, ctypes.POINTER(ctypes.c_int32))
+            arr[i].n_tokens = 1
+        out = (ctypes.c_void_p * max(n, 1))()
+        outp = ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))
+        check(lib().memra_forward_batch_deferred(self.handle, arr, n, 0, outp), "memra_forward_batch_deferred")
+        return [Pending(self, cache, None, ptr=out[i]) for i, (cache, _tok) in enumerate(items)]
 
     def decode(self, cache: Cache, token: int, out: Any = None, logits: bool = True) -> Any:
         """memra_decode_step: one token; returns its n_vocab logits (into OUT if given)."""

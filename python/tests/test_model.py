@@ -143,6 +143,31 @@ def test_forward_batch_equals_alone(model: memra.Model) -> None:
         assert (a1.pos, a2.pos) == pos
 
 
+def test_forward_batch_deferred_equals_batch(model: memra.Model) -> None:
+    """memra_forward_batch_deferred: each pending's logits are bit for bit the
+    synchronous batched step's; bad input raises and moves nothing."""
+    ids = [model.tokenize("The quick brown fox"), model.tokenize("Once upon")]
+    with model.cache() as a1, model.cache() as a2, model.cache() as b1, model.cache() as b2:
+        for c, p in ((a1, ids[0]), (a2, ids[1]), (b1, ids[0]), (b2, ids[1])):
+            model.forward(c, p, logits=False)
+        want = model.forward_batch([(b1, [7]), (b2, [9])])
+        pend = model.forward_batch_deferred([(a1, 7), (a2, 9)])
+        assert (a1.pos, a2.pos) == (b1.pos, b2.pos)  # advanced at queue time
+        got = [p.wait() for p in reversed(pend)][::-1]
+        assert [_values(g) for g in got] == [_values(w) for w in want]
+        pos = (a1.pos, a2.pos)
+        with pytest.raises(memra.MemraError):
+            model.forward_batch_deferred([(a1, 1), (a1, 2)])  # one cache twice
+        with pytest.raises(memra.MemraError):
+            model.forward_batch_deferred([(a1, 1), (a2, model.n_vocab)])  # a token out of range
+        with pytest.raises(memra.MemraError):
+            model.forward_batch_deferred([])
+        assert (a1.pos, a2.pos) == pos
+        for p in model.forward_batch_deferred([(a1, 3), (a2, 4)]):
+            p.close()  # freed without a wait
+        assert (a1.pos, a2.pos) == (pos[0] + 1, pos[1] + 1)
+
+
 def test_deferred_step(model: memra.Model) -> None:
     ids = model.tokenize("The quick brown fox")
     with model.cache() as c1, model.cache() as c2:
