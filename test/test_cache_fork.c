@@ -21,7 +21,6 @@
  * Inputs are fixed token streams from a seeded generator.
  * MEMRA_TEST_DEVICE=cuda:0 runs it on a GPU engine (as test_batch does);
  * MEMRA_TEST_FIXTURE=NAME runs one fixture. */
-#include <glob.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -368,16 +367,8 @@ static void test_state_bytes(void **state)
 static int setup(void **state)
 {
     (void)state;
-    memra_engine_params_t p;
-    memra_engine_default_params(&p);
-    p.n_threads = 2;
-    const char *dev = getenv("MEMRA_TEST_DEVICE");
-    if (dev && *dev && memra_engine_params_set_device(&p, dev) != MEMRA_OK)
-        return -1;
-    memra_status_t st = memra_engine_create(&p, &g_engine);
-    if (st)
-        fprintf(stderr, "test_cache_fork: engine %s: %s\n", dev ? dev : "cpu", memra_last_error());
-    return st == MEMRA_OK ? 0 : -1;
+    g_engine = tu_test_engine("test_cache_fork");
+    return g_engine ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -387,29 +378,9 @@ static int teardown(void **state)
     return 0;
 }
 
-static void test_no_fixtures(void **state)
-{
-    (void)state;
-    TU_SKIP("no fixture models under %s/models (set MEMRA_FIXTURES)", tu_fixtures() ? tu_fixtures() : "(none)");
-}
-
 int main(void)
 {
-    /* every <name>.gguf of the fixture models, sorted (glob sorts) */
-    const char *root = tu_fixtures();
-    if (root) {
-        char pat[1024];
-        snprintf(pat, sizeof pat, "%s/models/*.gguf", root);
-        glob_t g;
-        if (glob(pat, 0, NULL, &g) == 0) {
-            for (size_t i = 0; i < g.gl_pathc && g_n_fixtures < MAX_FIXTURES; i++) {
-                const char *base = strrchr(g.gl_pathv[i], '/') + 1;
-                snprintf(g_names[g_n_fixtures], sizeof g_names[0], "%.*s", (int)(strlen(base) - 5), base);
-                g_n_fixtures++;
-            }
-            globfree(&g);
-        }
-    }
+    g_n_fixtures = tu_fixture_models(&g_names[0][0], sizeof g_names[0], MAX_FIXTURES);
     static const struct {
         const char *name;
         CMUnitTestFunction fn;
@@ -432,7 +403,7 @@ int main(void)
             tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = &cases[n]};
         }
     if (n == 0)
-        tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = test_no_fixtures};
+        tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = tu_no_fixture_models};
     int rc = _cmocka_run_group_tests("cache_fork", tests, n, setup, teardown);
     free(tests);
     return rc;

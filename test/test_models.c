@@ -439,17 +439,8 @@ static void test_fixture_kv(void **state)
 static int setup(void **state)
 {
     (void)state;
-    memra_engine_params_t p;
-    memra_engine_default_params(&p);
-    p.n_threads = 2;
-    /* MEMRA_TEST_DEVICE=cuda:0 runs the same checks on a GPU engine */
-    const char *dev = getenv("MEMRA_TEST_DEVICE");
-    if (dev && *dev && memra_engine_params_set_device(&p, dev) != MEMRA_OK)
-        return -1;
-    memra_status_t st = memra_engine_create(&p, &g_engine);
-    if (st)
-        fprintf(stderr, "test_models: engine %s: %s\n", dev ? dev : "cpu", memra_last_error());
-    return st == MEMRA_OK ? 0 : -1;
+    g_engine = tu_test_engine("test_models");
+    return g_engine ? 0 : -1;
 }
 
 static int teardown(void **state)

@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "testutil.h"
 
@@ -126,4 +129,47 @@ float tu_u2f(uint32_t u)
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+
+int tu_fixture_models(char *names, size_t name_size, int max)
+{
+    const char *root = tu_fixtures();
+    if (!root)
+        return 0;
+    char pat[1024];
+    snprintf(pat, sizeof pat, "%s/models/*.gguf", root);
+    glob_t g;
+    int n = 0;
+    if (glob(pat, 0, NULL, &g) == 0) { /* glob sorts */
+        for (size_t i = 0; i < g.gl_pathc && n < max; i++, n++) {
+            const char *base = strrchr(g.gl_pathv[i], '/') + 1;
+            snprintf(names + (size_t)n * name_size, name_size, "%.*s", (int)(strlen(base) - 5), base);
+        }
+        globfree(&g);
+    }
+    return n;
+}
+
+memra_engine_t *tu_test_engine(const char *who)
+{
+    memra_engine_params_t p;
+    memra_engine_default_params(&p);
+    p.n_threads = 2;
+    const char *dev = getenv("MEMRA_TEST_DEVICE");
+    if (dev && *dev && memra_engine_params_set_device(&p, dev) != MEMRA_OK) {
+        fprintf(stderr, "%s: bad MEMRA_TEST_DEVICE %s\n", who, dev);
+        return NULL;
+    }
+    memra_engine_t *e = NULL;
+    if (memra_engine_create(&p, &e) != MEMRA_OK) {
+        fprintf(stderr, "%s: engine %s: %s\n", who, dev && *dev ? dev : "cpu", memra_last_error());
+        return NULL;
+    }
+    return e;
+}
+
+void tu_no_fixture_models(void **state)
+{
+    (void)state;
+    TU_SKIP("no fixture models under %s/models (set MEMRA_FIXTURES)", tu_fixtures() ? tu_fixtures() : "(none)");
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "memra/engine.h"
+
 /* Fixture folder: $MEMRA_FIXTURES, else the build-time default
  * (../shared/fixtures). Returns NULL if it does not exist. */
 const char *tu_fixtures(void);
@@ -37,5 +39,16 @@ float tu_u2f(uint32_t u);
         fprintf(stderr, "\n");                           \
         skip();                                          \
     } while (0)
+
+
+/* The fixture models' names (every <name>.gguf under tu_fixtures()/models,
+ * sorted), at most MAX, into NAMES (NAME_SIZE bytes each); the count. */
+int tu_fixture_models(char *names, size_t name_size, int max);
+/* The engine of the fixture tests: MEMRA_TEST_DEVICE (cuda:0 runs the
+ * checks on a GPU; default cpu), 2 CPU threads. NULL on failure, the
+ * library's message on stderr after WHO. */
+memra_engine_t *tu_test_engine(const char *who);
+/* A cmocka test that skips, saying no fixture models were found. */
+void tu_no_fixture_models(void **state);
 
 #endif

@@ -613,6 +613,8 @@ class Pending(_Handle):
         if ptr is not None:  # queued by memra_forward_batch_deferred
             self._ptr = ptr
             return
+        if token is None:
+            raise ValueError("Pending: a token (or the pointer of a batched step's pending)")
         h = ctypes.c_void_p()
         check(
             lib().memra_decode_step_deferred(model.handle, cache.handle, _arrays.int32s([token])[0], ctypes.byref(h)),
