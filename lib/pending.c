@@ -156,10 +156,11 @@ static memra_status_t batch_deferred(memra_model_t *m, const memra_batch_item_t 
 memra_status_t memra_forward_batch_deferred(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items,
                                             uint32_t flags, memra_pending_t **out)
 {
-    /* every OUT[i] NULL on failure: clear what the count says is there
-     * (at most the maximum: a count above it is refused) */
-    if (out && n_items > 0)
-        memset(out, 0, (size_t)(n_items < MEMRA_MAX_BATCH ? n_items : MEMRA_MAX_BATCH) * sizeof *out);
+    /* every OUT[i] NULL on failure: clear what a valid count says is
+     * there (a count outside 1..max is refused and OUT left as it is: an
+     * array of that size need not exist) */
+    if (out && n_items > 0 && n_items <= MEMRA_MAX_BATCH)
+        memset(out, 0, (size_t)n_items * sizeof *out);
     if (!m || !out)
         return batch_deferred(m, items, n_items, flags, out);
     MEMRA__MODEL_GUARDED(m, "memra_forward_batch_deferred", batch_deferred(m, items, n_items, flags, out));

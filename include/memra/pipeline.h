@@ -86,8 +86,9 @@ MEMRA_API memra_status_t memra_decode_step_deferred(memra_model_t *model, memra_
  * before: the boundary buffers grow while the queue is empty); with
  * streams=0 it runs before this returns and the pendings come back
  * finished.
- * Errors, checked before anything is queued (then every OUT[i] is NULL and
- * no cache changes), with memra_forward_batch's statuses (the message
+ * Errors, checked before anything is queued (then every OUT[i] is NULL,
+ * except with N_ITEMS outside 1..memra_model_max_batch, where OUT is not
+ * written, and no cache changes), with memra_forward_batch's statuses (the message
  * names this call and the item):
  * NULL ITEMS or OUT, N_ITEMS outside 1..memra_model_max_batch, FLAGS not
  * 0, an item's NULL cache or tokens, unknown item flags, one cache in two
