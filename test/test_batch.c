@@ -194,11 +194,8 @@ static void test_random_schedules(void **state)
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", name);
         return;
     }
-    const char *dev = getenv("MEMRA_TEST_DEVICE");
-    if (fc->stages > 1 && dev && *dev && strcmp(dev, "cpu") != 0) {
-        TU_SKIP("%s: the two-stage case runs on CPU engines only (its second stage is a private CPU engine)", name);
+    if (tu_skip_stages_on_gpu(name, fc->stages))
         return;
-    }
     memra_model_t *m = load_stages(name, fc->stages);
     if (fc->stages > 1 && memra_model_n_stages(m) != fc->stages)
         fail_msg("%s: %d stages loaded, %d asked", name, memra_model_n_stages(m), fc->stages);

@@ -69,19 +69,6 @@ static memra_model_t *load(const fixture_case_t *fc)
     return m;
 }
 
-/* Skips (saying why) a multi-stage case on a GPU engine: its second stage
- * would ask for a second device (on the CPU it is a private CPU engine). */
-static bool skip_stages(const fixture_case_t *fc)
-{
-    const char *dev = getenv("MEMRA_TEST_DEVICE");
-    if (fc->stages > 1 && dev && *dev && strcmp(dev, "cpu") != 0) {
-        TU_SKIP("%s: the %d-stage case runs on CPU engines only (a GPU engine's second stage needs a second device)",
-                fc->name, fc->stages);
-        return true;
-    }
-    return false;
-}
-
 static bool selected(const char *name)
 {
     const char *only = getenv("MEMRA_TEST_FIXTURE");
@@ -146,7 +133,7 @@ static void test_equals_sync(void **state)
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", fc->name);
         return;
     }
-    if (skip_stages(fc))
+    if (tu_skip_stages_on_gpu(fc->name, fc->stages))
         return;
     memra_model_t *m = load(fc);
     const int32_t V = memra_model_n_vocab(m);
@@ -220,7 +207,7 @@ static void test_free_without_wait(void **state)
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", fc->name);
         return;
     }
-    if (skip_stages(fc))
+    if (tu_skip_stages_on_gpu(fc->name, fc->stages))
         return;
     memra_model_t *m = load(fc);
     const int32_t V = memra_model_n_vocab(m);
@@ -298,7 +285,7 @@ static void test_misuse(void **state)
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", fc->name);
         return;
     }
-    if (skip_stages(fc))
+    if (tu_skip_stages_on_gpu(fc->name, fc->stages))
         return;
     memra_model_t *m = load(fc), *other = load(fc);
     const int32_t V = memra_model_n_vocab(m);

@@ -60,12 +60,6 @@ static bool selected(const char *name)
     return !only || !*only || strcmp(only, name) == 0;
 }
 
-static bool on_gpu(void)
-{
-    const char *dev = getenv("MEMRA_TEST_DEVICE");
-    return dev && *dev && strcmp(dev, "cpu") != 0;
-}
-
 static memra_model_t *load(const char *name, int32_t stages)
 {
     char rel[256];
@@ -223,11 +217,8 @@ static void test_fork(void **state)
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", fc->name);
         return;
     }
-    if (fc->stages > 1 && on_gpu()) {
-        TU_SKIP("%s: the two-stage case runs on CPU engines only (its second stage is a private CPU engine)",
-                fc->name);
+    if (tu_skip_stages_on_gpu(fc->name, fc->stages))
         return;
-    }
     memra_model_t *m = load(fc->name, fc->stages);
     int32_t tok[N_P + N_A + N_B];
     make_tokens(m, fc->name, tok);

@@ -168,6 +168,16 @@ memra_engine_t *tu_test_engine(const char *who)
     return e;
 }
 
+bool tu_skip_stages_on_gpu(const char *name, int32_t stages)
+{
+    const char *dev = getenv("MEMRA_TEST_DEVICE");
+    if (stages <= 1 || !dev || !*dev || strcmp(dev, "cpu") == 0)
+        return false;
+    TU_SKIP("%s: the %d-stage case runs on CPU engines only (its second stage is a private CPU engine there; "
+            "on a GPU it would need a second device)", name, stages);
+    return true;
+}
+
 void tu_no_fixture_models(void **state)
 {
     (void)state;

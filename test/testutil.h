@@ -48,6 +48,10 @@ int tu_fixture_models(char *names, size_t name_size, int max);
  * checks on a GPU; default cpu), 2 CPU threads. NULL on failure, the
  * library's message on stderr after WHO. */
 memra_engine_t *tu_test_engine(const char *who);
+/* Skips (saying why) a case of STAGES > 1 pipeline stages of fixture NAME
+ * when MEMRA_TEST_DEVICE names a GPU: the tests' second stage is a private
+ * CPU engine on the CPU, a second device on a GPU. True when skipped. */
+bool tu_skip_stages_on_gpu(const char *name, int32_t stages);
 /* A cmocka test that skips, saying no fixture models were found. */
 void tu_no_fixture_models(void **state);
 
