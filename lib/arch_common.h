@@ -6,14 +6,6 @@
 #include "kv_rows.h"
 #include "model_impl.h"
 
-/* Evaluates a status-returning EXPR; on failure, returns its status. */
-#define MEMRA__TRY(expr)                                                                           \
-    do {                                                                                           \
-        memra_status_t st_ = (expr);                                                               \
-        if (st_ != MEMRA_OK)                                                                       \
-            return st_;                                                                            \
-    } while (0)
-
 /* Declares `float *VAR` holding N_FLOATS of the run R's workspace. NULL means
  * the arch's workspace_bytes under-estimated: memra__ws has already failed
  * the model with MEMRA_E_INTERNAL, which the callback then returns. */

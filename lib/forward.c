@@ -31,12 +31,6 @@ int32_t memra_model_max_batch(const memra_model_t *m)
     return m ? MEMRA_MAX_BATCH : 0;
 }
 
-#define MEMRA__TRY_FW(expr)                                                                        \
-    do {                                                                                           \
-        memra_status_t st_ = (expr);                                                               \
-        if (st_ != MEMRA_OK)                                                                       \
-            return st_;                                                                            \
-    } while (0)
 
 /* Checks one item; FN names it in messages ("memra_forward" or
  * "memra_forward_batch: item I"). Reads nothing but the item. DEFERRED:
@@ -195,7 +189,7 @@ memra_status_t memra__check_batch(memra_model_t *m, const char *fn, const memra_
     for (int32_t i = 0; i < n_items; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s: item %d", fn, i);
-        MEMRA__TRY_FW(check_item(m, name, &items[i], deferred));
+        MEMRA__TRY(check_item(m, name, &items[i], deferred));
         for (int32_t j = 0; j < i; j++)
             if (items[j].cache == items[i].cache)
                 return memra__model_fail(m, MEMRA_E_INVALID, "%s: items %d and %d use the same cache", fn, j, i);
@@ -209,7 +203,7 @@ static memra_status_t forward_batch(memra_model_t *m, const memra_batch_item_t *
     static const char fn[] = "memra_forward_batch";
     if (!m)
         return memra__fail(NULL, MEMRA_E_INVALID, "%s: NULL model", fn);
-    MEMRA__TRY_FW(memra__check_batch(m, fn, items, n_items, flags, false));
+    MEMRA__TRY(memra__check_batch(m, fn, items, n_items, flags, false));
     memra__err_clear(&m->err);
     return run_items(m, items, n_items);
 }
@@ -228,7 +222,7 @@ static memra_status_t forward(memra_model_t *m, memra_cache_t *c, const int32_t 
     if (!m || !c || (!tokens && n > 0))
         return memra__fail(m ? &m->err : NULL, MEMRA_E_INVALID, "%s: NULL model, cache or tokens", fn);
     const memra_batch_item_t it = {.cache = c, .tokens = tokens, .n_tokens = n, .flags = flags, .logits = logits};
-    MEMRA__TRY_FW(check_item(m, fn, &it, false));
+    MEMRA__TRY(check_item(m, fn, &it, false));
     memra__err_clear(&m->err);
     return run_items(m, &it, 1);
 }

@@ -133,4 +133,12 @@ memra_status_t memra__env_int(const char *name, long lo, long hi, long def, int3
 
 #define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Evaluates a status-returning EXPR; on failure, returns its status. */
+#define MEMRA__TRY(expr)                                                                           \
+    do {                                                                                           \
+        memra_status_t st_ = (expr);                                                               \
+        if (st_ != MEMRA_OK)                                                                       \
+            return st_;                                                                            \
+    } while (0)
+
 #endif
