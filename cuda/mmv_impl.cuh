@@ -7,11 +7,13 @@
 #include <stdio.h>
 
 #include "mmv.cuh"
+#include "mmv_q8b.cuh"
 
 /* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
  * memory, cached per device and size (pipeline stages launch on several
  * GPUs from several threads: entries are single atomic words). */
-static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8])
+static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8],
+                         size_t smem_max = MMV_SMEM_MAX)
 {
     int dev = 0;
     cudaGetDevice(&dev);
@@ -26,7 +28,7 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     }
     /* the attributes are per device too; setting them again is harmless.
      * All of the carveout to shared memory: the weights bypass L1. */
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_SMEM_MAX) != cudaSuccess ||
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
             cudaSuccess)
         cudaGetLastError();
@@ -252,6 +254,42 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     }
 }
 
+/* The batched Q8_0 kernel (cuda/mmv_q8b.cuh) for R x rows per block
+ * column; false when it does not apply or fit. */
+template <int RH> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static std::atomic<uint64_t> cache[64][8];
+    const size_t smem = q8b_smem(a.ne0, R);
+    const int occ = mmv_occupancy((const void *)mmv_q8b_kernel<RH>, smem, cache, Q8B_SMEM_MAX);
+    if (occ == 0)
+        return false;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t ngrp = (nv + (a.glu ? 2 : Q8B_M) - 1) / (a.glu ? 2 : Q8B_M);
+    const int64_t need = (ngrp + Q8B_PAIRS - 1) / Q8B_PAIRS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    cap = cap < 1 ? 1 : cap;
+    a.xsm = 1;
+    a.rows_pb = R;
+    if (mmv_debug())
+        fprintf(stderr, "mmv q8b RH %d: %lld x %lld (%d weights%s%s), rows %lld, grid %lld x %u, %d blocks/SM, smem %zu\n",
+                RH, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
+                (long long)a.n_rows, (long long)(need < cap ? need : cap), gy, occ, smem);
+    return memra__launch(mmv_q8b_kernel<RH>, dim3((unsigned)(need < cap ? need : cap), gy), MMV_THREADS, smem, s, a) ==
+           cudaSuccess;
+}
+
+static bool mmv_launch_q8b(const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    if (R < 2 || R > Q8B_ROWS_MAX || mmv_q8b_rows_for(a, R) != R)
+        return false;
+    switch ((R + 1) / 2) {
+    case 1: return mmv_launch_q8b_rh<1>(a, R, gy, sm_count, s);
+    case 2: return mmv_launch_q8b_rh<2>(a, R, gy, sm_count, s);
+    case 3: return mmv_launch_q8b_rh<3>(a, R, gy, sm_count, s);
+    default: return mmv_launch_q8b_rh<4>(a, R, gy, sm_count, s);
+    }
+}
+
 /* Decode (one x row, quantized weights) streams the ring with bulk copies
  * (sm_90 TMA) unless MEMRA_MMV_TMA=0. */
 template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec)
@@ -264,6 +302,11 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
             return R == 1 && tma && mmv_launch_q8d<T>(a, gy, sm_count, s);
         return false;
     }
+    if constexpr (T == MEMRA_TYPE_Q8_0)
+        if (R > 1 && tma && mmv_launch_q8b(a, R, gy, sm_count, s))
+            return true;
+    if (R != 1 && R != 2 && R != 4 && R != 8)
+        return false; /* rows per pass only the batched Q8_0 kernel takes */
     switch (R) {
     case 1:
         if constexpr (T == MEMRA_TYPE_Q8_0)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "mmv.cuh"
+#include "mmv_q8b.cuh"
 
 extern "C" {
 #include "quant.h"
@@ -82,6 +83,8 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
     return MEMRA_OK;
 }
 
+static bool x_fits(memra_type_t type, int64_t ne0, int R);
+
 static int rows_per_pass(int64_t n_rows)
 {
     return n_rows == 1 ? 1 : n_rows == 2 ? 2 : n_rows <= 4 ? 4 : 8;
@@ -91,7 +94,17 @@ static int rows_per_pass(int64_t n_rows)
  * at most R * 65535 rows. */
 static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_args a, int64_t n_rows)
 {
-    const int R = rows_per_pass(n_rows);
+    int R = rows_per_pass(n_rows);
+    if (type == MEMRA_TYPE_Q8_0) {
+        /* the batched kernel: as many rows per pass as fit; else as many
+         * as keep x in shared memory, where Q8_0's dot is the one-row
+         * kernels' (from global memory the generic kernel takes another
+         * dot, whose bits differ) */
+        const int rq = mmv_q8b_rows_for(a, n_rows);
+        while (!rq && R > 1 && !x_fits(type, a.ne0, R))
+            R /= 2;
+        R = rq ? rq : R;
+    }
     const float *x = a.x;
     float *y[MMV_MAXW];
     memcpy(y, a.y, sizeof y);

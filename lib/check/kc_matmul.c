@@ -238,6 +238,87 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     memra__kc_check_fused(k, L, gb, f, n_f, mx_run, &c, bytes);
 }
 
+/* A batched decode step's fused matmul (qwen35's shapes and epilogues):
+ * N_ROWS rows in one call equal N_ROWS one-row calls bit for bit, on the
+ * engine K->GPU (exact) or K->FAST, which batched decode rows run on. The
+ * CUDA backend takes the rows in passes of a batched kernel (Q8_0:
+ * cuda/mmv_q8b.cuh) and one row through the one-row kernels. */
+void memra__kc_matmul_ex_rowinv(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0,
+                                const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act)
+{
+    const bool post = epi == MEMRA_MM_STORE && n_w == 4;
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "exact", 0, "%s W[%lld..] x %d, %lld wide, %lld rows vs 1+1+..%s%s",
+                                                  memra__kc_tname(t[0]), (long long)ne1[0], n_w, (long long)ne0,
+                                                  (long long)n_rows, norm ? " norm" : "",
+                                                  epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? " glu" : "");
+    if (!L)
+        return;
+    memra__backend_t *be = k->gpu;
+    const int64_t ldx = ne0 + 4;
+    float *x = memra__kc_randf(k, (size_t)(n_rows * ldx), -1.0f, 1.0f);
+    float *nw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
+    const float *xd = x ? memra__kc_put(k, be, x, (size_t)(n_rows * ldx) * 4) : NULL;
+    const float *nwd = nw ? memra__kc_put(k, be, nw, (size_t)ne0 * 4) : NULL;
+    if (!xd || !nwd)
+        return;
+    memra_weight_t w[MEMRA_MM_MAX_W][2];
+    kc_out o[MEMRA_MM_MAX_W];
+    int64_t ne1_max = 0;
+    memra_mm_args_t a[2];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < n_w; i++) {
+        if (!memra__kc_weight(k, t[i], ne0, ne1[i], 1, 0, w[i]))
+            return;
+        o[i] = (kc_out){n_rows, ne1[i], ne1[i] + 3};
+        ne1_max = ne1[i] > ne1_max ? ne1[i] : ne1_max;
+    }
+    float *init = epi == MEMRA_MM_ADD ? memra__kc_randf(k, (size_t)(n_rows * (ne1[0] + 3)), -4.0f, 4.0f) : NULL;
+    const float *pb = NULL, *pa = NULL;
+    if (post) {
+        float *b = memra__kc_randf(k, (size_t)ne1[2], -2.0f, 2.0f), *aux = memra__kc_randf(k, (size_t)ne1[2], -3.0f, -0.1f);
+        pb = b ? memra__kc_put(k, be, b, (size_t)ne1[2] * 4) : NULL;
+        pa = aux ? memra__kc_put(k, be, aux, (size_t)ne1[2] * 4) : NULL;
+        if (!pb || !pa)
+            return;
+    }
+    for (int s = 0; s < 2; s++) {
+        memra_mm_args_t *m = &a[s];
+        *m = (memra_mm_args_t){.x = xd, .ldx = ldx, .n_rows = n_rows, .norm = norm, .norm_w = nwd, .eps = 1e-6f,
+                               .n_w = n_w, .epi = epi, .act = act};
+        if (post) {
+            m->post[1] = MEMRA_EW_SIGMOID;
+            m->post[2] = MEMRA_EW_SOFTPLUS_MUL;
+            m->post_b[2] = pb;
+            m->post_aux[2] = pa;
+        }
+        for (int i = 0; i < n_w; i++) {
+            m->w[i] = &w[i][1];
+            m->ldy[i] = o[i].ld;
+            if (!(m->y[i] = memra__kc_out_new(k, be, &o[i], i == 0 ? init : NULL)))
+                return;
+        }
+        m->x_tmp = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne0) * 4));
+        m->tmp[0] = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne1_max) * 4));
+        m->tmp[1] = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne1_max) * 4));
+        if (!m->x_tmp || !m->tmp[0] || !m->tmp[1])
+            return;
+    }
+    memra_status_t st = memra__matmul_ex(be, &a[0]);
+    for (int64_t r = 0; !st && r < n_rows; r++) {
+        memra_mm_args_t one = a[1];
+        one.x = xd + r * ldx;
+        one.n_rows = 1;
+        for (int i = 0; i < n_w; i++)
+            one.y[i] = a[1].y[i] + r * o[i].ld;
+        st = memra__matmul_ex(be, &one);
+    }
+    kc_pair p[MEMRA_MM_MAX_W];
+    const int n_out = epi == MEMRA_MM_STORE ? n_w : 1;
+    for (int i = 0; i < n_out; i++)
+        p[i] = (kc_pair){a[1].y[i], a[0].y[i], &o[i], "y"};
+    memra__kc_finish_exact(k, L, st, p, n_out);
+}
+
 /* ---- get_rows ------------------------------------------------------------------ */
 
 typedef struct gr_case {
