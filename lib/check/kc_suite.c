@@ -109,7 +109,8 @@ static void run_suite(kc *k)
         static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
         static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
-                             hid[1] = {4096};
+                             hid[1] = {4096}, one301[1] = {301}, e4b[2] = {10240, 10240}, g31[1] = {5376},
+                             voc[1] = {248320}, g31q[3] = {8192, 4096, 4096};
         static const struct {
             const char *name;
             int n_w;
@@ -121,77 +122,56 @@ static void run_suite(kc *k)
             memra_mm_epi_t epi;
             memra_act_t act;
             bool fast, big, conv;
+            bool rowinv; /* N rows in one call vs N one-row calls, bit for bit */
         } mx[] = {
-            {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false},
-            {"matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false},
-            {"matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
-            {"matmul_ex.proj4_conv", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
-            {"matmul_ex.proj4_conv_rows3", 4, q8, 256, proj, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
-            {"matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, true},
-            {"matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false},
-            {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false},
-            {"matmul_ex.q8_0.out_add", 1, q8, 4096, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false},
-            {"matmul_ex.q8_0.gdn_in_noconv", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false},
+            {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.geglu_rows5", 2, k4, 512, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, false},
+            {"matmul_ex.add", 1, q8, 768, one, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.add_rows3", 1, q40, 512, one, 3, true, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.mixed_types", 3, mix, 512, mixr, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.f32_unfused", 2, f32, 96, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.prefill_fast", 2, q8, 256, glu, 40, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false, false},
+            {"matmul_ex.prefill_exact", 4, q8, 256, proj, 24, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, false},
+            {"matmul_ex.proj4_conv", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true, false},
+            {"matmul_ex.proj4_conv_rows3", 4, q8, 256, proj, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true, false},
+            {"matmul_ex.q8_0.gdn_in", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, true, false},
+            {"matmul_ex.q8_0.ffn_glu", 2, q8, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false, false},
+            {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, false},
+            {"matmul_ex.q8_0.out_add", 1, q8, 4096, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, false},
+            {"matmul_ex.q8_0.gdn_in_noconv", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, false},
+            /* batched decode rows (the Q8_0 batched kernel, cuda/mmv_q8b.cuh):
+             * every epilogue, odd row counts (a pass's second warp half short
+             * or idle), rows past one pass, x too wide for eight staged rows
+             * (passes of three), widths that are not whole 2048-element
+             * segments (gemma4's 2560 and 5376: a short last segment, and
+             * one-row calls on the generic kernel) */
+            {"matmul_ex.rowinv.proj4_r2", 4, q8, 256, proj, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, true},
+            {"matmul_ex.rowinv.proj4_r7", 4, q8, 512, proj, 7, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, true},
+            {"matmul_ex.rowinv.swiglu_r5", 2, q8, 768, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false, true},
+            {"matmul_ex.rowinv.geglu_r3", 2, q8, 2304, glu, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, true},
+            {"matmul_ex.rowinv.add_r19", 1, q8, 256, one301, 19, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false, true},
+            {"matmul_ex.rowinv.q4_k_glu_r4", 2, k4, 512, glu, 4, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false, true},
+            {"matmul_ex.rowinv.q8_0.gdn_in_r8", 4, q8, 4096, gdn, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.ffn_glu_r8", 2, q8, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.ffn_glu_r13", 2, q8, 4096, ff, 13, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.down_add_r8", 1, q8, 12288, hid, 8, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.out_add_r32", 1, q8, 4096, hid, 32, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.vocab_r6", 1, q8, 4096, voc, 6, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.g31_qkv_r4", 3, q8, 5376, g31q, 4, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.g31_down_r5", 1, q8, 21504, g31, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
         };
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
                 continue;
-            KC(memra__kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm, mx[i].epi,
-                         mx[i].act, mx[i].fast, mx[i].conv));
-        }
-    }
-
-    /* batched decode rows (the Q8_0 batched kernel, cuda/mmv_q8b.cuh) vs
-     * one-row calls, bit for bit: every epilogue, odd row counts (a pass's
-     * second warp half short or idle), rows past one pass, x too wide for
-     * eight staged rows (passes of three), widths that are not whole
-     * 2048-element segments (gemma4's 2560 and 5376: a short last
-     * segment, and one-row calls on the generic kernel) */
-    {
-        static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
-        static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
-        static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {301},
-                             gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288}, hid[1] = {4096},
-                             e4b[2] = {10240, 10240}, g31[1] = {5376}, voc[1] = {248320}, g31q[3] = {8192, 4096, 4096};
-        static const struct {
-            const char *name;
-            int n_w;
-            const memra_type_t *t;
-            int64_t ne0;
-            const int64_t *ne1;
-            int64_t rows;
-            bool norm;
-            memra_mm_epi_t epi;
-            memra_act_t act;
-            bool big;
-        } rx[] = {
-            {"matmul_ex.rowinv.proj4_r2", 4, q8, 256, proj, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false},
-            {"matmul_ex.rowinv.proj4_r7", 4, q8, 512, proj, 7, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false},
-            {"matmul_ex.rowinv.swiglu_r5", 2, q8, 768, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false},
-            {"matmul_ex.rowinv.geglu_r3", 2, q8, 2304, glu, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false},
-            {"matmul_ex.rowinv.add_r19", 1, q8, 256, one, 19, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false},
-            {"matmul_ex.rowinv.q4_k_glu_r4", 2, k4, 512, glu, 4, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false},
-            {"matmul_ex.rowinv.q8_0.gdn_in_r8", 4, q8, 4096, gdn, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.ffn_glu_r8", 2, q8, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.ffn_glu_r13", 2, q8, 4096, ff, 13, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.down_add_r8", 1, q8, 12288, hid, 8, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.out_add_r32", 1, q8, 4096, hid, 32, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.vocab_r6", 1, q8, 4096, voc, 6, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true},
-            {"matmul_ex.rowinv.q8_0.g31_qkv_r4", 3, q8, 5376, g31q, 4, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
-            {"matmul_ex.rowinv.q8_0.g31_down_r5", 1, q8, 21504, g31, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
-        };
-        for (size_t i = 0; i < sizeof rx / sizeof rx[0]; i++) {
-            if (rx[i].big && !big)
-                continue;
-            KC(memra__kc_matmul_ex_rowinv(k, rx[i].name, rx[i].n_w, rx[i].t, rx[i].ne0, rx[i].ne1, rx[i].rows, rx[i].norm,
-                                          rx[i].epi, rx[i].act));
+            if (mx[i].rowinv) {
+                KC(memra__kc_matmul_ex_rowinv(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows,
+                                              mx[i].norm, mx[i].epi, mx[i].act));
+            } else {
+                KC(memra__kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm,
+                                       mx[i].epi, mx[i].act, mx[i].fast, mx[i].conv));
+            }
         }
     }
 
