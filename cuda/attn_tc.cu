@@ -43,13 +43,6 @@ struct tc_args {
     float scale_log2; /* scale · log2(e): the softmax in base 2 */
 };
 
-/* Bytes of the first N elements of a cache row of type T (N a multiple of
- * 32 for Q8_0: whole blocks). */
-template <int T> static __device__ __forceinline__ int64_t kv_head_bytes_d(int64_t n)
-{
-    return T == KV_F32 ? n * 4 : T == KV_Q8_0 ? n / 32 * 34 : n * 2;
-}
-
 static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const __half *p)
 {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(p);
@@ -142,8 +135,8 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
         o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-    const char *kb = (const char *)a.k_cache + kv_head_bytes_d<T>(kvh * HD);
-    const char *vb = (const char *)a.v_cache + kv_head_bytes_d<T>(kvh * HD + dv0);
+    const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
+    const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD + dv0);
     for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
         const int nk = (int)min((int64_t)BK, k_end - k0);
         __syncthreads(); /* the previous tile's K and V are read */

@@ -19,8 +19,9 @@ static inline int kv_code(memra_type_t t)
     return t == MEMRA_TYPE_F16 ? KV_F16 : t == MEMRA_TYPE_BF16 ? KV_BF16 : t == MEMRA_TYPE_Q8_0 ? KV_Q8_0 : KV_F32;
 }
 
-/* Bytes of HD elements (one head: a Q8_0 head is whole blocks). */
-static inline size_t kv_head_bytes(int code, int64_t hd)
+/* Bytes of HD elements (one head: a Q8_0 head is whole blocks); host and
+ * device (the tensor-core attention finds a head slice with it). */
+static __host__ __device__ __forceinline__ size_t kv_head_bytes(int code, int64_t hd)
 {
     switch (code) {
     case KV_F16:
