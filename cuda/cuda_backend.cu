@@ -110,6 +110,7 @@ OP_NAME(matmul);
 OP_NAME(matmul_ex);
 OP_NAME(get_rows);
 OP_NAME(norm);
+OP_NAME(norm_ex);
 OP_NAME(elementwise);
 OP_NAME(rope);
 OP_NAME(attention);
@@ -357,6 +358,7 @@ static memra__backend_i make_iface(void)
     i.matmul_ex = on_device<op_matmul_ex, memra__cuda_matmul_ex>::call;
     i.get_rows = on_device<op_get_rows, memra__cuda_get_rows>::call;
     i.norm = on_device<op_norm, memra__cuda_norm>::call;
+    i.norm_ex = on_device<op_norm_ex, memra__cuda_norm_ex>::call;
     i.elementwise = on_device<op_elementwise, memra__cuda_elementwise>::call;
     i.rope = on_device<op_rope, memra__cuda_rope>::call;
     i.attention = on_device<op_attention, memra__cuda_attention>::call;

@@ -43,6 +43,42 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
     return MEMRA_OK;
 }
 
+/* ---- norm with add and scale (memra_norm_args_t) ---------------------------- */
+
+/* norm_kernel's arithmetic, then the ADD and SCALE of the sequence with
+ * elementwise's float expressions (a + b, a * s: one rounding each, as the
+ * CPU's float64-then-round equals), every step rounded on its own (the
+ * _rn intrinsics keep nvcc from contracting them into an FMA). y may be
+ * add: each thread reads add[i] before it writes y[i]. */
+__global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_args_t a)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    __shared__ float red[NORM_THREADS / 32 + 1];
+    const bool scaled = a.scale != 1.0f;
+    for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        const float *xr = a.x + r * a.xs;
+        const float *ar = a.add ? a.add + r * a.adds : NULL;
+        float *yr = a.y + r * a.ys;
+        const float scale = (float)row_scale(true, xr, a.dim, a.eps, red);
+        for (int64_t i = threadIdx.x; i < a.dim; i += NORM_THREADS) {
+            float v = row_scaled(xr[i], scale, a.w, i);
+            if (ar)
+                v = __fadd_rn(ar[i], v);
+            yr[i] = scaled ? __fmul_rn(v, a.scale) : v;
+        }
+        __syncthreads();
+    }
+}
+
+memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, bool *done)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    memra__launch(norm_ex_kernel, memra__cuda_blocks(a->rows, 1, 65535), NORM_THREADS, 0, c->stream, *a);
+    MEMRA_CUDA_LAUNCHED(be);
+    *done = true;
+    return MEMRA_OK;
+}
+
 /* ---- elementwise ------------------------------------------------------------- */
 
 static __device__ __forceinline__ float ew_one(int op, float a, float b, float aux, float s)
@@ -179,8 +215,9 @@ memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a
 
 /* ---- per-head norm + rope (memra_qk_args_t) --------------------------------------- */
 
-/* Block per (token, head) of both parts: norm_kernel's arithmetic into
- * shared memory, then rope_kernel's from there, so the sequence's bits. */
+/* Block per (token, head) of every part: norm_kernel's arithmetic into
+ * shared memory, then rope_kernel's from there, so the sequence's bits. A
+ * no_rope part's heads are normed straight into dst. */
 __global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_qk_args_t a, float theta_scale)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
@@ -188,13 +225,18 @@ __global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_
     __shared__ float red[NORM_THREADS / 32 + 1];
     const int64_t t = blockIdx.x, hd = a.rope.head_dim;
     int64_t h = blockIdx.y;
-    const int p = h < a.part[0].n_heads ? 0 : 1;
+    int p = 0; /* parts past n_parts have 0 heads (the host sets them) */
+    while (p < MEMRA_QK_MAX_PARTS - 1 && h >= a.part[p].n_heads)
+        h -= a.part[p++].n_heads;
     const memra_qk_part_t &q = a.part[p];
-    if (p)
-        h -= a.part[0].n_heads;
     const float *src = q.src + t * q.src_token_stride + h * q.src_head_stride;
     float *dst = q.dst + t * q.dst_token_stride + h * q.dst_head_stride;
     const float scale = (float)row_scale(true, src, hd, a.eps, red);
+    if (q.no_rope) { /* block-uniform: no barrier is skipped by part of a block */
+        for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
+            dst[i] = row_scaled(src[i], scale, q.norm_w, i);
+        return;
+    }
     for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
         qk_row[i] = row_scaled(src[i], scale, q.norm_w, i);
     __syncthreads();
@@ -208,12 +250,15 @@ __global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_
 memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a, bool *done)
 {
     *done = false;
-    const int64_t heads = a->part[0].n_heads + (a->n_parts > 1 ? a->part[1].n_heads : 0);
-    if (a->rope.n_tokens > INT32_MAX || heads > 65535 || a->rope.head_dim > 8192 || a->rope.n_rot == 0)
-        return MEMRA_OK;
     memra_qk_args_t k = *a;
-    if (k.n_parts < 2)
-        k.part[1].n_heads = 0;
+    int64_t heads = 0;
+    for (int p = 0; p < MEMRA_QK_MAX_PARTS; p++) {
+        if (p >= k.n_parts)
+            k.part[p].n_heads = 0;
+        heads += k.part[p].n_heads;
+    }
+    if (a->rope.n_tokens > INT32_MAX || heads == 0 || heads > 65535 || a->rope.head_dim > 8192 || a->rope.n_rot == 0)
+        return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const float theta_scale = powf(a->rope.base, -2.0f / (float)a->rope.n_rot); /* as memra__cuda_rope */
     memra__launch(qk_norm_rope_kernel, dim3((unsigned)a->rope.n_tokens, (unsigned)heads), NORM_THREADS,

@@ -1,6 +1,11 @@
 /* gemma4 forward (model-spec §6.3), written against the backend ops only:
- * it is the numerical reference the GPU path is judged against, so every
- * step is one op and reads like the spec's pseudocode.
+ * it is the numerical reference the GPU path is judged against, and reads
+ * like the spec's pseudocode. Where a run of steps is a fused op's defining
+ * sequence (lib/backend.h: matmul_ex, qk_norm_rope, norm_ex) the forward
+ * calls the fused op: the CPU runs that very sequence, so the logits are
+ * the bits of the one-op-per-step forward, and the CUDA backend runs it in
+ * one launch (a decode layer of the g4-moe fixture: 32 backend ops became
+ * 17, of g4-dense 22 became 10).
  *
  * Carry row of a token: [ hidden x (n_embd) | pl[0] | pl[1] | ... | kv... ]
  * where pl[il] (n_pl floats, PLE models only) is layer il's per-layer input,
@@ -26,23 +31,16 @@ static memra_status_t mm(memra__run_t *r, const memra_weight_t *w, const float *
     return r->ops->matmul(r->be, w, x, ldx, y, ldy, rows);
 }
 
-static memra_status_t rope(memra__run_t *r, const memra__g4_layer_t *L, float *x, int64_t n_heads,
-                           int64_t token_stride)
+/* y = (add + rms(x, w)) * scale, rows of n_embd: a sandwich post-norm
+ * feeding the residual stream (norm_ex). x is the sequence's scratch
+ * (normed in place there). */
+static memra_status_t rms_add(memra__run_t *r, float *x, int64_t xs, const float *w, const float *add, int64_t adds,
+                              float *y, int64_t ys, float scale)
 {
-    const memra_rope_args_t a = {
-        .x = x,
-        .n_tokens = r->n,
-        .n_heads = n_heads,
-        .head_dim = L->hd,
-        .head_stride = L->hd,
-        .token_stride = token_stride,
-        .n_rot = L->n_rot,
-        .pos = r->pos,
-        .base = L->base,
-        .freq_factors = L->freq_factors,
-        .mode = MEMRA_ROPE_NEOX,
-    };
-    return r->ops->rope(r->be, &a);
+    const memra__g4_t *g = r->m->arch_data;
+    const memra_norm_args_t a = {.x = x, .xs = xs, .w = w, .eps = g->eps, .add = add, .adds = adds, .scale = scale,
+                                 .y = y, .ys = ys, .rows = r->n, .dim = r->m->n_embd, .tmp = x};
+    return memra__norm_ex(r->be, &a);
 }
 
 /* ---- embed ------------------------------------------------------------ */
@@ -72,12 +70,20 @@ memra_status_t memra__g4_embed(memra__run_t *r)
     MEMRA__WS(b, n * plf);
     MEMRA__TRY(mm(r, &g->pl_model_proj, x, cf, b, plf, n));
     MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, b, plf, b, plf, NULL, 0, n, plf, 1.0f / sqrtf((float)D)));
-    MEMRA__WS(bn, n * plf);
-    MEMRA__TRY(rms(r, b, n_pl, g->pl_proj_norm, bn, n_pl, n * m->n_layer_file, n_pl));
-    /* pl = (a + b) / sqrt(2) */
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, pl, cf, bn, plf, a, plf, n, pl_run, 0.0f));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, pl, cf, pl, cf, NULL, 0, n, pl_run, 1.0f / sqrtf(2.0f)));
-    return MEMRA_OK;
+    /* pl = (a + b) / sqrt(2): one norm_ex over the per-layer rows (n_pl
+     * floats each). One token's rows that run lie back to back in the
+     * carry, so decode writes them there; for several tokens the rows are
+     * not one stride apart in the carry, so they go to a (in place) and
+     * are copied over. */
+    memra_norm_args_t na = {.x = b, .xs = n_pl, .w = g->pl_proj_norm, .eps = g->eps, .add = a, .adds = n_pl,
+                            .scale = 1.0f / sqrtf(2.0f), .y = pl, .ys = n_pl, .rows = m->n_layer, .dim = n_pl,
+                            .tmp = b};
+    if (n == 1)
+        return memra__norm_ex(r->be, &na);
+    na.y = a;
+    na.rows = n * m->n_layer_file;
+    MEMRA__TRY(memra__norm_ex(r->be, &na));
+    return memra__arch_ew(r, MEMRA_EW_COPY, pl, cf, a, plf, NULL, 0, n, pl_run, 0.0f);
 }
 
 /* ---- layer ------------------------------------------------------------ */
@@ -94,38 +100,53 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     const int64_t n = r->n, D = m->n_embd, cf = m->carry_floats;
     const int64_t hd = L->hd, q_dim = (int64_t)L->n_head * hd, kv_dim = (int64_t)L->n_kv_head * hd;
 
+    /* q (and k, v) = W · h, h = rms(x, attn_norm): one matmul_ex */
     MEMRA__WS(h, n * D);
-    MEMRA__TRY(rms(r, x, cf, L->attn_norm, h, D, n, D));
-
-    /* q = NEOX_rope(rms_perhead(Wq·h, q_norm)) */
     MEMRA__WS(q_raw, n * q_dim);
     MEMRA__WS(q, n * q_dim);
-    MEMRA__TRY(mm(r, &L->wq, h, D, q_raw, q_dim, n));
-    MEMRA__TRY(rms(r, q_raw, hd, L->q_norm, q, hd, n * L->n_head, hd));
-    MEMRA__TRY(rope(r, L, q, L->n_head, q_dim));
+    memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = g->eps,
+                          .n_w = 1, .w = {&L->wq}, .y = {q_raw}, .ldy = {q_dim}, .x_tmp = h};
+    /* q = NEOX_rope(rms_perhead(q_raw, q_norm)): part 0 of one qk_norm_rope */
+    memra_qk_args_t qk = {
+        .part = {{.src = q_raw, .src_head_stride = hd, .src_token_stride = q_dim, .dst = q, .dst_head_stride = hd,
+                  .dst_token_stride = q_dim, .n_heads = L->n_head, .norm_w = L->q_norm}},
+        .n_parts = 1, .eps = g->eps,
+        .rope = {.n_tokens = n, .head_dim = hd, .n_rot = L->n_rot, .pos = r->pos, .base = L->base,
+                 .freq_factors = L->freq_factors, .mode = MEMRA_ROPE_NEOX}};
 
     if (L->kv_src == il) {
         /* K and V are normed straight into this chunk's cache rows
          * pos0..pos0+n-1 of an F32 cache (a cache row is exactly
          * n_kv_head*hd floats), else into float rows converted after:
          * k = NEOX_rope(rms_perhead(Wk·h, k_norm)), v = rms_perhead(Wv·h)
-         * without weight, where a layer without attn_v uses the raw K
-         * projection as V (taken before the k norm). */
+         * without weight and without rope (qk_norm_rope's parts 1 and 2),
+         * where a layer without attn_v uses the raw K projection as V
+         * (taken before the k norm: both parts read k_raw). */
         MEMRA__WS(k_tmp, n * kv_dim);
         MEMRA__WS(v_tmp, n * kv_dim);
         float *k_rows = memra__kv_dst(r, il, MEMRA__KV_K, k_tmp);
         float *v_rows = memra__kv_dst(r, il, MEMRA__KV_V, v_tmp);
         MEMRA__WS(k_raw, n * kv_dim);
-        MEMRA__TRY(mm(r, &L->wk, h, D, k_raw, kv_dim, n));
+        in.w[in.n_w] = &L->wk;
+        in.y[in.n_w] = k_raw;
+        in.ldy[in.n_w++] = kv_dim;
         const float *v_raw = k_raw;
         if (L->wv.data) {
             MEMRA__WS(v_proj, n * kv_dim);
-            MEMRA__TRY(mm(r, &L->wv, h, D, v_proj, kv_dim, n));
+            in.w[in.n_w] = &L->wv;
+            in.y[in.n_w] = v_proj;
+            in.ldy[in.n_w++] = kv_dim;
             v_raw = v_proj;
         }
-        MEMRA__TRY(rms(r, k_raw, hd, L->k_norm, k_rows, hd, n * L->n_kv_head, hd));
-        MEMRA__TRY(rope(r, L, k_rows, L->n_kv_head, kv_dim));
-        MEMRA__TRY(rms(r, v_raw, hd, NULL, v_rows, hd, n * L->n_kv_head, hd));
+        MEMRA__TRY(memra__matmul_ex(r->be, &in));
+        qk.part[1] = (memra_qk_part_t){.src = k_raw, .src_head_stride = hd, .src_token_stride = kv_dim,
+                                       .dst = k_rows, .dst_head_stride = hd, .dst_token_stride = kv_dim,
+                                       .n_heads = L->n_kv_head, .norm_w = L->k_norm};
+        qk.part[2] = (memra_qk_part_t){.src = v_raw, .src_head_stride = hd, .src_token_stride = kv_dim,
+                                       .dst = v_rows, .dst_head_stride = hd, .dst_token_stride = kv_dim,
+                                       .n_heads = L->n_kv_head, .norm_w = NULL, .no_rope = true};
+        qk.n_parts = 3;
+        MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
         MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k_rows, kv_dim));
         MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v_rows, kv_dim));
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
@@ -133,12 +154,17 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot + kv_dim, cf, v_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
         }
-    } else if (L->kv_fill) {
-        /* the source is on an earlier stage: append its rows of this step,
-         * taken from the carry, to this stage's mirror of each cache */
-        const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
-        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, slot, cf));
-        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, slot + kv_dim, cf));
+    } else {
+        MEMRA__TRY(memra__matmul_ex(r->be, &in));
+        MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
+        if (L->kv_fill) {
+            /* the source is on an earlier stage: append its rows of this
+             * step, taken from the carry, to this stage's mirror of each
+             * cache */
+            const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
+            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, slot, cf));
+            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, slot + kv_dim, cf));
+        }
     }
 
     /* A KV-shared layer reads its source's rows 0..pos0+n-1 (or the
@@ -160,16 +186,22 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     return mm(r, &L->wo, attn, q_dim, out, D, n);
 }
 
-/* out = down( gelu(gate·x) ⊙ up·x ), x and out [n][n_embd]. */
+/* out = down( gelu(gate·h) ⊙ up·h ), h = rms(x, ffn_norm); x and out
+ * [n][n_embd]. The norm, both halves and the GeGLU are one matmul_ex
+ * (MEMRA_ACT_GELU is elementwise GEGLU's tanh-form GELU, the one gemma4's
+ * gelu_pytorch_tanh is). */
 static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, const float *x, float *out)
 {
+    const memra__g4_t *g = r->m->arch_data;
     const int64_t n = r->n, D = r->m->n_embd, F = L->n_ff;
+    MEMRA__WS(h, n * D);
     MEMRA__WS(gate, n * F);
     MEMRA__WS(up, n * F);
     MEMRA__WS(act, n * F);
-    MEMRA__TRY(mm(r, &L->ffn_gate, x, D, gate, F, n));
-    MEMRA__TRY(mm(r, &L->ffn_up, x, D, up, F, n));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_GEGLU, act, F, gate, F, up, F, n, F, 0.0f));
+    const memra_mm_args_t gu = {.x = x, .ldx = D, .n_rows = n, .norm = true, .norm_w = L->ffn_norm, .eps = g->eps,
+                                .n_w = 2, .w = {&L->ffn_gate, &L->ffn_up}, .y = {act}, .ldy = {F},
+                                .epi = MEMRA_MM_GLU, .act = MEMRA_ACT_GELU, .x_tmp = h, .tmp = {gate, up}};
+    MEMRA__TRY(memra__matmul_ex(r->be, &gu));
     return mm(r, &L->ffn_down, act, F, out, D, n);
 }
 
@@ -181,11 +213,14 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
     const int64_t n = r->n, D = r->m->n_embd, E = g->n_expert, K = g->n_expert_used;
 
     /* Router (HF Gemma4TextRouter): logits = gate_inp · (rms(r) ⊙ scale / sqrt(n_embd)),
-     * with a weightless rms; then softmax, top-k, renormalise. */
+     * with a weightless rms; then softmax, top-k, renormalise. The rms
+     * with the scale as its weight is the weightless rms times the scale
+     * bit for bit (the norm rounds x·s, then that times w: the MUL), and
+     * the 1/sqrt(n_embd) is norm_ex's scale: one op. */
     MEMRA__WS(rn, n * D);
-    MEMRA__TRY(rms(r, resid, D, NULL, rn, D, n, D));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_MUL, rn, D, rn, D, L->gate_inp_scale, 0, n, D, 0.0f));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, rn, D, rn, D, NULL, 0, n, D, 1.0f / sqrtf((float)D)));
+    const memra_norm_args_t na = {.x = resid, .xs = D, .w = L->gate_inp_scale, .eps = g->eps,
+                                  .scale = 1.0f / sqrtf((float)D), .y = rn, .ys = D, .rows = n, .dim = D};
+    MEMRA__TRY(memra__norm_ex(r->be, &na));
     MEMRA__WS(logits, n * E);
     MEMRA__TRY(mm(r, &L->gate_inp, rn, D, logits, E, n));
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
@@ -232,26 +267,23 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
     MEMRA__WS(attn_out, n * D);
     MEMRA__WS(resid, n * D);
     MEMRA__TRY(g4_attention(r, il, x, attn_out));
-    MEMRA__TRY(rms(r, attn_out, D, L->post_attn_norm, attn_out, D, n, D));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, resid, D, x, cf, attn_out, D, n, D, 0.0f));
+    MEMRA__TRY(rms_add(r, attn_out, D, L->post_attn_norm, x, cf, resid, D, 1.0f));
 
     /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
      * f = rms(f, post_ffw_norm_1) + rms(experts(r), post_ffw_norm_2) */
-    MEMRA__WS(hf, n * D);
     MEMRA__WS(f, n * D);
-    MEMRA__TRY(rms(r, resid, D, L->ffn_norm, hf, D, n, D));
-    MEMRA__TRY(g4_dense_mlp(r, L, hf, f));
+    MEMRA__TRY(g4_dense_mlp(r, L, resid, f));
     if (L->moe) {
         MEMRA__WS(experts, n * D);
         MEMRA__TRY(g4_moe(r, L, resid, experts));
         MEMRA__TRY(rms(r, f, D, L->post_ffw_norm_1, f, D, n, D));
-        MEMRA__TRY(rms(r, experts, D, L->post_ffw_norm_2, experts, D, n, D));
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, f, D, f, D, experts, D, n, D, 0.0f));
+        MEMRA__TRY(rms_add(r, experts, D, L->post_ffw_norm_2, f, D, f, D, 1.0f));
     }
 
-    /* x = r + rms(f, post_ffw_norm) */
-    MEMRA__TRY(rms(r, f, D, L->post_ffw_norm, f, D, n, D));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, x, cf, resid, D, f, D, n, D, 0.0f));
+    /* x = r + rms(f, post_ffw_norm); then PLE; layer_output_scale scales
+     * the whole residual stream after PLE: the last post-norm's scale */
+    const float out_scale = L->out_scale;
+    MEMRA__TRY(rms_add(r, f, D, L->post_ffw_norm, resid, D, x, cf, g->n_pl > 0 ? 1.0f : out_scale));
 
     /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm) */
     if (g->n_pl > 0) {
@@ -263,13 +295,8 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
         MEMRA__TRY(mm(r, &L->inp_gate, x, cf, gate, n_pl, n));
         MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_GEGLU, gated, n_pl, gate, n_pl, pl, cf, n, n_pl, 0.0f));
         MEMRA__TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
-        MEMRA__TRY(rms(r, p, D, L->post_norm, p, D, n, D));
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, p, D, n, D, 0.0f));
+        MEMRA__TRY(rms_add(r, p, D, L->post_norm, x, cf, x, cf, out_scale));
     }
-
-    /* layer_output_scale scales the whole residual stream, after PLE */
-    if (L->out_scale != 1.0f)
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SCALE, x, cf, x, cf, NULL, 0, n, D, L->out_scale));
     return MEMRA_OK;
 }
 

@@ -90,14 +90,18 @@ typedef struct memra_rope_args {
 /* CPU: ggml's float32 recipe bit for bit (θ_0 = p, θ_{i+1} = θ_i·powf(base,
  * -2/n_rot), cosf/sinf(θ_i / ff_i)), not a float64 angle: model-spec §3.1. */
 
-/* Per-head RMS norm, then rope, of up to two head sets (q and k) of the
- * same tokens: defined as, for each part, norm(RMS, every src head row,
- * norm_w, eps) into the dst head rows, then rope(dst) with the shared rope
- * fields (memra__qk_norm_rope in lib/qk_norm_rope.c runs that sequence
- * when a backend has no qk_norm_rope or declines). Head h of token t is at
+/* Per-head RMS norm, then rope, of up to three head sets (q, k and, in
+ * gemma4, v, which is only normed) of the same tokens: defined as, for each
+ * part, norm(RMS, every src head row, norm_w, eps) into the dst head rows,
+ * then, unless the part is no_rope, rope(dst) with the shared rope fields
+ * (memra__qk_norm_rope in lib/qk_norm_rope.c runs that sequence when a
+ * backend has no qk_norm_rope or declines). Head h of token t is at
  * src + t*src_token_stride + h*src_head_stride (dst likewise); dst heads
- * must not overlap src or the other part. A backend's fused step must give
- * the bits of the sequence on the same backend. */
+ * must not overlap src or another part's. Parts may share a src. A
+ * backend's fused step must give the bits of the sequence on the same
+ * backend. */
+#define MEMRA_QK_MAX_PARTS 3
+
 typedef struct memra_qk_part {
     const float *src;
     int64_t src_head_stride, src_token_stride;
@@ -105,14 +109,40 @@ typedef struct memra_qk_part {
     int64_t dst_head_stride, dst_token_stride;
     int64_t n_heads;
     const float *norm_w;       /* head_dim floats, or NULL */
+    bool no_rope;              /* norm only (gemma4's v) */
 } memra_qk_part_t;
 
 typedef struct memra_qk_args {
-    memra_qk_part_t part[2];
+    memra_qk_part_t part[MEMRA_QK_MAX_PARTS];
     int n_parts;
     float eps;
     memra_rope_args_t rope;    /* x, n_heads, head_stride, token_stride: unused (the parts') */
 } memra_qk_args_t;
+
+/* RMS norm of rows with an epilogue (gemma4's sandwich post-norms, whose
+ * output is added to the residual stream): defined as the sequence
+ *   add == NULL: y = norm(RMS, x rows, w, eps)
+ *   else:        tmp = norm(RMS, x rows, w, eps); y = ADD(add, tmp)
+ *   then, when scale != 1: y = SCALE(y, scale) in place
+ * (memra__norm_ex in lib/norm_ex.c runs it when a backend has no norm_ex or
+ * declines). x and tmp rows are xs apart (tmp may be x: in place), y rows
+ * ys, add rows adds; y may be add with ys == adds (the elementwise op's
+ * in-place rule) but must not overlap x or tmp otherwise. A backend's fused
+ * step must give the bits of the sequence on the same backend
+ * (memra_check_kernels compares them exactly). */
+typedef struct memra_norm_args {
+    const float *x;
+    int64_t xs;
+    const float *w;            /* dim floats, or NULL */
+    float eps;
+    const float *add;          /* optional */
+    int64_t adds;
+    float scale;               /* 1: none */
+    float *y;
+    int64_t ys;
+    int64_t rows, dim;
+    float *tmp;                /* scratch of the sequence (with add) */
+} memra_norm_args_t;
 
 /* KV cache storage: a cache row is one token's K (or V) of one layer,
  * n_kv_head*head_dim elements of the cache's type (memra__kv_type_ok:
@@ -347,6 +377,9 @@ typedef struct memra__backend_i {
      * y may be x (in place, xs == ys). */
     memra_status_t (*norm)(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
                            const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
+    /* (optional) the fused step of memra_norm_args_t (validated by
+     * memra__norm_ex); *done = false declines the case. */
+    memra_status_t (*norm_ex)(memra__backend_t *be, const memra_norm_args_t *a, bool *done);
     memra_status_t (*elementwise)(memra__backend_t *be, const memra_ew_args_t *a);
     memra_status_t (*rope)(memra__backend_t *be, const memra_rope_args_t *a);
     /* (optional) the fused step of memra_qk_args_t (validated by
@@ -438,6 +471,10 @@ memra_status_t memra__gdn(memra__backend_t *be, const memra_gdn_args_t *a);
 /* Runs A on BE: validates it, then the backend's fused qk_norm_rope or the
  * sequence (lib/qk_norm_rope.c). */
 memra_status_t memra__qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a);
+
+/* Runs A on BE: validates it, then the backend's fused norm_ex or the
+ * sequence (lib/norm_ex.c). */
+memra_status_t memra__norm_ex(memra__backend_t *be, const memra_norm_args_t *a);
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);

@@ -1,15 +1,15 @@
-/* Per-head RMS norm + rope of q and k (memra_qk_args_t, lib/backend.h):
- * validation, and the sequence of separate ops that defines it. The CPU
- * reference always runs the sequence; the CUDA backend runs both parts in
- * one launch in decode (four launches become one in every attention layer
- * of qwen35). */
+/* Per-head RMS norm + rope of q and k, and a norm-only v (memra_qk_args_t,
+ * lib/backend.h): validation, and the sequence of separate ops that
+ * defines it. The CPU reference always runs the sequence; the CUDA backend
+ * runs every part in one launch (four launches become one in every
+ * attention layer of qwen35, five in gemma4's). */
 #include "backend.h"
 
 static memra_status_t check(memra__backend_t *be, const memra_qk_args_t *a, bool *none)
 {
     *none = false;
-    if (!a || a->n_parts < 1 || a->n_parts > 2)
-        return memra__fail(be->err, MEMRA_E_INVALID, "qk_norm_rope: 1 or 2 parts");
+    if (!a || a->n_parts < 1 || a->n_parts > MEMRA_QK_MAX_PARTS)
+        return memra__fail(be->err, MEMRA_E_INVALID, "qk_norm_rope: 1 to %d parts", MEMRA_QK_MAX_PARTS);
     memra_rope_args_t r = a->rope;
     for (int p = 0; p < a->n_parts; p++) {
         const memra_qk_part_t *q = &a->part[p];
@@ -18,7 +18,7 @@ static memra_status_t check(memra__backend_t *be, const memra_qk_args_t *a, bool
         r.head_stride = q->dst_head_stride;
         r.token_stride = q->dst_token_stride;
         bool no_rope; /* a part with no rotated dims still gets its norm */
-        memra_status_t st = memra__check_rope(be, &r, &no_rope);
+        memra_status_t st = memra__check_rope(be, &r, &no_rope); /* the shape, also of a norm-only part */
         if (st)
             return st;
         if (r.n_tokens == 0 || q->n_heads == 0)
@@ -33,7 +33,7 @@ static memra_status_t check(memra__backend_t *be, const memra_qk_args_t *a, bool
 }
 
 /* norm over the part's head rows (one call when heads and tokens form one
- * stride, else one call per token), then rope */
+ * stride, else one call per token), then rope unless the part is no_rope */
 static memra_status_t sequence(memra__backend_t *be, const memra_qk_args_t *a)
 {
     const memra__backend_i *ops = be->iface;
@@ -51,6 +51,8 @@ static memra_status_t sequence(memra__backend_t *be, const memra_qk_args_t *a)
             if (st)
                 return st;
         }
+        if (q->no_rope)
+            continue;
         memra_rope_args_t r = a->rope;
         r.x = q->dst;
         r.n_heads = q->n_heads;

@@ -464,6 +464,160 @@ static void test_norm(void **state)
                 }
 }
 
+/* norm_ex is defined as its sequence (lib/backend.h): norm (into tmp when
+ * there is an add), ADD(add, normed), SCALE when scale != 1. On the CPU it
+ * must be that sequence bit for bit, write only y's cells, and refuse
+ * malformed requests. Also the identity gemma4's router relies on: a norm
+ * with weight w is the weightless norm times w (elementwise MUL) bit for
+ * bit. */
+static void test_norm_ex(void **state)
+{
+    (void)state;
+    uint64_t rng = 777;
+    const int64_t rows = 3, dim = 96, xs = dim + 5;
+    const size_t xt = (size_t)(rows * xs + 2);
+    /* add: 0 none, 1 separate y, 2 y = add; w; scale */
+    static const struct {
+        int add;
+        bool w;
+        float scale;
+    } cs[] = {{0, true, 1.0f}, {0, true, 0.125f}, {1, true, 1.0f}, {1, false, 3.0f}, {2, true, 0.37f}, {2, true, 1.0f}};
+    float *w = rand_mat(&rng, 1, dim, dim, (size_t)dim, 1.0f);
+    for (size_t c = 0; c < MEMRA__ARRAY_LEN(cs); c++) {
+        const int64_t ys = dim + 3, adds = cs[c].add == 2 ? ys : dim + 1;
+        const size_t yt = (size_t)(rows * ys + 2), at = (size_t)(rows * adds + 2);
+        float *x = rand_mat(&rng, rows, dim, xs, xt, 2.0f), *x2 = malloc(xt * sizeof *x2);
+        float *add = rand_mat(&rng, rows, dim, adds, at, 3.0f), *add2 = malloc(at * sizeof *add2);
+        memcpy(x2, x, xt * sizeof *x);
+        memcpy(add2, add, at * sizeof *add);
+        float *y = cs[c].add == 2 ? add : sent_buf(yt), *y2 = cs[c].add == 2 ? add2 : sent_buf(yt);
+        /* tmp is x, as the forward passes it (normed in place by the sequence) */
+        const memra_norm_args_t a = {.x = x, .xs = xs, .w = cs[c].w ? w : NULL, .eps = 1e-6f,
+                                     .add = cs[c].add ? add : NULL, .adds = adds, .scale = cs[c].scale, .y = y,
+                                     .ys = ys, .rows = rows, .dim = dim, .tmp = x};
+        assert_int_equal(memra__norm_ex(g_be, &a), MEMRA_OK);
+        const memra__backend_i *o = g_be->iface;
+        if (cs[c].add) {
+            assert_int_equal(o->norm(g_be, MEMRA_NORM_RMS, x2, xs, a.w, x2, xs, rows, dim, a.eps), MEMRA_OK);
+            const memra_ew_args_t e = {.op = MEMRA_EW_ADD, .y = y2, .a = add2, .b = x2, .rows = rows, .cols = dim,
+                                       .ys = ys, .as = adds, .bs = xs};
+            assert_int_equal(o->elementwise(g_be, &e), MEMRA_OK);
+        } else {
+            assert_int_equal(o->norm(g_be, MEMRA_NORM_RMS, x2, xs, a.w, y2, ys, rows, dim, a.eps), MEMRA_OK);
+        }
+        if (cs[c].scale != 1.0f) {
+            const memra_ew_args_t e = {.op = MEMRA_EW_SCALE, .y = y2, .a = y2, .rows = rows, .cols = dim, .ys = ys,
+                                       .as = ys, .s = cs[c].scale};
+            assert_int_equal(o->elementwise(g_be, &e), MEMRA_OK);
+        }
+        check_bits(y, y2, cs[c].add == 2 ? at : yt, "norm_ex vs its sequence");
+        check_sent_outside(y, cs[c].add == 2 ? at : yt, rows, dim, ys, "norm_ex y");
+        if (cs[c].add != 2) {
+            free(y);
+            free(y2);
+        }
+        free(x);
+        free(x2);
+        free(add);
+        free(add2);
+    }
+
+    /* norm(x, w) == MUL(norm(x), w) */
+    float *x = rand_mat(&rng, rows, dim, xs, xt, 2.0f), *yw = sent_buf(xt), *yn = sent_buf(xt);
+    assert_int_equal(g_be->iface->norm(g_be, MEMRA_NORM_RMS, x, xs, w, yw, xs, rows, dim, 1e-6f), MEMRA_OK);
+    assert_int_equal(g_be->iface->norm(g_be, MEMRA_NORM_RMS, x, xs, NULL, yn, xs, rows, dim, 1e-6f), MEMRA_OK);
+    const memra_ew_args_t mul = {.op = MEMRA_EW_MUL, .y = yn, .a = yn, .b = w, .rows = rows, .cols = dim, .ys = xs,
+                                 .as = xs, .bs = 0};
+    assert_int_equal(g_be->iface->elementwise(g_be, &mul), MEMRA_OK);
+    check_bits(yw, yn, xt, "norm with w vs norm then MUL w");
+
+    /* malformed requests */
+    const memra_norm_args_t ok = {.x = x, .xs = xs, .w = w, .eps = 1e-6f, .add = yn, .adds = xs, .scale = 1.0f,
+                                  .y = yw, .ys = xs, .rows = rows, .dim = dim, .tmp = x};
+    memra_norm_args_t bad = ok;
+    bad.tmp = NULL; /* an add needs the sequence's scratch */
+    assert_int_equal(memra__norm_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.y = yn; /* y is add with another stride */
+    bad.ys = xs + 1;
+    assert_int_equal(memra__norm_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.adds = dim - 1;
+    assert_int_equal(memra__norm_ex(g_be, &bad), MEMRA_E_INVALID);
+    bad = ok;
+    bad.scale = NAN;
+    assert_int_equal(memra__norm_ex(g_be, &bad), MEMRA_E_INVALID);
+    assert_int_equal(memra__norm_ex(g_be, NULL), MEMRA_E_INVALID);
+    assert_true(memra_last_error()[0] != '\0');
+    free(x);
+    free(yw);
+    free(yn);
+    free(w);
+}
+
+/* qk_norm_rope with gemma4's three parts (q and k normed with weights and
+ * roped, v normed without weight and not roped, v reading k's src) is the
+ * sequence of norm and rope calls bit for bit; four parts are refused. */
+static void test_qk_norm_rope_parts(void **state)
+{
+    (void)state;
+    uint64_t rng = 31337;
+    const int64_t n = 3, H = 4, Hkv = 2, hd = 32, n_rot = 16, qd = H * hd, kd = Hkv * hd, kvs = kd + 4;
+    float *q = rand_mat(&rng, n, qd, qd, (size_t)(n * qd), 1.5f), *k = rand_mat(&rng, n, kd, kd, (size_t)(n * kd), 1.5f);
+    float *qw = rand_mat(&rng, 1, hd, hd, (size_t)hd, 1.0f), *kw = rand_mat(&rng, 1, hd, hd, (size_t)hd, 1.0f);
+    float *ff = malloc((size_t)(n_rot / 2) * sizeof *ff);
+    for (int64_t i = 0; i < n_rot / 2; i++)
+        ff[i] = 1.0f + (float)i;
+    const int32_t pos[3] = {5, 900, 17};
+    const size_t kt = (size_t)(n * kvs);
+    float *got[3] = {sent_buf((size_t)(n * qd)), sent_buf(kt), sent_buf(kt)};
+    float *want[3] = {sent_buf((size_t)(n * qd)), sent_buf(kt), sent_buf(kt)};
+    const memra_rope_args_t rope = {.n_tokens = n, .head_dim = hd, .n_rot = n_rot, .pos = pos, .base = 10000.0f,
+                                    .freq_factors = ff, .mode = MEMRA_ROPE_NEOX};
+    memra_qk_args_t a = {
+        .part = {{.src = q, .src_head_stride = hd, .src_token_stride = qd, .dst = got[0], .dst_head_stride = hd,
+                  .dst_token_stride = qd, .n_heads = H, .norm_w = qw},
+                 {.src = k, .src_head_stride = hd, .src_token_stride = kd, .dst = got[1], .dst_head_stride = hd,
+                  .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = kw},
+                 {.src = k, .src_head_stride = hd, .src_token_stride = kd, .dst = got[2], .dst_head_stride = hd,
+                  .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = NULL, .no_rope = true}},
+        .n_parts = 3, .eps = 1e-6f, .rope = rope};
+    assert_int_equal(memra__qk_norm_rope(g_be, &a), MEMRA_OK);
+    const memra__backend_i *o = g_be->iface;
+    assert_int_equal(o->norm(g_be, MEMRA_NORM_RMS, q, hd, qw, want[0], hd, n * H, hd, 1e-6f), MEMRA_OK);
+    for (int64_t t = 0; t < n; t++) {
+        assert_int_equal(o->norm(g_be, MEMRA_NORM_RMS, k + t * kd, hd, kw, want[1] + t * kvs, hd, Hkv, hd, 1e-6f),
+                         MEMRA_OK);
+        assert_int_equal(o->norm(g_be, MEMRA_NORM_RMS, k + t * kd, hd, NULL, want[2] + t * kvs, hd, Hkv, hd, 1e-6f),
+                         MEMRA_OK);
+    }
+    memra_rope_args_t r = rope;
+    r.x = want[0];
+    r.n_heads = H;
+    r.head_stride = hd;
+    r.token_stride = qd;
+    assert_int_equal(o->rope(g_be, &r), MEMRA_OK);
+    r.x = want[1];
+    r.n_heads = Hkv;
+    r.token_stride = kvs;
+    assert_int_equal(o->rope(g_be, &r), MEMRA_OK);
+    check_bits(got[0], want[0], (size_t)(n * qd), "qk_norm_rope q");
+    check_bits(got[1], want[1], kt, "qk_norm_rope k");
+    check_bits(got[2], want[2], kt, "qk_norm_rope v (norm only)");
+    check_sent_outside(got[2], kt, n, kd, kvs, "qk_norm_rope v");
+    a.n_parts = 4;
+    assert_int_equal(memra__qk_norm_rope(g_be, &a), MEMRA_E_INVALID);
+    for (int i = 0; i < 3; i++) {
+        free(got[i]);
+        free(want[i]);
+    }
+    free(q);
+    free(k);
+    free(qw);
+    free(kw);
+    free(ff);
+}
+
 /* ---- elementwise --------------------------------------------------------- */
 
 static double ref_gelu(double x)
@@ -1440,6 +1594,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_errors), cmocka_unit_test(test_matmul_ex),
         cmocka_unit_test(test_get_rows),    cmocka_unit_test(test_norm),
+        cmocka_unit_test(test_norm_ex),     cmocka_unit_test(test_qk_norm_rope_parts),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values), cmocka_unit_test(test_fmath_expf),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_kv_store_values), cmocka_unit_test(test_attention_kv_types),

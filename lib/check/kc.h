@@ -149,7 +149,7 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv);
 void memra__kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n);
 
-/* kc_norm.c: norm, elementwise, rope, per-head norm + rope, argmax */
+/* kc_norm.c: norm, elementwise, rope, per-head norm + rope, norm + add + scale, argmax */
 void memra__kc_norm(kc *k, const char *name, memra_norm_kind_t kind, int64_t rows, int64_t dim, bool weight,
                     bool in_place, int64_t pad);
 bool memra__kc_ew_binary(memra_ew_op_t op);
@@ -157,6 +157,9 @@ void memra__kc_ew(kc *k, memra_ew_op_t op, int64_t rows, int64_t cols, int mode)
 void memra__kc_rope(kc *k, const char *name, memra_rope_mode_t mode, int64_t n_tokens, int64_t n_heads, int64_t hd,
                     int64_t n_rot, bool ff, int32_t max_pos);
 void memra__kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot);
+void memra__kc_qk_norm_rope_v(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot,
+                              bool ff, bool v_is_k);
+void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale);
 void memra__kc_argmax(kc *k, const char *name, int64_t n, int kind);
 
 /* kc_attn.c */

@@ -1,5 +1,5 @@
 /* Kernel check cases: norm, elementwise, rope, per-head norm + rope of q
- * and k, argmax. */
+ * and k (and v), norm with add and scale, argmax. */
 #include "kc.h"
 
 /* ---- norm ------------------------------------------------------------------ */
@@ -225,6 +225,121 @@ void memra__kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64
     const kc_fused_out f[2] = {{c.a[0].part[0].dst, c.a[1].part[0].dst, c.a[2].part[0].dst, &oq, "q"},
                                {c.a[0].part[1].dst, c.a[1].part[1].dst, c.a[2].part[1].dst, &ok, "k"}};
     memra__kc_check_fused(k, L, k->gpu, f, 2, qk_run, &c, (double)(n * (2 * H + 2 * Hkv) * hd * 4));
+}
+
+/* memra__qk_norm_rope as gemma4 calls it: q and k heads dense, normed with
+ * their weights and roped (FF: with frequency factors, as full layers),
+ * and a third, norm-only part for v without a weight, read from its own
+ * projection or (V_IS_K: a layer without attn_v) from the raw k heads the
+ * k part reads too. Against the CPU and bit for bit against the CUDA
+ * sequence. */
+void memra__kc_qk_norm_rope_v(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot,
+                              bool ff, bool v_is_k)
+{
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld q / %lld k / %lld v heads x %lld, n_rot %lld%s%s",
+                       (long long)n, (long long)H, (long long)Hkv, (long long)Hkv, (long long)hd, (long long)n_rot,
+                       ff ? ", freq factors" : "", v_is_k ? ", v = raw k" : "");
+    if (!L)
+        return;
+    const int64_t qs = H * hd, ks = Hkv * hd, kvs = Hkv * hd + 8;
+    float *q = memra__kc_randf(k, (size_t)(n * qs), -2.0f, 2.0f), *kr = memra__kc_randf(k, (size_t)(n * ks), -2.0f, 2.0f);
+    float *vr = memra__kc_randf(k, (size_t)(n * ks), -3.0f, 3.0f);
+    float *qw = memra__kc_randf(k, (size_t)hd, 0.5f, 1.5f), *kw = memra__kc_randf(k, (size_t)hd, 0.5f, 1.5f);
+    float *f = memra__kc_randf(k, (size_t)(n_rot / 2), 1.0f, 8.0f);
+    int32_t *pos = memra__kc_host(k, (size_t)n * 4);
+    if (!q || !kr || !vr || !qw || !kw || !f || !pos)
+        return;
+    for (int64_t t = 0; t < n; t++)
+        pos[t] = (int32_t)(t == 0 ? 100000 : memra__kc_int(k, 100000));
+    void *qp[2], *kp[2], *vp[2], *qwp[2], *kwp[2], *fp[2], *pp[2];
+    if (!memra__kc_both(k, q, (size_t)(n * qs) * 4, qp) || !memra__kc_both(k, kr, (size_t)(n * ks) * 4, kp) ||
+        !memra__kc_both(k, vr, (size_t)(n * ks) * 4, vp) || !memra__kc_both(k, qw, (size_t)hd * 4, qwp) ||
+        !memra__kc_both(k, kw, (size_t)hd * 4, kwp) || !memra__kc_both(k, f, (size_t)(n_rot / 2) * 4, fp) ||
+        !memra__kc_both(k, pos, (size_t)n * 4, pp))
+        return;
+    const kc_out oq = {n, H * hd, H * hd}, ok = {n, Hkv * hd, kvs};
+    qk_case c;
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        memra_qk_args_t a = {
+            .part = {{.src = qp[i], .src_head_stride = hd, .src_token_stride = qs, .dst = memra__kc_out_new(k, be, &oq, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = H * hd, .n_heads = H, .norm_w = qwp[i]},
+                     {.src = kp[i], .src_head_stride = hd, .src_token_stride = ks, .dst = memra__kc_out_new(k, be, &ok, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = kwp[i]},
+                     {.src = v_is_k ? kp[i] : vp[i], .src_head_stride = hd, .src_token_stride = ks,
+                      .dst = memra__kc_out_new(k, be, &ok, NULL), .dst_head_stride = hd, .dst_token_stride = kvs,
+                      .n_heads = Hkv, .norm_w = NULL, .no_rope = true}},
+            .n_parts = 3, .eps = 1e-6f,
+            .rope = {.n_tokens = n, .head_dim = hd, .n_rot = n_rot, .pos = pp[i], .base = 1000000.0f,
+                     .freq_factors = ff ? fp[i] : NULL, .mode = MEMRA_ROPE_NEOX}};
+        if (!a.part[0].dst || !a.part[1].dst || !a.part[2].dst)
+            return;
+        c.a[s] = a;
+    }
+    const kc_fused_out fo[3] = {{c.a[0].part[0].dst, c.a[1].part[0].dst, c.a[2].part[0].dst, &oq, "q"},
+                                {c.a[0].part[1].dst, c.a[1].part[1].dst, c.a[2].part[1].dst, &ok, "k"},
+                                {c.a[0].part[2].dst, c.a[1].part[2].dst, c.a[2].part[2].dst, &ok, "v"}};
+    memra__kc_check_fused(k, L, k->gpu, fo, 3, qk_run, &c, (double)(n * (2 * H + 4 * Hkv) * hd * 4));
+}
+
+/* ---- norm with add and scale ------------------------------------------------ */
+
+typedef struct nx_case {
+    memra_norm_args_t a[3]; /* cpu, cuda fused, cuda sequence */
+} nx_case;
+
+static memra_status_t nx_run(void *c, memra__backend_t *be, int side)
+{
+    return memra__norm_ex(be, &((nx_case *)c)->a[side]);
+}
+
+/* memra__norm_ex as gemma4 calls it. ADD: 0 none, 1 into a separate y, 2
+ * in place on the residual (y = add) with tmp = x, as the forward passes
+ * it; SCALE 1 for none. Strided rows (x, y and add each padded
+ * differently). Against the CPU and bit for bit against the CUDA
+ * sequence. */
+void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "rms %lld x %lld%s%s, scale %g",
+                                                  (long long)rows, (long long)dim, weight ? " *w" : "",
+                                                  add == 2 ? " + y in place" : add ? " + add" : "", (double)scale);
+    if (!L)
+        return;
+    const int64_t xs = dim + 3, ys = dim + 5, adds = add == 2 ? ys : dim + 1;
+    float *x = memra__kc_randf(k, (size_t)(rows * xs), -2.0f, 2.0f), *w = memra__kc_randf(k, (size_t)dim, 0.5f, 1.5f);
+    float *r = memra__kc_randf(k, (size_t)(rows * adds), -4.0f, 4.0f);
+    const kc_out o = {rows, dim, ys};
+    if (!x || !w || !r)
+        return;
+    void *wp[2] = {NULL, NULL}, *ap[2] = {NULL, NULL};
+    if ((weight && !memra__kc_both(k, w, (size_t)dim * 4, wp)) ||
+        (add == 1 && !memra__kc_both(k, r, (size_t)(rows * adds) * 4, ap)))
+        return;
+    float *init = NULL; /* y's initial rows: the residual when y is add */
+    if (add == 2) {
+        if (!(init = memra__kc_host(k, (size_t)(rows * dim) * 4)))
+            return;
+        for (int64_t i = 0; i < rows; i++)
+            memcpy(init + i * dim, r + i * adds, (size_t)dim * 4);
+    }
+    nx_case c;
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        /* every side its own x: the sequence normalizes it in place when tmp is x */
+        float *xd = memra__kc_put(k, be, x, (size_t)(rows * xs) * 4);
+        float *y = memra__kc_out_new(k, be, &o, init);
+        float *tmp = add == 1 ? memra__kc_track(k, be, be->iface->alloc(be, (size_t)(rows * xs) * 4)) : xd;
+        if (!xd || !y || !tmp)
+            return;
+        c.a[s] = (memra_norm_args_t){.x = xd, .xs = xs, .w = wp[i], .eps = 1e-6f,
+                                     .add = add == 2 ? y : add ? ap[i] : NULL, .adds = adds, .scale = scale,
+                                     .y = y, .ys = ys, .rows = rows, .dim = dim, .tmp = add ? tmp : NULL};
+    }
+    const kc_fused_out f = {c.a[0].y, c.a[1].y, c.a[2].y, &o, "y"};
+    memra__kc_check_fused(k, L, k->gpu, &f, 1, nx_run, &c, (double)(rows * dim * (add ? 12 : 8)));
 }
 
 /* ---- argmax --------------------------------------------------------------- */

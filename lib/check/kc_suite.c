@@ -350,6 +350,42 @@ static void run_suite(kc *k)
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0.fast.swa", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 130, 700, 16, 8, 256, 512));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.hd512", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 96, 300, 16, 2, 512, 0));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_f16.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 20, 100, 8, 4, 256, 0));
+
+    /* gemma4's decode fusions (lib/arch_gemma4_forward.c): the post-norms
+     * with the residual add and the layer's output scale, the router's
+     * norm and scale, PLE's per-layer rows; q/k norm + rope with v's
+     * norm-only part; attn_norm into q/k/v and ffn_norm into GeGLU at the
+     * 26B-A4B's widths (hidden 2816, dense ff 2112) */
+    KC(memra__kc_norm_ex(k, "norm_ex.plain", 5, 64, true, 0, 1.0f));
+    KC(memra__kc_norm_ex(k, "norm_ex.add", 3, 2816, true, 1, 1.0f));
+    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace", 1, 2816, true, 2, 1.0f));
+    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace_scale", 1, 2816, true, 2, 0.7f));
+    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace_rows4", 4, 1536, true, 2, 0.37f));
+    KC(memra__kc_norm_ex(k, "norm_ex.router", 1, 2816, true, 0, 0.018844f));
+    KC(memra__kc_norm_ex(k, "norm_ex.noweight_add_scale", 2, 640, false, 1, 1.5f));
+    KC(memra__kc_norm_ex(k, "norm_ex.ple_rows", 35, 256, true, 1, 0.70710677f));
+    KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.swa", 1, 16, 8, 256, 256, false, false));
+    KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.full_keqv", 1, 16, 2, 512, 512, true, true));
+    KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.prefill", 5, 8, 4, 256, 128, false, false));
+    KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.fixture", 3, 4, 2, 16, 16, true, true));
+    {
+        static const memra_type_t qkv[3] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K};
+        static const memra_type_t q8[3] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
+        static const int64_t swa[3] = {4096, 2048, 2048}, full[2] = {8192, 1024}, ff[2] = {2112, 2112},
+                             small[3] = {512, 256, 256}, sff[2] = {640, 640};
+        KC(memra__kc_matmul_ex(k, "matmul_ex.g4_qkv", 3, qkv, 512, small, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false,
+                               false));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.g4_geglu", 2, q8, 512, sff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false,
+                               false));
+        if (big) {
+            KC(memra__kc_matmul_ex(k, "matmul_ex.g4_26b.qkv_swa", 3, qkv, 2816, swa, 1, true, MEMRA_MM_STORE,
+                                   MEMRA_ACT_SILU, false, false));
+            KC(memra__kc_matmul_ex(k, "matmul_ex.g4_26b.qk_full", 2, q8, 2816, full, 1, true, MEMRA_MM_STORE,
+                                   MEMRA_ACT_SILU, false, false));
+            KC(memra__kc_matmul_ex(k, "matmul_ex.g4_26b.ffn_geglu", 2, q8, 2816, ff, 1, true, MEMRA_MM_GLU,
+                                   MEMRA_ACT_GELU, false, false));
+        }
+    }
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
