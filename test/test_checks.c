@@ -180,6 +180,39 @@ static const parity_case k_g4e_splits[] = {
 
 static parity_case g_cases[N_FIXTURES * 3 + N_G4E_SPLITS];
 
+/* memra_check_kernels fills as many lines as report->size holds: a report
+ * of 3 lines (a program built with a smaller MEMRA_KERNEL_CHECK_MAX_LINES)
+ * gets 3 and the rest counted in truncated, nothing written past it; a
+ * size without room for one line is refused. Runs the harness on the CPU
+ * (MEMRA_KERNEL_CHECK_CPU=1: both sides CPU engines). */
+static void test_kernel_check_report_size(void **state)
+{
+    (void)state;
+    const size_t head = offsetof(memra_kernel_check_report_t, lines), line = sizeof(memra_kernel_check_line_t);
+    memra_kernel_check_report_t *r = malloc(sizeof *r); /* this header's size; the call is told 3 lines */
+    assert_non_null(r);
+    unsigned char *buf = (unsigned char *)r;
+    const size_t bytes = sizeof *r;
+    memset(buf, 0xA5, bytes);
+    r->size = (uint32_t)(head + 3 * line);
+    memra_kernel_check_params_t kp;
+    memra_kernel_check_default_params(&kp);
+    kp.big = 0;
+    kp.test = "norm.";
+    setenv("MEMRA_KERNEL_CHECK_CPU", "1", 1);
+    memra_status_t st = memra_check_kernels(&kp, r);
+    assert_int_equal(st, MEMRA_OK);
+    assert_int_equal(r->n_lines, 3);
+    assert_true(r->truncated > 0);
+    assert_int_equal(r->n_failed, 0);
+    for (size_t i = head + 3 * line; i < bytes; i++)
+        assert_int_equal(buf[i], 0xA5);
+    r->size = (uint32_t)(head + line - 1);
+    assert_int_equal(memra_check_kernels(&kp, r), MEMRA_E_INVALID);
+    unsetenv("MEMRA_KERNEL_CHECK_CPU");
+    free(r);
+}
+
 static void test_parity(void **state)
 {
     const parity_case *pc = *state;
@@ -389,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_parity_params),
         cmocka_unit_test(test_parity_huge_lengths),
         cmocka_unit_test(test_parity_report_size),
+        cmocka_unit_test(test_kernel_check_report_size),
         cmocka_unit_test(test_margin_params),
         cmocka_unit_test(test_margin_verdicts),
     };

@@ -38,7 +38,11 @@ typedef struct memra_kernel_check_params {
 MEMRA_API void memra_kernel_check_params_init(memra_kernel_check_params_t *params, uint32_t size);
 #define memra_kernel_check_default_params(p) memra_kernel_check_params_init((p), MEMRA__SIZEOF32(*(p)))
 
-#define MEMRA_KERNEL_CHECK_MAX_LINES 320
+/* Lines of this header's report. A report may be larger or smaller: the
+ * library fills as many lines as report->size holds (a program built with
+ * an older header, 320 lines, keeps working; cases past the last line
+ * count in truncated). */
+#define MEMRA_KERNEL_CHECK_MAX_LINES 512
 
 typedef struct memra_kernel_check_line {
     char name[48];          /* op.variant, e.g. "matmul.q8_0.decode" */
@@ -59,7 +63,7 @@ typedef struct memra_kernel_check_report {
     uint32_t size;          /* set by the caller: sizeof(memra_kernel_check_report_t) */
     char device_name[256];
     int32_t n_lines, n_failed;
-    int32_t truncated;      /* more cases ran than lines fit */
+    int32_t truncated;      /* cases that ran past the lines report->size holds */
     int32_t all_green;      /* every case passed (and at least one ran) */
     memra_kernel_check_line_t lines[MEMRA_KERNEL_CHECK_MAX_LINES];
 } memra_kernel_check_report_t;

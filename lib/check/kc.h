@@ -58,6 +58,7 @@ typedef struct kc_mem {
 typedef struct kc {
     memra_kernel_check_params_t p;
     memra_kernel_check_report_t *rep;
+    int32_t cap; /* lines the caller's report holds (its size) */
     memra_engine_t *e_cpu, *e_gpu, *e_fast;
     memra__backend_t *cpu, *gpu, *fast;
     uint64_t rng;

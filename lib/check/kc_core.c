@@ -223,7 +223,7 @@ memra_kernel_check_line_t *memra__kc_line(kc *k, const char *name, const char *k
     if (k->p.test && *k->p.test && strncmp(name, k->p.test, strlen(k->p.test)) != 0)
         return NULL;
     memra_kernel_check_report_t *rep = k->rep;
-    if (rep->n_lines == MEMRA_KERNEL_CHECK_MAX_LINES) {
+    if (rep->n_lines == k->cap) {
         rep->truncated++;
         return NULL;
     }

@@ -1,5 +1,7 @@
 /* memra_check_kernels: the suite (every case in one fixed order) and the
  * entry point. */
+#include <stddef.h>
+
 #include "kc.h"
 
 void memra_kernel_check_params_init(memra_kernel_check_params_t *p, uint32_t size)
@@ -392,14 +394,18 @@ memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, me
 {
     if (!report || report->size < sizeof(uint32_t))
         return memra__fail(NULL, MEMRA_E_INVALID, "memra_check_kernels: NULL report or report->size unset");
-    if (report->size < sizeof *report)
-        return memra__fail(NULL, MEMRA_E_INVALID, "memra_check_kernels: report->size %u is older than this library's %zu",
-                           report->size, sizeof *report);
+    const size_t head = offsetof(memra_kernel_check_report_t, lines);
+    if (report->size < head + sizeof report->lines[0])
+        return memra__fail(NULL, MEMRA_E_INVALID, "memra_check_kernels: report->size %u holds no line (%zu + %zu a line)",
+                           report->size, head, sizeof report->lines[0]);
+    /* as many lines as the caller's report holds (check.h) */
     const uint32_t rsize = report->size;
-    memset(report, 0, sizeof *report);
+    const size_t cap = (rsize - head) / sizeof report->lines[0];
+    memset(report, 0, head + cap * sizeof report->lines[0]);
     report->size = rsize;
     kc k;
     memset(&k, 0, sizeof k);
+    k.cap = cap > INT32_MAX ? INT32_MAX : (int32_t)cap;
     memra_kernel_check_default_params(&k.p);
     if (params) {
         const size_t n = params->size < sizeof k.p ? params->size : sizeof k.p;
