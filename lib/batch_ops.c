@@ -4,6 +4,7 @@
  * launch them together (CUDA: one kernel over every one-token item). The
  * driver validates everything first, then hands the backend's batched slot
  * what it takes and runs the rest one by one, exactly as before. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "batch_ops.h"
@@ -15,23 +16,54 @@ bool memra__ranges_overlap(const void *p, size_t n, const void *q, size_t m)
     return n > 0 && m > 0 && a < b + m && b < a + n;
 }
 
-/* No range written by item I overlaps one written by an earlier item (the
- * slots run items in any order, or at once). N <= 64 items of a few ranges
- * each: the pairwise test costs well under a microsecond per item. */
+/* A written range of item ITEM: bytes [lo, hi). */
+typedef struct wrange {
+    uintptr_t lo, hi;
+    int32_t item;
+} wrange_t;
+
+static int wrange_cmp(const void *x, const void *y)
+{
+    const wrange_t *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* No range one item writes overlaps one another item writes (the slots run
+ * items in any order, or at once); an item's own ranges are its op's
+ * business. The ranges sorted by start, a range overlaps an earlier one of
+ * another item iff it starts below the largest end among those: the sweep
+ * keeps the largest end and the largest of the other items' ends. 64 Gated
+ * DeltaNet steps (six ranges each) cost ~10 us this way, ~35 us pairwise. */
 static memra_status_t check_disjoint(memra__backend_t *be, const memra__batch_op_t *op, const unsigned char *items,
                                      int32_t n, const bool *none)
 {
-    const void *p[MEMRA_MAX_BATCH][MEMRA__BATCH_MAX_WRITES];
-    size_t len[MEMRA_MAX_BATCH][MEMRA__BATCH_MAX_WRITES];
-    int nw[MEMRA_MAX_BATCH];
+    wrange_t r[MEMRA_MAX_BATCH * MEMRA__BATCH_MAX_WRITES];
+    int n_r = 0;
     for (int32_t i = 0; i < n; i++) {
-        nw[i] = none[i] ? 0 : op->writes(items + (size_t)i * op->size, p[i], len[i]);
-        for (int32_t j = 0; j < i; j++)
-            for (int a = 0; a < nw[i]; a++)
-                for (int b = 0; b < nw[j]; b++)
-                    if (memra__ranges_overlap(p[i][a], len[i][a], p[j][b], len[j][b]))
-                        return memra__fail(be->err, MEMRA_E_INVALID, "%s: items %d and %d write overlapping memory",
-                                           op->name, (int)j, (int)i);
+        const void *p[MEMRA__BATCH_MAX_WRITES];
+        size_t len[MEMRA__BATCH_MAX_WRITES];
+        const int k = none[i] ? 0 : op->writes(items + (size_t)i * op->size, p, len);
+        for (int j = 0; j < k; j++)
+            if (len[j] > 0)
+                r[n_r++] = (wrange_t){(uintptr_t)p[j], (uintptr_t)p[j] + len[j], i};
+    }
+    qsort(r, (size_t)n_r, sizeof r[0], wrange_cmp);
+    wrange_t top = {0, 0, -1}, other = {0, 0, -1}; /* the largest end, and the largest of another item */
+    for (int i = 0; i < n_r; i++) {
+        const wrange_t *prev = top.item != r[i].item ? &top : &other;
+        if (prev->item >= 0 && r[i].lo < prev->hi) {
+            const int32_t a = prev->item < r[i].item ? prev->item : r[i].item;
+            const int32_t b = prev->item < r[i].item ? r[i].item : prev->item;
+            return memra__fail(be->err, MEMRA_E_INVALID, "%s: items %d and %d write overlapping memory", op->name,
+                               (int)a, (int)b);
+        }
+        if (r[i].hi > top.hi || top.item < 0) {
+            if (top.item != r[i].item)
+                other = top;
+            top = r[i];
+        } else if (r[i].item != top.item && (r[i].hi > other.hi || other.item < 0)) {
+            other = r[i];
+        }
     }
     return MEMRA_OK;
 }
