@@ -4,7 +4,8 @@
  * the one-item op) and leave the rest, every item's output is the bits of
  * its own one-item call, each item runs exactly once, the slot sees only
  * items with work, and a bad item or two items writing the same memory
- * fail the whole call before anything runs, the message naming them. */
+ * fail the whole call before anything runs, the message naming them; the
+ * overlap check agrees with the pairwise definition on random layouts. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@ static struct {
     int slot_calls; /* batched slot calls */
     int slot_items; /* items the slots were given */
     bool take_none; /* the slots decline everything */
+    bool claim_all; /* the gdn slot marks every item done without running it */
 } g_n;
 
 static memra_status_t one_attention(memra__backend_t *be, const memra_attn_args_t *a)
@@ -76,8 +78,10 @@ static memra_status_t slot_gdn(memra__backend_t *be, const memra_gdn_args_t *a, 
 {
     g_n.slot_calls++;
     g_n.slot_items += n;
+    for (int32_t i = 0; i < n && g_n.claim_all; i++)
+        done[i] = true;
     /* the one-item path of an even item on the plain backend: its bits */
-    for (int32_t i = 0; i < n && !g_n.take_none; i += 2) {
+    for (int32_t i = 0; i < n && !g_n.take_none && !g_n.claim_all; i += 2) {
         assert_int_equal(memra__gdn(g_cpu, &a[i]), MEMRA_OK);
         done[i] = true;
     }
@@ -324,6 +328,55 @@ static void gdn_items_bit_identical(void **state)
         free(all[i]);
 }
 
+/* The independence check against the pairwise definition: random steps
+ * of five items whose six written ranges each (y, state, scratch, conv
+ * state and rows) are placed at random in a small window, overlapping one
+ * another within an item (allowed) and across items (refused). The slot
+ * claims every item without running it, so the pointers are never used. */
+static void gdn_overlap_check_matches_pairs(void **state)
+{
+    (void)state;
+    enum { N = 5, D = 2, TRIALS = 3000 };
+    static float window[4096];
+    memra_gdn_args_t a[N];
+    int refused = 0;
+    g_n.claim_all = true;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        const void *p[N][6];
+        size_t len[N][6];
+        for (int i = 0; i < N; i++) {
+            float *at[6];
+            for (int j = 0; j < 6; j++)
+                at[j] = window + tu_rng_int(&g_rng, 4000);
+            /* n_v = 1, d = 2, n_k = 1, conv of 8 channels, kernel 3: y 2, state 4, qk 4, o 2, conv state 16, conv
+             * rows 8 floats */
+            a[i] = (memra_gdn_args_t){
+                .conv = {.x = window, .x_stride = 8, .state = at[4], .w = window, .out = at[5], .n_tokens = 1,
+                         .channels = 8, .kernel = 3},
+                .delta = {.q = window, .k = window, .v = window, .g = window, .beta = window, .state = at[1],
+                          .out = at[3], .n_tokens = 1, .n_k = 1, .n_v = 1, .d = D, .scale = 1.0f},
+                .norm_w = window, .z = window, .z_stride = D, .y = at[0], .qk_tmp = at[2], .o_tmp = at[3]};
+            const size_t fl[6] = {2, 4, 4, 2, 16, 8};
+            for (int j = 0; j < 6; j++) {
+                p[i][j] = at[j];
+                len[i][j] = fl[j] * sizeof(float);
+            }
+        }
+        bool overlap = false;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < i; j++)
+                for (int x = 0; x < 6; x++)
+                    for (int y = 0; y < 6; y++)
+                        overlap = overlap || memra__ranges_overlap(p[i][x], len[i][x], p[j][y], len[j][y]);
+        const memra_status_t st = memra__gdn_batch(&g_test, a, N);
+        assert_int_equal(st, overlap ? MEMRA_E_INVALID : MEMRA_OK);
+        refused += overlap;
+    }
+    g_n.claim_all = false;
+    /* both verdicts well represented */
+    assert_true(refused > TRIALS / 10 && refused < TRIALS - TRIALS / 10);
+}
+
 int main(void)
 {
     if (memra__cpu_backend_create(2, &g_cpu) != MEMRA_OK)
@@ -342,6 +395,7 @@ int main(void)
         cmocka_unit_test(attention_bad_items_run_nothing),
         cmocka_unit_test(kv_store_items_bit_identical),
         cmocka_unit_test(gdn_items_bit_identical),
+        cmocka_unit_test(gdn_overlap_check_matches_pairs),
     };
     const int r = cmocka_run_group_tests(tests, NULL, NULL);
     memra__cpu_backend_destroy(g_cpu);
