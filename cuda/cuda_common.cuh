@@ -201,6 +201,11 @@ memra_status_t memra__cuda_kv_store(memra__backend_t *be, const memra_kv_store_a
 memra_status_t memra__cuda_conv(memra__backend_t *be, const memra_conv_args_t *a);
 memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t *a);
 memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *a, bool *done);
+/* The batched slots (lib/backend.h): one launch over the items of one
+ * shape that the one-item op would run on the same kernel. */
+memra_status_t memra__cuda_attention_batch(memra__backend_t *be, const memra_attn_args_t *a, int32_t n, bool *done);
+memra_status_t memra__cuda_kv_store_batch(memra__backend_t *be, const memra_kv_store_args_t *a, int32_t n, bool *done);
+memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_t *a, int32_t n, bool *done);
 memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a, bool *done);
 memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a);
 memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a);

@@ -12,6 +12,7 @@
  * cache's over the same floats; the kernel is instantiated per (K, V)
  * type pair, the F32 pair being the kernel of before. */
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 
 #include "cuda_common.cuh"
@@ -86,10 +87,28 @@ struct fa_args {
                           * P·V (default), else at its exit (the merge 0.9 us shorter, tokens 0.4 % slower) */
 };
 
-static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int64_t *lo, int64_t *len, int64_t *nsplit,
-                                                int64_t *chunk)
+/* What a block takes from its query's sequence: in fa_kernel the launch's
+ * own fields of fa_args (fa_seq_of), in fa_batch_kernel its item's. Every
+ * other field of fa_args is the launch's in both, read straight from the
+ * kernel parameters (the batched kernel copied all of fa_args per block:
+ * 172 registers against 128, or spills). */
+struct fa_seq {
+    const float *q, *gate;
+    const void *k_cache, *v_cache;
+    float *out, *part;
+    int *count;
+    int64_t pos0, max_splits;
+};
+
+static __host__ __device__ __forceinline__ fa_seq fa_seq_of(const fa_args &f)
 {
-    const int64_t p = f.a.pos0 + t;
+    return {f.a.q, f.a.gate, f.a.k_cache, f.a.v_cache, f.a.out, f.part, f.count, f.a.pos0, f.max_splits};
+}
+
+static __device__ __forceinline__ void fa_range(const fa_args &f, const fa_seq &sq, int64_t t, int64_t *lo,
+                                                int64_t *len, int64_t *nsplit, int64_t *chunk)
+{
+    const int64_t p = sq.pos0 + t;
     *lo = f.a.n_swa > 0 && p - f.a.n_swa + 1 > 0 ? p - f.a.n_swa + 1 : 0;
     *len = p - *lo + 1;
     if (f.fixed_split > 0) {
@@ -105,21 +124,23 @@ static __device__ __forceinline__ void fa_range(const fa_args &f, int64_t t, int
 #define FA_OUT_D 8 /* output elements per thread: head_dim <= 8 NT (scalar path), 4 FA_MAX_C4 NT (vector) */
 
 /* The gate of output element D of query T, head H (0 without a gate). */
-static __device__ __forceinline__ float fa_gate(const memra_attn_args_t &a, int64_t t, int64_t h, int d)
+static __device__ __forceinline__ float fa_gate(const memra_attn_args_t &a, const fa_seq &sq, int64_t t, int64_t h,
+                                                int d)
 {
-    return a.gate ? a.gate[t * a.gate_stride + h * a.gate_head_stride + d] : 0.0f;
+    return sq.gate ? sq.gate[t * a.gate_stride + h * a.gate_head_stride + d] : 0.0f;
 }
 
 /* An output element: V through the optional gate G (elementwise
  * MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
-static __device__ __forceinline__ float fa_out_g(const memra_attn_args_t &a, float v, float g)
+static __device__ __forceinline__ float fa_out_g(const fa_seq &sq, float v, float g)
 {
-    return a.gate ? (float)((double)v * d_sigmoid((double)g)) : v;
+    return sq.gate ? (float)((double)v * d_sigmoid((double)g)) : v;
 }
 
-static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, int64_t t, int64_t h, int d, float v)
+static __device__ __forceinline__ float fa_out(const memra_attn_args_t &a, const fa_seq &sq, int64_t t, int64_t h, int d,
+                                               float v)
 {
-    return fa_out_g(a, v, fa_gate(a, t, h, d));
+    return fa_out_g(sq, v, fa_gate(a, sq, t, h, d));
 }
 
 /* LEAD: a barrier before RED is written, for a caller that read it last
@@ -201,7 +222,8 @@ static __device__ __forceinline__ void fa_merge_rows(const float *p, int64_t st,
  * (a diagnostic build's %globaltimer stamps, MEMRA_FA_TIMELINE). */
 #define FA_MERGE_FEW 16
 
-static __device__ __forceinline__ void fa_merge_few(const memra_attn_args_t &a, const float *p, int64_t st, int hd,
+static __device__ __forceinline__ void fa_merge_few(const memra_attn_args_t &a, const fa_seq &sq, const float *p,
+                                                    int64_t st, int hd,
                                                     int64_t nsplit, int64_t t, int64_t h)
 {
     const int d = threadIdx.x;
@@ -213,7 +235,7 @@ static __device__ __forceinline__ void fa_merge_few(const memra_attn_args_t &a, 
         lv[s] = on ? __ldcg(p + s * st + hd + 1) : 0.0f;
         x[s] = on && d < hd ? __ldcg(p + s * st + d) : 0.0f;
     }
-    const float g = d < hd ? fa_gate(a, t, h, d) : 0.0f;
+    const float g = d < hd ? fa_gate(a, sq, t, h, d) : 0.0f;
     float M = -INFINITY; /* the max does not depend on the order */
 #pragma unroll
     for (int s = 0; s < FA_MERGE_FEW; s++)
@@ -227,18 +249,19 @@ static __device__ __forceinline__ void fa_merge_few(const memra_attn_args_t &a, 
             v = fmaf(x[s], w, v);
         }
     if (d < hd)
-        a.out[t * a.n_head * hd + h * hd + d] = fa_out_g(a, v / L, g);
+        sq.out[t * a.n_head * hd + h * hd + d] = fa_out_g(sq, v / L, g);
 }
 
-template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, int64_t h, int64_t nsplit)
+template <int NT>
+static __device__ void fa_merge(const fa_args &f, const fa_seq &sq, int64_t tw, int64_t h, int64_t nsplit)
 {
     __shared__ float m_s[FA_MERGE_W], l_s[FA_MERGE_W], red[32];
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
     const int64_t t = f.t0 + tw, st = hd + 2;
-    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * st;
+    const float *p = sq.part + (tw * a.n_head + h) * sq.max_splits * st;
     if (NT >= 256 && hd <= NT && nsplit <= FA_MERGE_FEW) {
-        fa_merge_few(a, p, st, hd, nsplit, t, h);
+        fa_merge_few(a, sq, p, st, hd, nsplit, t, h);
         return;
     }
     float M = -INFINITY;
@@ -279,12 +302,12 @@ template <int NT> static __device__ void fa_merge(const fa_args &f, int64_t tw, 
             fa_merge_rows<NT, FA_OUT_D, 2>(p + s0 * st, st, hd, ns, m_s, v);
         FA_TLV(10, v[0]);
     }
-    float *o = a.out + t * a.n_head * hd + h * hd;
+    float *o = sq.out + t * a.n_head * hd + h * hd;
 #pragma unroll
     for (int i = 0; i < FA_OUT_D; i++) {
         const int d = threadIdx.x + i * NT;
         if (d < hd)
-            o[d] = fa_out(a, t, h, d, v[i] / L);
+            o[d] = fa_out(a, sq, t, h, d, v[i] / L);
     }
 }
 
@@ -297,21 +320,25 @@ static __device__ __forceinline__ void fa_prefetch(const char *p, int64_t n)
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"((unsigned)(e - b)) : "memory");
 }
 
-template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT) fa_kernel(const fa_args f)
+/* Block (head H, split S, wave token TW) of F: fa_kernel's whole work, and
+ * fa_batch_kernel's for one item's block (the same arithmetic whichever
+ * launch holds the block). */
+template <bool VEC, int NT, int KT, int VT>
+static __device__ __forceinline__ void fa_block(const fa_args &f, const fa_seq &sq, int64_t h, int64_t s, int64_t tw)
 {
     static_assert(NT / 32 <= 16, "the tile's max and sum slots of red");
     extern __shared__ __align__(16) float fa_smem[];
     const memra_attn_args_t &a = f.a;
     const int hd = (int)a.head_dim;
-    const int64_t h = blockIdx.x, s = blockIdx.y, tw = blockIdx.z, t = f.t0 + tw;
+    const int64_t t = f.t0 + tw;
     int64_t lo, len, nsplit, chunk;
-    fa_range(f, t, &lo, &len, &nsplit, &chunk);
+    fa_range(f, sq, t, &lo, &len, &nsplit, &chunk);
     if (s >= nsplit)
         return;
     FA_TL(0);
     const int64_t k_begin = lo + s * chunk, k_end = min(lo + len, k_begin + chunk);
     const int64_t kvh = h / (a.n_head / a.n_kv_head);
-    const char *kb = (const char *)a.k_cache + kvh * f.k_hb, *vb = (const char *)a.v_cache + kvh * f.v_hb;
+    const char *kb = (const char *)sq.k_cache + kvh * f.k_hb, *vb = (const char *)sq.v_cache + kvh * f.v_hb;
     if (VEC) {
         /* the split's K and V rows (written tokens ago, or by the previous
          * kernel: a prefetch moves no data into the block, so it may run
@@ -328,7 +355,7 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
     float *sc = q_s + hd;              /* FA_TILE */
     float *red = sc + FA_TILE;         /* 32: the tile's max in [0, 16), its sum in [16, 32) */
     float *accr = red + 32;            /* reduction of the key groups: kg * hd */
-    const float *q = a.q + t * a.q_stride + h * hd;
+    const float *q = sq.q + t * a.q_stride + h * hd;
     for (int i = threadIdx.x; i < hd; i += NT)
         q_s[i] = q[i];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -495,8 +522,8 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
     }
     __syncthreads();
     const bool direct = nsplit == 1;
-    float *o = direct ? a.out + t * a.n_head * hd + h * hd
-                      : f.part + ((tw * a.n_head + h) * f.max_splits + s) * (int64_t)(hd + 2);
+    float *o = direct ? sq.out + t * a.n_head * hd + h * hd
+                      : sq.part + ((tw * a.n_head + h) * sq.max_splits + s) * (int64_t)(hd + 2);
 #pragma unroll
     for (int i = 0; i < FA_OUT_D; i++) {
         const int d = threadIdx.x + i * NT;
@@ -505,14 +532,14 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
         float v = accr[d];
         for (int gg = 1; gg < kg; gg++)
             v += accr[gg * hd + d];
-        o[d] = direct ? fa_out(a, t, h, d, v / l) : v;
+        o[d] = direct ? fa_out(a, sq, t, h, d, v / l) : v;
     }
     if (!direct && threadIdx.x == 0) {
         o[hd] = m;
         o[hd + 1] = l;
     }
     FA_TL(5);
-    if (direct || !f.count)
+    if (direct || !sq.count)
         return;
     /* the query's last split to finish merges them all (one launch less);
      * each thread's partial writes are fenced before the count */
@@ -520,7 +547,7 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        int *cnt = f.count + tw * a.n_head + h;
+        int *cnt = sq.count + tw * a.n_head + h;
         last = atomicAdd(cnt, 1) == (int)nsplit - 1;
         FA_TL(6);
         if (last)
@@ -529,7 +556,7 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
     __syncthreads();
     if (last) {
         __threadfence();
-        fa_merge<NT>(f, tw, h, nsplit);
+        fa_merge<NT>(f, sq, tw, h, nsplit);
 #ifdef MEMRA_FA_TIMELINE
         __syncthreads(); /* the stamp after every thread's stores */
 #endif
@@ -537,14 +564,20 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
     }
 }
 
+template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT) fa_kernel(const fa_args f)
+{
+    fa_block<VEC, NT, KT, VT>(f, fa_seq_of(f), blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
 template <int NT> __global__ void __launch_bounds__(NT) fa_combine_kernel(const fa_args f)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t h = blockIdx.x, tw = blockIdx.y;
     int64_t lo, len, nsplit, chunk;
-    fa_range(f, f.t0 + tw, &lo, &len, &nsplit, &chunk);
+    const fa_seq sq = fa_seq_of(f);
+    fa_range(f, sq, f.t0 + tw, &lo, &len, &nsplit, &chunk);
     if (nsplit > 1)
-        fa_merge<NT>(f, tw, h, nsplit);
+        fa_merge<NT>(f, sq, tw, h, nsplit);
 }
 
 #ifdef MEMRA_FA_TIMELINE
@@ -613,6 +646,80 @@ static void (*fa_pick(bool vec, bool wide, int kt, int vt))(fa_args)
     return vec ? fa_pick_k<true, FA_NARROW>(kt, vt) : fa_pick_k<false, FA_NARROW>(kt, vt);
 }
 
+/* The tuning knobs, read once: MEMRA_FA_SPLIT (splits per query, 0 = by
+ * FA_SPLIT_KEYS), MEMRA_FA_FUSE (0: merge in a second kernel, for
+ * experiments), MEMRA_FA_TRIGGER (fa_args.trig). */
+struct fa_knobs {
+    long fixed, fuse, trig;
+};
+
+static fa_knobs fa_knobs_get(void)
+{
+    static fa_knobs k = {-2, 1, 0};
+    if (k.fixed == -2) {
+        k.fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1);
+        k.trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 1);
+        k.fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
+    }
+    return k;
+}
+
+/* How the flash-decoding kernel runs validated A (the tensor cores having
+ * declined it): the path, the block width, the shared memory, and F but
+ * for tl_seq, t0, part and count. False when the kernel cannot (WHY says
+ * so: a head too large, too many splits); nothing is reported, so the
+ * batched op can leave such items to the one-item op, which does. */
+struct fa_plan {
+    bool vec;
+    int nthr, kt, vt;
+    size_t smem;
+};
+
+static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args *f, fa_plan *p, char *why,
+                       size_t why_n)
+{
+    const int64_t hd = a->head_dim;
+    p->kt = kv_code(a->k_type);
+    p->vt = kv_code(a->v_type);
+    const size_t k_rs = memra__attn_k_row_bytes(a), v_rs = memra__attn_v_row_bytes(a);
+    p->vec = hd % 4 == 0 && kv_vec_ok(p->kt, a->k_cache, k_rs) && kv_vec_ok(p->vt, a->v_cache, v_rs);
+    const int64_t hd_max = p->vec ? 4 * FA_MAX_C4 : 8; /* head_dim per thread */
+    p->nthr = be->fast && !memra__rows_exact() && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
+    if (hd > hd_max * p->nthr) {
+        snprintf(why, why_n, "head_dim %lld too large", (long long)hd);
+        return false;
+    }
+    const fa_knobs k = fa_knobs_get();
+    const int64_t n_keys = a->pos0 + a->n_tokens;
+    const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
+    int64_t max_splits;
+    if (k.fixed > 0) {
+        /* every query splits into at most min(fixed, its length) parts */
+        max_splits = k.fixed < max_len ? k.fixed : max_len;
+    } else {
+        max_splits = (max_len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
+    }
+    if (max_splits > 65535) {
+        snprintf(why, why_n, "%lld key splits", (long long)max_splits);
+        return false;
+    }
+    f->tl_seq = 0;
+    f->a = *a;
+    f->t0 = 0;
+    f->k_rs = (int64_t)k_rs;
+    f->v_rs = (int64_t)v_rs;
+    f->k_hb = (int64_t)kv_head_bytes(p->kt, hd);
+    f->v_hb = (int64_t)kv_head_bytes(p->vt, hd);
+    f->max_splits = max_splits;
+    f->fixed_split = k.fixed > 0 ? k.fixed : 0;
+    f->part = NULL;
+    f->count = NULL;
+    f->trig = (int)k.trig;
+    const int kg = p->vec ? (hd / 4 >= p->nthr ? 1 : p->nthr / (int)(hd / 4)) : 1;
+    p->smem = (size_t)(hd + FA_TILE + 32 + kg * hd) * sizeof(float);
+    return true;
+}
+
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
 {
     bool none;
@@ -623,47 +730,17 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     st = memra__cuda_attention_tc(be, a, &done); /* fast-mode prefill: tensor cores (cuda/attn_tc.cu) */
     if (st || done)
         return st;
-    const int64_t hd = a->head_dim;
-    const int kt = kv_code(a->k_type), vt = kv_code(a->v_type);
-    const size_t k_rs = memra__attn_k_row_bytes(a), v_rs = memra__attn_v_row_bytes(a);
-    const bool vec = hd % 4 == 0 && kv_vec_ok(kt, a->k_cache, k_rs) && kv_vec_ok(vt, a->v_cache, v_rs);
-    const int64_t hd_max = vec ? 4 * FA_MAX_C4 : 8; /* head_dim per thread */
-    const int nthr = be->fast && !memra__rows_exact() && a->n_tokens > 1 && hd <= hd_max * FA_NARROW ? FA_NARROW : FA_WIDE;
-    if (hd > hd_max * nthr)
-        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: head_dim %lld too large", (long long)hd);
-    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    static long fixed = -2, fuse = 1, trig = 0;
-    if (fixed == -2) {
-        fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
-        fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1); /* experiments: 0 merges in a second kernel */
-        trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 1);
-    }
-    const int64_t n_keys = a->pos0 + a->n_tokens;
-    const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
-    int64_t max_splits;
-    if (fixed > 0) {
-        /* every query splits into at most min(fixed, its length) parts */
-        max_splits = fixed < max_len ? fixed : max_len;
-    } else {
-        max_splits = (max_len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
-    }
-    if (max_splits > 65535)
-        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: %lld key splits", (long long)max_splits);
     fa_args f;
+    fa_plan p;
+    char why[64];
+    if (!fa_prepare(be, a, &f, &p, why, sizeof why))
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: %s", why);
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const int64_t hd = a->head_dim, max_splits = f.max_splits;
+    const int nthr = p.nthr;
 #ifdef MEMRA_FA_TIMELINE
     f.tl_seq = fa_tl_note((unsigned)a->n_head, (unsigned)max_splits, a->n_tokens);
-#else
-    f.tl_seq = 0;
 #endif
-    f.a = *a;
-    f.k_rs = (int64_t)k_rs;
-    f.v_rs = (int64_t)v_rs;
-    f.k_hb = (int64_t)kv_head_bytes(kt, hd);
-    f.v_hb = (int64_t)kv_head_bytes(vt, hd);
-    f.max_splits = max_splits;
-    f.fixed_split = fixed > 0 ? fixed : 0;
-    f.part = NULL;
-    f.trig = (int)trig;
     const size_t per_token = (size_t)a->n_head * max_splits * (hd + 2) * sizeof(float);
     int64_t wave = a->n_tokens;
     if (max_splits > 1) {
@@ -678,18 +755,16 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     }
     if (wave > 65535)
         wave = 65535;
-    const int kg = vec ? (hd / 4 >= nthr ? 1 : nthr / (int)(hd / 4)) : 1;
-    const size_t smem = (size_t)(hd + FA_TILE + 32 + kg * hd) * sizeof(float);
-    void (*kernel)(fa_args) = fa_pick(vec, nthr == FA_WIDE, kt, vt);
-    if (smem > 48 * 1024)
-        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    void (*kernel)(fa_args) = fa_pick(p.vec, nthr == FA_WIDE, p.kt, p.vt);
+    if (p.smem > 48 * 1024)
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p.smem));
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += wave) {
         const int64_t nt = a->n_tokens - t0 < wave ? a->n_tokens - t0 : wave;
         f.t0 = t0;
         /* the splits merge themselves when the wave's counters fit */
-        f.count = c->fa_count && nt * a->n_head <= MEMRA_CUDA_FA_COUNTS && fuse ? c->fa_count : NULL;
+        f.count = c->fa_count && nt * a->n_head <= MEMRA_CUDA_FA_COUNTS && fa_knobs_get().fuse ? c->fa_count : NULL;
         const dim3 grid((unsigned)a->n_head, (unsigned)max_splits, (unsigned)nt);
-        memra__launch(kernel, grid, nthr, smem, c->stream, f);
+        memra__launch(kernel, grid, nthr, p.smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (max_splits > 1 && !f.count) {
             memra__launch(nthr == FA_WIDE ? fa_combine_kernel<FA_WIDE> : fa_combine_kernel<FA_NARROW>,
@@ -698,6 +773,173 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
         }
     }
     c->after_step = true;
+    return MEMRA_OK;
+}
+
+/* ---- several sequences' decode queries in one launch --------------------------- */
+
+/* By value (a kernel parameter: nothing to upload, so the launch queues
+ * like any other): the launch's fa_args (the first item's) and per item
+ * what differs (its query, cache, output, gate, position, split count and
+ * partials: its one-item launch's). Item i's blocks are rows split0[i] ..
+ * split0[i+1]-1 of the grid's y, its own splits: a short sequence next to
+ * a long one costs no idle blocks. */
+struct fa_batch {
+    fa_args base;
+    fa_seq it[MEMRA_MAX_BATCH];
+    int32_t split0[MEMRA_MAX_BATCH + 1];
+    int32_t n;
+};
+
+/* Block (head blockIdx.x, split s) of the item whose rows hold blockIdx.y:
+ * the block fa_kernel runs for that query alone (wide, vectorized: the
+ * decode kernel). */
+template <int KT, int VT> __global__ void __launch_bounds__(FA_WIDE) fa_batch_kernel(const __grid_constant__ fa_batch b)
+{
+    const int32_t y = (int32_t)blockIdx.y;
+    int lo = 0, hi = b.n - 1; /* the last item with split0 <= y */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (b.split0[mid] <= y)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const fa_seq sq = b.it[lo];
+    fa_block<true, FA_WIDE, KT, VT>(b.base, sq, blockIdx.x, y - b.split0[lo], 0);
+}
+
+template <int KT> static void (*fa_batch_pick_v(int vt))(fa_batch)
+{
+    switch (vt) {
+    case KV_F16: return fa_batch_kernel<KT, KV_F16>;
+    case KV_BF16: return fa_batch_kernel<KT, KV_BF16>;
+    case KV_Q8_0: return fa_batch_kernel<KT, KV_Q8_0>;
+    default: return fa_batch_kernel<KT, KV_F32>;
+    }
+}
+
+static void (*fa_batch_pick(int kt, int vt))(fa_batch)
+{
+    switch (kt) {
+    case KV_F16: return fa_batch_pick_v<KV_F16>(vt);
+    case KV_BF16: return fa_batch_pick_v<KV_BF16>(vt);
+    case KV_Q8_0: return fa_batch_pick_v<KV_Q8_0>(vt);
+    default: return fa_batch_pick_v<KV_F32>(vt);
+    }
+}
+
+/* X and Y (prepared) run the same kernel with the same arguments but for
+ * their fa_seq. */
+static bool fa_same_shape(const fa_args &x, const fa_plan &px, const fa_args &y, const fa_plan &py)
+{
+    const memra_attn_args_t &a = x.a, &b = y.a;
+    return px.vec == py.vec && px.nthr == py.nthr && px.kt == py.kt && px.vt == py.vt && px.smem == py.smem &&
+           a.n_tokens == b.n_tokens && a.n_head == b.n_head && a.n_kv_head == b.n_kv_head &&
+           a.head_dim == b.head_dim && a.q_stride == b.q_stride && a.kv_stride == b.kv_stride &&
+           memcmp(&a.scale, &b.scale, sizeof a.scale) == 0 && a.n_swa == b.n_swa && !a.gate == !b.gate &&
+           a.gate_stride == b.gate_stride && a.gate_head_stride == b.gate_head_stride && a.k_type == b.k_type &&
+           a.v_type == b.v_type && x.k_rs == y.k_rs && x.v_rs == y.v_rs && x.k_hb == y.k_hb && x.v_hb == y.v_hb &&
+           x.fixed_split == y.fixed_split && x.trig == y.trig;
+}
+
+/* Launches the M items of B (whose base, it[] and n the caller filled)
+ * with their partials laid out back to back in the workspace. */
+static memra_status_t fa_batch_launch(memra__backend_t *be, fa_batch &b, const fa_plan &p)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const int64_t hd = b.base.a.head_dim, n_head = b.base.a.n_head;
+    size_t floats = 0;
+    b.split0[0] = 0;
+    for (int i = 0; i < b.n; i++) {
+        b.split0[i + 1] = b.split0[i] + (int32_t)b.it[i].max_splits;
+        if (b.it[i].max_splits > 1)
+            floats += (size_t)(n_head * b.it[i].max_splits * (hd + 2));
+    }
+    float *ws = NULL;
+    if (floats && !(ws = (float *)memra__cuda_ws(be, floats * sizeof(float))))
+        return MEMRA_E_NOMEM;
+    for (int i = 0; i < b.n; i++) {
+        const bool split = b.it[i].max_splits > 1;
+        b.it[i].part = split ? ws : NULL;
+        b.it[i].count = c->fa_count + i * n_head; /* a query's counters: n_head of them */
+        ws += split ? n_head * b.it[i].max_splits * (hd + 2) : 0;
+    }
+#ifdef MEMRA_FA_TIMELINE
+    b.base.tl_seq = fa_tl_note((unsigned)n_head, (unsigned)b.split0[b.n], 1);
+#endif
+    void (*kernel)(fa_batch) = fa_batch_pick(p.kt, p.vt);
+    if (p.smem > 48 * 1024)
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p.smem));
+    memra__launch(kernel, dim3((unsigned)n_head, (unsigned)b.split0[b.n]), FA_WIDE, p.smem, c->stream, b);
+    MEMRA_CUDA_LAUNCHED(be);
+    c->after_step = true;
+    return MEMRA_OK;
+}
+
+/* The one-query items that the one-item op would run on the wide,
+ * vectorized flash-decoding kernel, of the first such item's shape, in as
+ * few launches as the split counters (MEMRA_CUDA_FA_COUNTS), the grid
+ * (65535 rows of splits) and the partials' workspace cap (FA_WS_CAP)
+ * allow; the rest is left to the one-item op. */
+memra_status_t memra__cuda_attention_batch(memra__backend_t *be, const memra_attn_args_t *a, int32_t n, bool *done)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    /* the one-item op would take a one-query fast call to the tensor
+     * cores only when MEMRA_MMV_MAX_ROWS is 0; without the fused merge it
+     * merges in a second kernel: both stay one-item */
+    if ((be->fast && memra__cuda_mmv_max_rows() < 1) || !c->fa_count || !fa_knobs_get().fuse)
+        return MEMRA_OK;
+    fa_batch b = {}; /* every byte defined: the whole struct is the kernel parameter */
+    fa_plan p0;
+    int idx[MEMRA_MAX_BATCH], m = 0, n_ok = 0;
+    bool ok[MEMRA_MAX_BATCH];
+    fa_args f[MEMRA_MAX_BATCH];
+    fa_plan pl[MEMRA_MAX_BATCH];
+    const fa_args *f0 = NULL;
+    for (int32_t i = 0; i < n && i < MEMRA_MAX_BATCH; i++) {
+        char why[64];
+        ok[i] = a[i].n_tokens == 1 && fa_prepare(be, &a[i], &f[i], &pl[i], why, sizeof why) && pl[i].vec &&
+                pl[i].nthr == FA_WIDE && (!f0 || fa_same_shape(*f0, p0, f[i], pl[i]));
+        if (ok[i] && !f0) {
+            f0 = &f[i];
+            p0 = pl[i];
+        }
+        n_ok += ok[i];
+    }
+    if (n_ok < 2)
+        return MEMRA_OK; /* one query: the one-item op launches the same blocks */
+    const int64_t n_head = f0->a.n_head, per_split = n_head * (f0->a.head_dim + 2);
+    const int max_items = (int)(MEMRA_CUDA_FA_COUNTS / n_head < MEMRA_MAX_BATCH ? MEMRA_CUDA_FA_COUNTS / n_head
+                                                                                : MEMRA_MAX_BATCH);
+    if (max_items < 1)
+        return MEMRA_OK; /* more heads than counters: the one-item op merges in a second kernel */
+    b.base = *f0;
+    b.n = 0;
+    int64_t splits = 0, floats = 0;
+    for (int32_t i = 0; i < n && i < MEMRA_MAX_BATCH; i++) {
+        if (!ok[i])
+            continue;
+        const int64_t ms = f[i].max_splits, fl = ms > 1 ? ms * per_split : 0;
+        if (b.n > 0 && (b.n == max_items || splits + ms > 65535 || (size_t)(floats + fl) * sizeof(float) > FA_WS_CAP)) {
+            memra_status_t st = fa_batch_launch(be, b, p0);
+            if (st)
+                return st;
+            for (int j = 0; j < m; j++)
+                done[idx[j]] = true;
+            b.n = m = 0;
+            splits = floats = 0;
+        }
+        b.it[b.n++] = fa_seq_of(f[i]); /* part and count: fa_batch_launch */
+        idx[m++] = i;
+        splits += ms;
+        floats += fl;
+    }
+    memra_status_t st = fa_batch_launch(be, b, p0);
+    if (st)
+        return st;
+    for (int j = 0; j < m; j++)
+        done[idx[j]] = true;
     return MEMRA_OK;
 }
 

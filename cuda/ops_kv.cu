@@ -29,27 +29,45 @@ static __device__ __forceinline__ void kv_q8_0_block(const float *x, char *b, in
     b[2 + lane] = (char)(signed char)roundf(v * id);
 }
 
+/* Row R of A converted by the block (the one-item and the batched kernel
+ * share it, so a row gets the same bits whichever launch holds it). */
+static __device__ __forceinline__ void kv_store_row(const memra_kv_store_args_t &a, int code, int64_t r)
+{
+    const float *x = a.src + r * a.src_stride;
+    char *y = (char *)a.dst + r * (int64_t)a.dst_row_bytes;
+    if (code == KV_Q8_0) {
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        for (int64_t blk = warp; blk < a.cols / 32; blk += KV_THREADS / 32)
+            kv_q8_0_block(x + blk * 32, y + blk * 34, lane);
+        return;
+    }
+    for (int64_t i = threadIdx.x; i < a.cols; i += KV_THREADS) {
+        if (code == KV_F16)
+            ((unsigned short *)y)[i] = kv_to_f16(x[i]);
+        else if (code == KV_BF16)
+            ((unsigned short *)y)[i] = kv_to_bf16(x[i]);
+        else
+            ((float *)y)[i] = x[i];
+    }
+}
+
 __global__ void __launch_bounds__(KV_THREADS) kv_store_kernel(const memra_kv_store_args_t a, int code)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
-        const float *x = a.src + r * a.src_stride;
-        char *y = (char *)a.dst + r * (int64_t)a.dst_row_bytes;
-        if (code == KV_Q8_0) {
-            const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-            for (int64_t blk = warp; blk < a.cols / 32; blk += KV_THREADS / 32)
-                kv_q8_0_block(x + blk * 32, y + blk * 34, lane);
-            continue;
-        }
-        for (int64_t i = threadIdx.x; i < a.cols; i += KV_THREADS) {
-            if (code == KV_F16)
-                ((unsigned short *)y)[i] = kv_to_f16(x[i]);
-            else if (code == KV_BF16)
-                ((unsigned short *)y)[i] = kv_to_bf16(x[i]);
-            else
-                ((float *)y)[i] = x[i];
-        }
-    }
+    for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x)
+        kv_store_row(a, code, r);
+}
+
+/* Why the kernel cannot store A's rows (NULL: it can): the one-item op's
+ * checks beyond memra__check_kv_store. */
+static const char *kv_misaligned(const memra_kv_store_args_t *a)
+{
+    const int code = kv_code(a->type);
+    if (code != KV_Q8_0 && (uintptr_t)a->dst % (code == KV_F32 ? 4 : 2) != 0)
+        return "dst is not aligned to its elements";
+    if (code == KV_Q8_0 && ((uintptr_t)a->dst % 2 || a->dst_row_bytes % 2))
+        return "q8_0 rows must start at even addresses";
+    return NULL;
 }
 
 memra_status_t memra__cuda_kv_store(memra__backend_t *be, const memra_kv_store_args_t *a)
@@ -58,13 +76,68 @@ memra_status_t memra__cuda_kv_store(memra__backend_t *be, const memra_kv_store_a
     memra_status_t st = memra__check_kv_store(be, a, &none);
     if (st || none)
         return st;
-    const int code = kv_code(a->type);
-    if (code != KV_Q8_0 && (uintptr_t)a->dst % (code == KV_F32 ? 4 : 2) != 0)
-        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: dst is not aligned to its elements");
-    if (code == KV_Q8_0 && ((uintptr_t)a->dst % 2 || a->dst_row_bytes % 2))
-        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: q8_0 rows must start at even addresses");
+    if (const char *why = kv_misaligned(a))
+        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: %s", why);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(kv_store_kernel, memra__cuda_blocks(a->rows, 1, 65535), KV_THREADS, 0, c->stream, *a, code);
+    memra__launch(kv_store_kernel, memra__cuda_blocks(a->rows, 1, 65535), KV_THREADS, 0, c->stream, *a, kv_code(a->type));
     MEMRA_CUDA_LAUNCHED(be);
+    return MEMRA_OK;
+}
+
+/* ---- several sequences' rows in one launch ------------------------------------ */
+
+/* The items of a batched store by value (a kernel parameter: nothing to
+ * upload, so the launch queues like any other): the rows of every item
+ * numbered back to back, item i's from row0[i] on. */
+struct kv_batch {
+    memra_kv_store_args_t a[MEMRA_MAX_BATCH];
+    int code[MEMRA_MAX_BATCH];
+    int64_t row0[MEMRA_MAX_BATCH + 1]; /* row0[n]: all the rows */
+    int n;
+};
+
+/* Block b takes the batch's rows b, b + gridDim.x, ...: each row the one
+ * kv_store_kernel's block would convert, with the same code. */
+__global__ void __launch_bounds__(KV_THREADS) kv_store_batch_kernel(const __grid_constant__ kv_batch b)
+{
+    MEMRA_PDL_ENTER();
+    for (int64_t f = blockIdx.x; f < b.row0[b.n]; f += gridDim.x) {
+        int lo = 0, hi = b.n - 1; /* the item holding row f: the last with row0 <= f */
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (b.row0[mid] <= f)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        kv_store_row(b.a[lo], b.code[lo], f - b.row0[lo]);
+    }
+}
+
+/* Every item the one-item op would run (validated; misaligned ones are
+ * left to it, which reports them) in one launch, whatever their types and
+ * row counts. */
+memra_status_t memra__cuda_kv_store_batch(memra__backend_t *be, const memra_kv_store_args_t *a, int32_t n, bool *done)
+{
+    kv_batch b = {}; /* every byte defined: the whole struct is the kernel parameter */
+    b.n = 0;
+    b.row0[0] = 0;
+    int idx[MEMRA_MAX_BATCH];
+    for (int32_t i = 0; i < n && i < MEMRA_MAX_BATCH; i++) {
+        if (kv_misaligned(&a[i]) || a[i].rows <= 0)
+            continue;
+        idx[b.n] = i;
+        b.a[b.n] = a[i];
+        b.code[b.n] = kv_code(a[i].type);
+        b.row0[b.n + 1] = b.row0[b.n] + a[i].rows;
+        b.n++;
+    }
+    if (b.n < 2)
+        return MEMRA_OK; /* one item: the one-item op does the same */
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    memra__launch(kv_store_batch_kernel, memra__cuda_blocks(b.row0[b.n], 1, 65535), KV_THREADS, 0, c->stream, b);
+    MEMRA_CUDA_LAUNCHED(be);
+    for (int j = 0; j < b.n; j++)
+        done[idx[j]] = true;
     return MEMRA_OK;
 }

@@ -6,6 +6,7 @@
  * token the conv is float32 FMAs with lib/fmath.h's SiLU and the delta
  * rule's dots add float32 runs of four in float64, as in the reference. */
 #include <math.h>
+#include <string.h>
 
 #include <cooperative_groups.h>
 
@@ -518,7 +519,7 @@ static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, c
  * the out projection, whose early weight copies otherwise queue ahead of
  * the step's own loads (2 against 0: +0.3 %, four passes in one run). */
 template <int EPT, bool CONV>
-__global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R, int B, int trig)
+static __device__ __forceinline__ void gdn_step(const memra_gdn_args_t &g, int P, int R, int B, int trig)
 {
     const int C = CONV ? R * B : 1; /* cluster size; B = 1 without CONV */
     if (CONV && C > 1)
@@ -607,9 +608,24 @@ __global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t
     delta_store(s, S, m, part, P, d, on);
 }
 
-memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, bool *done)
+template <int EPT, bool CONV>
+__global__ void __launch_bounds__(GDN_THREADS) gdn_kernel(const memra_gdn_args_t g, int P, int R, int B, int trig)
 {
-    *done = false;
+    gdn_step<EPT, CONV>(g, P, R, B, trig);
+}
+
+/* How the fused step runs A (memra__cuda_gdn's choices, which depend on A
+ * alone): fused = false leaves the step to the sequence of ops. */
+struct gdn_plan {
+    bool fused;
+    bool conv_in; /* the conv inside the kernel (else, with conv.w, the conv kernel first) */
+    int B, P, threads;
+    int64_t R;
+};
+
+static gdn_plan gdn_plan_of(const memra_gdn_args_t *g)
+{
+    gdn_plan p = {};
     /* a block per head walks the tokens: prefill chunks keep the sequence,
      * whose delta kernel spreads a head over more blocks (pp512 3675 tok/s
      * against 3578 fused, one H200). Experiments: MEMRA_GDN_FUSED=N fuses
@@ -617,14 +633,17 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
     static long max_tokens = -1;
     if (max_tokens < 0)
         max_tokens = memra__cuda_env_long("MEMRA_GDN_FUSED", 8);
-    const int d = (int)g->delta.d, P = delta_lanes(d);
-    const int threads = (d * P + 31) / 32 * 32;
-    if (g->delta.n_tokens > max_tokens || g->delta.d > 256 || threads > GDN_THREADS)
-        return MEMRA_OK;
+    const int d = (int)g->delta.d;
+    p.P = delta_lanes(d);
+    p.threads = (d * p.P + 31) / 32 * 32;
+    if (g->delta.n_tokens > max_tokens || g->delta.d > 256 || p.threads > GDN_THREADS)
+        return p;
+    p.fused = true;
     /* the conv inside when its outputs are exactly q|k|v of one token and
      * a key head's value heads fit a cluster; else the conv kernel first */
     const memra_delta_args_t &a = g->delta;
-    const int64_t KD = a.n_k * a.d, R = a.n_v / a.n_k;
+    const int64_t KD = a.n_k * a.d;
+    p.R = a.n_v / a.n_k;
     const bool conv_fits = g->conv.w && a.n_tokens == 1 && a.n_v % a.n_k == 0 && g->conv.kernel <= GDN_CONV_K &&
                            g->conv.channels == 2 * KD + a.n_v * a.d && a.q == g->conv.out && a.k == a.q + KD &&
                            a.v == a.q + 2 * KD;
@@ -634,29 +653,148 @@ memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, 
      * conversions and five operations per state element) was its limit,
      * 3.3 us of an 11 us step (per-phase %globaltimer stamps, H200); one
      * run: 335.3 / 335.6 tok/s against 331.5 / 329.1 for a block per head */
-    auto slots_fit = [&](int64_t b) { return (2 * d + R * b - 1) / (R * b) + d / b <= threads; };
-    const int B = conv_fits && d % 2 == 0 && R * 2 <= GDN_MAX_CLUSTER && slots_fit(2) ? 2 : 1;
-    const bool conv_in = conv_fits && R * B <= GDN_MAX_CLUSTER && slots_fit(B);
-    if (g->conv.w && !conv_in) {
+    auto slots_fit = [&](int64_t b) { return (2 * d + p.R * b - 1) / (p.R * b) + d / b <= p.threads; };
+    p.B = conv_fits && d % 2 == 0 && p.R * 2 <= GDN_MAX_CLUSTER && slots_fit(2) ? 2 : 1;
+    p.conv_in = conv_fits && p.R * p.B <= GDN_MAX_CLUSTER && slots_fit(p.B);
+    return p;
+}
+
+static int gdn_trigger(void)
+{
+    static long trig = -1;
+    if (trig < 0)
+        trig = memra__cuda_env_long("MEMRA_GDN_TRIGGER", 2);
+    return (int)trig;
+}
+
+memra_status_t memra__cuda_gdn(memra__backend_t *be, const memra_gdn_args_t *g, bool *done)
+{
+    *done = false;
+    const gdn_plan p = gdn_plan_of(g);
+    if (!p.fused)
+        return MEMRA_OK;
+    if (g->conv.w && !p.conv_in) {
         memra_status_t st = memra__cuda_conv(be, &g->conv);
         if (st)
             return st;
     }
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const size_t smem = (size_t)d * 4 * sizeof(float);
-    static long trig = -1;
-    if (trig < 0)
-        trig = memra__cuda_env_long("MEMRA_GDN_TRIGGER", 2);
-    if (conv_in && B == 2)
-        memra__launch_cluster(gdn_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(a.n_v * 2)), threads, smem, c->stream,
-                              (unsigned)(R * 2), *g, 2 * P, (int)R, 2, (int)trig);
-    else if (conv_in)
-        memra__launch_cluster(gdn_kernel<DELTA_EPT, true>, dim3((unsigned)a.n_v), threads, smem, c->stream,
-                              (unsigned)R, *g, P, (int)R, 1, (int)trig);
+    const memra_delta_args_t &a = g->delta;
+    const size_t smem = (size_t)a.d * 4 * sizeof(float);
+    const int trig = gdn_trigger();
+    if (p.conv_in && p.B == 2)
+        memra__launch_cluster(gdn_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(a.n_v * 2)), p.threads, smem, c->stream,
+                              (unsigned)(p.R * 2), *g, 2 * p.P, (int)p.R, 2, trig);
+    else if (p.conv_in)
+        memra__launch_cluster(gdn_kernel<DELTA_EPT, true>, dim3((unsigned)a.n_v), p.threads, smem, c->stream,
+                              (unsigned)p.R, *g, p.P, (int)p.R, 1, trig);
     else
-        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), threads, smem, c->stream, *g, P, 1, 1, (int)trig);
+        memra__launch(gdn_kernel<DELTA_EPT, false>, dim3((unsigned)a.n_v), p.threads, smem, c->stream, *g, p.P, 1, 1,
+                      trig);
     c->after_step = true;
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
+    return MEMRA_OK;
+}
+
+/* ---- several sequences' steps in one launch (memra_gdn_args_t items) ---------- */
+
+/* What differs between the items of a batched step: every pointer the
+ * kernel reads or writes per sequence. The rest (shapes, strides, the
+ * layer's weights, eps, scale) is the first item's, the same in all. */
+struct gdn_item {
+    const float *conv_x;
+    float *conv_state;
+    const float *q, *k, *v, *g, *beta;
+    float *state;
+    const float *z;
+    float *y;
+};
+
+/* By value (a kernel parameter: nothing to upload, so the launch queues
+ * like any other). */
+struct gdn_batch {
+    memra_gdn_args_t base;
+    gdn_item it[MEMRA_MAX_BATCH];
+};
+
+/* Item blockIdx.y's step: gdn_kernel's blocks with that item's pointers
+ * (clusters run along x, so a cluster never mixes items). */
+template <int EPT, bool CONV>
+__global__ void __launch_bounds__(GDN_THREADS) gdn_batch_kernel(const __grid_constant__ gdn_batch b, int P, int R, int B,
+                                                                int trig)
+{
+    const gdn_item &it = b.it[blockIdx.y];
+    memra_gdn_args_t g = b.base;
+    g.conv.x = it.conv_x;
+    g.conv.state = it.conv_state;
+    g.delta.q = it.q;
+    g.delta.k = it.k;
+    g.delta.v = it.v;
+    g.delta.g = it.g;
+    g.delta.beta = it.beta;
+    g.delta.state = it.state;
+    g.z = it.z;
+    g.y = it.y;
+    gdn_step<EPT, CONV>(g, P, R, B, trig);
+}
+
+/* X and Y run the same kernel with the same arguments but for the
+ * per-item pointers (and the scratch, which the fused step leaves alone). */
+static bool gdn_same_shape(const memra_gdn_args_t *x, const memra_gdn_args_t *y)
+{
+    const memra_conv_args_t &cx = x->conv, &cy = y->conv;
+    const memra_delta_args_t &dx = x->delta, &dy = y->delta;
+    return cx.w == cy.w && (!cx.w || (cx.x_stride == cy.x_stride && cx.n_tokens == cy.n_tokens &&
+                                      cx.channels == cy.channels && cx.kernel == cy.kernel)) &&
+           dx.qk_stride == dy.qk_stride && dx.v_stride == dy.v_stride && dx.gb_stride == dy.gb_stride &&
+           dx.n_tokens == dy.n_tokens && dx.n_k == dy.n_k && dx.n_v == dy.n_v && dx.d == dy.d &&
+           memcmp(&dx.scale, &dy.scale, sizeof dx.scale) == 0 && memcmp(&x->l2_eps, &y->l2_eps, sizeof x->l2_eps) == 0 &&
+           x->norm_w == y->norm_w && memcmp(&x->norm_eps, &y->norm_eps, sizeof x->norm_eps) == 0 &&
+           x->z_stride == y->z_stride;
+}
+
+/* The one-token steps of one shape that the fused kernel takes whole (the
+ * conv inside, or none), in one launch of gdn_kernel's blocks per item;
+ * the rest is left to the one-item path. */
+memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_t *a, int32_t n, bool *done)
+{
+    gdn_batch b = {}; /* every byte defined: the whole struct is the kernel parameter */
+    int idx[MEMRA_MAX_BATCH], m = 0;
+    gdn_plan p0 = {};
+    for (int32_t i = 0; i < n && i < MEMRA_MAX_BATCH; i++) {
+        const gdn_plan p = gdn_plan_of(&a[i]);
+        if (!p.fused || a[i].delta.n_tokens != 1 || (a[i].conv.w && !p.conv_in))
+            continue;
+        if (m == 0) {
+            p0 = p;
+            b.base = a[i];
+        } else if (p.conv_in != p0.conv_in || p.B != p0.B || p.P != p0.P || p.threads != p0.threads || p.R != p0.R ||
+                   !gdn_same_shape(&b.base, &a[i])) {
+            continue;
+        }
+        b.it[m] = {a[i].conv.x, a[i].conv.state, a[i].delta.q, a[i].delta.k, a[i].delta.v, a[i].delta.g,
+                   a[i].delta.beta, a[i].delta.state, a[i].z, a[i].y};
+        idx[m++] = i;
+    }
+    if (m < 2)
+        return MEMRA_OK; /* one step: the one-item path launches the same kernel */
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const memra_delta_args_t &d = b.base.delta;
+    const size_t smem = (size_t)d.d * 4 * sizeof(float);
+    const int trig = gdn_trigger();
+    if (p0.conv_in && p0.B == 2)
+        memra__launch_cluster(gdn_batch_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(d.n_v * 2), (unsigned)m), p0.threads,
+                              smem, c->stream, (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
+    else if (p0.conv_in)
+        memra__launch_cluster(gdn_batch_kernel<DELTA_EPT, true>, dim3((unsigned)d.n_v, (unsigned)m), p0.threads, smem,
+                              c->stream, (unsigned)p0.R, b, p0.P, (int)p0.R, 1, trig);
+    else
+        memra__launch(gdn_batch_kernel<DELTA_EPT, false>, dim3((unsigned)d.n_v, (unsigned)m), p0.threads, smem,
+                      c->stream, b, p0.P, 1, 1, trig);
+    c->after_step = true;
+    MEMRA_CUDA_LAUNCHED(be);
+    for (int j = 0; j < m; j++)
+        done[idx[j]] = true;
     return MEMRA_OK;
 }

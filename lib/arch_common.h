@@ -29,23 +29,26 @@ static inline memra_status_t memra__arch_ew(memra__run_t *r, memra_ew_op_t op, f
 /* Attention of every segment over its own cache (layer IL's K and V): A
  * describes the step's rows (q, out, gate at row 0; the cache fields,
  * n_tokens and pos0 are filled in per segment). Out rows are
- * n_head*head_dim apart (the op's contract). */
+ * n_head*head_dim apart (the op's contract). One batched call for all the
+ * segments: a backend may run a step's decodes in one launch. */
 static inline memra_status_t memra__arch_attention(memra__run_t *r, int32_t il, const memra_attn_args_t *a)
 {
     const int64_t out_w = a->n_head * a->head_dim;
+    memra_attn_args_t sa[MEMRA_MAX_BATCH];
+    if (r->n_seg > MEMRA_MAX_BATCH)
+        return memra__fail(r->be->err, MEMRA_E_INTERNAL, "attention: %d segments", (int)r->n_seg);
     for (int32_t i = 0; i < r->n_seg; i++) {
         const memra__seg_t *s = &r->seg[i];
-        memra_attn_args_t sa = *a;
-        sa.q = a->q + (int64_t)s->row0 * a->q_stride;
-        sa.out = a->out + (int64_t)s->row0 * out_w;
+        sa[i] = *a;
+        sa[i].q = a->q + (int64_t)s->row0 * a->q_stride;
+        sa[i].out = a->out + (int64_t)s->row0 * out_w;
         if (a->gate)
-            sa.gate = a->gate + (int64_t)s->row0 * a->gate_stride;
-        memra__kv_attn(s->c, il, &sa); /* its rows, types and strides */
-        sa.n_tokens = s->n;
-        sa.pos0 = s->pos0;
-        MEMRA__TRY(r->ops->attention(r->be, &sa));
+            sa[i].gate = a->gate + (int64_t)s->row0 * a->gate_stride;
+        memra__kv_attn(s->c, il, &sa[i]); /* its rows, types and strides */
+        sa[i].n_tokens = s->n;
+        sa[i].pos0 = s->pos0;
     }
-    return MEMRA_OK;
+    return memra__attention_batch(r->be, sa, r->n_seg);
 }
 
 /* The usual head: logits rows = OUTPUT · rms_norm(carry rows, OUTPUT_NORM),

@@ -555,10 +555,16 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
      * y = rms(o_j)·ssm_norm ⊙ silu(z_j). The conv is the step's (not the
      * in-projection's epilogue): per-row conv work at the end of the
      * matvec's rows cost ~2.5 % of a decode token (docs/PERFORMANCE.md) */
-    for (int32_t i = 0; i < r->n_seg; i++) { /* each sequence through its own conv and delta-rule state */
+    /* each sequence through its own conv and delta-rule state, the
+     * sequences in one batched call (a backend may run a step's decodes in
+     * one launch) */
+    memra_gdn_args_t st[MEMRA_MAX_BATCH];
+    if (r->n_seg > MEMRA_MAX_BATCH)
+        return memra__fail(r->be->err, MEMRA_E_INTERNAL, "deltanet: %d segments", (int)r->n_seg);
+    for (int32_t i = 0; i < r->n_seg; i++) {
         const memra__seg_t *sg = &r->seg[i];
         const int64_t r0 = sg->row0;
-        const memra_gdn_args_t st = {
+        st[i] = (memra_gdn_args_t){
             .conv = {.x = mixed + r0 * C, .x_stride = C, .state = sg->c->conv[il], .w = (const float *)L->wconv.data,
                      .out = conv + r0 * C, .n_tokens = sg->n, .channels = C, .kernel = q->d_conv},
             .delta = {.q = conv + r0 * C, .k = conv + r0 * C + KD, .v = conv + r0 * C + 2 * KD, .g = g + r0 * nv,
@@ -567,8 +573,8 @@ static memra_status_t deltanet(memra__run_t *r, const q35_layer_t *L, int32_t il
                       .scale = 1.0f / sqrtf((float)q->d_k)},
             .l2_eps = q->eps, .norm_w = L->ssm_norm, .norm_eps = q->eps, .z = z + r0 * VD, .z_stride = VD,
             .y = y + r0 * VD, .qk_tmp = qk + r0 * 2 * KD, .o_tmp = o + r0 * VD};
-        MEMRA__TRY(memra__gdn(r->be, &st));
     }
+    MEMRA__TRY(memra__gdn_batch(r->be, st, r->n_seg));
     /* x += ssm_out · y */
     const memra_mm_args_t out = {.x = y, .ldx = VD, .n_rows = n, .n_w = 1, .w = {&L->wssm_out}, .y = {x},
                                  .ldy = {cf}, .epi = MEMRA_MM_ADD, .tmp = {delta}};

@@ -21,6 +21,7 @@
 
 #include "internal.h"
 #include "memra/gguf.h"
+#include "memra/model.h" /* MEMRA_MAX_BATCH */
 
 #define MEMRA_BACKEND_API_VERSION 1
 
@@ -392,6 +393,20 @@ typedef struct memra__backend_i {
     /* (optional) the fused step of memra_gdn_args_t (validated by
      * memra__gdn); *done = false declines the case. */
     memra_status_t (*gdn)(memra__backend_t *be, const memra_gdn_args_t *a, bool *done);
+    /* (optional) Batched forms of attention, kv_store and gdn: the N items
+     * of A (N <= MEMRA_MAX_BATCH) are one op each, of N sequences of a
+     * step, already validated (memra__attention_batch, memra__kv_store_batch,
+     * memra__gdn_batch) and independent: no item writes memory that another
+     * reads or writes, so they may run in any order or at once. The backend
+     * queues the items it runs together (CUDA: one launch over the one-token
+     * items of one shape) and sets done[i] for each (done[] is all false on
+     * entry); the wrapper runs the others through the one-item slot. Each
+     * item's results must be the bits of its one-item call on the same
+     * backend (memra_check_kernels: attention.batch.*, kv_store.batch.*,
+     * gdn.batch.* compare them exactly). On an error nothing is defined. */
+    memra_status_t (*attention_batch)(memra__backend_t *be, const memra_attn_args_t *a, int32_t n, bool *done);
+    memra_status_t (*kv_store_batch)(memra__backend_t *be, const memra_kv_store_args_t *a, int32_t n, bool *done);
+    memra_status_t (*gdn_batch)(memra__backend_t *be, const memra_gdn_args_t *a, int32_t n, bool *done);
     memra_status_t (*route)(memra__backend_t *be, const memra_route_args_t *a);
     memra_status_t (*moe)(memra__backend_t *be, const memra_moe_args_t *a);
     /* (optional) index of the max of x[0..n) into *out (host). Ties: the
@@ -467,6 +482,21 @@ memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a);
 /* Runs A on BE: validates it, then the backend's fused gdn or the sequence
  * (lib/gdn_ex.c). */
 memra_status_t memra__gdn(memra__backend_t *be, const memra_gdn_args_t *a);
+
+/* The per-sequence ops of a step's N segments (0..MEMRA_MAX_BATCH): every
+ * item validated as its one-item slot validates it, and the items' outputs
+ * checked not to overlap, before anything is queued (an error queues
+ * nothing); then the backend's batched slot for the items it takes and the
+ * one-item slot (gdn: memra__gdn's fused step or sequence) for the rest.
+ * Each item gets the bits of its one-item call (lib/batch_ops.c,
+ * lib/gdn_ex.c). */
+memra_status_t memra__attention_batch(memra__backend_t *be, const memra_attn_args_t *a, int32_t n);
+memra_status_t memra__kv_store_batch(memra__backend_t *be, const memra_kv_store_args_t *a, int32_t n);
+memra_status_t memra__gdn_batch(memra__backend_t *be, const memra_gdn_args_t *a, int32_t n);
+
+/* Whether the byte ranges [P, P+N) and [Q, Q+M) share a byte (empty ranges
+ * never do); the batch wrappers' independence check. */
+bool memra__ranges_overlap(const void *p, size_t n, const void *q, size_t m);
 
 /* Runs A on BE: validates it, then the backend's fused qk_norm_rope or the
  * sequence (lib/qk_norm_rope.c). */

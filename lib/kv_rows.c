@@ -35,6 +35,12 @@ float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *
 memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
                              int64_t src_stride)
 {
+    /* one kv_store per segment (an F32 cache's is a copy), all in one
+     * batched call: a backend may store a step's rows in one launch */
+    memra_kv_store_args_t a[MEMRA_MAX_BATCH];
+    int32_t n = 0;
+    if (r->n_seg > MEMRA_MAX_BATCH)
+        return memra__fail(r->be->err, MEMRA_E_INTERNAL, "kv_put: %d segments", (int)r->n_seg);
     for (int32_t i = 0; i < r->n_seg; i++) {
         const memra__seg_t *s = &r->seg[i];
         const memra_cache_t *c = s->c;
@@ -43,24 +49,12 @@ memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part,
         const float *from = src + (int64_t)s->row0 * src_stride;
         const memra_type_t type = memra__kv_type(c, part);
         if (type == MEMRA_TYPE_F32 && from == dst && src_stride == w)
-            continue;
-        memra_status_t st;
-        if (type == MEMRA_TYPE_F32 && src_stride == w) { /* one contiguous block: a plain copy */
-            st = r->ops->copy(r->be, dst, from, (size_t)(s->n * w) * sizeof(float));
-        } else if (type == MEMRA_TYPE_F32) {
-            const memra_ew_args_t e = {.op = MEMRA_EW_COPY, .y = dst, .a = from, .rows = s->n, .cols = w,
-                                       .ys = w, .as = src_stride};
-            st = r->ops->elementwise(r->be, &e);
-        } else {
-            const memra_kv_store_args_t a = {.src = from, .src_stride = src_stride, .dst = dst,
-                                             .dst_row_bytes = memra__kv_row_bytes(c, il, part), .type = type,
-                                             .rows = s->n, .cols = w};
-            st = r->ops->kv_store(r->be, &a);
-        }
-        if (st)
-            return st;
+            continue; /* computed in place (memra__kv_dst) */
+        a[n++] = (memra_kv_store_args_t){.src = from, .src_stride = src_stride, .dst = dst,
+                                         .dst_row_bytes = memra__kv_row_bytes(c, il, part), .type = type,
+                                         .rows = s->n, .cols = w};
     }
-    return MEMRA_OK;
+    return memra__kv_store_batch(r->be, a, n);
 }
 
 void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a)

@@ -28,8 +28,9 @@ float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *
 
 /* Stores each segment's float rows of SRC (the step's rows, SRC_STRIDE
  * floats apart) of layer IL's K (V) into its own cache from its position
- * on: nothing when they are what memra__kv_dst gave for an F32 cache, a
- * copy for other F32 rows, else the backend's kv_store conversion. */
+ * on: nothing when they are what memra__kv_dst gave for an F32 cache, else
+ * the backend's kv_store (a copy for F32, a conversion for other types),
+ * every segment in one memra__kv_store_batch call. */
 memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
                              int64_t src_stride);
 

@@ -16,7 +16,8 @@
  *
  * Layout: kc_core.c holds the case runner (buffers, sentinels, compare,
  * report lines, bench) and the random inputs; one file per op family
- * (kc_matmul.c, kc_norm.c, kc_attn.c, kc_ssm.c, kc_moe.c, kc_transfer.c)
+ * (kc_matmul.c, kc_norm.c, kc_attn.c, kc_ssm.c, kc_moe.c, kc_transfer.c,
+ * kc_batch.c)
  * holds its cases; kc_suite.c runs them in one fixed order. The seeded
  * stream runs on from case to case: a case added (or drawing differently)
  * anywhere but at the end changes the inputs of every later case under the
@@ -135,6 +136,12 @@ void memra__kc_check_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend_
 void memra__kc_finish_exact(kc *k, memra_kernel_check_line_t *L, memra_status_t st, const kc_pair *p, int n);
 void memra__kc_check_fused(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
                            kc_run_fn run, void *c, double bytes);
+/* The tail of a batched case (attention_batch, kv_store_batch, gdn_batch):
+ * side 0 on the CPU, side 1 on GB (the batched slot), side 2 on GB with
+ * the batched slots removed (each item its one-item launch); F[i].got
+ * against F[i].ref within the bound and bit for bit against F[i].seq. */
+void memra__kc_check_batch(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
+                           kc_run_fn run, void *c, double bytes);
 void memra__kc_bench(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *be, double bytes);
 
 /* ---- the cases, one file per op family ------------------------------------- */
@@ -184,6 +191,15 @@ void memra__kc_delta(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_
 void memra__kc_delta_fast(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d);
 void memra__kc_delta_rowinv(kc *k, int64_t n, int64_t n_k, int64_t n_v, int64_t d);
 void memra__kc_gdn(kc *k, const char *name, int64_t n, int64_t n_k, int64_t n_v, int64_t d, bool conv_on);
+
+/* kc_batch.c: the batched per-sequence ops */
+void memra__kc_kv_store_batch(kc *k, const char *name, int n, const memra_type_t *types, int n_types,
+                              const int64_t *rows, int n_rows, int64_t cols);
+void memra__kc_attention_batch(kc *k, const char *name, int n, memra_type_t kt, memra_type_t vt, int64_t max_pos,
+                               int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_swa, bool gated, int64_t prefill,
+                               bool mixed, bool fast);
+void memra__kc_gdn_batch(kc *k, const char *name, int n, int64_t n_k, int64_t n_v, int64_t d, bool conv_on,
+                         int64_t prefill, bool fast);
 
 /* kc_moe.c */
 void memra__kc_route(kc *k, int64_t n, int64_t n_expert, int64_t top_k, bool norm, bool ties);

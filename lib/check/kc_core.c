@@ -331,10 +331,12 @@ static bool kc_run_seq(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void 
     return kc_run_gpu(k, L, run, c, &seq, 2, "cuda sequence");
 }
 
-static void kc_finish_fused(kc *k, memra_kernel_check_line_t *L, kc_acc *a, const kc_acc *e)
+/* WHAT names the exact comparison's sides in the note ("fused != cuda
+ * sequence"). */
+static void kc_finish_fused(kc *k, memra_kernel_check_line_t *L, kc_acc *a, const kc_acc *e, const char *what)
 {
     if (e->n_diff_bits && !a->note[0])
-        snprintf(a->note, sizeof a->note, "fused != cuda sequence in %lld elements", (long long)e->n_diff_bits);
+        snprintf(a->note, sizeof a->note, "%s in %lld elements", what, (long long)e->n_diff_bits);
     if (e->n_diff_bits || !e->guard_ok) {
         a->guard_ok = false; /* fails the line whatever the bound */
         if (!e->guard_ok && !a->note[0])
@@ -360,7 +362,38 @@ void memra__kc_check_fused(kc *k, memra_kernel_check_line_t *L, memra__backend_t
         memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, f[i].ref, f[i].o), got, f[i].o, f[i].what);
         memra__kc_cmp(&e, memra__kc_out_get(k, gb, f[i].seq, f[i].o), got, f[i].o, f[i].what);
     }
-    kc_finish_fused(k, L, &a, &e);
+    kc_finish_fused(k, L, &a, &e, "fused != cuda sequence");
+    memra__kc_bench(k, L, run, c, gb, bytes);
+}
+
+/* Batched ops likewise: side 2 runs on GB with the batched slots removed
+ * (attention_batch, kv_store_batch, gdn_batch), so the memra__ wrapper
+ * runs every item through its one-item slot (fused ones included). */
+static bool kc_run_single(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *gb)
+{
+    memra__backend_i one_i = *gb->iface;
+    one_i.attention_batch = NULL;
+    one_i.kv_store_batch = NULL;
+    one_i.gdn_batch = NULL;
+    memra__backend_t one = *gb;
+    one.iface = &one_i;
+    return kc_run_gpu(k, L, run, c, &one, 2, "cuda one-item launches");
+}
+
+void memra__kc_check_batch(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
+                           kc_run_fn run, void *c, double bytes)
+{
+    if (!memra__kc_run2(k, L, run, c, gb) || !kc_run_single(k, L, run, c, gb))
+        return;
+    kc_acc a, e;
+    memra__kc_acc_init(&a);
+    memra__kc_acc_init(&e);
+    for (int i = 0; i < n; i++) {
+        const float *got = memra__kc_out_get(k, gb, f[i].got, f[i].o);
+        memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, f[i].ref, f[i].o), got, f[i].o, f[i].what);
+        memra__kc_cmp(&e, memra__kc_out_get(k, gb, f[i].seq, f[i].o), got, f[i].o, f[i].what);
+    }
+    kc_finish_fused(k, L, &a, &e, "batched != one-item launches");
     memra__kc_bench(k, L, run, c, gb, bytes);
 }
 

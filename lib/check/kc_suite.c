@@ -388,6 +388,50 @@ static void run_suite(kc *k)
                                    MEMRA_ACT_GELU, false, false));
         }
     }
+
+    /* batched per-sequence ops (a step of several sequences: one launch on
+     * CUDA for its one-token items), against the CPU and bit for bit
+     * against one launch per item: KV rows of one type and of several, a
+     * chunk among decodes; attention over caches at different depths
+     * (split counts 1..313, the staged merge past 16), typed caches, a
+     * window, the output gate, items the batched launch leaves to one-item
+     * launches (a chunk, another cache type, an odd head size), 64
+     * sequences in launches of 32 (split counters of 128 heads), and on the
+     * fast engine beside a 9-query chunk (tensor cores); the Gated DeltaNet
+     * step with the conv inside (clusters of 4, 6 and 2 blocks; one block
+     * per head), without it, a chunk among decodes, and on the fast engine */
+    {
+        static const memra_type_t q8[1] = {MEMRA_TYPE_Q8_0}, f16[1] = {MEMRA_TYPE_F16},
+                                  mix[4] = {MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_BF16, MEMRA_TYPE_F32};
+        static const int64_t one[1] = {1}, some[3] = {1, 1, 5};
+        KC(memra__kc_kv_store_batch(k, "kv_store.batch.q8_0", 16, q8, 1, one, 1, 1024));
+        KC(memra__kc_kv_store_batch(k, "kv_store.batch.f16", 16, f16, 1, one, 1, 1024));
+        KC(memra__kc_kv_store_batch(k, "kv_store.batch.mixed", 12, mix, 4, some, 3, 256));
+        KC(memra__kc_kv_store_batch(k, "kv_store.batch.64", 64, q8, 1, one, 1, 256));
+    }
+#define AT_BATCH(name, n, kt, vt, depth, H, Hkv, hd, swa, gated, prefill, mixed, fast)                                 \
+    KC(memra__kc_attention_batch(k, name, n, MEMRA_TYPE_##kt, MEMRA_TYPE_##vt, depth, H, Hkv, hd, swa, gated, prefill, \
+                                 mixed, fast))
+    AT_BATCH("attention.batch.decode", 16, F32, F32, 3000, 16, 4, 256, 0, false, 0, false, false);
+    AT_BATCH("attention.batch.gated", 16, F32, F32, 1500, 16, 4, 256, 0, true, 0, false, false);
+    AT_BATCH("attention.batch.f16", 8, F16, F16, 3000, 16, 4, 256, 0, true, 0, false, false);
+    AT_BATCH("attention.batch.q8_0", 8, Q8_0, Q8_0, 3000, 16, 4, 256, 0, true, 0, false, false);
+    AT_BATCH("attention.batch.q8_0_f16", 6, Q8_0, F16, 2000, 8, 2, 128, 0, false, 0, false, false);
+    AT_BATCH("attention.batch.swa", 8, F32, F32, 5000, 8, 2, 256, 1024, false, 0, false, false);
+    AT_BATCH("attention.batch.long", 4, F16, F16, 20000, 16, 4, 256, 0, false, 0, false, false);
+    AT_BATCH("attention.batch.mixed", 9, F32, F32, 800, 8, 4, 128, 0, true, 5, true, false);
+    AT_BATCH("attention.batch.odd_hd", 4, F32, F32, 300, 2, 2, 18, 0, false, 0, false, false);
+    AT_BATCH("attention.batch.fixture", 5, F32, F32, 40, 4, 2, 16, 0, false, 0, false, false);
+    AT_BATCH("attention.batch.64", 64, F16, F16, 700, 128, 8, 64, 0, false, 0, false, false);
+    AT_BATCH("attention.batch.fast", 16, F16, F16, 3000, 16, 4, 256, 0, true, 9, false, true);
+#undef AT_BATCH
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv", 16, 16, 32, 128, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv.27b", 8, 16, 48, 128, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv.r8", 8, 2, 16, 64, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv.fixture", 64, 2, 4, 16, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.noconv", 8, 16, 32, 128, false, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.prefill", 6, 16, 32, 128, true, 5, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.fast", 16, 16, 32, 128, true, 0, true));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
