@@ -77,8 +77,7 @@ struct mmv_args {
     int probe;          /* MEMRA_MMV_PROBE=1: stream the weights, skip the dots (wrong results; timing only) */
     int tl_seq;         /* MEMRA_MMV_TIMELINE builds: the launch's number (mmv_impl.cuh: mmv_tl_note) */
     int lean;           /* Q8_0 fast path: the predecessor is latency-bound (run_mmv) */
-    int rows_pb;        /* the batched Q8_0 kernel (mmv_q8b.cuh): x rows per block column, */
-    int q8b_dot_rows;   /* ... and its dot (q8b_dot_rows, else q8b_dot) */
+    int rows_pb;        /* the batched Q8_0 kernel (mmv_q8b.cuh): x rows per block column */
     int ymap;           /* y is mapped host memory (cuda_backend.cu: cu_host_map): only the
                          * Q8_0 fast path's grouped stores take it (mmv_launch), which
                          * set it to the group's log2 size (1..5) */

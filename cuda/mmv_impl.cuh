@@ -270,10 +270,6 @@ template <int RH> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, 
     cap = cap < 1 ? 1 : cap;
     a.xsm = 1;
     a.rows_pb = R;
-    static long dot_rows = -1;
-    if (dot_rows < 0)
-        dot_rows = memra__cuda_env_long("MEMRA_MMV_Q8B_DOT", 1);
-    a.q8b_dot_rows = dot_rows != 0;
     if (mmv_debug())
         fprintf(stderr, "mmv q8b RH %d: %lld x %lld (%d weights%s%s), rows %lld, grid %lld x %u, %d blocks/SM, smem %zu\n",
                 RH, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",

@@ -86,86 +86,6 @@ static __device__ __forceinline__ void q8b_dot(const uint32_t (&w)[Q8B_M][17], c
     }
 }
 
-/* q8b_dot for the warp's rows at once (NR of RH valid): each weight is
- * turned into its float (u 2^-149, one PRMT) once and multiplied into
- * every row's sums, so a weight costs 1 + 1/RH instructions per row
- * instead of 2 (PRMT + FFMA per row, which made the kernel issue-bound at
- * 8 rows: ~4x a one-row launch). Each sum still adds its products in
- * mmv_q8_pair's order (element 4j + c into s[half][c], j ascending), and
- * the weight words come from shared memory as needed (block a's four
- * quants of step j straddle words j and j + 1; block b's are word 9 + j). */
-template <int RH>
-static __device__ __forceinline__ void q8b_dot_rows(uint32_t wslot, int nr, bool two, uint32_t xa, int64_t xl4,
-                                                    uint32_t sa, int64_t sl4, float (&acc)[RH][Q8B_M])
-{
-    float da[Q8B_M], db[Q8B_M], v[RH][Q8B_M];
-#pragma unroll
-    for (int m = 0; m < Q8B_M; m++) {
-        da[m] = __half2float(__ushort_as_half((unsigned short)(mmv_lds32(wslot + m * MMV_Q8D_SEG) & 0xFFFFu))) * 0x1p85f;
-        db[m] = __half2float(__ushort_as_half((unsigned short)(mmv_lds32(wslot + m * MMV_Q8D_SEG + 32) >> 16))) * 0x1p85f;
-    }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float s[RH][Q8B_M][4];
-#pragma unroll
-        for (int r = 0; r < RH; r++)
-#pragma unroll
-            for (int m = 0; m < Q8B_M; m++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    s[r][m][c] = 0.0f;
-#pragma unroll
-        for (int jj = 0; jj < 8; jj++) {
-            const int j = 8 * h + jj;
-            float wv[Q8B_M][4];
-#pragma unroll
-            for (int m = 0; m < Q8B_M; m++) {
-                const uint32_t wm = wslot + m * MMV_Q8D_SEG;
-                const uint32_t w0 = mmv_lds32(wm + 4 * (h ? 9 + jj : jj)) ^ 0x80808080u;
-                const uint32_t w1 = h ? 0u : mmv_lds32(wm + 4 * (jj + 1)) ^ 0x80808080u;
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int byte = h ? 36 + 4 * jj + c : 2 + 4 * jj + c; /* its quant among the pair's 68 bytes */
-                    const uint32_t u = (byte >> 2) == (h ? 9 + jj : jj) ? w0 : w1;
-                    wv[m][c] = __int_as_float(__byte_perm(u, 0u, 0x4440 + (byte & 3)));
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < RH; r++) {
-                if (r < nr) {
-                    const float4 xv = mmv_lds128(xa + 4 * (uint32_t)(r * xl4) + 16 * j);
-                    const float xx[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-                    for (int m = 0; m < Q8B_M; m++)
-#pragma unroll
-                        for (int c = 0; c < 4; c++)
-                            s[r][m][c] = fmaf(wv[m][c], xx[c], s[r][m][c]);
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < RH; r++) {
-            if (r < nr) {
-                const float sum = h == 0 || two ? mmv_ldsf(sa + 4 * (uint32_t)(r * sl4) + 4 * h) : 0.0f;
-#pragma unroll
-                for (int m = 0; m < Q8B_M; m++) {
-                    const float t = (s[r][m][0] + s[r][m][1]) + (s[r][m][2] + s[r][m][3]);
-                    if (h == 0)
-                        v[r][m] = __fmul_rn(__fsub_rn(t, sum), da[m]);
-                    else if (two)
-                        v[r][m] = __fmaf_rn(__fsub_rn(t, sum), db[m], v[r][m]);
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < RH; r++)
-        if (r < nr)
-#pragma unroll
-            for (int m = 0; m < Q8B_M; m++)
-                acc[r][m] += __fadd_rn(0.0f, v[r][m]); /* the one-row kernels' part = 0 + v, then acc += part */
-}
-
 /* Weight row M of group G: its weight, local row and virtual row (GLU:
  * rows 2G and 2G+1, each a gate (W0) and an up (W1) row). False past the
  * last virtual row. */
@@ -334,8 +254,6 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
     const float *x = q8b_stage_x<2 * RH>(a, a.x + r0 * a.ldx, nr, (float *)(q8b_dyn + Q8B_RING), &xl);
     const uint32_t xa0 = mmv_saddr(x), sa0 = mmv_saddr(x + (int64_t)nr * xl);
 
-    /* MEMRA_MMV_Q8B_DOT=0: the per-row dot (q8b_dot), for A/B runs */
-    const bool dot_rows = a.q8b_dot_rows != 0;
     float acc[RH][Q8B_M];
 #pragma unroll
     for (int r = 0; r < RH; r++)
@@ -352,28 +270,22 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
         if (pb < nb) {
             const bool two = pb + 1 < nb;
             const uint32_t slot = ring0 + (uint32_t)d * Q8B_SLOT + 68u * lane;
-            if (dot_rows) {
-                q8b_dot_rows<RH>(slot, nr - half * RH, two,
-                                 xa0 + 4 * (uint32_t)(half * RH * xl + mmv_xp<true>((s * 64 + pb) * 32)), xl,
-                                 sa0 + 4 * (uint32_t)(half * RH * nblk + s * 64 + pb), nblk, acc);
-            } else {
-                uint32_t w[Q8B_M][17];
-                float da[Q8B_M], db[Q8B_M];
+            uint32_t w[Q8B_M][17];
+            float da[Q8B_M], db[Q8B_M];
 #pragma unroll
-                for (int m = 0; m < Q8B_M; m++) {
+            for (int m = 0; m < Q8B_M; m++) {
 #pragma unroll
-                    for (int i = 0; i < 17; i++)
-                        w[m][i] = mmv_lds32(slot + m * MMV_Q8D_SEG + 4 * i);
-                    da[m] = __half2float(__ushort_as_half((unsigned short)(w[m][0] & 0xFFFFu))) * 0x1p85f;
-                    db[m] = __half2float(__ushort_as_half((unsigned short)(w[m][8] >> 16))) * 0x1p85f;
-                }
+                for (int i = 0; i < 17; i++)
+                    w[m][i] = mmv_lds32(slot + m * MMV_Q8D_SEG + 4 * i);
+                da[m] = __half2float(__ushort_as_half((unsigned short)(w[m][0] & 0xFFFFu))) * 0x1p85f;
+                db[m] = __half2float(__ushort_as_half((unsigned short)(w[m][8] >> 16))) * 0x1p85f;
+            }
 #pragma unroll
-                for (int rr = 0; rr < RH; rr++) {
-                    const int r = half * RH + rr;
-                    if (r < nr)
-                        q8b_dot(w, da, db, two, xa0 + 4 * (uint32_t)(r * xl + mmv_xp<true>((s * 64 + pb) * 32)),
-                                sa0 + 4 * (uint32_t)(r * nblk + s * 64 + pb), acc[rr]);
-                }
+            for (int rr = 0; rr < RH; rr++) {
+                const int r = half * RH + rr;
+                if (r < nr)
+                    q8b_dot(w, da, db, two, xa0 + 4 * (uint32_t)(r * xl + mmv_xp<true>((s * 64 + pb) * 32)),
+                            sa0 + 4 * (uint32_t)(r * nblk + s * 64 + pb), acc[rr]);
             }
         }
         if (s == nseg - 1) {
