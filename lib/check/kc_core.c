@@ -345,27 +345,6 @@ static void kc_finish_fused(kc *k, memra_kernel_check_line_t *L, kc_acc *a, cons
     memra__kc_finish(k, L, a);
 }
 
-/* The whole tail of a fused case: runs side 0 on the CPU, side 1 on GB
- * (fused) and side 2 on GB as the plain sequence, compares each of the N
- * outputs (F[i].got against F[i].ref within the bound, and bit for bit
- * against F[i].seq), finishes the line and times side 1 (--bench). */
-void memra__kc_check_fused(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
-                           kc_run_fn run, void *c, double bytes)
-{
-    if (!memra__kc_run2(k, L, run, c, gb) || !kc_run_seq(k, L, run, c, gb))
-        return;
-    kc_acc a, e;
-    memra__kc_acc_init(&a);
-    memra__kc_acc_init(&e);
-    for (int i = 0; i < n; i++) {
-        const float *got = memra__kc_out_get(k, gb, f[i].got, f[i].o);
-        memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, f[i].ref, f[i].o), got, f[i].o, f[i].what);
-        memra__kc_cmp(&e, memra__kc_out_get(k, gb, f[i].seq, f[i].o), got, f[i].o, f[i].what);
-    }
-    kc_finish_fused(k, L, &a, &e, "fused != cuda sequence");
-    memra__kc_bench(k, L, run, c, gb, bytes);
-}
-
 /* Batched ops likewise: side 2 runs on GB with the batched slots removed
  * (attention_batch, kv_store_batch, gdn_batch), so the memra__ wrapper
  * runs every item through its one-item slot (fused ones included). */
@@ -380,10 +359,17 @@ static bool kc_run_single(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, vo
     return kc_run_gpu(k, L, run, c, &one, 2, "cuda one-item launches");
 }
 
-void memra__kc_check_batch(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
-                           kc_run_fn run, void *c, double bytes)
+/* The tail shared by fused and batched cases: runs side 0 on the CPU,
+ * side 1 on GB, side 2 on GB through SIDE2 (the plain sequence, or one
+ * launch per item), compares each of the N outputs (F[i].got against
+ * F[i].ref within the bound, and bit for bit against F[i].seq), finishes
+ * the line (WHAT names a side-2 mismatch) and times side 1 (--bench). */
+static void kc_check_two_ways(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
+                              kc_run_fn run, void *c, double bytes,
+                              bool (*side2)(kc *, memra_kernel_check_line_t *, kc_run_fn, void *, memra__backend_t *),
+                              const char *what)
 {
-    if (!memra__kc_run2(k, L, run, c, gb) || !kc_run_single(k, L, run, c, gb))
+    if (!memra__kc_run2(k, L, run, c, gb) || !side2(k, L, run, c, gb))
         return;
     kc_acc a, e;
     memra__kc_acc_init(&a);
@@ -393,8 +379,20 @@ void memra__kc_check_batch(kc *k, memra_kernel_check_line_t *L, memra__backend_t
         memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, f[i].ref, f[i].o), got, f[i].o, f[i].what);
         memra__kc_cmp(&e, memra__kc_out_get(k, gb, f[i].seq, f[i].o), got, f[i].o, f[i].what);
     }
-    kc_finish_fused(k, L, &a, &e, "batched != one-item launches");
+    kc_finish_fused(k, L, &a, &e, what);
     memra__kc_bench(k, L, run, c, gb, bytes);
+}
+
+void memra__kc_check_fused(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
+                           kc_run_fn run, void *c, double bytes)
+{
+    kc_check_two_ways(k, L, gb, f, n, run, c, bytes, kc_run_seq, "fused != cuda sequence");
+}
+
+void memra__kc_check_batch(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_fused_out *f, int n,
+                           kc_run_fn run, void *c, double bytes)
+{
+    kc_check_two_ways(k, L, gb, f, n, run, c, bytes, kc_run_single, "batched != one-item launches");
 }
 
 /* Mean time of back-to-back calls, after ~50 ms of the same calls: the
