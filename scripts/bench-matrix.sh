@@ -17,7 +17,7 @@
 #   MODELS="qwen3.5-9b:q8_0 gemma-4-31b:q8_0:20" PEER=/tmp/llama.cpp-c34b922-sm90a scripts/bench-matrix.sh
 #
 # Env: MODELS (entries NAME:TYPE[:LAYERS], names from `memra-synth --list`),
-# B (memra build folder, default build-gpu), PEER (llama.cpp folder with
+# B (memra build folder, default /tmp/build-gpu, where scripts/gpu-check.sh builds), PEER (llama.cpp folder with
 # llama-bench), PP (prompt lengths, default 512,2048), N (generated tokens,
 # default 128), DEPTHS (default 0,512), LONG (a long depth measured with
 # one repetition, pp512 and tg there; default 16384, empty to skip),
@@ -32,7 +32,7 @@
 #   BATCH=1,2,4,8,16,32 MODELS="qwen3.5-9b:q8_0" PEER=... scripts/bench-matrix.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${B:-build-gpu}
+B=${B:-/tmp/build-gpu}
 OUT=${OUT:-/tmp/bench-matrix-out}
 DIR=${DIR:-/tmp/bench-matrix}
 PP=${PP:-512,2048}

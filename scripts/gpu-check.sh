@@ -17,7 +17,8 @@
 #
 # Env: KC_ARGS (extra memra-kernel-check arguments, e.g. "--bench"),
 # FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
-# SKIP_MODELS=1, SKIP_KC=1, SKIP_MOE=1, SKIP_BENCH=1, SYNTH=path (reuse a model),
+# SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SYNTH=path (reuse a model),
+# BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
 # built elsewhere, laid out as a build folder: scripts/prebuilt.sh; no build).
 set -uo pipefail
@@ -33,14 +34,17 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 # ---- build ------------------------------------------------------------------
 t0=$(date +%s)
-B=${PREBUILT:-build-gpu}
+# the build lives under /tmp: a warm device machine keeps it between
+# calls, while each call replaces the working tree
+BUILD=${BUILD:-/tmp/build-gpu}
+B=${PREBUILT:-$BUILD}
 if [ -n "${PREBUILT:-}" ]; then
   note "build: prebuilt $B ($(cat "$B/REV" 2>/dev/null))"
 else
-  if [ ! -f build-gpu/build.ninja ]; then
-    meson setup build-gpu -Dcuda=enabled >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 2; }
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    meson setup "$BUILD" -Dcuda=enabled -Dserver=disabled >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 2; }
   fi
-  if ! ninja -C build-gpu >>"$OUT/build.log" 2>&1; then
+  if ! ninja -C "$BUILD" >>"$OUT/build.log" 2>&1; then
     grep -E "error|FAILED" "$OUT/build.log" | head -40
     exit 2
   fi
@@ -71,6 +75,19 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
     rc=$?
     grep -E "^ACCURACY|FAILED|PASSED|SKIPPED|\[  (FAILED|ERROR) \]|fail|differs" "$OUT/models-$mode.log" | head -40
     note "models $mode: rc $rc, $(grep -cE '^\[       OK \]' "$OUT/models-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-$mode.log") failed lines ($(( $(date +%s) - t0 )) s)"
+  done
+fi
+
+# ---- batched steps, forks, deferred steps on the GPU engine, both modes ----------------
+# (each batched row bit for bit against the sequence run alone: memcmp)
+if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
+  for mode in 1 0; do
+    for t in test_batch test_batch_deferred test_cache_fork; do
+      env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode timeout 300 $B/test/$t \
+        >"$OUT/$t-$mode.log" 2>&1
+      rc=$?
+      note "$t fast=$mode: rc $rc, $(grep -cE '^\[       OK \]' "$OUT/$t-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/$t-$mode.log") failed"
+    done
   done
 fi
 
@@ -121,6 +138,12 @@ PY
 )
     note "bench: rc $rc, ${line:-$(tail -2 "$OUT/bench-d$d.err")}"
   done
+  # batched decode (memra_forward_batch): aggregate tok/s per B
+  if [ -n "${BATCH-1,8,32}" ]; then
+    $B/examples/memra-bench -m "$model" --device cuda:0 -p 128 -n 64 -r 1 --batch "${BATCH-1,8,32}" \
+      >"$OUT/bench-batch.txt" 2>&1
+    note "bench batched (p128, tg64 aggregate): $(grep -E ' tg64 ' "$OUT/bench-batch.txt" | awk '{printf "B=%s %s  ", $2, $4}')"
+  fi
   # one profile of decode alone, one of prefill alone
   for run in "tg:-p 0 -n 128" "pp:-p 512 -n 0"; do
     MEMRA_CUDA_PROFILE=1 $B/examples/memra-bench -m "$model" --device cuda:0 ${run#*:} -r 1 \
