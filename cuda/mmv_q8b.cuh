@@ -323,20 +323,25 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
 }
 
 /* Rows per block column the batched Q8_0 kernel takes for A (N_ROWS x
- * rows): up to Q8B_ROWS_MAX, as many as fit shared memory; 0 when it does
+ * rows): up to Q8B_ROWS_MAX (MEMRA_MMV_Q8B_ROWS), as many as fit shared memory; 0 when it does
  * not apply (MEMRA_MMV_Q8B=0, one row, expert ids, a conv epilogue, rows
  * not whole 8-block multiples or not 16-byte aligned). */
 static inline int mmv_q8b_rows_for(const mmv_args &a, int64_t n_rows)
 {
-    static long on = -1;
-    if (on < 0) /* the kernel's bulk copies are TMA: off with MEMRA_MMV_TMA=0 too */
+    static long on = -1, cap = Q8B_ROWS_MAX;
+    if (on < 0) {
+        /* experiments: fewer rows per pass (less shared memory: more blocks per SM) */
+        const long c = memra__cuda_env_long("MEMRA_MMV_Q8B_ROWS", Q8B_ROWS_MAX);
+        cap = c < 2 ? 2 : c > Q8B_ROWS_MAX ? Q8B_ROWS_MAX : c;
+        /* the kernel's bulk copies are TMA: off with MEMRA_MMV_TMA=0 too */
         on = memra__cuda_env_long("MEMRA_MMV_Q8B", 1) && memra__cuda_env_long("MEMRA_MMV_TMA", 1);
+    }
     if (!on || n_rows < 2 || a.ids || a.conv_w || a.ymap || a.ne0 % 256 || a.ne0 > INT32_MAX / 8)
         return 0;
     for (int i = 0; i < a.nw; i++)
         if (a.nb1[i] % 16 || (uintptr_t)a.W[i] % 16)
             return 0;
-    int r = n_rows < Q8B_ROWS_MAX ? (int)n_rows : Q8B_ROWS_MAX;
+    int r = n_rows < cap ? (int)n_rows : (int)cap;
     while (r >= 2 && q8b_smem(a.ne0, r) > Q8B_SMEM_MAX)
         r--;
     return r >= 2 ? r : 0;
