@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Matvec experiment sweep on the device (after scripts/gpu-check.sh built
-# build-gpu): kernel-check timings of one case under the mmv knobs
+# /tmp/build-gpu, or $B): kernel-check timings of one case under the mmv knobs
 # (MEMRA_MMV_RING, MEMRA_MMV_SMEM_TARGET, MEMRA_MMV_PROBE = weights streamed
 # but no dots: the memory side alone). Usage: exp-mmv.sh [CASE]. The knobs
 # act on the generic kernel, so the Q8_0 decode fast path is off here
@@ -8,7 +8,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh
-KC=build-gpu/probes/memra-kernel-check
+KC=${B:-/tmp/build-gpu}/probes/memra-kernel-check
 case=${1:-matmul.q8_0.4096_ff}
 t() { env MEMRA_MMV_Q8D=0 "$@" timeout 60 $KC --bench --test="$case" 2>&1 | grep -E "^matmul" |
       grep -oE "[0-9.]+ us +[0-9.]+ GB/s" | sed "s|^|$* : |"; }

@@ -5,14 +5,18 @@
 # details page and the per-instruction (SASS) source page as CSV to $OUT,
 # and prints each kernel's duration, throughput and stall summary, then
 # the instructions where warps were sampled most.
-# Usage: tools/ncu-kernel.sh MODEL REGEX SKIP COUNT   (B: build folder)
+# Usage: tools/ncu-kernel.sh MODEL REGEX SKIP COUNT   (B: build folder;
+# BENCH_ARGS: memra-bench's arguments, default "-p 0 -n 3 -r 1"; a batched
+# step's kernels, e.g. the batched Q8_0 matvec:
+#   BENCH_ARGS="-p 1 -n 3 -r 1 --batch 8" tools/ncu-kernel.sh MODEL mmv_q8b 40 4)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${B:-${PREBUILT:-build-gpu}}
+B=${B:-${PREBUILT:-/tmp/build-gpu}}
+BENCH_ARGS=${BENCH_ARGS:-"-p 0 -n 3 -r 1"}
 OUT=${OUT:-/tmp}
 model=$1 re=$2 skip=$3 count=$4
 ncu --clock-control none --kernel-name "regex:$re" --launch-skip "$skip" --launch-count "$count" --set full \
-  --import-source no -f -o "$OUT/ncu-k" "$B/examples/memra-bench" -m "$model" --device cuda:0 -p 0 -n 3 -r 1 \
+  --import-source no -f -o "$OUT/ncu-k" "$B/examples/memra-bench" -m "$model" --device cuda:0 $BENCH_ARGS \
   >"$OUT/ncu-run.log" 2>&1 || { tail -5 "$OUT/ncu-run.log"; exit 1; }
 ncu --import "$OUT/ncu-k.ncu-rep" --page details --print-units base >"$OUT/ncu-details.txt" 2>&1
 ncu --import "$OUT/ncu-k.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu-source.csv" 2>&1

@@ -3,13 +3,13 @@
 # profiler's events or programmatic overlap: Nsight Compute times every
 # kernel of `memra-bench -p 0 -n N` alone (serialized), and this prints the
 # kernels of the last token grouped by name and grid, with their sum.
-# Usage: tools/ncu-token.sh MODEL [N_TOKENS]   (build-gpu/ must exist)
+# Usage: tools/ncu-token.sh MODEL [N_TOKENS]   (B: build folder, default /tmp/build-gpu)
 set -euo pipefail
 model=$1
 n=${2:-3}
 csv=${OUT:-/tmp}/ncu-token.csv
 ncu --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum --print-units base \
-  build-gpu/examples/memra-bench -m "$model" --device cuda:0 -p 0 -n "$n" -r 1 >"$csv" 2>/dev/null || true
+  "${B:-/tmp/build-gpu}"/examples/memra-bench -m "$model" --device cuda:0 -p 0 -n "$n" -r 1 >"$csv" 2>/dev/null || true
 python3 - "$csv" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]

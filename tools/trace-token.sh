@@ -11,7 +11,7 @@
 # CUDA calls in the gap too)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${B:-${PREBUILT:-build-gpu}}
+B=${B:-${PREBUILT:-/tmp/build-gpu}}
 OUT=${OUT:-/tmp}
 model=$1
 so=${TRACER:-$B/cupti-trace.so}
