@@ -32,21 +32,14 @@
 #include "memra/memra.h"
 #include "testutil.h"
 
-#define MAX_FIXTURES 64
 #define N_SEQ 24      /* sequences of a random schedule */
 #define MAX_ITEMS 16  /* items per step of a random schedule */
 #define MAX_PIECES 16 /* prompt pieces + decode tokens per sequence */
 #define CHUNK 8       /* the model's prefill_chunk: prompt pieces up to 20 tokens get chunked */
 
 static memra_engine_t *g_engine;
-static char g_names[MAX_FIXTURES][128];
-static int g_n_fixtures;
 
-/* One test's fixture and how it is loaded. */
-typedef struct fixture_case {
-    const char *name;
-    int32_t stages; /* 0: one stage; 2: two pipeline stages (the second on a private CPU engine) */
-} fixture_case_t;
+typedef tu_fixture_case_t fixture_case_t; /* testutil.h */
 
 static memra_model_t *load_stages(const char *name, int32_t stages)
 {
@@ -611,32 +604,12 @@ static int teardown(void **state)
 
 int main(void)
 {
-    g_n_fixtures = tu_fixture_models(&g_names[0][0], sizeof g_names[0], MAX_FIXTURES);
-    static const struct {
-        const char *name;
-        CMUnitTestFunction fn;
-        int32_t stages;
-    } kinds[] = {
-        {"random_schedules", test_random_schedules, 0},
-        {"random_schedules_2_stages", test_random_schedules, 2},
-        {"every_b", test_every_b, 0},
-        {"greedy_batch_of_8", test_greedy_batch_of_8, 0},
-        {"bad_input", test_bad_input, 0},
+    static const tu_kind_t kinds[] = {
+        {"random_schedules", test_random_schedules, 0, 0},
+        {"random_schedules_2_stages", test_random_schedules, 2, 0},
+        {"every_b", test_every_b, 0, 0},
+        {"greedy_batch_of_8", test_greedy_batch_of_8, 0, 0},
+        {"bad_input", test_bad_input, 0, 0},
     };
-    enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
-    struct CMUnitTest *tests = calloc((size_t)g_n_fixtures * N_KINDS + 1, sizeof *tests);
-    static fixture_case_t cases[MAX_FIXTURES * N_KINDS];
-    static char names[MAX_FIXTURES * N_KINDS][192];
-    size_t n = 0;
-    for (int f = 0; f < g_n_fixtures; f++)
-        for (size_t k = 0; k < N_KINDS; k++, n++) {
-            snprintf(names[n], sizeof names[n], "%.60s/%.120s", kinds[k].name, g_names[f]);
-            cases[n] = (fixture_case_t){.name = g_names[f], .stages = kinds[k].stages};
-            tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = &cases[n]};
-        }
-    if (n == 0)
-        tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = tu_no_fixture_models};
-    int rc = _cmocka_run_group_tests("batch", tests, n, setup, teardown);
-    free(tests);
-    return rc;
+    return tu_run_fixture_kinds("batch", kinds, sizeof kinds / sizeof kinds[0], setup, teardown);
 }

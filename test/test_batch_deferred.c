@@ -35,21 +35,14 @@
 #include "memra/memra.h"
 #include "testutil.h"
 
-#define MAX_FIXTURES 64
 #define NS 8     /* sequences */
 #define STEPS 10 /* decode steps of a schedule */
 #define CAP 32   /* cache capacity */
 #define AHEAD 2  /* steps queued before the oldest is waited on */
 
 static memra_engine_t *g_engine;
-static char g_names[MAX_FIXTURES][128];
-static int g_n_fixtures;
 
-typedef struct fixture_case {
-    const char *name;
-    int32_t stages;  /* 0: one stage; 2: two pipeline stages */
-    int32_t streams; /* params.streams: 1 workers, 0 serial */
-} fixture_case_t;
+typedef tu_fixture_case_t fixture_case_t; /* testutil.h */
 
 static memra_model_t *load(const fixture_case_t *fc)
 {
@@ -414,12 +407,7 @@ static int teardown(void **state)
 
 int main(void)
 {
-    g_n_fixtures = tu_fixture_models(&g_names[0][0], sizeof g_names[0], MAX_FIXTURES);
-    static const struct {
-        const char *name;
-        CMUnitTestFunction fn;
-        int32_t stages, streams;
-    } kinds[] = {
+    static const tu_kind_t kinds[] = {
         {"equals_sync", test_equals_sync, 0, 1},
         {"equals_sync_2_stages", test_equals_sync, 2, 1},
         {"equals_sync_2_stages_serial", test_equals_sync, 2, 0},
@@ -428,20 +416,5 @@ int main(void)
         {"misuse", test_misuse, 0, 1},
         {"misuse_2_stages", test_misuse, 2, 1},
     };
-    enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
-    struct CMUnitTest *tests = calloc((size_t)g_n_fixtures * N_KINDS + 1, sizeof *tests);
-    static fixture_case_t cases[MAX_FIXTURES * N_KINDS];
-    static char names[MAX_FIXTURES * N_KINDS][192];
-    size_t n = 0;
-    for (int f = 0; f < g_n_fixtures; f++)
-        for (size_t k = 0; k < N_KINDS; k++, n++) {
-            snprintf(names[n], sizeof names[n], "%.60s/%.120s", kinds[k].name, g_names[f]);
-            cases[n] = (fixture_case_t){.name = g_names[f], .stages = kinds[k].stages, .streams = kinds[k].streams};
-            tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = &cases[n]};
-        }
-    if (n == 0)
-        tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = tu_no_fixture_models};
-    int rc = _cmocka_run_group_tests("batch_deferred", tests, n, setup, teardown);
-    free(tests);
-    return rc;
+    return tu_run_fixture_kinds("batch_deferred", kinds, sizeof kinds / sizeof kinds[0], setup, teardown);
 }

@@ -36,7 +36,6 @@
 #include "model_impl.h" /* memra__cache_digest */
 #include "testutil.h"
 
-#define MAX_FIXTURES 64
 #define CHUNK 8  /* the model's prefill_chunk: the prompt is prefilled in two chunks */
 #define N_P 11   /* prompt tokens */
 #define N_A 5    /* one continuation */
@@ -44,13 +43,8 @@
 #define CAP 40   /* capacity of the parent and the unforked runs */
 
 static memra_engine_t *g_engine;
-static char g_names[MAX_FIXTURES][128];
-static int g_n_fixtures;
 
-typedef struct fixture_case {
-    const char *name;
-    int32_t stages; /* 0: one stage; 2: two pipeline stages (the second on a private CPU engine) */
-} fixture_case_t;
+typedef tu_fixture_case_t fixture_case_t; /* testutil.h */
 
 static const memra_type_t k_types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0};
 
@@ -371,31 +365,11 @@ static int teardown(void **state)
 
 int main(void)
 {
-    g_n_fixtures = tu_fixture_models(&g_names[0][0], sizeof g_names[0], MAX_FIXTURES);
-    static const struct {
-        const char *name;
-        CMUnitTestFunction fn;
-        int32_t stages;
-    } kinds[] = {
-        {"fork", test_fork, 0},
-        {"fork_2_stages", test_fork, 2},
-        {"bad_input", test_bad_input, 0},
-        {"state_bytes", test_state_bytes, 0},
+    static const tu_kind_t kinds[] = {
+        {"fork", test_fork, 0, 0},
+        {"fork_2_stages", test_fork, 2, 0},
+        {"bad_input", test_bad_input, 0, 0},
+        {"state_bytes", test_state_bytes, 0, 0},
     };
-    enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
-    struct CMUnitTest *tests = calloc((size_t)g_n_fixtures * N_KINDS + 1, sizeof *tests);
-    static fixture_case_t cases[MAX_FIXTURES * N_KINDS];
-    static char names[MAX_FIXTURES * N_KINDS][192];
-    size_t n = 0;
-    for (int f = 0; f < g_n_fixtures; f++)
-        for (size_t k = 0; k < N_KINDS; k++, n++) {
-            snprintf(names[n], sizeof names[n], "%.60s/%.120s", kinds[k].name, g_names[f]);
-            cases[n] = (fixture_case_t){.name = g_names[f], .stages = kinds[k].stages};
-            tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = &cases[n]};
-        }
-    if (n == 0)
-        tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = tu_no_fixture_models};
-    int rc = _cmocka_run_group_tests("cache_fork", tests, n, setup, teardown);
-    free(tests);
-    return rc;
+    return tu_run_fixture_kinds("cache_fork", kinds, sizeof kinds / sizeof kinds[0], setup, teardown);
 }

@@ -183,3 +183,36 @@ void tu_no_fixture_models(void **state)
     (void)state;
     TU_SKIP("no fixture models under %s/models (set MEMRA_FIXTURES)", tu_fixtures() ? tu_fixtures() : "(none)");
 }
+
+int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kinds, int (*setup)(void **state),
+                         int (*teardown)(void **state))
+{
+    enum { MAX_MODELS = 64 };
+    static char models[MAX_MODELS][128]; /* the cases point into it */
+    const int n_models = tu_fixture_models(&models[0][0], sizeof models[0], MAX_MODELS);
+    const size_t total = (size_t)n_models * n_kinds + 1;
+    struct CMUnitTest *tests = calloc(total, sizeof *tests);
+    tu_fixture_case_t *cases = calloc(total, sizeof *cases);
+    char(*names)[192] = calloc(total, sizeof *names);
+    if (!tests || !cases || !names) {
+        fprintf(stderr, "%s: out of memory\n", group);
+        free(tests);
+        free(cases);
+        free(names);
+        return 1;
+    }
+    size_t n = 0;
+    for (int f = 0; f < n_models; f++)
+        for (size_t k = 0; k < n_kinds; k++, n++) {
+            snprintf(names[n], sizeof names[n], "%.60s/%.120s", kinds[k].name, models[f]);
+            cases[n] = (tu_fixture_case_t){.name = models[f], .stages = kinds[k].stages, .streams = kinds[k].streams};
+            tests[n] = (struct CMUnitTest){.name = names[n], .test_func = kinds[k].fn, .initial_state = &cases[n]};
+        }
+    if (n == 0)
+        tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = tu_no_fixture_models};
+    const int rc = _cmocka_run_group_tests(group, tests, n, setup, teardown);
+    free(tests);
+    free(cases);
+    free(names);
+    return rc;
+}

@@ -55,4 +55,25 @@ bool tu_skip_stages_on_gpu(const char *name, int32_t stages);
 /* A cmocka test that skips, saying no fixture models were found. */
 void tu_no_fixture_models(void **state);
 
+/* One test of a fixture-model suite: FN runs on every fixture model with
+ * a tu_fixture_case_t as its state. */
+typedef struct tu_kind {
+    const char *name;
+    void (*fn)(void **state);
+    int32_t stages;  /* 0: one stage; 2: two pipeline stages */
+    int32_t streams; /* params.streams of a pipelined load (1 workers, 0 serial) */
+} tu_kind_t;
+
+/* A test's fixture (its file stem) and how its kind loads it. */
+typedef struct tu_fixture_case {
+    const char *name;
+    int32_t stages, streams;
+} tu_fixture_case_t;
+
+/* Runs each of the N_KINDS kinds on each fixture model (tu_fixture_models)
+ * as the cmocka group GROUP, tests named KIND/MODEL; one skipping test
+ * when there is no fixture model. The group's return value. */
+int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kinds, int (*setup)(void **state),
+                         int (*teardown)(void **state));
+
 #endif
