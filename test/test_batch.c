@@ -588,20 +588,6 @@ static void test_bad_input(void **state)
 
 /* ---- runner ------------------------------------------------------------- */
 
-static int setup(void **state)
-{
-    (void)state;
-    g_engine = tu_test_engine("test_batch");
-    return g_engine ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    memra_engine_destroy(g_engine);
-    return 0;
-}
-
 int main(void)
 {
     static const tu_kind_t kinds[] = {
@@ -611,5 +597,5 @@ int main(void)
         {"greedy_batch_of_8", test_greedy_batch_of_8, 0, 0},
         {"bad_input", test_bad_input, 0, 0},
     };
-    return tu_run_fixture_kinds("batch", kinds, sizeof kinds / sizeof kinds[0], setup, teardown);
+    return tu_run_fixture_kinds("batch", kinds, sizeof kinds / sizeof kinds[0], &g_engine);
 }

@@ -391,20 +391,6 @@ static void test_misuse(void **state)
 
 /* ---- runner ------------------------------------------------------------- */
 
-static int setup(void **state)
-{
-    (void)state;
-    g_engine = tu_test_engine("test_batch_deferred");
-    return g_engine ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    memra_engine_destroy(g_engine);
-    return 0;
-}
-
 int main(void)
 {
     static const tu_kind_t kinds[] = {
@@ -416,5 +402,5 @@ int main(void)
         {"misuse", test_misuse, 0, 1},
         {"misuse_2_stages", test_misuse, 2, 1},
     };
-    return tu_run_fixture_kinds("batch_deferred", kinds, sizeof kinds / sizeof kinds[0], setup, teardown);
+    return tu_run_fixture_kinds("batch_deferred", kinds, sizeof kinds / sizeof kinds[0], &g_engine);
 }

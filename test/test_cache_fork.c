@@ -349,20 +349,6 @@ static void test_state_bytes(void **state)
 
 /* ---- runner ------------------------------------------------------------- */
 
-static int setup(void **state)
-{
-    (void)state;
-    g_engine = tu_test_engine("test_cache_fork");
-    return g_engine ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    memra_engine_destroy(g_engine);
-    return 0;
-}
-
 int main(void)
 {
     static const tu_kind_t kinds[] = {
@@ -371,5 +357,5 @@ int main(void)
         {"bad_input", test_bad_input, 0, 0},
         {"state_bytes", test_state_bytes, 0, 0},
     };
-    return tu_run_fixture_kinds("cache_fork", kinds, sizeof kinds / sizeof kinds[0], setup, teardown);
+    return tu_run_fixture_kinds("cache_fork", kinds, sizeof kinds / sizeof kinds[0], &g_engine);
 }

@@ -184,9 +184,29 @@ void tu_no_fixture_models(void **state)
     TU_SKIP("no fixture models under %s/models (set MEMRA_FIXTURES)", tu_fixtures() ? tu_fixtures() : "(none)");
 }
 
-int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kinds, int (*setup)(void **state),
-                         int (*teardown)(void **state))
+/* The group tu_run_fixture_kinds runs: its name and where its engine goes. */
+static const char *g_group;
+static memra_engine_t **g_group_engine;
+
+static int group_setup(void **state)
 {
+    (void)state;
+    *g_group_engine = tu_test_engine(g_group);
+    return *g_group_engine ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    memra_engine_destroy(*g_group_engine);
+    *g_group_engine = NULL;
+    return 0;
+}
+
+int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kinds, memra_engine_t **engine)
+{
+    g_group = group;
+    g_group_engine = engine;
     enum { MAX_MODELS = 64 };
     static char models[MAX_MODELS][128]; /* the cases point into it */
     const int n_models = tu_fixture_models(&models[0][0], sizeof models[0], MAX_MODELS);
@@ -210,7 +230,7 @@ int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kin
         }
     if (n == 0)
         tests[n++] = (struct CMUnitTest){.name = "fixtures", .test_func = tu_no_fixture_models};
-    const int rc = _cmocka_run_group_tests(group, tests, n, setup, teardown);
+    const int rc = _cmocka_run_group_tests(group, tests, n, group_setup, group_teardown);
     free(tests);
     free(cases);
     free(names);

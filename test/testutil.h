@@ -72,8 +72,8 @@ typedef struct tu_fixture_case {
 
 /* Runs each of the N_KINDS kinds on each fixture model (tu_fixture_models)
  * as the cmocka group GROUP, tests named KIND/MODEL; one skipping test
- * when there is no fixture model. The group's return value. */
-int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kinds, int (*setup)(void **state),
-                         int (*teardown)(void **state));
+ * when there is no fixture model. *ENGINE holds tu_test_engine's engine
+ * while the group runs. The group's return value. */
+int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kinds, memra_engine_t **engine);
 
 #endif
