@@ -268,14 +268,14 @@ template <int RH> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, 
     const int64_t need = (ngrp + Q8B_PAIRS - 1) / Q8B_PAIRS;
     int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
     cap = cap < 1 ? 1 : cap;
+    const unsigned gx = (unsigned)(need < cap ? need : cap);
     a.xsm = 1;
     a.rows_pb = R;
     if (mmv_debug())
-        fprintf(stderr, "mmv q8b RH %d: %lld x %lld (%d weights%s%s), rows %lld, grid %lld x %u, %d blocks/SM, smem %zu\n",
+        fprintf(stderr, "mmv q8b RH %d: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, smem %zu\n",
                 RH, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
-                (long long)a.n_rows, (long long)(need < cap ? need : cap), gy, occ, smem);
-    return memra__launch(mmv_q8b_kernel<RH>, dim3((unsigned)(need < cap ? need : cap), gy), MMV_THREADS, smem, s, a) ==
-           cudaSuccess;
+                (long long)a.n_rows, gx, gy, occ, smem);
+    return memra__launch(mmv_q8b_kernel<RH>, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 static bool mmv_launch_q8b(const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)

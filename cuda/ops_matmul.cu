@@ -101,9 +101,11 @@ static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_a
          * kernels' (from global memory the generic kernel takes another
          * dot, whose bits differ) */
         const int rq = mmv_q8b_rows_for(a, n_rows);
-        while (!rq && R > 1 && !x_fits(type, a.ne0, R))
-            R /= 2;
-        R = rq ? rq : R;
+        if (rq)
+            R = rq;
+        else
+            while (R > 1 && !x_fits(type, a.ne0, R))
+                R /= 2;
     }
     const float *x = a.x;
     float *y[MMV_MAXW];
