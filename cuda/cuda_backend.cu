@@ -492,6 +492,7 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     cudaFree(c->argmax_part);
     cudaFreeHost(c->argmax_host);
     cudaFree(c->fa_count);
+    cudaFree(c->gs_count);
     cudaFree(c->map_tmp);
     if (c->up_host) {
         cudaEventDestroy(c->up_done);

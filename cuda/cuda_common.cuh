@@ -27,6 +27,10 @@ typedef struct memra__cuda_ctx {
      * between launches (cuda/ops_attn.cu); optional: NULL merges in a
      * second kernel */
     int *fa_count;
+    /* the skinny GEMM's split-K: per row tile, the slices finished (zero
+     * between launches; cuda/gemm_s.cu), gs_count_n of them */
+    int *gs_count;
+    size_t gs_count_n;
     /* the last launch was a latency-bound step (Gated DeltaNet, attention):
      * the next matvec streams less before its wait (mmv_args.lean): one
      * item per warp instead of two, 335.1 against 332.0 tok/s at depth
@@ -224,11 +228,19 @@ int64_t memra__cuda_mmv_max_rows(void);
 /* Whether N_ROWS rows take the fast tier's kernels (f16 GEMMs, grouped MoE
  * GEMMs), whose rows depend on the row count: a fast engine above the
  * matvec row limit, unless the forward asks for per-row-exact rows (a
- * batched decode step: memra__rows_exact in lib/backend.h). */
+ * batched decode step: memra__rows_exact in lib/backend.h); in a batched
+ * step of the fast tier (memra__rows_batch) from two rows up. */
 static inline bool memra__cuda_fast_rows(const memra__backend_t *be, int64_t n_rows)
 {
-    return be->fast && n_rows > memra__cuda_mmv_max_rows() && !memra__rows_exact();
+    if (!be->fast || memra__rows_exact())
+        return false;
+    return n_rows > memra__cuda_mmv_max_rows() || (memra__rows_batch() && n_rows >= 2);
 }
+
+/* The skinny tensor-core GEMM (cuda/gemm_s.cu) for a matmul or fused matmul
+ * of a batched step's rows: *done = false when it does not take the case
+ * (not a batched fast step, a weight type or shape it has no tiles for). */
+memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m, bool *done);
 
 /* OUT[r][i] = (f16) X[r*ldx + i], r < n_rows, i < ne0 (ops_matmul.cu). */
 memra_status_t memra__cuda_to_f16(memra__backend_t *be, const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,

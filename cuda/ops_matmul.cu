@@ -181,6 +181,9 @@ static bool x_fits(memra_type_t type, int64_t ne0, int R)
 memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
 {
     *done = false;
+    memra_status_t gs = memra__cuda_gemm_s(be, m, done);
+    if (gs || *done)
+        return gs;
     const memra_type_t t0 = m->w[0]->type;
     const int64_t ne0 = m->w[0]->ne[0];
     if (is_float_type(t0) || memra__cuda_fast_rows(be, m->n_rows) || m->n_rows > INT32_MAX)
@@ -345,6 +348,23 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
     memra_status_t st = memra__check_matmul(be, w, x, ldx, y, ldy, n_rows, &none);
     if (st || none)
         return st;
+    if (memra__rows_batch()) {
+        /* a batched step's rows: the skinny tensor-core GEMM when it takes them */
+        memra_mm_args_t mm;
+        memset(&mm, 0, sizeof mm);
+        mm.x = x;
+        mm.ldx = ldx;
+        mm.n_rows = n_rows;
+        mm.n_w = 1;
+        mm.w[0] = w;
+        mm.y[0] = y;
+        mm.ldy[0] = ldy;
+        mm.epi = MEMRA_MM_STORE;
+        bool done;
+        st = memra__cuda_gemm_s(be, &mm, &done);
+        if (st || done)
+            return st;
+    }
     const bool big = n_rows <= INT32_MAX && w->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && ldy <= INT32_MAX;
     /* narrow outputs (routers, gates) stay exact: no GEMM pays off there,
      * and a rounded router logit can flip an expert choice */

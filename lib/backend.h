@@ -444,13 +444,20 @@ struct memra__backend {
     bool fast;
 };
 
-/* True on the calling thread while the forward runs a step of several
- * sequences' one-row items (lib/forward.c): a backend must then run every
- * row on its per-row-exact kernels (the decode kernels), even when `fast`
- * would pick a kernel whose rows depend on the row count (CUDA: f16 GEMMs
- * above MEMRA_MMV_MAX_ROWS rows, grouped MoE GEMMs, narrow attention
- * blocks), so a batched decode row equals that sequence's decode alone. */
+/* How the rows of the running step may be computed (a thread-local set by
+ * the forward, lib/forward.c): ANY, the engine's own choice by row count;
+ * EXACT, a step of several sequences' one-row items that must stay
+ * per-row exact: a backend runs every row on its decode kernels, even when
+ * `fast` would pick a kernel whose rows depend on the row count (CUDA: f16
+ * GEMMs above MEMRA_MMV_MAX_ROWS rows, grouped MoE GEMMs, narrow attention
+ * blocks), so a batched decode row equals that sequence's decode alone;
+ * BATCH, such a step on a fast engine that may take the fast tier's
+ * batched kernels (CUDA: the skinny tensor-core GEMM, grouped MoE GEMMs)
+ * from two rows up: a row then stays within the fast tier's bound of its
+ * decode alone, and does not depend on the other rows of the step. */
+enum { MEMRA__ROWS_ANY, MEMRA__ROWS_EXACT, MEMRA__ROWS_BATCH };
 bool memra__rows_exact(void);
+bool memra__rows_batch(void);
 
 /* Argument checks of the op slots shared by every backend (lib/op_check.c):
  * an error status with its message, or MEMRA_OK with *none set when the op

@@ -14,16 +14,35 @@
 /* Set on the calling thread while a step of several decode rows runs
  * (backend.h). A thread-local, not a backend field: two models may share
  * an engine from two threads. */
-static _Thread_local bool g_rows_exact;
+static _Thread_local int g_rows_mode;
 
 bool memra__rows_exact(void)
 {
-    return g_rows_exact;
+    return g_rows_mode == MEMRA__ROWS_EXACT;
 }
 
-void memra__set_rows_exact(bool on)
+bool memra__rows_batch(void)
 {
-    g_rows_exact = on;
+    return g_rows_mode == MEMRA__ROWS_BATCH;
+}
+
+void memra__set_rows_mode(int mode)
+{
+    g_rows_mode = mode;
+}
+
+/* A fast engine runs a step of two or more decode rows on the fast tier's
+ * batched kernels (MEMRA_BATCH_FAST=1, the default) or on the per-row-exact
+ * decode kernels (0: every row bit-identical to its sequence decoded
+ * alone). One row, or an exact engine: the decode kernels. */
+int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
+{
+    static int32_t batch_fast = -1;
+    if (batch_fast < 0 && memra__env_int("MEMRA_BATCH_FAST", 0, 1, 1, &batch_fast))
+        batch_fast = 1;
+    if (!memra__model_fast(m))
+        return MEMRA__ROWS_ANY;
+    return n_rows >= 2 && batch_fast ? MEMRA__ROWS_BATCH : MEMRA__ROWS_EXACT;
 }
 
 int32_t memra_model_max_batch(const memra_model_t *m)
@@ -108,7 +127,7 @@ static void add_chunk(const memra_model_t *m, const memra_batch_item_t *it, batc
 
 /* Runs the segments [s0, s0+n_seg) of B (rows back to back from the first
  * one's row0) and advances their caches. */
-static memra_status_t run_segs(memra_model_t *m, batch_run_t *b, int32_t s0, int32_t n_seg, bool rows_exact)
+static memra_status_t run_segs(memra_model_t *m, batch_run_t *b, int32_t s0, int32_t n_seg, int rows_mode)
 {
     memra__seg_t *seg = b->seg + s0;
     const int32_t base = seg[0].row0;
@@ -117,9 +136,9 @@ static memra_status_t run_segs(memra_model_t *m, batch_run_t *b, int32_t s0, int
         seg[i].row0 -= base;
         n_rows += seg[i].n;
     }
-    g_rows_exact = rows_exact;
+    g_rows_mode = rows_mode;
     memra_status_t s = memra__run_step(m, seg, n_seg, b->tokens + base, n_rows);
-    g_rows_exact = false;
+    g_rows_mode = MEMRA__ROWS_ANY;
     for (int32_t i = 0; i < n_seg; i++)
         seg[i].row0 += base;
     if (s)
@@ -131,9 +150,9 @@ static memra_status_t run_segs(memra_model_t *m, batch_run_t *b, int32_t s0, int
 
 /* Runs validated ITEMS to the end, one step per round of chunks. A fast
  * engine's prefill kernels make a row depend on the rows beside it, so
- * there a round runs its one-row segments (decodes) together on the
- * per-row-exact kernels, and each longer chunk alone, as memra_forward
- * runs it. */
+ * there a round runs its one-row segments (decodes) together (in the mode
+ * of memra__decode_rows_mode), and each longer chunk alone, as
+ * memra_forward runs it. */
 static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *items, int32_t n_items)
 {
     int64_t rows = 0;
@@ -160,12 +179,12 @@ static memra_status_t run_items(memra_model_t *m, const memra_batch_item_t *item
         for (int32_t j = 0; j < n_seg; j++)
             n1 += b->seg[j].n == 1;
         if (!fast) {
-            s = run_segs(m, b, 0, n_seg, false);
+            s = run_segs(m, b, 0, n_seg, MEMRA__ROWS_ANY);
         } else {
             if (n1 > 0)
-                s = run_segs(m, b, 0, n1, true);
+                s = run_segs(m, b, 0, n1, memra__decode_rows_mode(m, n1));
             for (int32_t j = n1; j < n_seg && !s; j++)
-                s = run_segs(m, b, j, 1, false);
+                s = run_segs(m, b, j, 1, MEMRA__ROWS_ANY);
         }
         more = false;
         for (int32_t j = 0; j < n_seg && !s; j++) {

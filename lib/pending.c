@@ -86,7 +86,7 @@ static memra_status_t queue_step(memra_model_t *m, const char *fn, const memra_b
         free(job);
         return memra__model_fail(m, MEMRA_E_NOMEM, "%s: out of memory", fn);
     }
-    job->rows_exact = memra__model_fast(m);
+    job->rows_mode = memra__decode_rows_mode(m, n);
     for (int32_t i = 0; i < n; i++) {
         atomic_fetch_add(&items[i].cache->in_flight, 1);
         atomic_fetch_add(&m->pp->unconsumed, 1);

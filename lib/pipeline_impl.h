@@ -36,7 +36,7 @@ struct memra_pending {
 typedef struct memra__pp_job {
     uint64_t seq;                /* queue order on the model */
     int32_t n;                   /* rows */
-    bool rows_exact;             /* run with memra__rows_exact() set (backend.h) */
+    int rows_mode;               /* MEMRA__ROWS_* to run it with (backend.h) */
     memra_status_t status;       /* first failure on any stage (under pp->mu) */
     char msg[MEMRA__ERRMSG_MAX];
     int32_t *io;                 /* [2n]: tokens, then positions */
@@ -121,11 +121,13 @@ bool memra__pp_is_done(memra_model_t *m, const struct memra_pending *p);
  * flight allowed, one token an item, no logits buffer). */
 memra_status_t memra__check_batch(memra_model_t *m, const char *fn, const memra_batch_item_t *items, int32_t n_items,
                                   uint32_t flags, bool deferred);
-/* Whether any stage runs a fast engine: decode rows then run with
- * memra__rows_exact() set to stay per-row exact. */
+/* Whether any stage runs a fast engine: decode rows then run in the mode
+ * of memra__decode_rows_mode. */
 bool memra__model_fast(const memra_model_t *m);
-/* Sets memra__rows_exact() on the calling thread. */
-void memra__set_rows_exact(bool on);
+/* The MEMRA__ROWS_* mode of a step of N_ROWS one-row items (backend.h). */
+int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows);
+/* Sets the rows mode of the calling thread (backend.h). */
+void memra__set_rows_mode(int mode);
 
 /* ---- checks (lib/check_margin.c) ------------------------------------------ */
 

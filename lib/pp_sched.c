@@ -97,10 +97,10 @@ static memra_status_t run_part(memra_model_t *m, int32_t s, memra__pp_job_t *job
     lock_pair(pp, s, s);
     if (boundary_events(m, s))
         e = o->event_wait(st->be, pp->ev_filled[s][k]);
-    memra__set_rows_exact(job->rows_exact);
+    memra__set_rows_mode(job->rows_mode);
     if (!e)
         e = memra__stage_run(m, s, job->seg, job->n, job->io, job->n, in, NULL);
-    memra__set_rows_exact(false);
+    memra__set_rows_mode(MEMRA__ROWS_ANY);
     const size_t row = (size_t)m->n_vocab;
     for (int32_t i = 0; last && !e && i < job->n; i++)
         e = o->download(st->be, job->p[i]->logits, st->logits + (size_t)i * row, row * sizeof(float));
@@ -311,9 +311,9 @@ memra_status_t memra__pp_submit(memra_model_t *m, memra__pp_job_t *job)
     if (!pp->streams) {
         /* one stream, serial: the step runs now, on this thread */
         memra__err_clear(&m->err);
-        memra__set_rows_exact(job->rows_exact);
+        memra__set_rows_mode(job->rows_mode);
         memra_status_t e = memra__run_step(m, job->seg, job->n, job->io, job->n);
-        memra__set_rows_exact(false);
+        memra__set_rows_mode(MEMRA__ROWS_ANY);
         pthread_mutex_lock(&pp->mu);
         if (e) {
             job->status = e;

@@ -590,6 +590,9 @@ static void test_bad_input(void **state)
 
 int main(void)
 {
+    /* the exact tier: batched rows on the decode kernels, bit for bit
+     * (test_batch_fast checks the fast tier's batched kernels) */
+    setenv("MEMRA_BATCH_FAST", "0", 1);
     static const tu_kind_t kinds[] = {
         {"random_schedules", test_random_schedules, 0, 0},
         {"random_schedules_2_stages", test_random_schedules, 2, 0},

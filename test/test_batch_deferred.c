@@ -393,6 +393,9 @@ static void test_misuse(void **state)
 
 int main(void)
 {
+    /* the exact tier: batched rows on the decode kernels, bit for bit
+     * (test_batch_fast checks the fast tier's batched kernels) */
+    setenv("MEMRA_BATCH_FAST", "0", 1);
     static const tu_kind_t kinds[] = {
         {"equals_sync", test_equals_sync, 0, 1},
         {"equals_sync_2_stages", test_equals_sync, 2, 1},

@@ -351,6 +351,9 @@ static void test_state_bytes(void **state)
 
 int main(void)
 {
+    /* the exact tier: batched rows on the decode kernels, bit for bit
+     * (test_batch_fast checks the fast tier's batched kernels) */
+    setenv("MEMRA_BATCH_FAST", "0", 1);
     static const tu_kind_t kinds[] = {
         {"fork", test_fork, 0, 0},
         {"fork_2_stages", test_fork, 2, 0},

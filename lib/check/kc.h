@@ -16,8 +16,8 @@
  *
  * Layout: kc_core.c holds the case runner (buffers, sentinels, compare,
  * report lines, bench) and the random inputs; one file per op family
- * (kc_matmul.c, kc_norm.c, kc_attn.c, kc_ssm.c, kc_moe.c, kc_transfer.c,
- * kc_batch.c)
+ * (kc_matmul.c, kc_gemm_s.c, kc_norm.c, kc_attn.c, kc_ssm.c, kc_moe.c,
+ * kc_transfer.c, kc_batch.c)
  * holds its cases; kc_suite.c runs them in one fixed order. The seeded
  * stream runs on from case to case: a case added (or drawing differently)
  * anywhere but at the end changes the inputs of every later case under the
@@ -153,6 +153,8 @@ void memra__kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, in
 void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1);
 void memra__kc_matmul_ex_rowinv(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0,
                                 const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act);
+void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
+                            int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act);
 void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv);
 void memra__kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n);

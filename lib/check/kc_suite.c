@@ -177,6 +177,51 @@ static void run_suite(kc *k)
         }
     }
 
+    /* a batched fast step's matmuls (the skinny tensor-core GEMM): every
+     * epilogue, 2..40 rows (one, two and four n tiles, a second pass),
+     * split-K (4096-wide outputs) and none (the vocab), the 9B / E4B
+     * shapes, K-quants and the legacy formats */
+    {
+        static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
+        static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K}, k6[1] = {MEMRA_TYPE_Q6_K},
+                                  k5[2] = {MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K}, q40[1] = {MEMRA_TYPE_Q4_0},
+                                  ix[2] = {MEMRA_TYPE_IQ4_XS, MEMRA_TYPE_IQ4_XS};
+        static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
+                             gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288}, hid[1] = {4096},
+                             e4b[2] = {10240, 10240}, voc[1] = {248320};
+        static const struct {
+            const char *name;
+            int n_w;
+            const memra_type_t *t;
+            int64_t ne0;
+            const int64_t *ne1;
+            int64_t rows;
+            bool norm;
+            memra_mm_epi_t epi;
+            memra_act_t act;
+            bool big;
+        } gs[] = {
+            {"matmul_ex.gs.q8_0.proj4_r5", 4, q8, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false},
+            {"matmul_ex.gs.iq4_xs.swiglu_r9", 2, ix, 512, glu, 9, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false},
+            {"matmul_ex.gs.q4_0.add_r3", 1, q40, 768, one, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false},
+            {"matmul_ex.gs.q8_0.gdn_in_r8", 4, q8, 4096, gdn, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.ffn_glu_r2", 2, q8, 4096, ff, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.ffn_glu_r13", 2, q8, 4096, ff, 13, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.ffn_glu_r32", 2, q8, 4096, ff, 32, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.down_add_r4", 1, q8, 12288, hid, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.out_add_r40", 1, q8, 4096, hid, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.vocab_r8", 1, q8, 4096, voc, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true},
+            {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
+            {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
+        };
+        for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
+            if (!gs[i].big || big)
+                KC(memra__kc_matmul_ex_gs(k, gs[i].name, gs[i].n_w, gs[i].t, gs[i].ne0, gs[i].ne1, gs[i].rows,
+                                          gs[i].norm, gs[i].epi, gs[i].act));
+    }
+
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const int64_t ne0 = memra_type_block_size(types[i]) == 256 ? 256 : 64;
         KC(memra__kc_get_rows(k, types[i], ne0, 3000, 7));

@@ -1,0 +1,186 @@
+/* The skinny tensor-core GEMM of batched decode steps (cuda/gemm_s.cuh):
+ * which matmuls it takes, x to f16 (normalized when asked), the split of
+ * K, and the launch. The 256-element super-block formats are instantiated
+ * in gemm_s_k.cu (two units build in parallel). */
+#include <string.h>
+
+#include "gemm_s.cuh"
+
+#define GS_INST(T) GS_INSTANTIATE(T, _)
+#define GS_EXT(T) template <> bool gs_launch<T>(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
+GS_TYPES_32(GS_INST)
+GS_TYPES_256(GS_EXT)
+
+/* Raw bytes of one row's k tile, 0 for a type without instances. */
+static int gs_tile_bytes(memra_type_t type)
+{
+    switch (type) {
+#define GS_TB(T)                                                                                                       \
+    case T:                                                                                                            \
+        return GS_KT / mq_traits<T>::qk * mq_traits<T>::bytes;
+        GS_TYPES_32(GS_TB)
+        GS_TYPES_256(GS_TB)
+#undef GS_TB
+    default:
+        return 0;
+    }
+}
+
+static bool gs_run(memra_type_t type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+{
+    switch (type) {
+#define GS_CASE(T)                                                                                                     \
+    case T:                                                                                                            \
+        return gs_launch<T>(a, grid_x, smem, s);
+        GS_TYPES_32(GS_CASE)
+        GS_TYPES_256(GS_CASE)
+#undef GS_CASE
+    default:
+        return false;
+    }
+}
+
+/* x rows to f16, RMS-normalized first when W is given or NORM is set (the
+ * matvec staging's arithmetic: row_scale, then row_scaled). */
+__global__ void __launch_bounds__(MEMRA_NORM_BLOCK) gs_prep_kernel(const float *x, int64_t ldx, int norm,
+                                                                   const float *w, float eps, int64_t K, __half *xh)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    __shared__ float red[MEMRA_NORM_BLOCK / 32];
+    const float *xr = x + (size_t)blockIdx.x * ldx;
+    __half *o = xh + (size_t)blockIdx.x * K;
+    const float s = norm ? (float)row_scale(true, xr, K, eps, red) : 1.0f;
+    for (int64_t i = threadIdx.x; i < K; i += MEMRA_NORM_BLOCK)
+        o[i] = __float2half_rn(norm ? row_scaled(xr[i], s, w, i) : xr[i]);
+}
+
+static long gs_knob(void)
+{
+    static long v = -1;
+    if (v < 0)
+        v = memra__cuda_env_long("MEMRA_BATCH_GEMM", 1);
+    return v;
+}
+
+/* Ring stages for STAGE bytes a stage: four, or three, at two blocks per
+ * SM; else as many as fit one block; 0 when not even two do. */
+static int gs_stages(size_t stage, size_t fixed)
+{
+    const size_t two = 113 * 1024, one = 226 * 1024;
+    for (int st = 4; st >= 3; st--)
+        if (st * stage + fixed <= two)
+            return st;
+    for (int st = 4; st >= 2; st--)
+        if (st * stage + fixed <= one)
+            return st;
+    return 0;
+}
+
+static memra_status_t gs_counts(memra__backend_t *be, size_t n)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    if (n <= c->gs_count_n)
+        return MEMRA_OK;
+    if (c->gs_count) {
+        MEMRA_CUDA_TRY(be, cudaStreamSynchronize(c->stream));
+        cudaFree(c->gs_count);
+    }
+    c->gs_count = NULL;
+    c->gs_count_n = 0;
+    if (cudaMalloc((void **)&c->gs_count, n * sizeof(int)) != cudaSuccess) {
+        cudaGetLastError();
+        c->gs_count = NULL;
+        return memra__fail(be->err, MEMRA_E_NOMEM, "matmul: %zu split-K counters: cudaMalloc failed", n);
+    }
+    MEMRA_CUDA_TRY(be, cudaMemsetAsync(c->gs_count, 0, n * sizeof(int), c->stream));
+    c->gs_count_n = n;
+    return MEMRA_OK;
+}
+
+memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
+{
+    *done = false;
+    if (!gs_knob() || !be->fast || !memra__rows_batch() || m->n_rows < 2 || m->conv_w)
+        return MEMRA_OK;
+    const memra_weight_t *w0 = m->w[0];
+    const memra_type_t type = w0->type;
+    const int64_t K = w0->ne[0];
+    const int tb = gs_tile_bytes(type);
+    if (!tb || K % GS_KT || K > INT32_MAX || m->n_w < 1 || m->n_w > GS_MAXW)
+        return MEMRA_OK;
+    if ((m->epi == MEMRA_MM_GLU && (m->n_w != 2 || m->w[1]->ne[1] != w0->ne[1])) ||
+        (m->epi == MEMRA_MM_ADD && m->n_w != 1))
+        return MEMRA_OK;
+    gs_args a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < m->n_w; i++) {
+        const memra_weight_t *w = m->w[i];
+        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % 16 || w->ne[1] > INT32_MAX)
+            return MEMRA_OK;
+        a.W[i] = (const uint8_t *)w->data;
+        a.nb1[i] = w->nb1;
+        a.y[i] = m->y[i];
+        a.ldy[i] = m->ldy[i];
+        a.post[i] = (int)m->post[i];
+        a.post_b[i] = m->post_b[i];
+        a.post_aux[i] = m->post_aux[i];
+        a.vrow0[i + 1] = m->epi == MEMRA_MM_GLU ? w0->ne[1] : a.vrow0[i] + w->ne[1];
+    }
+    a.nw = m->n_w;
+    a.K = K;
+    a.epi = (int)m->epi;
+    a.gelu = m->act == MEMRA_ACT_GELU;
+
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const int64_t per = m->epi == MEMRA_MM_GLU ? GS_BM / 2 : GS_BM;
+    const int64_t tiles = (a.vrow0[a.nw] + per - 1) / per;
+    /* slices: enough blocks for two per SM, at least two k tiles each; a
+     * function of the shape and the device only (see gemm_s.cuh) */
+    const int64_t nkt = K / GS_KT;
+    int64_t split = (2 * (int64_t)c->sm_count + tiles - 1) / tiles;
+    if (split > nkt / 2)
+        split = nkt / 2;
+    if (split < 1)
+        split = 1;
+    a.kt_per = (int)((nkt + split - 1) / split);
+    a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
+    a.rb = (tb + 15) / 16 * 16 + 16;
+
+    const int64_t n_all = m->n_rows;
+    const int64_t nmax = n_all < GS_MAXN ? n_all : GS_MAXN;
+    const size_t xbytes = ((size_t)nmax * K * sizeof(__half) + 255) & ~(size_t)255;
+    const size_t pbytes = a.split > 1 ? (size_t)a.split * tiles * GS_BM * GS_MAXN * sizeof(float) : 0;
+    uint8_t *ws = (uint8_t *)memra__cuda_ws(be, xbytes + pbytes);
+    if (!ws)
+        return MEMRA_E_NOMEM;
+    if (a.split > 1) {
+        memra_status_t st = gs_counts(be, (size_t)tiles);
+        if (st)
+            return st;
+        a.count = c->gs_count;
+        a.part = (float *)(ws + xbytes);
+    }
+    a.X = (const __half *)ws;
+    a.ldx = K;
+    MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld x%d n%lld gs split %d%s", memra_type_name(type), (long long)K,
+                           (long long)a.vrow0[a.nw], a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
+    for (int64_t r0 = 0; r0 < n_all; r0 += GS_MAXN) {
+        a.n = (int)(n_all - r0 < GS_MAXN ? n_all - r0 : GS_MAXN);
+        const int nx = a.n <= 8 ? 8 : a.n <= 16 ? 16 : 32;
+        const size_t stage = (size_t)GS_BM * a.rb + (size_t)nx * GS_LDX * sizeof(__half);
+        const size_t fixed = (size_t)GS_WARPS * 16 * GS_LDA * sizeof(__half);
+        a.st = gs_stages(stage, fixed);
+        if (!a.st)
+            return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: skinny GEMM stages do not fit") : MEMRA_OK;
+        memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
+                      m->ldx, (int)m->norm, m->norm_w, m->eps, K, (__half *)ws);
+        MEMRA_CUDA_LAUNCHED(be);
+        if (!gs_run(type, a, (unsigned)tiles, a.st * stage + fixed, c->stream))
+            return memra__fail(be->err, MEMRA_E_DEVICE, "matmul: skinny GEMM launch failed (type %d)", (int)type);
+        MEMRA_CUDA_LAUNCHED(be);
+        for (int i = 0; i < a.nw; i++)
+            a.y[i] += GS_MAXN * a.ldy[i];
+    }
+    *done = true;
+    return MEMRA_OK;
+}

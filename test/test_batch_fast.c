@@ -1,0 +1,275 @@
+/* Batched decode on the fast tier (docs/BATCHING.md): a fast engine runs a
+ * step of two or more decode rows on its batched kernels (CUDA: the skinny
+ * tensor-core GEMM, grouped MoE GEMMs), whose rows are within a bound of
+ * the sequence decoded alone instead of equal to it. On every fixture
+ * model, and on $MEMRA_TEST_MODEL when set (e.g. a memra-synth file whose
+ * widths are multiples of 256, which the skinny GEMM takes):
+ *   - composition: 12 sequences decoded with fixed tokens, all in one step
+ *     and again in random groups of 2..6 in shuffled order: every row is
+ *     bit-identical between the two (a row does not depend on the rest of
+ *     its step);
+ *   - bound: every batched row within MEMRA_TEST_BATCH_TOL (default 5e-3,
+ *     the fast prefill bound of the GPU checks) times max(1, max |logit|)
+ *     of the same token decoded alone;
+ *   - greedy: 8 prompts' greedy continuations in one batch equal those
+ *     alone wherever the alone run's top-2 margin exceeds twice that
+ *     bound (below it a tie may break either way).
+ * On the CPU reference, and on an exact engine (MEMRA_FAST=0) or with
+ * MEMRA_BATCH_FAST=0, batched rows are the decode kernels' and every
+ * comparison holds exactly. test_batch checks the exact tier. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "memra/memra.h"
+#include "testutil.h"
+
+enum { NS = 12, STEPS = 6, GB = 8, GEN = 12 };
+
+static memra_engine_t *g_engine;
+
+static double batch_tol(void)
+{
+    const char *e = getenv("MEMRA_TEST_BATCH_TOL");
+    const double v = e && *e ? atof(e) : 0.0;
+    return v > 0 ? v : 5e-3;
+}
+
+static memra_model_t *load_path(const char *path)
+{
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.engine = g_engine;
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(path, &p, &m);
+    if (st)
+        fail_msg("%s: load failed: %s (%s)", path, memra_strerror(st), memra_last_error());
+    return m;
+}
+
+static int32_t argmax2(const float *x, int32_t n, float *margin)
+{
+    int32_t b = 0, s = -1;
+    for (int32_t i = 1; i < n; i++) {
+        if (x[i] > x[b]) {
+            s = b;
+            b = i;
+        } else if (s < 0 || x[i] > x[s]) {
+            s = i;
+        }
+    }
+    *margin = s < 0 ? INFINITY : x[b] - x[s];
+    return b;
+}
+
+/* max |a - b| over N, and max |a| */
+static double max_diff(const float *a, const float *b, int32_t n, double *scale)
+{
+    double d = 0, s = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - (double)b[i]);
+        d = e > d || isnan(e) ? e : d;
+        s = fabs((double)a[i]) > s ? fabs((double)a[i]) : s;
+    }
+    *scale = s;
+    return d;
+}
+
+typedef struct seqs {
+    memra_cache_t *c[NS];
+    int32_t prompt[NS][10], n_prompt[NS];
+    int32_t tok[NS][STEPS];
+} seqs_t;
+
+/* Fresh caches with each sequence's prompt prefilled alone. */
+static void prefill(memra_model_t *m, seqs_t *s, float *row)
+{
+    for (int i = 0; i < NS; i++) {
+        if (s->c[i])
+            memra_cache_free(s->c[i]);
+        s->c[i] = NULL;
+        assert_int_equal(memra_cache_create(m, s->n_prompt[i] + STEPS + 1, &s->c[i]), MEMRA_OK);
+        assert_int_equal(memra_forward(m, s->c[i], s->prompt[i], s->n_prompt[i], 0, row), MEMRA_OK);
+    }
+}
+
+static void check_model(const char *what, memra_model_t *m)
+{
+    const int32_t V = memra_model_n_vocab(m);
+    const double tol = batch_tol();
+    uint64_t rng = 0x5eed0001;
+    seqs_t s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < NS; i++) {
+        s.n_prompt[i] = 3 + (int32_t)tu_rng_int(&rng, 8);
+        for (int j = 0; j < s.n_prompt[i]; j++)
+            s.prompt[i][j] = (int32_t)tu_rng_int(&rng, V);
+        for (int j = 0; j < STEPS; j++)
+            s.tok[i][j] = (int32_t)tu_rng_int(&rng, V);
+    }
+    const size_t rows = (size_t)NS * STEPS * (size_t)V;
+    float *alone = malloc(rows * sizeof *alone), *one = malloc(rows * sizeof *one),
+          *groups = malloc(rows * sizeof *groups), *row = malloc((size_t)V * sizeof *row);
+    assert_non_null(alone);
+    assert_non_null(one);
+    assert_non_null(groups);
+    assert_non_null(row);
+#define ROW(buf, i, j) ((buf) + ((size_t)(i) * STEPS + (size_t)(j)) * (size_t)V)
+    prefill(m, &s, row);
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < STEPS; j++)
+            assert_int_equal(memra_decode_step(m, s.c[i], s.tok[i][j], ROW(alone, i, j)), MEMRA_OK);
+
+    /* every sequence in one step */
+    prefill(m, &s, row);
+    for (int j = 0; j < STEPS; j++) {
+        memra_batch_item_t it[NS];
+        for (int i = 0; i < NS; i++)
+            it[i] = (memra_batch_item_t){.cache = s.c[i], .tokens = &s.tok[i][j], .n_tokens = 1, .logits = ROW(one, i, j)};
+        assert_int_equal(memra_forward_batch(m, it, NS, 0), MEMRA_OK);
+    }
+    /* random groups of 2..6, shuffled */
+    prefill(m, &s, row);
+    for (int j = 0; j < STEPS; j++) {
+        int order[NS];
+        for (int i = 0; i < NS; i++)
+            order[i] = i;
+        for (int i = NS - 1; i > 0; i--) {
+            const int k = (int)tu_rng_int(&rng, i + 1), t = order[i];
+            order[i] = order[k];
+            order[k] = t;
+        }
+        for (int g0 = 0; g0 < NS;) {
+            int n = 2 + (int)tu_rng_int(&rng, 5);
+            if (NS - g0 - n < 2)
+                n = NS - g0;
+            memra_batch_item_t it[NS];
+            for (int q = 0; q < n; q++) {
+                const int i = order[g0 + q];
+                it[q] = (memra_batch_item_t){.cache = s.c[i], .tokens = &s.tok[i][j], .n_tokens = 1,
+                                             .logits = ROW(groups, i, j)};
+            }
+            assert_int_equal(memra_forward_batch(m, it, n, 0), MEMRA_OK);
+            g0 += n;
+        }
+    }
+    double worst = 0;
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < STEPS; j++) {
+            if (memcmp(ROW(one, i, j), ROW(groups, i, j), (size_t)V * sizeof(float)))
+                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and a smaller group", what, i,
+                         j, NS);
+            double scale;
+            const double d = max_diff(ROW(one, i, j), ROW(alone, i, j), V, &scale);
+            const double lim = tol * (scale > 1 ? scale : 1);
+            if (!(d <= lim))
+                fail_msg("%s: sequence %d step %d: batched row %.3g from the decode alone (limit %.3g)", what, i, j, d,
+                         lim);
+            worst = d / (scale > 1 ? scale : 1) > worst ? d / (scale > 1 ? scale : 1) : worst;
+        }
+    for (int i = 0; i < NS; i++)
+        memra_cache_free(s.c[i]);
+
+    /* greedy: alone, then the 8 together */
+    int32_t want[GB][GEN], got[GB][GEN];
+    float margin[GB][GEN];
+    double scale_g[GB][GEN];
+    float *rows8 = malloc((size_t)GB * (size_t)V * sizeof *rows8);
+    assert_non_null(rows8);
+    memra_cache_t *c[GB];
+    for (int i = 0; i < GB; i++) {
+        assert_int_equal(memra_cache_create(m, s.n_prompt[i] + GEN + 1, &c[i]), MEMRA_OK);
+        assert_int_equal(memra_forward(m, c[i], s.prompt[i], s.n_prompt[i], 0, row), MEMRA_OK);
+        for (int g = 0; g < GEN; g++) {
+            want[i][g] = argmax2(row, V, &margin[i][g]);
+            max_diff(row, row, V, &scale_g[i][g]); /* max |logit| */
+            if (g + 1 < GEN)
+                assert_int_equal(memra_decode_step(m, c[i], want[i][g], row), MEMRA_OK);
+        }
+        memra_cache_free(c[i]);
+    }
+    memra_batch_item_t it[GB];
+    for (int i = 0; i < GB; i++) {
+        assert_int_equal(memra_cache_create(m, s.n_prompt[i] + GEN + 1, &c[i]), MEMRA_OK);
+        assert_int_equal(memra_forward(m, c[i], s.prompt[i], s.n_prompt[i], 0, rows8 + (size_t)i * V), MEMRA_OK);
+    }
+    int compared = 0;
+    bool live[GB];
+    for (int i = 0; i < GB; i++)
+        live[i] = true;
+    for (int g = 0; g < GEN; g++) {
+        for (int i = 0; i < GB; i++) {
+            float mg;
+            got[i][g] = argmax2(rows8 + (size_t)i * V, V, &mg);
+            const double lim = 2 * tol * (scale_g[i][g] > 1 ? scale_g[i][g] : 1);
+            if (live[i] && margin[i][g] > lim) {
+                if (got[i][g] != want[i][g])
+                    fail_msg("%s: sequence %d: greedy token %d is %d in a batch of %d, %d alone (margin %.3g)", what, i,
+                             g, got[i][g], GB, want[i][g], (double)margin[i][g]);
+                compared++;
+            } else if (live[i] && got[i][g] != want[i][g]) {
+                live[i] = false; /* a near tie broke the other way: the continuations part here */
+            }
+            it[i] = (memra_batch_item_t){.cache = c[i], .tokens = &got[i][g], .n_tokens = 1,
+                                         .logits = rows8 + (size_t)i * V};
+        }
+        if (g + 1 < GEN)
+            assert_int_equal(memra_forward_batch(m, it, GB, 0), MEMRA_OK);
+    }
+    for (int i = 0; i < GB; i++)
+        memra_cache_free(c[i]);
+    fprintf(stderr, "%s: %d x %d batched rows, worst %.3g of scale (limit %.3g); %d greedy tokens compared\n", what, NS,
+            STEPS, worst, tol, compared);
+    free(rows8);
+    free(alone);
+    free(one);
+    free(groups);
+    free(row);
+#undef ROW
+}
+
+static void test_fixture(void **state)
+{
+    const char *name = ((const tu_fixture_case_t *)*state)->name;
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    const char *path = tu_fixture_path(rel);
+    assert_non_null(path);
+    memra_model_t *m = load_path(path);
+    check_model(name, m);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
+/* $MEMRA_TEST_MODEL, on an engine of its own */
+static void test_model_file(void **state)
+{
+    (void)state;
+    const char *path = getenv("MEMRA_TEST_MODEL");
+    if (!path || !*path) {
+        TU_SKIP("MEMRA_TEST_MODEL is not set (a model file to check besides the fixtures)");
+        return;
+    }
+    memra_engine_t *e = tu_test_engine("test_batch_fast");
+    assert_non_null(e);
+    g_engine = e;
+    memra_model_t *m = load_path(path);
+    check_model(path, m);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+    g_engine = NULL;
+    memra_engine_destroy(e);
+}
+
+int main(void)
+{
+    static const tu_kind_t kinds[] = {{"fast_rows", test_fixture, 0, 0}};
+    int rc = tu_run_fixture_kinds("batch_fast", kinds, 1, &g_engine);
+    const struct CMUnitTest t[] = {cmocka_unit_test(test_model_file)};
+    return rc | cmocka_run_group_tests_name("batch_fast_model", t, NULL, NULL);
+}
