@@ -144,7 +144,12 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
         split = 1;
     a.kt_per = (int)((nkt + split - 1) / split);
     a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
-    a.rb = (tb + 15) / 16 * 16 + 16;
+    /* Q8_0's 8-block tile is 272 bytes, always 16-byte aligned: no slack
+     * (and 17 chunks a row keep the repack's loads in distinct banks) */
+    const bool q8 = type == MEMRA_TYPE_Q8_0;
+    a.rb = q8 ? tb : (tb + 15) / 16 * 16 + 16;
+    if (GS_BM * (a.rb / 16) > GS_CPT * GS_THREADS)
+        return MEMRA_OK;
 
     const int64_t n_all = m->n_rows;
     const int64_t nmax = n_all < GS_MAXN ? n_all : GS_MAXN;
@@ -167,8 +172,8 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     for (int64_t r0 = 0; r0 < n_all; r0 += GS_MAXN) {
         a.n = (int)(n_all - r0 < GS_MAXN ? n_all - r0 : GS_MAXN);
         const int nx = a.n <= 8 ? 8 : a.n <= 16 ? 16 : 32;
-        const size_t stage = (size_t)GS_BM * a.rb + (size_t)nx * GS_LDX * sizeof(__half);
-        const size_t fixed = (size_t)GS_WARPS * 16 * GS_LDA * sizeof(__half);
+        const size_t stage = (size_t)GS_BM * a.rb + (size_t)nx * (q8 ? GS_Q8_XLD : GS_LDX) * sizeof(__half);
+        const size_t fixed = (size_t)GS_WARPS * (q8 ? GS_Q8_WARP : 16 * GS_LDA * sizeof(__half));
         a.st = gs_stages(stage, fixed);
         if (!a.st)
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: skinny GEMM stages do not fit") : MEMRA_OK;

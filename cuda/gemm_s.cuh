@@ -43,6 +43,7 @@
 #define GS_WARPS 4
 #define GS_THREADS (GS_WARPS * 32)
 #define GS_LDX (GS_KT + 8) /* halves per staged x row: 8 rows of one ldmatrix in distinct banks */
+#define GS_Q8_XLD (GS_KT + 16) /* the same for Q8_0's 8-byte x loads (lanes g = 0..3 in distinct banks) */
 #define GS_LDA (64 + 8)    /* halves per row of a warp's decode buffer (two sub-blocks) */
 #define GS_MAXN 32         /* x rows per launch */
 #define GS_MAXW 4
@@ -120,49 +121,137 @@ static __device__ __forceinline__ int gs_row(const gs_args &a, int64_t t, int i,
     return wi;
 }
 
+/* Q8_0's k tile as the tensor cores take it: each warp moves its 16 rows'
+ * quants out of the 34-byte blocks into 16-byte aligned rows (GS_Q8_LD
+ * bytes apart) and their scales into floats, so that one ldmatrix gives a
+ * lane 4 quants of a row (the m16n8k32 int8 layout), which two byte
+ * permutes and a subtraction turn into exact f16 integers: no integer
+ * conversion instructions, no bank conflicts. The k order inside each 16
+ * is permuted (a lane holds k = 4t..4t+3 where the f16 layout wants
+ * 2t, 2t+1, 2t+8, 2t+9), and x is read in the same order, so each k16
+ * step still sums the same 16 products. The scale multiplies each block's
+ * float32 partial sum (q·x is exact on the tensor cores: q is a small
+ * integer), not the f16 weights. */
+#define GS_Q8_LD 272 /* repacked row: 256 quants + 16 (ldmatrix rows in distinct banks) */
+#define GS_Q8_WARP (16 * GS_Q8_LD + 16 * 8 * 4)
+
+static __device__ __forceinline__ void gs_ldmatrix_x4_b(uint32_t *r, const uint8_t *p)
+{
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/* Four int8 as two f16 pairs, exact: (b ^ 0x80) under the exponent of 1024
+ * is 1024 + b + 128. */
+static __device__ __forceinline__ void gs_q8_h2(uint32_t q, uint32_t *lo, uint32_t *hi)
+{
+    const uint32_t u = q ^ 0x80808080u;
+    const __half2 off = __halves2half2(__ushort_as_half(0x6480), __ushort_as_half(0x6480)); /* 1152 */
+    uint32_t l = __byte_perm(u, 0x64646464u, 0x5140), h = __byte_perm(u, 0x64646464u, 0x5342);
+    const __half2 lh = __hsub2(*reinterpret_cast<const __half2 *>(&l), off);
+    const __half2 hh = __hsub2(*reinterpret_cast<const __half2 *>(&h), off);
+    *lo = *reinterpret_cast<const uint32_t *>(&lh);
+    *hi = *reinterpret_cast<const uint32_t *>(&hh);
+}
+
+/* The warp's 16 rows of one staged Q8_0 tile (rb = 272: 8 whole blocks,
+ * 16-byte aligned) into QS (quants) and DS (scales, float). Lane: row
+ * lane % 16, half lane / 16 of every block's 32 quants. */
+static __device__ __forceinline__ void gs_q8_repack(const uint8_t *raw, uint8_t *qs, float *ds, int lane)
+{
+    const int r = lane & 15, h = lane >> 4;
+    const uint8_t *row = raw + r * 272;
+#pragma unroll
+    for (int b = 0; b < 8; b++) {
+        const int o = 34 * b + 2 + 16 * h; /* the 16 quants' first byte in the row */
+        const int sh = (34 * b + 2) & 15;  /* the same for both halves */
+        const uint4 *w = reinterpret_cast<const uint4 *>(row + (o & ~15));
+        const uint4 v0 = w[0];
+        uint4 out;
+        if (sh == 0) {
+            out = v0;
+        } else {
+            const uint4 v1 = w[1];
+            const uint32_t x[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+            const int wq = sh >> 2; /* whole words, then 0 or 2 bytes */
+            uint32_t y[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                y[i] = (sh & 3) ? __byte_perm(x[wq + i], x[wq + i + 1], 0x5432) : x[wq + i];
+            out = make_uint4(y[0], y[1], y[2], y[3]);
+        }
+        *reinterpret_cast<uint4 *>(qs + r * GS_Q8_LD + 32 * b + 16 * h) = out;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int b = h * 4 + i;
+        ds[r * 8 + b] = __half2float(*reinterpret_cast<const __half *>(row + 34 * b));
+    }
+}
+
+/* Copies of one thread: the weight rows it streams, fixed for the launch. */
+#define GS_CPT 9 /* copies per thread and tile, at most: 64 rows x 18 chunks / 128 */
+
 template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_kernel(const gs_args a)
 {
+    constexpr bool Q8 = T == MEMRA_TYPE_Q8_0;
     constexpr int QK = mq_traits<T>::qk, BB = mq_traits<T>::bytes;
     constexpr int TB = GS_KT / QK * BB; /* weight bytes of one row's tile */
     constexpr int NX = 8 * NT;
+    constexpr int LDX = Q8 ? GS_Q8_XLD : GS_LDX;
+    constexpr int WARPB = Q8 ? GS_Q8_WARP : 16 * GS_LDA * 2;
     extern __shared__ __align__(16) uint8_t gs_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t tile = blockIdx.x;
     const int slice = blockIdx.y;
     const int wbytes = GS_BM * a.rb;
-    const int stage = wbytes + NX * GS_LDX * (int)sizeof(__half);
-    __half *const abuf = reinterpret_cast<__half *>(gs_smem + (size_t)a.st * stage) + warp * 16 * GS_LDA;
+    const int stage = wbytes + NX * LDX * (int)sizeof(__half);
+    uint8_t *const wbuf = gs_smem + (size_t)a.st * stage + warp * WARPB;
 
     const int64_t nkt = a.K / GS_KT;
     const int64_t kt0 = (int64_t)slice * a.kt_per;
     const int64_t kt1 = min(nkt, kt0 + a.kt_per);
     const int ntile = (int)(kt1 - kt0);
 
-    /* this thread's copies: weight rows (row, chunk) pairs strided by the block */
+    /* this thread's copies (row, 16-byte chunk), resolved once */
     const int nch = a.rb / 16;
+    const uint8_t *src[GS_CPT];
+    int dst[GS_CPT], kof[GS_CPT];
+#pragma unroll
+    for (int q = 0; q < GS_CPT; q++) {
+        const int c = tid + q * GS_THREADS, i = c / nch, k = c % nch;
+        src[q] = NULL;
+        dst[q] = i * a.rb + k * 16;
+        kof[q] = k * 16;
+        if (i < GS_BM) {
+            int64_t lrow;
+            const int wi = gs_row(a, tile, i, &lrow);
+            if (lrow >= 0)
+                src[q] = a.W[wi] + (size_t)lrow * a.nb1[wi] + k * 16;
+        }
+    }
     auto issue_w = [&](int j) { /* tile kt0 + j into stage j % st */
         if (j >= ntile)
             return;
-        uint8_t *dst = gs_smem + (size_t)(j % a.st) * stage;
+        uint8_t *d = gs_smem + (size_t)(j % a.st) * stage;
         const int64_t s0 = (kt0 + j) * TB;
         const int64_t a0 = s0 & ~(int64_t)15;
-        const int nc = (int)((s0 - a0 + TB + 15) >> 4);
-        for (int c = tid; c < GS_BM * nch; c += GS_THREADS) {
-            const int i = c / nch, k = c % nch;
-            int64_t lrow;
-            const int wi = gs_row(a, tile, i, &lrow);
-            if (lrow >= 0 && k < nc)
-                gs_cp16(dst + i * a.rb + k * 16, a.W[wi] + (size_t)lrow * a.nb1[wi] + a0 + k * 16);
-        }
+        const int lim = (int)((s0 - a0 + TB + 15) >> 4) * 16; /* bytes of the row's copy */
+#pragma unroll
+        for (int q = 0; q < GS_CPT; q++)
+            if (src[q] && kof[q] < lim)
+                gs_cp16(d + dst[q], src[q] + a0);
     };
     auto issue_x = [&](int j) {
         if (j >= ntile)
             return;
-        __half *dst = reinterpret_cast<__half *>(gs_smem + (size_t)(j % a.st) * stage + wbytes);
+        __half *d = reinterpret_cast<__half *>(gs_smem + (size_t)(j % a.st) * stage + wbytes);
         const int64_t k0 = (kt0 + j) * GS_KT;
         for (int c = tid; c < a.n * (GS_KT / 8); c += GS_THREADS) {
             const int r = c / (GS_KT / 8), k = (c % (GS_KT / 8)) * 8;
-            gs_cp16(dst + r * GS_LDX + k, a.X + (size_t)r * a.ldx + k0 + k);
+            gs_cp16(d + r * LDX + k, a.X + (size_t)r * a.ldx + k0 + k);
         }
     };
 
@@ -193,32 +282,66 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
         gs_commit();
         const uint8_t *ws = gs_smem + (size_t)(j % a.st) * stage;
         const __half *xs = reinterpret_cast<const __half *>(ws + wbytes);
-        const int64_t s0 = (kt0 + j) * TB;
-        const int off = (int)(s0 & 15);
-        for (int c = 0; c < GS_KT / 64; c++) {
-            /* lane: row lane % 16 of the warp's 16, sub-block 2c + lane / 16 of the tile */
-            const int r = lane & 15, sb = 2 * c + (lane >> 4);
-            const int e = sb * 32;
-            float v[32];
-            mq_deq32<T>(ws + (warp * 16 + r) * a.rb + off + (e / QK) * BB, (e % QK) / 32, v);
-            uint4 *dst = reinterpret_cast<uint4 *>(abuf + r * GS_LDA + (lane >> 4) * 32);
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                dst[q] = make_uint4(gq_pack(v[8 * q], v[8 * q + 1]), gq_pack(v[8 * q + 2], v[8 * q + 3]),
-                                    gq_pack(v[8 * q + 4], v[8 * q + 5]), gq_pack(v[8 * q + 6], v[8 * q + 7]));
+        if constexpr (Q8) {
+            float *ds = reinterpret_cast<float *>(wbuf + 16 * GS_Q8_LD);
+            gs_q8_repack(ws + warp * 16 * a.rb, wbuf, ds, lane);
             __syncwarp();
+            const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                uint32_t af[4];
-                gq_ldmatrix_x4(af, abuf + (lane & 15) * GS_LDA + kk * 16 + (lane >> 4) * 8);
+            for (int b = 0; b < 8; b++) {
+                uint32_t q[4], af[2][4];
+                gs_ldmatrix_x4_b(q, wbuf + ((lane & 7) + ((lane >> 3) & 1) * 8) * GS_Q8_LD + 32 * b + (lane >> 4) * 16);
+                /* k16 step s: rows g / g+8 from q[2s] / q[2s+1] */
+#pragma unroll
+                for (int st2 = 0; st2 < 2; st2++) {
+                    gs_q8_h2(q[2 * st2], &af[st2][0], &af[st2][2]);
+                    gs_q8_h2(q[2 * st2 + 1], &af[st2][1], &af[st2][3]);
+                }
+                const float d0 = ds[g * 8 + b], d1 = ds[(g + 8) * 8 + b];
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
-                    uint32_t bf[2];
-                    gs_ldmatrix_x2(bf, xs + (nt * 8 + (lane & 7)) * GS_LDX + c * 64 + kk * 16 + ((lane >> 3) & 1) * 8);
-                    gq_mma(acc[nt], af, bf);
+                    float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                    for (int st2 = 0; st2 < 2; st2++) {
+                        const uint2 xv = *reinterpret_cast<const uint2 *>(xs + (nt * 8 + g) * LDX + 32 * b + 16 * st2 + 4 * t);
+                        const uint32_t bf[2] = {xv.x, xv.y};
+                        gq_mma(tq, af[st2], bf);
+                    }
+                    acc[nt][0] = __fmaf_rn(tq[0], d0, acc[nt][0]);
+                    acc[nt][1] = __fmaf_rn(tq[1], d0, acc[nt][1]);
+                    acc[nt][2] = __fmaf_rn(tq[2], d1, acc[nt][2]);
+                    acc[nt][3] = __fmaf_rn(tq[3], d1, acc[nt][3]);
                 }
             }
-            __syncwarp(); /* the buffer is rewritten by the next pair of sub-blocks */
+            __syncwarp(); /* the repacked tile is rewritten by the next one */
+        } else {
+            __half *abuf = reinterpret_cast<__half *>(wbuf);
+            const int off = (int)(((kt0 + j) * TB) & 15);
+            for (int c = 0; c < GS_KT / 64; c++) {
+                /* lane: row lane % 16 of the warp's 16, sub-block 2c + lane / 16 of the tile */
+                const int r = lane & 15, sb = 2 * c + (lane >> 4);
+                const int e = sb * 32;
+                float v[32];
+                mq_deq32<T>(ws + (warp * 16 + r) * a.rb + off + (e / QK) * BB, (e % QK) / 32, v);
+                uint4 *dq = reinterpret_cast<uint4 *>(abuf + r * GS_LDA + (lane >> 4) * 32);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    dq[q] = make_uint4(gq_pack(v[8 * q], v[8 * q + 1]), gq_pack(v[8 * q + 2], v[8 * q + 3]),
+                                       gq_pack(v[8 * q + 4], v[8 * q + 5]), gq_pack(v[8 * q + 6], v[8 * q + 7]));
+                __syncwarp();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    uint32_t af[4];
+                    gq_ldmatrix_x4(af, abuf + (lane & 15) * GS_LDA + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) {
+                        uint32_t bf[2];
+                        gs_ldmatrix_x2(bf, xs + (nt * 8 + (lane & 7)) * LDX + c * 64 + kk * 16 + ((lane >> 3) & 1) * 8);
+                        gq_mma(acc[nt], af, bf);
+                    }
+                }
+                __syncwarp(); /* the buffer is rewritten by the next pair of sub-blocks */
+            }
         }
     }
     gs_wait<0>();

@@ -3,8 +3,8 @@
  * with the rows mode of a batched decode step set (memra__rows_batch):
  *   NAME      against the CPU reference within the f16 bound (x and the
  *             dequantized weights rounded to f16, float32 sums);
- *   NAME.inv  the N rows of one call against the same rows taken two at a
- *             time, bit for bit: a row does not depend on the other rows
+ *   NAME.inv  the N rows of one call against the same rows taken two (or
+ *             three) at a time, bit for bit: a row does not depend on the other rows
  *             of its step (what keeps a sequence's logits independent of
  *             the batch it is decoded in). */
 #include "kc.h"
@@ -99,14 +99,16 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
         return;
     memra_status_t st = MEMRA_OK;
     memra__set_rows_mode(MEMRA__ROWS_BATCH);
-    for (int64_t r = 0; !st && r < n_rows; r += 2) {
-        const int64_t r0 = r + 2 <= n_rows ? r : n_rows - 2;
+    /* pairs, the last group three rows when N is odd (an ADD adds once) */
+    for (int64_t r0 = 0; !st && r0 < n_rows;) {
+        const int64_t nr = n_rows - r0 == 3 ? 3 : 2;
         memra_mm_args_t two = pr;
         two.x = (const float *)xp[1] + r0 * ldx;
-        two.n_rows = 2;
+        two.n_rows = nr;
         for (int i = 0; i < n_w; i++)
             two.y[i] = pr.y[i] + r0 * o[i].ld;
         st = memra__matmul_ex(gb, &two);
+        r0 += nr;
     }
     memra__set_rows_mode(MEMRA__ROWS_ANY);
     if (!st)
@@ -132,7 +134,7 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
                           p[i].o, p[i].what);
         memra__kc_finish(k, L, &a);
     }
-    memra_kernel_check_line_t *LI = memra__kc_line(k, inv, "exact", 0, "%lld rows in one call vs two at a time, batched fast", (long long)n_rows);
+    memra_kernel_check_line_t *LI = memra__kc_line(k, inv, "exact", 0, "%lld rows in one call vs 2 (3) at a time, batched fast", (long long)n_rows);
     if (LI)
         memra__kc_finish_exact(k, LI, st, q, n_out);
     memra__kc_bench(k, L, gs_run, &c, gb, bytes);
