@@ -124,6 +124,7 @@ OP_NAME(gdn_batch);
 OP_NAME(qk_norm_rope);
 OP_NAME(route);
 OP_NAME(moe);
+OP_NAME(moe_fused);
 OP_NAME(argmax);
 #undef OP_NAME
 
@@ -375,6 +376,7 @@ static memra__backend_i make_iface(void)
     i.qk_norm_rope = on_device<op_qk_norm_rope, memra__cuda_qk_norm_rope>::call;
     i.route = on_device<op_route, memra__cuda_route>::call;
     i.moe = on_device<op_moe, memra__cuda_moe>::call;
+    i.moe_fused = on_device<op_moe_fused, memra__cuda_moe_fused>::call;
     i.argmax = on_device<op_argmax, memra__cuda_argmax>::call;
     i.copy_peer = cu_copy_peer;
     i.event_create = cu_event_create;

@@ -213,6 +213,7 @@ memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_
 memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a, bool *done);
 memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a);
 memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a);
+memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_t *a, bool *done);
 memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
 
 /* Grouped matvec shared by matmul and moe (cuda/ops_matmul.cu): problem p

@@ -32,6 +32,25 @@ static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
     return gelu ? (float)(d_gelu((double)g) * (double)u) : memra_siluf(g) * u;
 }
 
+/* act(g) * u of the MoE experts (moe_act_kernel and the fused gate/up
+ * launch, cuda/mmv_moe.cuh): both activations in float64, rounded once.
+ * Every rounding is explicit so that the two translation units that call
+ * it cannot contract differently (x + 0.044715 x^3 is an FMA candidate);
+ * the order is the C reference's left to right (lib/cpu/cpu_backend.h). */
+static __device__ __forceinline__ float d_moe_glu(bool gelu, float g, float u)
+{
+    const double x = (double)g;
+    double a;
+    if (gelu) {
+        const double x3 = __dmul_rn(__dmul_rn(__dmul_rn(0.044715, x), x), x);
+        const double t = tanh(__dmul_rn(0.79788456080286535588, __dadd_rn(x, x3)));
+        a = __dmul_rn(__dmul_rn(0.5, x), __dadd_rn(1.0, t));
+    } else {
+        a = __ddiv_rn(x, __dadd_rn(1.0, exp(-x)));
+    }
+    return (float)__dmul_rn(a, (double)u);
+}
+
 #define MEMRA_NORM_BLOCK 256 /* threads of every block that calls row_scale */
 
 /* The xor-butterfly sum of a warp's values (every lane gets the same

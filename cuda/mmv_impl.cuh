@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "mmv.cuh"
+#include "mmv_moe.cuh"
 #include "mmv_q8b.cuh"
 
 /* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
@@ -438,11 +439,53 @@ void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t 
         memra__launch(deq_hq_kernel<T, H>, memra__cuda_blocks(nrow, MMV_WARPS, 8 * (int64_t)sm_count), MMV_THREADS, 0, s, W, nb1, ne0, o0, nrow, out);
 }
 
+/* ---- the MoE decode launches (cuda/mmv_moe.cuh) ---------------------------- */
+
+template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
+{
+    const void *kernel = (const void *)mmv_moe_kernel<T, TMA, DOWN>;
+    static std::atomic<uint64_t> cache[64][8];
+    const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
+    const size_t xbytes = mmv_x_bytes<T>(a.m.ne0, nr);
+    if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX)
+        return false;
+    a.m.ring = mmv_ring_depth<T>(xbytes);
+    a.m.xsm = 1;
+    const size_t smem = mmv_ring_bytes<T>(a.m.ring) + xbytes;
+    const int occ = mmv_occupancy(kernel, smem, cache);
+    if (occ == 0)
+        return false;
+    const int64_t need = (a.rows + MMV_WARPS - 1) / MMV_WARPS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    if (cap < 1)
+        cap = 1;
+    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
+    if (mmv_debug())
+        fprintf(stderr, "mmv moe %s type %d%s: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                DOWN ? "down" : "glu", T, TMA ? " tma" : "", (long long)a.m.ne0, (long long)a.rows, a.k,
+                a.shW[0] ? " +shared" : "", grid.x, grid.y, occ, a.m.ring, smem);
+    return memra__launch(mmv_moe_kernel<T, TMA, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+}
+
+/* TMA only: the host runs the unfused sequence with MEMRA_MMV_TMA=0 (the
+ * ring's fill does not change a bit; two instances per type, not four) */
+template <int T> bool mmv_moe_launch(mmv_moe_args a, bool down, unsigned gy, int sm_count, cudaStream_t s)
+{
+    if constexpr (mq_is_float<T>::value) {
+        return false; /* the float matvec has no ring: the host runs the unfused sequence */
+    } else {
+        if (down)
+            return mmv_moe_launch_k<T, true, true>(a, gy, sm_count, s);
+        return mmv_moe_launch_k<T, true, false>(a, gy, sm_count, s);
+    }
+}
+
 #define MMV_INSTANTIATE(T, _)                                                                                          \
     template bool mmv_launch<T>(mmv_args, int, unsigned, int, cudaStream_t, bool);                                     \
     template void mmv_dequant<T, __half>(const uint8_t *, size_t, int64_t, int64_t, int64_t, __half *, int,            \
                                          cudaStream_t);                                                                \
     template void mmv_dequant<T, __nv_bfloat16>(const uint8_t *, size_t, int64_t, int64_t, int64_t, __nv_bfloat16 *,   \
-                                                int, cudaStream_t);
+                                                int, cudaStream_t);                                                    \
+    template bool mmv_moe_launch<T>(mmv_moe_args, bool, unsigned, int, cudaStream_t);
 
 #endif

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "cuda_common.cuh"
+#include "math.cuh"
 
 #define ROUTE_THREADS 256
 #define ROUTE_SUM_MIN 6.103515625e-5
@@ -147,21 +148,15 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
 
 /* ---- moe -------------------------------------------------------------------- */
 
-static __device__ __forceinline__ double moe_act(int act, double x)
-{
-    if (act == MEMRA_ACT_GELU)
-        return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
-    return x / (1.0 + exp(-x));
-}
-
-/* h[p][f] = act(g[p][f]) * u[p][f], g and u rows of their own strides */
+/* h[p][f] = act(g[p][f]) * u[p][f], g and u rows of their own strides
+ * (d_moe_glu: the fused gate/up launch, cuda/mmv_moe.cuh, calls it too) */
 __global__ void moe_act_kernel(const float *g, int64_t lg, const float *u, int64_t lu, float *h, int64_t n_p,
                                int64_t n_ff, int act)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     for (int64_t p = blockIdx.y; p < n_p; p += gridDim.y)
         for (int64_t f = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; f < n_ff; f += (int64_t)gridDim.x * blockDim.x)
-            h[p * n_ff + f] = (float)(moe_act(act, (double)g[p * lg + f]) * (double)u[p * lu + f]);
+            h[p * n_ff + f] = d_moe_glu(act == MEMRA_ACT_GELU, g[p * lg + f], u[p * lu + f]);
 }
 
 /* out[t][i] = sum_j w[t][j] * scale[e] * y[t*k+j][i], slot order, float64 */

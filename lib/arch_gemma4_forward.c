@@ -252,7 +252,7 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
         .n_ff = g->n_ff_exp,
         .act = MEMRA_ACT_GELU,
     };
-    return r->ops->moe(r->be, &ma);
+    return memra__moe(r->be, &ma);
 }
 
 memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)

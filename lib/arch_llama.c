@@ -411,7 +411,7 @@ static memra_status_t ffn_block(memra__run_t *r, int32_t il)
         memra_moe_args_t ma = {.x = xn, .ids = ids, .weights = w, .gate = &L->ffn_gate_exps,
                                .up = &L->ffn_up_exps, .down = &L->ffn_down_exps, .out = y, .n_tokens = n,
                                .k = k, .n_embd = E, .n_ff = ff, .act = MEMRA_ACT_SILU};
-        MEMRA__TRY(ops->moe(be, &ma));
+        MEMRA__TRY(memra__moe(be, &ma));
     }
     return residual(r, y, E);
 }

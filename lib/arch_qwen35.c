@@ -438,8 +438,8 @@ static int64_t ws_ffn(const q35_t *q, int64_t n)
         return 3 * n * q->n_ff_max + n * q->n_embd;
     return n * q->n_expert                       /* router logits */
          + 2 * n * q->n_expert_used              /* ids, weights */
-         + 4 * n                                 /* shared gate, its id, weights */
-         + 3 * n * q->n_embd;                    /* routed out, shared out, sum */
+         + 3 * n                                 /* shared gate logit; its id, weight (memra__moe scratch) */
+         + n * q->n_embd;                        /* shared out (memra__moe scratch) */
 }
 
 static size_t q35_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
@@ -609,10 +609,9 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
     MEMRA__WS(logits, n * X);
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
     MEMRA__WS(wts, n * K);
-    MEMRA__WS(routed, n * E);
     MEMRA__WS(sg, n);
     int32_t *sh_id = memra__ws(r, (size_t)n * sizeof(int32_t));
-    MEMRA__WS(sh_one, n);
+    MEMRA__WS(sh_w, n);
     MEMRA__WS(shared, n * E);
     if (!ids || !sh_id)
         return MEMRA_E_INTERNAL;
@@ -621,30 +620,23 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
     memra_route_args_t rt = {.logits = logits, .ids = ids, .weights = wts, .n_tokens = n, .n_expert = X, .k = K,
                              .norm = true};
     MEMRA__TRY(ops->route(r->be, &rt));
-    memra_moe_args_t mo = {.x = x, .ids = ids, .weights = wts, .down = &L->down_exps, .out = routed,
-                           .n_tokens = n, .k = K, .n_embd = E, .n_ff = q->n_ff_exp, .act = MEMRA_ACT_SILU};
+    /* The shared expert's gate is one scalar per token: memra__moe weighs
+     * the shared expert's output by its sigmoid and adds it to the routed
+     * sum (as a one-expert MoE, lib/moe_ex.c; one launch pair on CUDA). */
+    MEMRA__TRY(matmul(r, &L->gate_inp_shexp, x, E, sg));
+    const memra_moe_shared_t sh = {.gate = &L->gate_shexp, .up = &L->up_shexp, .down = &L->down_shexp,
+                                   .n_ff = q->n_ff_shexp, .logit = sg, .ids_tmp = sh_id, .w_tmp = sh_w,
+                                   .out_tmp = shared};
+    memra_moe_args_t mo = {.x = x, .ids = ids, .weights = wts, .down = &L->down_exps, .out = out,
+                           .n_tokens = n, .k = K, .n_embd = E, .n_ff = q->n_ff_exp, .act = MEMRA_ACT_SILU,
+                           .shared = &sh};
     if (L->gate_up_exps.data) {
         mo.gate_up = &L->gate_up_exps;
     } else {
         mo.gate = &L->gate_exps;
         mo.up = &L->up_exps;
     }
-    MEMRA__TRY(ops->moe(r->be, &mo));
-
-    /* The shared expert's gate is one scalar per token, and elementwise ops
-     * broadcast only whole rows. So the shared expert runs as a one-expert
-     * MoE whose per-token weight is sigmoid(gate): routing one logit per
-     * token over a single expert yields id 0 everywhere. */
-    MEMRA__TRY(matmul(r, &L->gate_inp_shexp, x, E, sg));
-    memra_route_args_t one = {.logits = sg, .ids = sh_id, .weights = sh_one, .n_tokens = n, .n_expert = 1, .k = 1,
-                              .norm = false};
-    MEMRA__TRY(ops->route(r->be, &one));
-    MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SIGMOID, sg, 1, sg, 1, NULL, 0, n, 1, 0.0f));
-    memra_moe_args_t se = {.x = x, .ids = sh_id, .weights = sg, .gate = &L->gate_shexp, .up = &L->up_shexp,
-                           .down = &L->down_shexp, .out = shared, .n_tokens = n, .k = 1, .n_embd = E,
-                           .n_ff = q->n_ff_shexp, .act = MEMRA_ACT_SILU};
-    MEMRA__TRY(ops->moe(r->be, &se));
-    return memra__arch_ew(r, MEMRA_EW_ADD, out, E, routed, E, shared, E, n, E, 0.0f);
+    return memra__moe(r->be, &mo);
 }
 
 static memra_status_t q35_layer(memra__run_t *r, int32_t il)

@@ -273,7 +273,21 @@ typedef enum memra_act {
     MEMRA_ACT_GELU,
 } memra_act_t;
 
-/* out[t] (+)= sum_j w[t][j] * scale[e] * down_e(act(gate_e x) * up_e x),
+/* A shared expert that every token runs beside the routed ones
+ * (qwen35moe): one 2-D expert of n_ff rows, separate gate and up, the
+ * routed experts' act, weighted per token by sigmoid(logit[t]). Taken by
+ * memra__moe only (the moe slot rejects it). ids_tmp, w_tmp and out_tmp
+ * are device scratch for the unfused sequence. */
+typedef struct memra_moe_shared {
+    const memra_weight_t *gate, *up, *down;
+    int64_t n_ff;
+    const float *logit;        /* [n] */
+    int32_t *ids_tmp;          /* [n] */
+    float *w_tmp;              /* [n] */
+    float *out_tmp;            /* [n][n_embd] */
+} memra_moe_shared_t;
+
+/* out[t] = sum_j w[t][j] * scale[e] * down_e(act(gate_e x) * up_e x),
  * e = ids[t][j]. gate_up (fused, gate rows first) or separate gate and up. */
 typedef struct memra_moe_args {
     const float *x;            /* [n][n_embd] */
@@ -284,10 +298,20 @@ typedef struct memra_moe_args {
     float *out;                /* [n][n_embd], overwritten */
     int64_t n_tokens, k, n_embd, n_ff;
     memra_act_t act;
+    const memra_moe_shared_t *shared; /* memra__moe only; NULL: none */
 } memra_moe_args_t;
 /* n_expert is down->ne[2]; ids must be in [0, n_expert) (CPU: MEMRA_E_RANGE).
  * CPU: exactly matmul(gate), matmul(up), elementwise SWIGLU/GEGLU,
- * matmul(down), then the float64 sum over j = 0..k-1 rounded once. */
+ * matmul(down), then the float64 sum over j = 0..k-1 rounded once.
+ * With a shared expert (memra__moe, lib/moe_ex.c) the op is defined as the
+ * sequence of the other slots:
+ *   moe(the routed experts) into out;
+ *   route(logit, one expert, top 1, no norm) into ids_tmp (all 0), w_tmp;
+ *   w_tmp = elementwise SIGMOID(logit);
+ *   moe(x, ids_tmp, w_tmp, the shared gate/up/down, n_ff, act) into out_tmp;
+ *   out = elementwise ADD(out, out_tmp).
+ * A backend's fused moe must give the bits of that sequence on the same
+ * backend (memra_check_kernels: moe.fused.* compare them exactly). */
 
 /* Fused matmuls: up to MEMRA_MM_MAX_W weights of one width ne0 read the
  * same x rows, with an optional RMS norm of x before and an epilogue after.
@@ -409,6 +433,11 @@ typedef struct memra__backend_i {
     memra_status_t (*gdn_batch)(memra__backend_t *be, const memra_gdn_args_t *a, int32_t n, bool *done);
     memra_status_t (*route)(memra__backend_t *be, const memra_route_args_t *a);
     memra_status_t (*moe)(memra__backend_t *be, const memra_moe_args_t *a);
+    /* (optional) moe in fewer launches, the shared expert included (CUDA
+     * decode: gate/up + act in one launch, down + slot sum + the shared
+     * expert's add in another), validated by memra__moe; *done = false
+     * declines the case, which then runs as the sequence. */
+    memra_status_t (*moe_fused)(memra__backend_t *be, const memra_moe_args_t *a, bool *done);
     /* (optional) index of the max of x[0..n) into *out (host). Ties: the
      * lowest index; NaN entries never win (all NaN: 0). */
     memra_status_t (*argmax)(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
@@ -485,6 +514,10 @@ bool memra__ew_reads_b(memra_ew_op_t op);
 /* Runs A on BE: validates it, then the backend's fused matmul_ex or, when
  * there is none or it declines, the unfused sequence (lib/matmul_ex.c). */
 memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a);
+
+/* Runs A on BE: validates it (the shared expert too), then the backend's
+ * fused moe or the sequence (lib/moe_ex.c). */
+memra_status_t memra__moe(memra__backend_t *be, const memra_moe_args_t *a);
 
 /* Runs A on BE: validates it, then the backend's fused gdn or the sequence
  * (lib/gdn_ex.c). */

@@ -1571,6 +1571,103 @@ static void test_moe(void **state)
     }
 }
 
+/* memra__moe with a shared expert: the routed moe plus the one-expert moe
+ * weighted by sigmoid(logit), added (the bits of that sequence); the moe
+ * slot rejects a shared expert and memra__moe its bad shapes; a backend's
+ * moe_fused takes the call when it accepts it. */
+static int g_fused_calls;
+
+static memra_status_t fake_moe_fused(memra__backend_t *be, const memra_moe_args_t *a, bool *done)
+{
+    (void)be;
+    g_fused_calls++;
+    *done = a->n_tokens == 2; /* takes 2-token calls, declines the rest */
+    return MEMRA_OK;
+}
+
+static void test_moe_shared(void **state)
+{
+    (void)state;
+    uint64_t rng = 9173;
+    const moe_case c = {MEMRA_TYPE_Q8_0, 64, 32, 6, 2, 3, false, MEMRA_ACT_SILU, true};
+    const int64_t n = c.n_tokens, ne = c.n_embd, fs = 32;
+    moe_fix f;
+    moe_make(&f, &c, &rng);
+    tw sg, su, sd;
+    tw_make(&sg, MEMRA_TYPE_Q8_0, ne, fs, 1, 0, 0, 0.2f, &rng);
+    tw_make(&su, MEMRA_TYPE_Q8_0, ne, fs, 1, 0, 0, 0.2f, &rng);
+    tw_make(&sd, MEMRA_TYPE_Q8_0, fs, ne, 1, 0, 0, 0.2f, &rng);
+    const float logit[3] = {-1.5f, 0.25f, 3.0f};
+    int32_t sh_ids[3], zero_ids[3] = {0, 0, 0};
+    float sh_w[3], sig[3];
+    float *sh_out = sent_buf((size_t)(n * ne)), *routed = sent_buf((size_t)(n * ne)), *one = sent_buf((size_t)(n * ne));
+    const size_t ot = (size_t)(n * ne + 5);
+    float *out = sent_buf(ot), *expect = sent_buf(ot);
+
+    memra_moe_shared_t sh = {.gate = &sg.w, .up = &su.w, .down = &sd.w, .n_ff = fs, .logit = logit,
+                             .ids_tmp = sh_ids, .w_tmp = sh_w, .out_tmp = sh_out};
+    memra_moe_args_t ma = {.x = f.x, .ids = f.ids, .weights = f.wts, .gate = &f.gate.w, .up = &f.up.w,
+                           .down = &f.down.w, .expert_scale = f.scale, .out = out, .n_tokens = n, .k = c.k,
+                           .n_embd = ne, .n_ff = c.n_ff, .act = c.act, .shared = &sh};
+    assert_int_equal(memra__moe(g_be, &ma), MEMRA_OK);
+    check_sent_outside(out, ot, n, ne, ne, "moe shared out");
+
+    /* the sequence by hand: routed, the one-expert moe (the elementwise SIGMOID's weights), the add */
+    assert_int_equal(run_moe(g_be, &f, &c, 0, n, routed), MEMRA_OK);
+    for (int64_t t = 0; t < n; t++)
+        sig[t] = (float)(1.0 / (1.0 + exp(-(double)logit[t])));
+    const memra_moe_args_t se = {.x = f.x, .ids = zero_ids, .weights = sig, .gate = &sg.w, .up = &su.w,
+                                 .down = &sd.w, .out = one, .n_tokens = n, .k = 1, .n_embd = ne, .n_ff = fs,
+                                 .act = c.act};
+    assert_int_equal(g_be->iface->moe(g_be, &se), MEMRA_OK);
+    for (int64_t i = 0; i < n * ne; i++)
+        expect[i] = routed[i] + one[i];
+    check_bits(out, expect, (size_t)(n * ne), "moe + shared vs the sequence");
+
+    /* the slot takes no shared expert; bad shared shapes and missing scratch */
+    assert_int_equal(g_be->iface->moe(g_be, &ma), MEMRA_E_INVALID);
+    memra_moe_shared_t bad = sh;
+    bad.n_ff = fs + 1;
+    ma.shared = &bad;
+    assert_int_equal(memra__moe(g_be, &ma), MEMRA_E_INVALID);
+    bad = sh;
+    bad.w_tmp = NULL;
+    assert_int_equal(memra__moe(g_be, &ma), MEMRA_E_INVALID);
+    bad = sh;
+    bad.down = &su.w; /* [ne][fs] where [fs][ne] belongs */
+    assert_int_equal(memra__moe(g_be, &ma), MEMRA_E_INVALID);
+    ma.shared = &sh;
+
+    /* dispatch: an accepting moe_fused runs instead of the sequence */
+    memra__backend_i fi = *g_be->iface;
+    fi.moe_fused = fake_moe_fused;
+    memra__backend_t fb = *g_be;
+    fb.iface = &fi;
+    float *untouched = sent_buf(ot);
+    ma.out = untouched;
+    ma.n_tokens = 2;
+    g_fused_calls = 0;
+    assert_int_equal(memra__moe(&fb, &ma), MEMRA_OK);
+    assert_int_equal(g_fused_calls, 1);
+    check_sent_outside(untouched, ot, 0, ne, ne, "moe taken by moe_fused");
+    ma.out = out;
+    ma.n_tokens = n;
+    assert_int_equal(memra__moe(&fb, &ma), MEMRA_OK);
+    assert_int_equal(g_fused_calls, 2);
+    check_bits(out, expect, (size_t)(n * ne), "moe declined by moe_fused");
+
+    free(untouched);
+    free(out);
+    free(expect);
+    free(sh_out);
+    free(routed);
+    free(one);
+    tw_free(&sg);
+    tw_free(&su);
+    tw_free(&sd);
+    moe_free(&f, &c);
+}
+
 /* ---- runner -------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -1601,6 +1698,7 @@ int main(void)
         cmocka_unit_test(test_argmax),      cmocka_unit_test(test_conv),
         cmocka_unit_test(test_delta),       cmocka_unit_test(test_route),
         cmocka_unit_test(test_route_ties_and_clamp), cmocka_unit_test(test_moe),
+        cmocka_unit_test(test_moe_shared),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

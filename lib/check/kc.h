@@ -42,7 +42,7 @@
 
 #define KC_SENTINEL 0x7FA5A5A5u
 #define KC_GUARD 64 /* floats of guard zone before and after every output */
-#define KC_MAX_MEM 128
+#define KC_MAX_MEM 256
 
 #define TOL_F32 1e-7  /* float32 reductions */
 #define TOL_F16 1e-6  /* fast prefill, f16 inputs */
@@ -215,6 +215,21 @@ void memra__kc_moe_ex(kc *k, const char *name, memra_type_t tg, memra_type_t td,
                       int dist);
 void memra__kc_moe(kc *k, const char *name, memra_type_t tg, memra_type_t td, int64_t n, int64_t n_expert,
                    int64_t top_k, int64_t n_embd, int64_t n_ff, bool fused, bool scale, memra_act_t act);
+/* The fused moe (memra__moe: the moe_fused slot, the shared expert
+ * included) at one shape: against the CPU within TOL_F32 and against the
+ * GPU's own sequence (moe_fused removed) bit for bit, one line NAME.nN per
+ * token count of NS on the same weights. */
+typedef struct kc_moe_shape {
+    memra_type_t tg, td, tsh; /* gate/up (the shared expert's too), down, the shared expert's down */
+    int64_t n_expert, top_k, n_embd, n_ff;
+    bool gate_up, scale;      /* fused gate_up weight; expert_scale */
+    memra_act_t act;
+    int64_t n_ff_shared;      /* 0: no shared expert */
+} kc_moe_shape;
+void memra__kc_moe_fused(kc *k, const char *name, const kc_moe_shape *m, const int64_t *ns, int n_ns);
+/* A token's expert id out of range: its row NaN, the others the
+ * sequence's bits (GPU only; NaN payloads not compared). */
+void memra__kc_moe_fused_bad_id(kc *k, const char *name);
 
 /* kc_transfer.c */
 void memra__kc_transfer(kc *k);

@@ -313,7 +313,7 @@ void memra__kc_finish_exact(kc *k, memra_kernel_check_line_t *L, memra_status_t 
     memra__kc_finish(k, L, &acc);
 }
 
-/* Fused ops (matmul_ex, gdn, qk_norm_rope, norm_ex) are checked twice: against the
+/* Fused ops (matmul_ex, gdn, qk_norm_rope, norm_ex, moe) are checked twice: against the
  * CPU reference within their bound, and against the GPU engine's own
  * sequence of plain ops bit for bit. kc_run_seq runs side 2 of a case on
  * the GPU engine with every fused slot removed (so the memra__ wrapper
@@ -326,6 +326,7 @@ static bool kc_run_seq(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void 
     seq_i.gdn = NULL;
     seq_i.qk_norm_rope = NULL;
     seq_i.norm_ex = NULL;
+    seq_i.moe_fused = NULL;
     memra__backend_t seq = *gb;
     seq.iface = &seq_i;
     return kc_run_gpu(k, L, run, c, &seq, 2, "cuda sequence");

@@ -144,3 +144,198 @@ void memra__kc_moe(kc *k, const char *name, memra_type_t tg, memra_type_t td, in
 {
     memra__kc_moe_ex(k, name, tg, td, n, n_expert, top_k, n_embd, n_ff, fused, scale, act, false, KC_MOE_UNIFORM);
 }
+
+/* ---- fused moe (memra__moe: the moe_fused slot against the sequence) ------- */
+
+/* The weights of a fused case, made once for all its token counts. */
+typedef struct mf_weights {
+    memra_weight_t gate[2], up[2], down[2], sh_gate[2], sh_up[2], sh_down[2];
+    void *sc[2];
+} mf_weights;
+
+/* Sides: 0 cpu, 1 cuda (moe_fused), 2 cuda with moe_fused removed (the
+ * sequence); the weights' side is 0 or 1. */
+typedef struct mf_case {
+    memra_moe_shared_t sh[3];
+    memra_moe_args_t a[3];
+} mf_case;
+
+static memra_status_t mf_run(void *c, memra__backend_t *be, int side)
+{
+    return memra__moe(be, &((mf_case *)c)->a[side]);
+}
+
+static bool mf_make_weights(kc *k, mf_weights *w, const kc_moe_shape *m)
+{
+    memset(w, 0, sizeof *w);
+    if (!memra__kc_weight(k, m->tg, m->n_embd, m->gate_up ? 2 * m->n_ff : m->n_ff, m->n_expert, 0, w->gate) ||
+        (!m->gate_up && !memra__kc_weight(k, m->tg, m->n_embd, m->n_ff, m->n_expert, 0, w->up)) ||
+        !memra__kc_weight(k, m->td, m->n_ff, m->n_embd, m->n_expert, 0, w->down))
+        return false;
+    if (m->n_ff_shared) {
+        const int64_t fs = m->n_ff_shared;
+        if (!memra__kc_weight(k, m->tg, m->n_embd, fs, 1, 0, w->sh_gate) ||
+            !memra__kc_weight(k, m->tg, m->n_embd, fs, 1, 0, w->sh_up) ||
+            !memra__kc_weight(k, m->tsh, fs, m->n_embd, 1, 0, w->sh_down))
+            return false;
+    }
+    float *sc = memra__kc_randf(k, (size_t)m->n_expert, 0.5f, 2.0f);
+    return sc && memra__kc_both(k, sc, (size_t)m->n_expert * 4, w->sc);
+}
+
+/* Random inputs of an N-token call on every side: distinct expert ids per
+ * token (BAD_TOKEN >= 0: that token's last slot gets the id n_expert, out
+ * of range), x, routing weights and the shared expert's logits. */
+static bool mf_inputs(kc *k, mf_case *c, const mf_weights *w, const kc_moe_shape *m, int64_t n, int64_t bad_token,
+                      const kc_out *o)
+{
+    const int64_t top_k = m->top_k, n_embd = m->n_embd;
+    float *x = memra__kc_randf(k, (size_t)(n * n_embd), -1.0f, 1.0f);
+    float *wt = memra__kc_randf(k, (size_t)(n * top_k), 0.05f, 0.5f);
+    float *lg = memra__kc_randf(k, (size_t)n, -3.0f, 3.0f);
+    int32_t *ids = memra__kc_host(k, (size_t)(n * top_k) * 4);
+    if (!x || !wt || !lg || !ids)
+        return false;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < top_k; j++) {
+            int32_t e;
+            bool dup;
+            do {
+                e = (int32_t)memra__kc_int(k, m->n_expert);
+                dup = false;
+                for (int64_t i = 0; i < j; i++)
+                    dup |= ids[t * top_k + i] == e;
+            } while (dup);
+            ids[t * top_k + j] = e;
+        }
+    if (bad_token >= 0)
+        ids[bad_token * top_k + top_k - 1] = (int32_t)m->n_expert;
+    memset(c, 0, sizeof *c);
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        memra_moe_args_t *a = &c->a[s];
+        *a = (memra_moe_args_t){.x = memra__kc_put(k, be, x, (size_t)(n * n_embd) * 4),
+                                .ids = memra__kc_put(k, be, ids, (size_t)(n * top_k) * 4),
+                                .weights = memra__kc_put(k, be, wt, (size_t)(n * top_k) * 4),
+                                .gate = m->gate_up ? NULL : &w->gate[i], .up = m->gate_up ? NULL : &w->up[i],
+                                .gate_up = m->gate_up ? &w->gate[i] : NULL, .down = &w->down[i],
+                                .expert_scale = m->scale ? w->sc[i] : NULL, .out = memra__kc_out_new(k, be, o, NULL),
+                                .n_tokens = n, .k = top_k, .n_embd = n_embd, .n_ff = m->n_ff, .act = m->act};
+        if (!a->x || !a->ids || !a->weights || !a->out)
+            return false;
+        if (m->n_ff_shared) {
+            memra_moe_shared_t *sh = &c->sh[s];
+            *sh = (memra_moe_shared_t){
+                .gate = &w->sh_gate[i], .up = &w->sh_up[i], .down = &w->sh_down[i], .n_ff = m->n_ff_shared,
+                .logit = memra__kc_put(k, be, lg, (size_t)n * 4),
+                .ids_tmp = memra__kc_track(k, be, be->iface->alloc(be, (size_t)n * 4)),
+                .w_tmp = memra__kc_track(k, be, be->iface->alloc(be, (size_t)n * 4)),
+                .out_tmp = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n * n_embd) * 4))};
+            a->shared = sh;
+            if (!sh->logit || !sh->ids_tmp || !sh->w_tmp || !sh->out_tmp)
+                return false;
+        }
+    }
+    return true;
+}
+
+void memra__kc_moe_fused(kc *k, const char *name, const kc_moe_shape *m, const int64_t *ns, int n_ns)
+{
+    mf_weights w;
+    bool made = false;
+    for (int i = 0; i < n_ns; i++) {
+        const int64_t n = ns[i];
+        char line[64];
+        snprintf(line, sizeof line, "%s.n%lld", name, (long long)n);
+        memra_kernel_check_line_t *L = memra__kc_line(
+            k, line, "nmse", TOL_F32, "%lld tok, %lld experts top %lld, %lld->%lld, %s/%s%s%s%s%s",
+            (long long)n, (long long)m->n_expert, (long long)m->top_k, (long long)m->n_embd, (long long)m->n_ff,
+            memra__kc_tname(m->tg), memra__kc_tname(m->td), m->gate_up ? " gate_up" : "", m->scale ? " scaled" : "",
+            m->act == MEMRA_ACT_GELU ? " gelu" : "", m->n_ff_shared ? " +shared" : "");
+        if (!L)
+            continue;
+        if (!made && !mf_make_weights(k, &w, m))
+            return;
+        made = true;
+        const kc_out o = {n, m->n_embd, m->n_embd};
+        mf_case c;
+        if (!mf_inputs(k, &c, &w, m, n, -1, &o))
+            return;
+        const kc_fused_out f = {c.a[0].out, c.a[1].out, c.a[2].out, &o, "out"};
+        /* bytes: each (token, slot)'s expert rows, the shared expert's once */
+        const double per_slot = (double)(w.gate[1].nb2 + (m->gate_up ? 0 : w.up[1].nb2) + w.down[1].nb2);
+        const double per_sh =
+            m->n_ff_shared ? (double)(w.sh_gate[1].nb2 + w.sh_up[1].nb2 + w.sh_down[1].nb2) : 0.0;
+        memra__kc_check_fused(k, L, k->gpu, &f, 1, mf_run, &c, per_slot * (double)(n * m->top_k) + per_sh);
+    }
+}
+
+/* NaNs of BUF's written region as one pattern: a poisoned row's payload is
+ * the hardware's, compared only as NaN. */
+static void mf_nan_canon(float *buf, const kc_out *o)
+{
+    for (int64_t r = 0; r < o->rows; r++)
+        for (int64_t c = 0; c < o->cols; c++)
+            if (isnan(buf[KC_GUARD + r * o->ld + c]))
+                buf[KC_GUARD + r * o->ld + c] = NAN;
+}
+
+void memra__kc_moe_fused_bad_id(kc *k, const char *name)
+{
+    const kc_moe_shape m = {.tg = MEMRA_TYPE_Q8_0, .td = MEMRA_TYPE_Q8_0, .tsh = MEMRA_TYPE_Q8_0, .n_expert = 16,
+                            .top_k = 4, .n_embd = 256, .n_ff = 128, .act = MEMRA_ACT_SILU, .n_ff_shared = 128};
+    const int64_t n = 3, bad = 1;
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "exact", 0,
+                       "%lld tok, %lld experts top %lld, %lld->%lld, q8_0 +shared, token %lld's expert id out of "
+                       "range: a NaN row",
+                       (long long)n, (long long)m.n_expert, (long long)m.top_k, (long long)m.n_embd,
+                       (long long)m.n_ff, (long long)bad);
+    if (!L)
+        return;
+    mf_weights w;
+    const kc_out o = {n, m.n_embd, m.n_embd};
+    mf_case c;
+    if (!mf_make_weights(k, &w, &m) || !mf_inputs(k, &c, &w, &m, n, bad, &o))
+        return;
+    /* the GPU sides only: the CPU rejects the id */
+    memra__backend_i seq_i = *k->gpu->iface;
+    seq_i.moe_fused = NULL;
+    memra__backend_t seq = *k->gpu;
+    seq.iface = &seq_i;
+    kc_acc acc;
+    memra__kc_acc_init(&acc);
+    if (k->gpu->iface->host_memory) { /* the CPU as the device (MEMRA_KERNEL_CHECK_CPU=1): both reject it */
+        const memra_status_t s1 = mf_run(&c, k->gpu, 1), s2 = mf_run(&c, &seq, 2);
+        if (s1 != MEMRA_E_RANGE || s2 != MEMRA_E_RANGE) {
+            snprintf(acc.note, sizeof acc.note, "statuses %d and %d, not MEMRA_E_RANGE", (int)s1, (int)s2);
+            acc.n_diff_bits = 1;
+        }
+        memra__kc_finish(k, L, &acc);
+        return;
+    }
+    memra_status_t st = mf_run(&c, k->gpu, 1);
+    if (!st)
+        st = mf_run(&c, &seq, 2);
+    if (!st)
+        st = k->gpu->iface->synchronize(k->gpu);
+    if (st) {
+        memra__kc_op_failed(k, L, "cuda", st);
+        return;
+    }
+    float *got = memra__kc_out_get(k, k->gpu, c.a[1].out, &o), *ref = memra__kc_out_get(k, k->gpu, c.a[2].out, &o);
+    int64_t finite = 0;
+    if (got && ref) {
+        for (int64_t i = 0; i < m.n_embd; i++)
+            finite += !isnan(got[KC_GUARD + bad * m.n_embd + i]) + !isnan(ref[KC_GUARD + bad * m.n_embd + i]);
+        mf_nan_canon(got, &o);
+        mf_nan_canon(ref, &o);
+    }
+    memra__kc_cmp(&acc, ref, got, &o, "out");
+    if (finite) {
+        snprintf(acc.note, sizeof acc.note, "%lld elements of the bad token's rows not NaN", (long long)finite);
+        acc.n_diff_bits += finite;
+    }
+    memra__kc_finish(k, L, &acc);
+}

@@ -369,6 +369,32 @@ static void run_suite(kc *k)
         KC(memra__kc_moe(k, "moe.prefill", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 6, 128, 8, 2048, 512, false, false, MEMRA_ACT_SILU));
         KC(memra__kc_moe(k, "moe.gemma", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 2, 128, 8, 2816, 704, true, true, MEMRA_ACT_GELU));
     }
+    /* the fused moe (CUDA: two launches, the shared expert riding along)
+     * against the CPU and bit for bit against the GPU's sequence */
+    {
+#define MF(name, tg, td, tsh, ne, top, e, f, gu, scale, act, fsh, ns)                                                  \
+    do {                                                                                                               \
+        const kc_moe_shape m = {MEMRA_TYPE_##tg, MEMRA_TYPE_##td, MEMRA_TYPE_##tsh, ne, top, e, f, gu, scale,          \
+                                MEMRA_ACT_##act, fsh};                                                                 \
+        KC(memra__kc_moe_fused(k, name, &m, ns, (int)(sizeof ns / sizeof ns[0])));                                     \
+    } while (0)
+        static const int64_t n1238[] = {1, 2, 3, 8}, n18[] = {1, 8}, n3[] = {3};
+        MF("moe.fused.small", Q8_0, Q8_0, Q8_0, 16, 4, 256, 128, false, false, SILU, 128, n1238);
+        /* rows of 3 Q8_0 blocks (102 bytes: starts off 4-byte alignment), Q4_K gate_up, GELU, scale */
+        MF("moe.fused.odd", Q4_K, Q8_0, Q8_0, 8, 2, 256, 96, true, true, GELU, 96, n3);
+        MF("moe.fused.q5_0", Q4_0, Q5_0, Q5_0, 8, 2, 128, 64, false, true, GELU, 0, n18);
+        /* declined (float weights; a shared down of another type): the sequence on both */
+        MF("moe.fused.decline_f32", F32, F32, F32, 8, 2, 64, 32, false, true, GELU, 32, n3);
+        MF("moe.fused.decline_mixed", Q8_0, Q8_0, Q4_0, 8, 2, 128, 64, false, false, SILU, 64, n3);
+        KC(memra__kc_moe_fused_bad_id(k, "moe.fused.bad_id"));
+        if (big) { /* the released shapes (docs/real-models.md) */
+            MF("moe.fused.qwen35moe", Q8_0, Q8_0, Q8_0, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
+            MF("moe.fused.qwen35moe_q4k", Q4_K, Q6_K, Q6_K, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
+            MF("moe.fused.gemma4", Q8_0, Q8_0, Q8_0, 128, 8, 2816, 704, true, true, GELU, 0, n1238);
+            MF("moe.fused.gemma4_q4k", Q4_K, Q5_0, Q5_0, 128, 8, 2816, 704, true, true, GELU, 0, n18);
+        }
+#undef MF
+    }
 
     KC(memra__kc_argmax(k, "argmax.fixture", 3000, 0));
     KC(memra__kc_argmax(k, "argmax.vocab", 248320, 0));

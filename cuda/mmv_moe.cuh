@@ -1,0 +1,251 @@
+/* The MoE decode in two launches (memra__cuda_moe_fused, cuda/ops_moe_fused.cu):
+ *
+ *   GLU   h[t][s] = act(gate_e · x_t) * (up_e · x_t), e = ids[t][s], and
+ *         the shared expert's h[t][k] likewise: one launch for every
+ *         (token, slot) problem, a warp taking an ff row's gate and up
+ *         dots in turn;
+ *   DOWN  out[t][i] = sum_s w[t][s] scale[e] (down_e · h[t][s])[i] in
+ *         float64 in slot order, rounded once, plus the shared expert's
+ *         (float)(sigmoid(logit_t) · (down_sh · h[t][k])[i]): one launch,
+ *         a warp taking an output row's k (+1) dots in turn.
+ *
+ * They give the bits of the unfused sequence (cuda/ops_moe.cu: grouped
+ * gate and up matvecs, moe_act_kernel, grouped down matvec, moe_sum_kernel;
+ * the shared expert's route, sigmoid, one-expert moe and add): every dot
+ * is the generic matvec's (mmv_q_kernel<T, 1>, cuda/mmv.cuh) for one x
+ * row with x staged in shared memory: the same items (segments of a
+ * weight row), the same per-item dot, the same per-lane sums and shuffle
+ * tree, whatever other rows share the warp. The act is d_moe_glu (as
+ * moe_act_kernel), the slot sum moe_sum_kernel's expression, the shared
+ * weight the elementwise SIGMOID's and its add the elementwise ADD's.
+ *
+ * Problems are blocks along y. GLU: problem q < n_tok k is (token q / k,
+ * slot q % k), q >= n_tok k the shared expert of token q - n_tok k; h rows
+ * are (k + shared) per token, slot order, the shared row last. DOWN:
+ * problem t is token t, and its k (+1) h rows are the block's staged x
+ * rows. An expert id out of range poisons the problem's outputs with NaN
+ * (as the matvec's rows and moe_sum_kernel do: the same bits). */
+#ifndef MEMRA_CUDA_MMV_MOE_CUH
+#define MEMRA_CUDA_MMV_MOE_CUH
+
+#include "mmv.cuh"
+
+#define MMV_MOE_PARTS 16 /* DOWN: routed slots + the shared expert, at most */
+
+struct mmv_moe_args {
+    mmv_args m;              /* staging only: ne0, ldx (x row stride), xsm = 1, ring */
+    const uint8_t *W[2];     /* routed experts (nb2 apart): GLU gate and up rows, DOWN down ([1] unused) */
+    size_t nb1[2], nb2;
+    const uint8_t *shW[2];   /* the shared expert, likewise (NULL: none) */
+    size_t sh_nb1[2];
+    const int32_t *ids;      /* [n_tok][k] */
+    int64_t n_expert, n_tok, rows; /* rows: outputs per problem (GLU n_ff, DOWN n_embd) */
+    int k, gelu;
+    const float *x;          /* GLU: the tokens' rows; DOWN: the h rows */
+    float *y;                /* GLU: h rows; DOWN: out rows */
+    int64_t ldy;
+    const float *w, *scale, *sh_logit; /* DOWN: routing weights [n_tok][k], scale [n_expert] or NULL, [n_tok] */
+};
+
+/* Shared memory of a DOWN block's staged rows (the ring aside). */
+template <int T> static inline bool mmv_moe_fits(int64_t ne0, int nr)
+{
+    return nr >= 1 && nr <= MMV_MOE_PARTS && mmv_x_fits<T>(ne0, nr);
+}
+
+template <int T, bool TMA, bool DOWN>
+__global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_kernel(const mmv_moe_args a)
+{
+    namespace ptx = cuda::ptx;
+    using S = mmv_seg<T>;
+    extern __shared__ __align__(16) uint4 mmv_dyn[];
+    __shared__ float tab[32];
+    __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_RING_MAX : 1];
+    __shared__ const uint8_t *s_w[MMV_MOE_PARTS]; /* part p's weight row 0 */
+    __shared__ size_t s_nb1[MMV_MOE_PARTS];
+    __shared__ double s_ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
+    __shared__ int s_bad;
+    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
+    if (threadIdx.x == 0)
+        s_bad = 0;
+    mmv_tables(tab); /* ends in a barrier */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int sh = a.shW[0] != NULL;
+    const int np = DOWN ? a.k + sh : 2; /* parts of a row: slots (+ shared), or gate and up */
+    const int64_t q = blockIdx.y;
+    int64_t t, yrow;
+    if (DOWN) {
+        t = q;
+        yrow = q;
+        if (threadIdx.x < np) {
+            const int p = threadIdx.x;
+            if (p < a.k) {
+                const int32_t e = a.ids[t * a.k + p];
+                if (e < 0 || e >= a.n_expert) {
+                    s_bad = 1;
+                } else {
+                    s_w[p] = a.W[0] + (size_t)e * a.nb2;
+                    s_nb1[p] = a.nb1[0];
+                    s_ws[p] = __dmul_rn((double)a.w[t * a.k + p], a.scale ? (double)a.scale[e] : 1.0);
+                }
+            } else {
+                s_w[p] = a.shW[0];
+                s_nb1[p] = a.sh_nb1[0];
+                /* the sequence's weight: the elementwise SIGMOID of the logit, then moe_sum_kernel's w * 1.0 */
+                s_ws[p] = __dmul_rn((double)(float)d_sigmoid((double)a.sh_logit[t]), 1.0);
+            }
+        }
+    } else {
+        const int64_t nrt = a.n_tok * a.k;
+        const bool shp = q >= nrt;
+        t = shp ? q - nrt : q / a.k;
+        yrow = t * (a.k + sh) + (shp ? a.k : q % a.k);
+        if (threadIdx.x < 2) {
+            const int p = threadIdx.x;
+            if (shp) {
+                s_w[p] = a.shW[p];
+                s_nb1[p] = a.sh_nb1[p];
+            } else {
+                const int32_t e = a.ids[q];
+                if (e < 0 || e >= a.n_expert) {
+                    s_bad = 1;
+                } else {
+                    s_w[p] = a.W[p] + (size_t)e * a.nb2;
+                    s_nb1[p] = a.nb1[p];
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (s_bad) {
+        float *y = a.y + yrow * a.ldy;
+        for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.rows; i += (int64_t)gridDim.x * blockDim.x)
+            y[i] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const int D = a.m.ring;
+    uint4 *ring = mmv_dyn + (size_t)warp * D * S::nch;
+    const int64_t ne0 = a.m.ne0, nblk = ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
+    const int64_t nv = a.rows;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
+    const int64_t v0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np * nseg : 0;
+
+    uint64_t *bar = bars[TMA ? warp : 0];
+    uint32_t phase = 0; /* TMA: the parity each slot's barrier completes next, a bit per slot */
+    const uint64_t policy = TMA ? mmv_evict_first() : 0;
+    if (TMA)
+        mmv_bars_init(bar, D, lane);
+
+    /* the issue side runs D-1 items ahead of the compute side (mmv_q_kernel's ring) */
+    mmv_pos iq = {v0, 0, 0}, cq = {v0, 0, 0};
+    int64_t issued = 0;
+    auto issue = [&](int slot) {
+        if (issued < n_items) {
+            const mmv_item<T> it = mmv_locate<T>(s_w[iq.p] + (size_t)iq.v * s_nb1[iq.p], iq.s, nblk);
+            if (TMA) {
+                if (lane == 0)
+                    mmv_bulk_load(mmv_saddr(ring + slot * S::nch), it.a0, (uint32_t)it.nchunk * 16u,
+                                  mmv_saddr(&bar[slot]), policy);
+            } else {
+                mmv_issue_async<T>(it, lane, ring + slot * S::nch);
+            }
+            mmv_next(iq, np, nseg, rstride);
+            issued++;
+        }
+        if (!TMA)
+            cp_async_commit(); /* an empty group keeps the wait counts uniform */
+    };
+    for (int d = 0; d < D - 1; d++)
+        issue(d);
+    /* DOWN stages the token's k (+1) h rows, GLU its one x row */
+    const int nr = DOWN ? np : 1;
+    int64_t xl;
+    const float *x = mmv_stage_x<mmv_q8x<T>::on>(a.m, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
+                                                 (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
+    const int64_t nbr = ne0 / 32;
+    const float *xsum = x + (int64_t)nr * xl; /* Q8_0: the staged rows' block sums */
+    float acc0 = 0.0f, acc1 = 0.0f, routed = 0.0f;
+    double dacc = 0.0;
+    int slot = 0;
+    for (int64_t k = 0; k < n_items; k++) {
+        if (TMA) {
+            while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {
+            }
+            phase ^= 1u << slot;
+        } else {
+            cp_async_wait_n(D - 2); /* item k has landed (this lane's part) */
+            __syncwarp();           /* ... and every lane's */
+        }
+        issue(slot == 0 ? D - 1 : slot - 1);
+        const uint8_t *wrow = s_w[cq.p] + (size_t)cq.v * s_nb1[cq.p];
+        const uint8_t *sm = (const uint8_t *)(ring + slot * S::nch);
+        const mmv_item<T> cur = mmv_locate<T>(wrow, cq.s, nblk);
+        /* the part's x row: DOWN's staged row p, GLU's one row */
+        const float *xr = DOWN ? x + cq.p * xl : x;
+        const float *xs = DOWN ? xsum + cq.p * nbr : xsum;
+        float part = 0.0f;
+        if (mmv_q8x<T>::on && (cur.off & 3) == 0) {
+            mmv_q8_pair<1>(mmv_saddr(sm) + cur.off, cur.nb, lane, mmv_saddr(xr), xl, mmv_saddr(xs), nbr,
+                           (int64_t)cq.s * S::segb, 1, &part);
+        } else {
+#pragma unroll
+            for (int u = 0; u < S::u; u++) {
+                const int sb = lane + 32 * u;
+                if (sb < cur.nb * S::subs) {
+                    const int blk = sb / S::subs, sub = sb % S::subs;
+                    const uint8_t *p = sm + cur.off + blk * S::bb;
+                    const int e0 = (cq.s * S::segb + blk) * S::qk + sub * 32; /* rows are < 2^31 elements */
+                    if (mmv_q8x<T>::on)
+                        part += mq_dot32_q8x(p, xr + mmv_xp<true>(e0), xs[e0 / 32]);
+                    else
+                        part += mq_dot32<T>(p, sub, xr + mmv_xp<false>(e0), tab);
+                }
+            }
+        }
+        if (!DOWN && cq.p == 1)
+            acc1 += part;
+        else
+            acc0 += part;
+        __syncwarp(); /* the slot is refilled by the next iteration's issue */
+        if (cq.s == nseg - 1) {
+            if (!DOWN) {
+                if (cq.p == 1) {
+                    const float g = warp_sum(acc0), u = warp_sum(acc1);
+                    if (lane == 0)
+                        a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, g, u);
+                    acc0 = acc1 = 0.0f;
+                }
+            } else {
+                const float yv = warp_sum(acc0);
+                acc0 = 0.0f;
+                float out;
+                if (cq.p < a.k) { /* moe_sum_kernel: acc += (w * scale) * y, slot order */
+                    dacc = __dadd_rn(dacc, __dmul_rn(s_ws[cq.p], (double)yv));
+                    routed = (float)dacc;
+                    out = routed;
+                } else { /* the shared expert's one-slot sum, then the elementwise ADD */
+                    out = routed + (float)__dadd_rn(0.0, __dmul_rn(s_ws[cq.p], (double)yv));
+                }
+                if (cq.p == np - 1) {
+                    if (lane == 0)
+                        a.y[yrow * a.ldy + cq.v] = out;
+                    dacc = 0.0;
+                }
+            }
+        }
+        mmv_next(cq, np, nseg, rstride);
+        slot = slot == D - 1 ? 0 : slot + 1;
+    }
+    if (!TMA)
+        cp_async_wait<0>();
+}
+
+/* Launches A's GLU (DOWN false) or DOWN launch over GY problems on a
+ * resident grid; false when it cannot be configured (the host checks
+ * mmv_moe_fits first, so only an occupancy of zero gets here). */
+template <int T> bool mmv_moe_launch(mmv_moe_args a, bool down, unsigned gy, int sm_count, cudaStream_t s);
+
+#define MMV_MOE_EXTERN(T, _) extern template bool mmv_moe_launch<T>(mmv_moe_args, bool, unsigned, int, cudaStream_t);
+
+#endif
