@@ -148,6 +148,8 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
      * (and 17 chunks a row keep the repack's loads in distinct banks) */
     const bool q8 = type == MEMRA_TYPE_Q8_0;
     a.rb = q8 ? tb : (tb + 15) / 16 * 16 + 16;
+    if (GS_BM * (a.rb / 16) > GS_CPT * GS_THREADS)
+        return MEMRA_OK;
 
     const int64_t n_all = m->n_rows;
     const int64_t nmax = n_all < GS_MAXN ? n_all : GS_MAXN;

@@ -11,10 +11,9 @@
  * A block owns GS_BM = 64 virtual rows (several weights sharing x form one
  * row space, as in the matvec; a GLU tile is 32 gate rows and the same 32
  * up rows) and one slice of K. Its 4 warps own 16 rows each. K is walked
- * in tiles of 256 elements: bulk copies (TMA) bring a tile's raw weight bytes
+ * in tiles of 256 elements: cp.async copies a tile's raw weight bytes
  * (whole blocks of every type: 256 is a multiple of every block size) and
- * its x rows into a ring of up to GS_MAXST stages (bulk copies on one
- * mbarrier per stage), so that the HBM stream never
+ * its x rows into a ring of GS_ST stages, so that the HBM stream never
  * waits for the tensor cores; each warp decodes its 16 rows two
  * sub-blocks at a time into a small f16 buffer of its own (a lane per
  * row and sub-block) and runs the mma steps over it.
@@ -48,7 +47,6 @@
 #define GS_LDA (64 + 8)    /* halves per row of a warp's decode buffer (two sub-blocks) */
 #define GS_MAXN 32         /* x rows per launch */
 #define GS_MAXW 4
-#define GS_MAXST 4         /* ring stages, at most */
 
 typedef struct gs_args {
     const uint8_t *W[GS_MAXW];
@@ -77,6 +75,34 @@ static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half 
 {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+
+static __device__ __forceinline__ void gs_cp16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+static __device__ __forceinline__ void gs_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void gs_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+static __device__ __forceinline__ void gs_wait_n(int n)
+{
+    if (n <= 0)
+        gs_wait<0>();
+    else if (n == 1)
+        gs_wait<1>();
+    else if (n == 2)
+        gs_wait<2>();
+    else
+        gs_wait<3>();
 }
 
 /* Tile row I of row tile T: its weight, the row in that weight (-1: none). */
@@ -165,6 +191,9 @@ static __device__ __forceinline__ void gs_q8_repack(const uint8_t *raw, uint8_t 
     }
 }
 
+/* Copies of one thread: the weight rows it streams, fixed for the launch. */
+#define GS_CPT 9 /* copies per thread and tile, at most: 64 rows x 18 chunks / 128 */
+
 template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_kernel(const gs_args a)
 {
     constexpr bool Q8 = T == MEMRA_TYPE_Q8_0;
@@ -173,7 +202,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
     constexpr int NX = 8 * NT;
     constexpr int LDX = Q8 ? GS_Q8_XLD : GS_LDX;
     constexpr int WARPB = Q8 ? GS_Q8_WARP : 16 * GS_LDA * 2;
-    extern __shared__ __align__(128) uint8_t gs_smem[];
+    extern __shared__ __align__(16) uint8_t gs_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t tile = blockIdx.x;
     const int slice = blockIdx.y;
@@ -186,96 +215,57 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
     const int64_t kt1 = min(nkt, kt0 + a.kt_per);
     const int ntile = (int)(kt1 - kt0);
 
-    /* Bulk copies (TMA) fill the ring: warp 0's lanes each own two of the
-     * tile's 64 weight rows (one copy per row and tile) and lane 0 posts the
-     * stage's byte count on its mbarrier; the copy engine keeps the bytes
-     * in flight (16-byte cp.async per lane and chunk left the block waiting
-     * on the load queue: ~1.3 TB/s). */
-    __shared__ __align__(8) uint64_t bars[GS_MAXST];
-    if (tid == 0) {
-        for (int q = 0; q < a.st; q++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"((uint32_t)__cvta_generic_to_shared(&bars[q])));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    const uint8_t *src[2] = {NULL, NULL};
-    if (warp == 0) {
+    /* this thread's copies (row, 16-byte chunk), resolved once */
+    const int nch = a.rb / 16;
+    const uint8_t *src[GS_CPT];
+    int dst[GS_CPT], kof[GS_CPT];
 #pragma unroll
-        for (int q = 0; q < 2; q++) {
+    for (int q = 0; q < GS_CPT; q++) {
+        const int c = tid + q * GS_THREADS, i = c / nch, k = c % nch;
+        src[q] = NULL;
+        dst[q] = i * a.rb + k * 16;
+        kof[q] = k * 16;
+        if (i < GS_BM) {
             int64_t lrow;
-            const int wi = gs_row(a, tile, lane + 32 * q, &lrow);
+            const int wi = gs_row(a, tile, i, &lrow);
             if (lrow >= 0)
-                src[q] = a.W[wi] + (size_t)lrow * a.nb1[wi];
+                src[q] = a.W[wi] + (size_t)lrow * a.nb1[wi] + k * 16;
         }
     }
-    uint64_t policy = 0;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    const uint32_t smem0 = (uint32_t)__cvta_generic_to_shared(gs_smem);
-    /* the stage's expected bytes: every valid row's copy, then the x rows */
-    auto expect = [&](int j, bool with_x) {
-        const int64_t s0 = (kt0 + j) * TB;
-        const int lim = (int)(((s0 & 15) + TB + 15) >> 4) * 16;
-        int rows = 0;
-        if (warp == 0) {
-            const unsigned m0 = __ballot_sync(0xffffffffu, src[0] != NULL), m1 = __ballot_sync(0xffffffffu, src[1] != NULL);
-            rows = __popc(m0) + __popc(m1);
-        }
-        return (uint32_t)(rows * lim + (with_x ? a.n * GS_KT * (int)sizeof(__half) : 0));
-    };
-    auto bulk = [&](uint32_t dst, const void *g, uint32_t n, uint32_t bar) {
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-                     "[%0], [%1], %2, [%3], %4;" ::"r"(dst),
-                     "l"(g), "r"(n), "r"(bar), "l"(policy)
-                     : "memory");
-    };
-    /* tile kt0 + j into stage j % st: the weights (and the x rows when WX) */
-    auto issue = [&](int j, bool ww, bool wx) {
-        if (j >= ntile || warp != 0)
+    auto issue_w = [&](int j) { /* tile kt0 + j into stage j % st */
+        if (j >= ntile)
             return;
-        const uint32_t st0 = smem0 + (uint32_t)((j % a.st) * stage);
-        const uint32_t bar = (uint32_t)__cvta_generic_to_shared(&bars[j % a.st]);
-        const int64_t s0 = (kt0 + j) * TB, a0 = s0 & ~(int64_t)15;
-        const uint32_t lim = (uint32_t)(((s0 - a0) + TB + 15) >> 4) * 16u;
-        if (ww) {
-            const uint32_t total = expect(j, true);
-            if (lane == 0)
-                asm volatile("fence.proxy.async.shared::cta;\n\t"
-                             "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                             "r"(total)
-                             : "memory");
-            __syncwarp();
+        uint8_t *d = gs_smem + (size_t)(j % a.st) * stage;
+        const int64_t s0 = (kt0 + j) * TB;
+        const int64_t a0 = s0 & ~(int64_t)15;
+        const int lim = (int)((s0 - a0 + TB + 15) >> 4) * 16; /* bytes of the row's copy */
 #pragma unroll
-            for (int q = 0; q < 2; q++)
-                if (src[q])
-                    bulk(st0 + (uint32_t)((lane + 32 * q) * a.rb), src[q] + a0, lim, bar);
-        }
-        if (wx && lane < a.n) {
-            const int64_t k0 = (kt0 + j) * GS_KT;
-            bulk(st0 + (uint32_t)(wbytes + lane * LDX * (int)sizeof(__half)), a.X + (size_t)lane * a.ldx + k0,
-                 (uint32_t)(GS_KT * sizeof(__half)), bar);
-        }
+        for (int q = 0; q < GS_CPT; q++)
+            if (src[q] && kof[q] < lim)
+                gs_cp16(d + dst[q], src[q] + a0);
     };
-    auto wait_stage = [&](int j) {
-        const uint32_t bar = (uint32_t)__cvta_generic_to_shared(&bars[j % a.st]);
-        const uint32_t parity = (uint32_t)((j / a.st) & 1);
-        uint32_t ok = 0;
-        do {
-            asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                         "selp.u32 %0, 1, 0, p;\n\t}"
-                         : "=r"(ok)
-                         : "r"(bar), "r"(parity)
-                         : "memory");
-        } while (!ok);
+    auto issue_x = [&](int j) {
+        if (j >= ntile)
+            return;
+        __half *d = reinterpret_cast<__half *>(gs_smem + (size_t)(j % a.st) * stage + wbytes);
+        const int64_t k0 = (kt0 + j) * GS_KT;
+        for (int c = tid; c < a.n * (GS_KT / 8); c += GS_THREADS) {
+            const int r = c / (GS_KT / 8), k = (c % (GS_KT / 8)) * 8;
+            gs_cp16(d + r * LDX + k, a.X + (size_t)r * a.ldx + k0 + k);
+        }
     };
 
     /* weights are never written by a kernel: stream them before the wait
      * for the previous grid (the x rows are its output) */
     memra_pdl_launch();
     for (int j = 0; j < a.st - 1; j++)
-        issue(j, true, false);
+        issue_w(j);
+    gs_commit();
     memra_pdl_wait();
-    for (int j = 0; j < a.st - 1; j++)
-        issue(j, false, true);
+    for (int j = 0; j < a.st - 1; j++) {
+        issue_x(j);
+        gs_commit();
+    }
 
     float acc[NT][4];
 #pragma unroll
@@ -285,9 +275,11 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
             acc[j][c] = 0.0f;
 
     for (int j = 0; j < ntile; j++) {
-        __syncthreads(); /* every warp is done with tile j - 1: its stage takes tile j + st - 1 */
-        issue(j + a.st - 1, true, true);
-        wait_stage(j);
+        gs_wait_n(a.st - 2);
+        __syncthreads(); /* tile j landed for every thread; stage (j-1) % st is free */
+        issue_w(j + a.st - 1);
+        issue_x(j + a.st - 1);
+        gs_commit();
         const uint8_t *ws = gs_smem + (size_t)(j % a.st) * stage;
         const __half *xs = reinterpret_cast<const __half *>(ws + wbytes);
         if constexpr (Q8) {
@@ -352,7 +344,8 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
             }
         }
     }
-    __syncthreads(); /* the ring is free (every issued stage was waited for): it holds the tile's sums now */
+    gs_wait<0>();
+    __syncthreads(); /* the ring is free: it holds the tile's sums now */
 
     /* c0/c1 at (row lane/4, x rows 2·(lane%4) + 0/1), c2/c3 eight rows down */
     float *sum = reinterpret_cast<float *>(gs_smem); /* [GS_BM][NX] */

@@ -5,9 +5,11 @@
  * model, and on $MEMRA_TEST_MODEL when set (e.g. a memra-synth file whose
  * widths are multiples of 256, which the skinny GEMM takes):
  *   - composition: 12 sequences decoded with fixed tokens, all in one step
- *     and again in random groups of 2..6 in shuffled order: every row is
- *     bit-identical between the two (a row does not depend on the rest of
- *     its step);
+ *     and again in random groups of 4..6 in shuffled order (steps of at
+ *     least MEMRA_BATCH_FAST_MIN = 4 rows take the batched kernels): every
+ *     row is bit-identical between the two (a row does not depend on the
+ *     rest of its step); and in pairs, which stay on the decode kernels:
+ *     bit-identical to decoding alone;
  *   - bound: every batched row within MEMRA_TEST_BATCH_TOL (default 5e-3,
  *     the fast prefill bound of the GPU checks) times max(1, max |logit|)
  *     of the same token decoded alone;
@@ -147,8 +149,8 @@ static void check_model(const char *what, memra_model_t *m)
             order[k] = t;
         }
         for (int g0 = 0; g0 < NS;) {
-            int n = 2 + (int)tu_rng_int(&rng, 5);
-            if (NS - g0 - n < 2)
+            int n = 4 + (int)tu_rng_int(&rng, 3);
+            if (NS - g0 - n < 4)
                 n = NS - g0;
             memra_batch_item_t it[NS];
             for (int q = 0; q < n; q++) {
@@ -160,11 +162,29 @@ static void check_model(const char *what, memra_model_t *m)
             g0 += n;
         }
     }
+    /* pairs: below MEMRA_BATCH_FAST_MIN rows, the decode kernels */
+    float *pairs = malloc(rows * sizeof *pairs);
+    assert_non_null(pairs);
+    prefill(m, &s, row);
+    for (int j = 0; j < STEPS; j++)
+        for (int i = 0; i < NS; i += 2) {
+            memra_batch_item_t it[2];
+            for (int q = 0; q < 2; q++)
+                it[q] = (memra_batch_item_t){.cache = s.c[i + q], .tokens = &s.tok[i + q][j], .n_tokens = 1,
+                                             .logits = ROW(pairs, i + q, j)};
+            assert_int_equal(memra_forward_batch(m, it, 2, 0), MEMRA_OK);
+        }
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < STEPS; j++)
+            if (memcmp(ROW(pairs, i, j), ROW(alone, i, j), (size_t)V * sizeof(float)))
+                fail_msg("%s: sequence %d step %d: a row of a two-row step differs from the decode alone", what, i,
+                         j);
+    free(pairs);
     double worst = 0;
     for (int i = 0; i < NS; i++)
         for (int j = 0; j < STEPS; j++) {
             if (memcmp(ROW(one, i, j), ROW(groups, i, j), (size_t)V * sizeof(float)))
-                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and a smaller group", what, i,
+                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and a group of 4..6", what, i,
                          j, NS);
             double scale;
             const double d = max_diff(ROW(one, i, j), ROW(alone, i, j), V, &scale);
