@@ -24,7 +24,8 @@
 # LONG_MODELS (the entries that get it, default every one), REPS
 # (default 3), DIR (where models are written, default /tmp/bench-matrix),
 # KEEP=1 (keep the model files), OUT (logs and JSON, default
-# /tmp/bench-matrix-out), REV (the commit to print; default git's HEAD),
+# /tmp/bench-matrix-out), REV (the commit to print; default git's HEAD, which a
+# copied working tree's git metadata may not match: pass it from the checkout),
 # BATCH (e.g. 1,2,4,8,16,32; empty (the default) skips the batched table),
 # BATCH_P and BATCH_N (default 128 and 128; memra-bench takes the median of
 # REPS runs per B, llama-batched-bench runs each B once).
