@@ -261,4 +261,37 @@ memra_status_t memra__cuda_gemm_q(memra__backend_t *be, const memra_weight_t *w,
                                   int64_t n_rows, float *y, int64_t ldy);
 memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t *a, int64_t n_expert, bool *done);
 
+/* 16-byte asynchronous copies global -> shared (cp.async: they bypass
+ * registers and L1), their groups and the waits on them (the matvec rings,
+ * the skinny GEMM's ring). */
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+static __device__ __forceinline__ void cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* Waits until at most N of this thread's groups are pending (N < 8). */
+static __device__ __forceinline__ void cp_async_wait_n(int n)
+{
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    default: cp_async_wait<6>(); break;
+    }
+}
+
 #endif

@@ -77,34 +77,6 @@ static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half 
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
 
-static __device__ __forceinline__ void gs_cp16(void *smem, const void *gmem)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-
-static __device__ __forceinline__ void gs_commit(void)
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N> static __device__ __forceinline__ void gs_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-static __device__ __forceinline__ void gs_wait_n(int n)
-{
-    if (n <= 0)
-        gs_wait<0>();
-    else if (n == 1)
-        gs_wait<1>();
-    else if (n == 2)
-        gs_wait<2>();
-    else
-        gs_wait<3>();
-}
-
 /* Tile row I of row tile T: its weight, the row in that weight (-1: none). */
 static __device__ __forceinline__ int gs_row(const gs_args &a, int64_t t, int i, int64_t *lrow)
 {
@@ -242,7 +214,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #pragma unroll
         for (int q = 0; q < GS_CPT; q++)
             if (src[q] && kof[q] < lim)
-                gs_cp16(d + dst[q], src[q] + a0);
+                cp_async16(d + dst[q], src[q] + a0);
     };
     auto issue_x = [&](int j) {
         if (j >= ntile)
@@ -251,7 +223,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
         const int64_t k0 = (kt0 + j) * GS_KT;
         for (int c = tid; c < a.n * (GS_KT / 8); c += GS_THREADS) {
             const int r = c / (GS_KT / 8), k = (c % (GS_KT / 8)) * 8;
-            gs_cp16(d + r * LDX + k, a.X + (size_t)r * a.ldx + k0 + k);
+            cp_async16(d + r * LDX + k, a.X + (size_t)r * a.ldx + k0 + k);
         }
     };
 
@@ -260,11 +232,11 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
     memra_pdl_launch();
     for (int j = 0; j < a.st - 1; j++)
         issue_w(j);
-    gs_commit();
+    cp_async_commit();
     memra_pdl_wait();
     for (int j = 0; j < a.st - 1; j++) {
         issue_x(j);
-        gs_commit();
+        cp_async_commit();
     }
 
     float acc[NT][4];
@@ -275,11 +247,11 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
             acc[j][c] = 0.0f;
 
     for (int j = 0; j < ntile; j++) {
-        gs_wait_n(a.st - 2);
+        cp_async_wait_n(a.st - 2);
         __syncthreads(); /* tile j landed for every thread; stage (j-1) % st is free */
         issue_w(j + a.st - 1);
         issue_x(j + a.st - 1);
-        gs_commit();
+        cp_async_commit();
         const uint8_t *ws = gs_smem + (size_t)(j % a.st) * stage;
         const __half *xs = reinterpret_cast<const __half *>(ws + wbytes);
         if constexpr (Q8) {
@@ -344,7 +316,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
             }
         }
     }
-    gs_wait<0>();
+    cp_async_wait<0>();
     __syncthreads(); /* the ring is free: it holds the tile's sums now */
 
     /* c0/c1 at (row lane/4, x rows 2·(lane%4) + 0/1), c2/c3 eight rows down */

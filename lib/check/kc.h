@@ -131,6 +131,9 @@ void memra__kc_op_failed(kc *k, memra_kernel_check_line_t *L, const char *side, 
 /* ---- kc_core.c: the case runner ------------------------------------------- */
 
 bool memra__kc_run2(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *gpu_be);
+/* Compares each pair's REF (on the CPU engine) with GOT (on GB) and
+ * finishes L (no run, no bench). */
+void memra__kc_finish_cpu_pairs(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_pair *p, int n);
 void memra__kc_check_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_pair *p, int n,
                             kc_run_fn run, void *c, double bytes);
 void memra__kc_finish_exact(kc *k, memra_kernel_check_line_t *L, memra_status_t st, const kc_pair *p, int n);

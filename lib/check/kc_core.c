@@ -430,8 +430,7 @@ void memra__kc_bench(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c
 /* The end of a CUDA-against-CPU case: compares each of the N outputs
  * (P[i].ref on the CPU engine, P[i].got on GB), finishes the line, and
  * times the CUDA side (--bench). */
-static void kc_finish_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_pair *p, int n,
-                             kc_run_fn run, void *c, double bytes)
+void memra__kc_finish_cpu_pairs(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_pair *p, int n)
 {
     kc_acc a;
     memra__kc_acc_init(&a);
@@ -439,6 +438,12 @@ static void kc_finish_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend
         memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, p[i].ref, p[i].o), memra__kc_out_get(k, gb, p[i].got, p[i].o),
                       p[i].o, p[i].what);
     memra__kc_finish(k, L, &a);
+}
+
+static void kc_finish_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_pair *p, int n,
+                             kc_run_fn run, void *c, double bytes)
+{
+    memra__kc_finish_cpu_pairs(k, L, gb, p, n);
     memra__kc_bench(k, L, run, c, gb, bytes);
 }
 

@@ -126,14 +126,7 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
     double bytes = 0;
     for (int i = 0; i < n_w; i++)
         bytes += (double)(w[1][i].nb1 * (size_t)ne1[i]);
-    {
-        kc_acc a;
-        memra__kc_acc_init(&a);
-        for (int i = 0; i < n_out; i++)
-            memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, p[i].ref, p[i].o), memra__kc_out_get(k, gb, p[i].got, p[i].o),
-                          p[i].o, p[i].what);
-        memra__kc_finish(k, L, &a);
-    }
+    memra__kc_finish_cpu_pairs(k, L, gb, p, n_out);
     memra_kernel_check_line_t *LI = memra__kc_line(k, inv, "exact", 0, "%lld rows in one call vs 2 (3) at a time, batched fast", (long long)n_rows);
     if (LI)
         memra__kc_finish_exact(k, LI, st, q, n_out);

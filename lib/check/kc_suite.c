@@ -28,6 +28,8 @@ static void kc_case_done(kc *k)
 }
 
 /* One case, then its buffers released. */
+#define MX_GS 2 /* a matmul_ex case's check: the batched fast rows */
+
 #define KC(call)                                                                                   \
     do {                                                                                           \
         call;                                                                                      \
@@ -109,6 +111,8 @@ static void run_suite(kc *k)
         static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
         static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
         static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
+        static const memra_type_t k5[2] = {MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K}, k6[1] = {MEMRA_TYPE_Q6_K},
+                                  ix[2] = {MEMRA_TYPE_IQ4_XS, MEMRA_TYPE_IQ4_XS};
         static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
                              hid[1] = {4096}, one301[1] = {301}, e4b[2] = {10240, 10240}, g31[1] = {5376},
@@ -124,7 +128,9 @@ static void run_suite(kc *k)
             memra_mm_epi_t epi;
             memra_act_t act;
             bool fast, big, conv;
-            bool rowinv; /* N rows in one call vs N one-row calls, bit for bit */
+            /* true: N rows in one call vs N one-row calls, bit for bit; MX_GS:
+             * a batched fast step's rows (the skinny tensor-core GEMM, kc_gemm_s.c) */
+            int rowinv;
         } mx[] = {
             {"matmul_ex.proj4", 4, q8, 256, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, false},
             {"matmul_ex.swiglu", 2, q8, 256, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false, false},
@@ -163,11 +169,32 @@ static void run_suite(kc *k)
             {"matmul_ex.rowinv.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_qkv_r4", 3, q8, 5376, g31q, 4, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_down_r5", 1, q8, 21504, g31, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            /* a batched fast step's matmuls: every epilogue, 2..40 rows (one,
+             * two and four n tiles, a second pass), split K (4096-wide
+             * outputs) and none (the vocab), the 9B / E4B shapes, K-quants and
+             * the legacy formats */
+            {"matmul_ex.gs.q8_0.proj4_r5", 4, q8, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.iq4_xs.swiglu_r9", 2, ix, 512, glu, 9, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q4_0.add_r3", 1, q40, 768, one, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q8_0.gdn_in_r8", 4, q8, 4096, gdn, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.ffn_glu_r2", 2, q8, 4096, ff, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.ffn_glu_r13", 2, q8, 4096, ff, 13, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.ffn_glu_r32", 2, q8, 4096, ff, 32, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.down_add_r4", 1, q8, 12288, hid, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.out_add_r40", 1, q8, 4096, hid, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.vocab_r8", 1, q8, 4096, voc, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
         };
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
                 continue;
-            if (mx[i].rowinv) {
+            if (mx[i].rowinv == MX_GS) {
+                KC(memra__kc_matmul_ex_gs(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows,
+                                          mx[i].norm, mx[i].epi, mx[i].act));
+            } else if (mx[i].rowinv) {
                 KC(memra__kc_matmul_ex_rowinv(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows,
                                               mx[i].norm, mx[i].epi, mx[i].act));
             } else {
@@ -175,51 +202,6 @@ static void run_suite(kc *k)
                                        mx[i].epi, mx[i].act, mx[i].fast, mx[i].conv));
             }
         }
-    }
-
-    /* a batched fast step's matmuls (the skinny tensor-core GEMM): every
-     * epilogue, 2..40 rows (one, two and four n tiles, a second pass),
-     * split-K (4096-wide outputs) and none (the vocab), the 9B / E4B
-     * shapes, K-quants and the legacy formats */
-    {
-        static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
-        static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K}, k6[1] = {MEMRA_TYPE_Q6_K},
-                                  k5[2] = {MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K}, q40[1] = {MEMRA_TYPE_Q4_0},
-                                  ix[2] = {MEMRA_TYPE_IQ4_XS, MEMRA_TYPE_IQ4_XS};
-        static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
-                             gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288}, hid[1] = {4096},
-                             e4b[2] = {10240, 10240}, voc[1] = {248320};
-        static const struct {
-            const char *name;
-            int n_w;
-            const memra_type_t *t;
-            int64_t ne0;
-            const int64_t *ne1;
-            int64_t rows;
-            bool norm;
-            memra_mm_epi_t epi;
-            memra_act_t act;
-            bool big;
-        } gs[] = {
-            {"matmul_ex.gs.q8_0.proj4_r5", 4, q8, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false},
-            {"matmul_ex.gs.iq4_xs.swiglu_r9", 2, ix, 512, glu, 9, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false},
-            {"matmul_ex.gs.q4_0.add_r3", 1, q40, 768, one, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false},
-            {"matmul_ex.gs.q8_0.gdn_in_r8", 4, q8, 4096, gdn, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.ffn_glu_r2", 2, q8, 4096, ff, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.ffn_glu_r13", 2, q8, 4096, ff, 13, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.ffn_glu_r32", 2, q8, 4096, ff, 32, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.down_add_r4", 1, q8, 12288, hid, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.out_add_r40", 1, q8, 4096, hid, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.vocab_r8", 1, q8, 4096, voc, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true},
-            {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true},
-            {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true},
-        };
-        for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
-            if (!gs[i].big || big)
-                KC(memra__kc_matmul_ex_gs(k, gs[i].name, gs[i].n_w, gs[i].t, gs[i].ne0, gs[i].ne1, gs[i].rows,
-                                          gs[i].norm, gs[i].epi, gs[i].act));
     }
 
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
