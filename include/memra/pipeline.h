@@ -70,8 +70,9 @@ MEMRA_API memra_status_t memra_decode_step_deferred(memra_model_t *model, memra_
 
 /* Queues one batched decode step: N_ITEMS sequences, each item one token
  * (n_tokens == 1) on its own cache, run as memra_forward_batch runs them
- * (one pass over the weights, each row bit-identical to decoding it alone:
- * docs/BATCHING.md), and returns at once with OUT[i], a pending per item
+ * (one pass over the weights, each row bit-identical to the same step run
+ * synchronously, and to decoding alone under memra_forward_batch's exact
+ * contract: docs/BATCHING.md), and returns at once with OUT[i], a pending per item
  * (OUT: an array of N_ITEMS). Each pending is consumed on its own
  * (memra_pending_wait gives that item's n_vocab logits, or
  * memra_pending_free); all of a step's pendings finish together. The
