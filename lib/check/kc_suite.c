@@ -37,7 +37,7 @@ static void kc_case_done(kc *k)
 /* The K-quant matvec (cuda/mmv_kq.cuh), per covered type: decode at the
  * 9B's and Gemma 4's shapes, widths that end a 2048-element segment short
  * and odd row counts (a pair's second row missing); several x rows in one
- * pass (up to 8) and in passes of fewer (12288 wide); N rows against N
+ * pass (up to 8) and in passes of fewer (5376 and 12288 wide); N rows against N
  * one-row calls bit for bit (plain and fused: every row count the kernel
  * is instantiated for); fused matmuls against the CPU and their unfused
  * sequence bit for bit (norm, GLU, ADD, post ops, the conv epilogue);
@@ -61,7 +61,6 @@ static void run_kq(kc *k, bool big)
         {"rows3", 2560, 777, 3, 8, false},   /* four rows per pass, one absent */
         {"rows8", 2560, 501, 8, 4, false},
         {"rows7_5376", 5376, 300, 7, 0, false}, /* x of 8 rows does not fit: passes of 4 */
-        {"down_rows5", 12288, 1024, 5, 0, true}, /* passes of 2 */
     };
     static const int rinv[] = {2, 3, 5, 8};
     /* projo: weights that start at odd virtual rows (row pairs across two weights) */
