@@ -14,12 +14,15 @@
  * per weight and row otherwise: at 0.56 bytes per Q4_K weight, x and not
  * HBM would set the pace). The lane arithmetic is in cuda/mmv_kq_lane.cuh.
  *
- * Instructions per weight and x row (Q4_K, R = 1): PRMT + FFMA, a mask per
- * four, one 16-byte x load per four shared by the two rows (1/8), and per
- * 64-weight share ~35 for the scales, the chain sums and the loads:
- * ~2.9, against ~10 in the generic kernel. Q5_K adds ~0.9 for the fifth
- * bit, Q6_K ~1.2 for its two high bits and the funnel shifts of its
- * 210-byte blocks.
+ * Instructions per weight and x row (Q4_K, R = 1; counted from the source,
+ * not measured): PRMT + FFMA, a mask per four, one 16-byte x load per four
+ * shared by the two rows (1/8), and per item (128 weights a lane) ~60 for
+ * the two rows' scales and chain sums, ~25 for the copies (lanes 0 and 1,
+ * a row each) and ~15 for the ring: ~3.3, against ~10 in the generic
+ * kernel. At 3.3 a 4096 x 12288 Q4_K matvec needs ~5.4 us of issue at
+ * every scheduler's full rate against ~7 us of HBM at 4 TB/s. Q5_K adds
+ * ~0.9 for the fifth bit, Q6_K ~1.2 for its two high bits and the funnel
+ * shifts of its 210-byte blocks (and both stream more bytes per weight).
  *
  * Bits. Lane l always takes the same 64 weights of a segment, segments add
  * into its sum in order from +0 (explicitly rounded), and a row's sum is
