@@ -430,16 +430,21 @@ template <> struct kq<MEMRA_TYPE_Q6_K> {
 /* ---- one lane's share of an item ---------------------------------------------- */
 
 /* The item: segment CS of the weight rows in WR[m] (readers at the row's
- * ring slot; its segment starts OFF[m] bytes in), row 1 present when V1.
+ * ring slot; its segment starts OFF[m] bytes in), row 1 present when V1 is
+ * KQ_ROW1_YES, or KQ_ROW1_RUN and v1 (one loop for both cases: in the
+ * batched kernels two copies of the unrolled loop spilled registers).
  * X: the staged x rows (XL floats apart), S: their sums (32-element sums
  * for Q4_K/Q5_K, NBR per row; 16-element sums for Q6_K, 2 NBR per row).
  * Adds the lane's term of (x row r, weight row m) to PART[r][m] for r < NR. */
-template <int T, int R, class WR, class XR>
+enum { KQ_ROW1_NO, KQ_ROW1_YES, KQ_ROW1_RUN };
+
+template <int T, int R, int V1, class WR, class XR>
 __host__ __device__ __forceinline__ void kq_lane(const WR (&wr)[KQ_M], const uint32_t (&off)[KQ_M], bool v1, int lane,
                                                  uint32_t cs, const XR &xr, uint32_t xl, const XR &sr, uint32_t nbr,
                                                  int nr, float (&part)[R][KQ_M])
 {
     using K = kq<T>;
+    const bool two = V1 == KQ_ROW1_YES || (V1 == KQ_ROW1_RUN && v1);
     const int q = lane & 3;
     const uint32_t sbo = ((uint32_t)lane >> 2) * K::bb;
     kq_lc lc;
@@ -468,7 +473,7 @@ __host__ __device__ __forceinline__ void kq_lane(const WR (&wr)[KQ_M], const uin
     typename K::sc sc[KQ_M];
     KQ_UNROLL
     for (int m = 0; m < KQ_M; m++)
-        if (m == 0 || v1)
+        if (m == 0 || two)
             K::scales(sc[m], wr[m], off[m] + sbo, q);
     KQ_UNROLL
     for (int r = 0; r < R; r++) {
@@ -478,7 +483,7 @@ __host__ __device__ __forceinline__ void kq_lane(const WR (&wr)[KQ_M], const uin
         typename K::wd w[KQ_M];
         KQ_UNROLL
         for (int m = 0; m < KQ_M; m++)
-            if (m == 0 || v1)
+            if (m == 0 || two)
                 K::begin(w[m], wr[m], off[m] + sbo, q);
         const uint32_t xo = 4 * r * xl;
         KQ_UNROLL
@@ -486,14 +491,14 @@ __host__ __device__ __forceinline__ void kq_lane(const WR (&wr)[KQ_M], const uin
             const float4 xa = xr.f128(xo + x0 + 16 * i), xb = xr.f128(xo + x1 + 16 * i);
             KQ_UNROLL
             for (int m = 0; m < KQ_M; m++)
-                if (m == 0 || v1)
+                if (m == 0 || two)
                     K::word(w[m], wr[m], i, lc, xa, xb, c[m]);
         }
         const uint32_t so = 4 * r * nbr;
         const float2 sa = sr.f64(so + s0), sb = K::s16 ? sr.f64(so + s1) : sa;
         KQ_UNROLL
         for (int m = 0; m < KQ_M; m++)
-            if (m == 0 || v1)
+            if (m == 0 || two)
                 part[r][m] = kq_add(part[r][m], K::finish(sc[m], c[m], lc, sa, sb));
     }
 }

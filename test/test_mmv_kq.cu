@@ -136,8 +136,15 @@ static void kq_group(const uint8_t *const (&w)[KQ_M], int64_t ne0, const float *
                 for (int m = 0; m < KQ_M; m++)
                     part[r][m] = lanes[r][m][lane];
             const kq_mem xr = {(const uint8_t *)xs}, sr = {(const uint8_t *)s};
-            kq_lane<T, R>(rd, off, w[1] != NULL, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, (uint32_t)(ne0 / 32), nr,
-                          part);
+            /* the kernel's three forms of the loop */
+            const uint32_t nbr = (uint32_t)(ne0 / 32);
+            if (R > 1)
+                kq_lane<T, R, KQ_ROW1_RUN>(rd, off, w[1] != NULL, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr,
+                                           part);
+            else if (w[1])
+                kq_lane<T, R, KQ_ROW1_YES>(rd, off, true, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
+            else
+                kq_lane<T, R, KQ_ROW1_NO>(rd, off, false, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
             for (int r = 0; r < R; r++)
                 for (int m = 0; m < KQ_M; m++)
                     lanes[r][m][lane] = part[r][m];
