@@ -237,7 +237,8 @@ struct kq_mem {
  *     (elements 4I .. 4I+3 of each of the share's two sub-blocks) against
  *     X0 and X1, the x of the lane's two 32-runs in load order;
  *   finish(sc, ch, lc, s0, s1): the share's term, S0/S1 the sums of x
- *     that go with X0/X1's runs. */
+ *     that go with X0/X1's runs (Q4_K/Q5_K: both sub-blocks' in S0, one
+ *     8-byte load). */
 template <int T> struct kq;
 
 /* Lane constants (Q6_K: which sub-block a load step takes). */
