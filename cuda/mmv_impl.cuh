@@ -7,49 +7,9 @@
 #include <stdio.h>
 
 #include "mmv.cuh"
+#include "mmv_occ.cuh"
 #include "mmv_moe.cuh"
 #include "mmv_q8b.cuh"
-
-/* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
- * memory, cached per device and size (pipeline stages launch on several
- * GPUs from several threads: entries are single atomic words). */
-static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8],
-                         size_t smem_max = MMV_SMEM_MAX)
-{
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        dev = 0;
-    std::atomic<uint64_t> *c = cache[dev];
-    const uint64_t key = (uint64_t)(smem + 1) << 8;
-    for (int i = 0; i < 8; i++) {
-        const uint64_t e = c[i].load(std::memory_order_relaxed);
-        if ((e & ~(uint64_t)0xFF) == key)
-            return (int)(e & 0xFF);
-    }
-    /* the attributes are per device too; setting them again is harmless.
-     * All of the carveout to shared memory: the weights bypass L1. */
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max) != cudaSuccess ||
-        cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
-            cudaSuccess)
-        cudaGetLastError();
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
-        cudaGetLastError();
-        n = 0;
-    }
-    if (n < 1)
-        return 0;
-    if (n > 255)
-        n = 255;
-    for (int i = 0; i < 8; i++) {
-        uint64_t empty = 0;
-        if (c[i].compare_exchange_strong(empty, key | (uint64_t)n))
-            return n;
-    }
-    c[(smem >> 4) & 7].store(key | (uint64_t)n, std::memory_order_relaxed);
-    return n;
-}
 
 /* Items per warp in the ring for a block that also stages XBYTES of x: as
  * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
@@ -85,15 +45,6 @@ static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy
     if (cap < 1)
         cap = 1;
     return (unsigned)(need < cap ? need : cap);
-}
-
-/* MEMRA_MMV_DEBUG=1: every matvec launch prints its configuration. */
-static bool mmv_debug(void)
-{
-    static int debug = -1;
-    if (debug < 0)
-        debug = memra__cuda_env_long("MEMRA_MMV_DEBUG", 0) > 0;
-    return debug != 0;
 }
 
 template <int T, int R, bool TMA>

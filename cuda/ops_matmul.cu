@@ -1,6 +1,6 @@
 /* matmul, matmul_ex, get_rows and the grouped matvec behind moe: the host
  * side. The kernels are in cuda/mmv.cuh (instantiated per type family in
- * cuda/mmv_*.cu).
+ * cuda/mmv_*.cu; Q4_K/Q5_K/Q6_K take cuda/mmv_kq.cuh's).
  *
  * Decode (and every matmul of few rows, and exact mode) runs the matvec
  * kernels: each output's arithmetic is fixed by the weight alone (one lane
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "mmv.cuh"
+#include "mmv_kq.cuh"
 #include "mmv_q8b.cuh"
 
 extern "C" {
@@ -51,8 +52,12 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
     const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
     a.ymap = a.nw == 1 && memra__cuda_mapped(c, a.y[0]);
     bool ok = false;
+    const bool kq = mmv_kq_takes(type, a); /* the K-quant kernel (cuda/mmv_kq.cuh) */
 #define MMV_CASE(T) ok = mmv_launch<T>(a, R, gy, c->sm_count, c->stream, vec)
-    MQ_DISPATCH(type, MMV_CASE)
+    if (kq)
+        ok = mmv_kq_launch(type, a, R, gy, c->sm_count, c->stream);
+    else
+        MQ_DISPATCH(type, MMV_CASE)
     float *ymapped = a.y[0];
     const size_t ybytes = (size_t)((a.n_rows - 1) * a.ldy[0] + a.vrow0[1]) * sizeof(float);
     if (!ok && a.ymap) {
@@ -71,7 +76,10 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
         }
         a.ymap = 0;
         a.y[0] = (float *)c->map_tmp;
-        MQ_DISPATCH(type, MMV_CASE)
+        if (kq)
+            ok = mmv_kq_launch(type, a, R, gy, c->sm_count, c->stream);
+        else
+            MQ_DISPATCH(type, MMV_CASE)
         if (ok)
             MEMRA_CUDA_TRY(be, cudaMemcpyAsync(ymapped, c->map_tmp, ybytes, cudaMemcpyDefault, c->stream));
     }
@@ -106,6 +114,10 @@ static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_a
         else
             while (R > 1 && !x_fits(type, a.ne0, R))
                 R /= 2;
+    } else if (mmv_kq_takes(type, a)) {
+        /* the K-quant kernel stages every x row: as many rows per pass as fit */
+        while (R > 1 && !mmv_kq_x_fits(type, a.ne0, R))
+            R /= 2;
     }
     const float *x = a.x;
     float *y[MMV_MAXW];

@@ -46,9 +46,9 @@ void memra__kc_matmul(kc *k, const char *name, memra_type_t t, int64_t ne0, int6
 
 /* Exact mode: N rows in one call equal N one-row calls bit for bit (what
  * makes GPU prefill chunk-invariant). */
-void memra__kc_matmul_rowinv(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows)
+void memra__kc_matmul_rowinv(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows)
 {
-    memra_kernel_check_line_t *L = memra__kc_line(k, "matmul.rowinv", "exact", 0, "%s W[%lld x %lld], %lld rows vs 1+1+..",
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "exact", 0, "%s W[%lld x %lld], %lld rows vs 1+1+..",
                                            memra__kc_tname(t), (long long)ne1, (long long)ne0, (long long)n_rows);
     if (!L)
         return;

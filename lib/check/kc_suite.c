@@ -36,6 +36,103 @@ static void kc_case_done(kc *k)
         kc_case_done(k);                                                                           \
     } while (0)
 
+/* The K-quant matvec (cuda/mmv_kq.cuh), per covered type: decode at the
+ * 9B's and Gemma 4's shapes, widths that end a 2048-element segment short
+ * and odd row counts (a pair's second row missing); several x rows in one
+ * pass (up to 8) and in passes of fewer (5376 and 12288 wide); N rows against N
+ * one-row calls bit for bit (plain and fused: every row count the kernel
+ * is instantiated for); fused matmuls against the CPU and their unfused
+ * sequence bit for bit (norm, GLU, ADD, post ops, the conv epilogue);
+ * expert ids (moe). */
+static void run_kq(kc *k, bool big)
+{
+    static const memra_type_t kt[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
+    static const struct {
+        const char *name;
+        int64_t ne0, ne1, rows, pad;
+        bool big;
+    } mm[] = {
+        {"ff", 4096, 12288, 1, 0, true},     /* Qwen3.5-9B gate/up */
+        {"down", 12288, 4096, 1, 0, true},   /* ... down */
+        {"sq", 4096, 4096, 1, 0, true},      /* ... attention out */
+        {"moe", 2048, 512, 1, 0, false},     /* a 35B-A3B expert's gate */
+        {"g4_5376", 5376, 3001, 1, 0, false}, /* Gemma 4: 21 super-blocks, a short last segment */
+        {"g4_2560", 2560, 2048, 1, 0, false}, /* 10 super-blocks */
+        {"w2304", 2304, 1001, 1, 0, false},  /* 9 super-blocks, an odd row count */
+        {"rows2", 4096, 1000, 2, 8, false},
+        {"rows3", 2560, 777, 3, 8, false},   /* four rows per pass, one absent */
+        {"rows8", 2560, 501, 8, 4, false},
+        {"rows7_5376", 5376, 300, 7, 0, false}, /* x of 8 rows does not fit: passes of 4 */
+    };
+    static const int rinv[] = {2, 3, 5, 8};
+    /* projo: weights that start at odd virtual rows (row pairs across two weights) */
+    static const int64_t glu[2] = {700, 700}, one[1] = {301}, proj[4] = {384, 16, 16, 256},
+                         projo[4] = {301, 17, 16, 255}, ff[2] = {12288, 12288}, hid[1] = {4096},
+                         gdn[4] = {8192, 32, 32, 4096};
+    static const struct {
+        const char *name;
+        int n_w;
+        int64_t ne0;
+        const int64_t *ne1;
+        int64_t rows;
+        bool norm;
+        memra_mm_epi_t epi;
+        memra_act_t act;
+        bool big, conv, rowinv;
+    } mx[] = {
+        {"glu", 2, 2560, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, false},
+        {"proj4", 4, 4096, projo, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+        {"geglu_rows3", 2, 2048, glu, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false},
+        {"add_rows5", 1, 5376, one, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, false},
+        {"proj4_conv", 4, 2048, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false},
+        {"proj4_rows2", 4, 2304, projo, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false},
+        {"ffn_glu", 2, 4096, ff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false},
+        {"down_add", 1, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false},
+        {"gdn_in", 4, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false},
+        {"glu_r2", 2, 4096, glu, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, false, true},
+        {"add_r3", 1, 5376, one, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, false, true},
+        {"proj4_r5", 4, 2560, projo, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, true},
+        {"geglu_r8", 2, 2048, glu, 8, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, true},
+    };
+    char name[64];
+    for (size_t i = 0; i < sizeof kt / sizeof kt[0]; i++) {
+        const memra_type_t t = kt[i], tt[4] = {t, t, t, t};
+        const char *tn = memra__kc_tname(t);
+        for (size_t j = 0; j < sizeof mm / sizeof mm[0]; j++) {
+            if (mm[j].big && !big)
+                continue;
+            snprintf(name, sizeof name, "matmul.kq.%s.%s", tn, mm[j].name);
+            KC(memra__kc_matmul(k, name, t, mm[j].ne0, mm[j].ne1, mm[j].rows, false, mm[j].pad, 0));
+        }
+        for (size_t j = 0; j < sizeof rinv / sizeof rinv[0]; j++) {
+            snprintf(name, sizeof name, "matmul.rowinv.kq.%s.r%d", tn, rinv[j]);
+            KC(memra__kc_matmul_rowinv(k, name, t, 2560, 777, rinv[j]));
+        }
+        if (big) {
+            snprintf(name, sizeof name, "matmul.rowinv.kq.%s.down_r8", tn);
+            KC(memra__kc_matmul_rowinv(k, name, t, 12288, 1024, 8));
+        }
+        for (size_t j = 0; j < sizeof mx / sizeof mx[0]; j++) {
+            if (mx[j].big && !big)
+                continue;
+            snprintf(name, sizeof name, "matmul_ex.%skq.%s.%s", mx[j].rowinv ? "rowinv." : "", tn, mx[j].name);
+            if (mx[j].rowinv)
+                KC(memra__kc_matmul_ex_rowinv(k, name, mx[j].n_w, tt, mx[j].ne0, mx[j].ne1, mx[j].rows, mx[j].norm,
+                                              mx[j].epi, mx[j].act));
+            else
+                KC(memra__kc_matmul_ex(k, name, mx[j].n_w, tt, mx[j].ne0, mx[j].ne1, mx[j].rows, mx[j].norm,
+                                       mx[j].epi, mx[j].act, false, mx[j].conv));
+        }
+    }
+    if (big) /* Q4_K_M's head is Q6_K */
+        KC(memra__kc_matmul(k, "matmul.kq.q6_k.vocab", MEMRA_TYPE_Q6_K, 4096, 248320, 1, false, 0, 0));
+    /* expert ids: gate/up and down of other types and widths */
+    KC(memra__kc_moe(k, "moe.kq.q4_k_q6_k", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, 3, 32, 4, 2048, 512, false, false,
+                     MEMRA_ACT_SILU));
+    KC(memra__kc_moe(k, "moe.kq.q5_k.gate_up", MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K, 2, 16, 2, 2560, 768, true, true,
+                     MEMRA_ACT_GELU));
+}
+
 static void run_suite(kc *k)
 {
     static const memra_type_t types[] = {
@@ -70,11 +167,11 @@ static void run_suite(kc *k)
     KC(memra__kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2));
     KC(memra__kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2));
     KC(memra__kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
-    KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
-    KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
+    KC(memra__kc_matmul_rowinv(k, "matmul.rowinv", MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
+    KC(memra__kc_matmul_rowinv(k, "matmul.rowinv", MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
     if (big) { /* one-row calls: the fast path's default map (out projections), its warp pairs (attention in) */
-        KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 4096, 3));
-        KC(memra__kc_matmul_rowinv(k, MEMRA_TYPE_Q8_0, 4096, 10240, 2));
+        KC(memra__kc_matmul_rowinv(k, "matmul.rowinv", MEMRA_TYPE_Q8_0, 4096, 4096, 3));
+        KC(memra__kc_matmul_rowinv(k, "matmul.rowinv", MEMRA_TYPE_Q8_0, 4096, 10240, 2));
     }
     /* the grouped fast path (a vocabulary of whole 32-row groups, then a
      * short last group) and a type that goes through device memory */
@@ -203,6 +300,8 @@ static void run_suite(kc *k)
             }
         }
     }
+
+    run_kq(k, big);
 
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const int64_t ne0 = memra_type_block_size(types[i]) == 256 ? 256 : 64;

@@ -1,0 +1,79 @@
+/* Launchers of the K-quant matvec (cuda/mmv_kq.cuh) for Q4_K, Q5_K, Q6_K. */
+#include <stdio.h>
+
+#include "mmv_kq.cuh"
+#include "mmv_occ.cuh"
+
+static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
+
+/* Items per warp: as many as fit MMV_SMEM_TARGET next to x (the Q8_0 fast
+ * path's budget: three blocks per SM), between 2 and KQ_RING_MAX; at 4096
+ * wide Q4_K gets 3, Q5_K and Q6_K 2. MEMRA_MMV_KQ_RING=N forces N
+ * (experiments). */
+template <int T> static int kq_ring_depth(size_t xbytes)
+{
+    static long force = -1;
+    if (force < 0)
+        force = memra__cuda_env_long("MEMRA_MMV_KQ_RING", 0);
+    if (force >= 2 && force <= KQ_RING_MAX)
+        return (int)force;
+    const size_t slot = (size_t)MMV_WARPS * kq_seg<T>::item;
+    const int d = xbytes + 2 * slot <= MMV_SMEM_TARGET ? (int)((MMV_SMEM_TARGET - xbytes) / slot) : 2;
+    return d < 2 ? 2 : d > KQ_RING_MAX ? KQ_RING_MAX : d;
+}
+
+template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static std::atomic<uint64_t> cache[64][8];
+    const size_t xbytes = kq_x_bytes<T>(a.ne0, R);
+    a.ring = kq_ring_depth<T>(xbytes);
+    size_t smem = kq_smem_bytes<T>(a.ne0, R, a.ring);
+    if (smem > MMV_SMEM_MAX) { /* a forced depth too deep: the smallest ring */
+        a.ring = 2;
+        smem = kq_smem_bytes<T>(a.ne0, R, a.ring);
+        if (smem > MMV_SMEM_MAX)
+            return false;
+    }
+    a.xsm = 1;
+    const int occ = mmv_occupancy((const void *)mmv_kq_kernel<T, R>, smem, cache);
+    if (occ == 0)
+        return false;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    cap = cap < 1 ? 1 : cap;
+    const unsigned gx = (unsigned)(need < cap ? need : cap);
+    static long probe = -1;
+    if (probe < 0)
+        probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
+    a.probe = (int)probe;
+    if (mmv_debug())
+        fprintf(stderr,
+                "mmv kq type %d R %d: %lld x %lld (%d weights%s%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                T, R, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
+                a.ids ? " ids" : "", gx, gy, occ, a.ring, smem);
+    return memra__launch(mmv_kq_kernel<T, R>, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+}
+
+template <int T> static bool kq_launch_t(const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    switch (R) {
+    case 1: return kq_launch_r<T, 1>(a, gy, sm_count, s);
+    case 2: return kq_launch_r<T, 2>(a, gy, sm_count, s);
+    case 4: return kq_launch_r<T, 4>(a, gy, sm_count, s);
+    case 8: return kq_launch_r<T, 8>(a, gy, sm_count, s);
+    default: return false;
+    }
+}
+
+bool mmv_kq_launch(int t, const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    if (a.ymap) /* mapped host output: run_mmv goes through device memory */
+        return false;
+    switch (t) {
+    case MEMRA_TYPE_Q4_K: return kq_launch_t<MEMRA_TYPE_Q4_K>(a, R, gy, sm_count, s);
+    case MEMRA_TYPE_Q5_K: return kq_launch_t<MEMRA_TYPE_Q5_K>(a, R, gy, sm_count, s);
+    case MEMRA_TYPE_Q6_K: return kq_launch_t<MEMRA_TYPE_Q6_K>(a, R, gy, sm_count, s);
+    default: return false;
+    }
+}

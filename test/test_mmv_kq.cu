@@ -1,0 +1,253 @@
+/* The K-quant matvec's lane arithmetic (cuda/mmv_kq_lane.cuh) on the CPU:
+ * the kernel's own decoding, sums and scale factoring, run lane by lane over
+ * ring slots laid out as the kernel's bulk copies lay them out (segments
+ * from the 16-byte boundary below them), against the float64 reference
+ * (memra__dot_row). Needs nvcc, not a GPU: the device-side orchestration
+ * (ring, barriers, stores) is the kernel check's (matmul.kq.*). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mmv_kq_lane.cuh"
+
+extern "C" {
+#include <cmocka.h> /* no C++ guards in Debian 12's cmocka */
+
+#include "quant.h"
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static float rng_unif(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((rng_next() >> 40) * 0x1p-24);
+}
+
+static void put_fp16(uint8_t *p, float v)
+{
+    const __half h = __float2half(v);
+    memcpy(p, &h, 2);
+}
+
+/* Random bytes with sane scales (the kernel check's weights). */
+static void fill_blocks(int t, uint8_t *b, int64_t nblk)
+{
+    const int bb = t == MEMRA_TYPE_Q4_K ? 144 : t == MEMRA_TYPE_Q5_K ? 176 : 210;
+    for (int64_t i = 0; i < nblk; i++, b += bb) {
+        for (int j = 0; j < bb; j++)
+            b[j] = (uint8_t)(rng_next() >> 56);
+        const float d = rng_unif(0.002f, 0.02f), m = rng_unif(0.002f, 0.02f);
+        if (t == MEMRA_TYPE_Q6_K) {
+            put_fp16(b + 208, d * 0.05f);
+        } else {
+            put_fp16(b, d * 0.1f);
+            put_fp16(b + 2, m * 0.1f);
+        }
+    }
+}
+
+static int64_t xp64(int64_t i)
+{
+    return i + (i >> 6) * 4;
+}
+
+/* x rows staged as mmv_stage_x<true> stages them: times 2^64, padded after
+ * every 64, then the 32-sums of each row times 2^-78, then (Q6_K) the
+ * 16-sums. Returns the row stride in floats. */
+static int64_t stage(const float *x, int nr, int64_t ne0, float *xs, float **s32, float **s16)
+{
+    const int64_t xl = xp64((ne0 + 63) & ~(int64_t)63), nbr = ne0 / 32;
+    for (int r = 0; r < nr; r++)
+        for (int64_t i = 0; i < ne0; i++)
+            xs[r * xl + xp64(i)] = x[r * ne0 + i] * 0x1p64f;
+    *s32 = xs + nr * xl;
+    *s16 = *s32 + nr * nbr;
+    for (int r = 0; r < nr; r++) {
+        for (int64_t g = 0; g < nbr; g++) {
+            float s = 0.0f;
+            for (int i = 0; i < 32; i++)
+                s += xs[r * xl + xp64(32 * g + i)];
+            (*s32)[r * nbr + g] = s * 0x1p-71f * 0x1p-71f;
+        }
+        for (int64_t g = 0; g < 2 * nbr; g++) {
+            float s = 0.0f;
+            for (int i = 0; i < 16; i++)
+                s += xs[r * xl + xp64(16 * g + i)];
+            (*s16)[r * 2 * nbr + g] = s * 0x1p-71f * 0x1p-71f;
+        }
+    }
+    return xl;
+}
+
+static float warp_sum_host(const float *v)
+{
+    float t[32];
+    memcpy(t, v, sizeof t);
+    for (int o = 16; o > 0; o >>= 1) {
+        float n[32];
+        for (int l = 0; l < 32; l++)
+            n[l] = t[l] + t[l ^ o];
+        memcpy(t, n, sizeof t);
+    }
+    return t[0];
+}
+
+/* The kernel's walk for one group of rows (W[m], NULL past the last) and
+ * NR x rows: Y[r][m]. */
+template <int T, int R>
+static void kq_group(const uint8_t *const (&w)[KQ_M], int64_t ne0, const float *xs, int64_t xl, const float *s,
+                     int nr, float (&y)[R][KQ_M])
+{
+    constexpr int bb = kq<T>::bb, seg = KQ_SBS * bb, slot = seg + 32;
+    const int nsb = (int)(ne0 / 256), nseg = (nsb + KQ_SBS - 1) / KQ_SBS;
+    float lanes[R][KQ_M][32] = {};
+    for (int cs = 0; cs < nseg; cs++) {
+        const int nb = nsb - cs * KQ_SBS < KQ_SBS ? nsb - cs * KQ_SBS : KQ_SBS;
+        static uint8_t buf[KQ_M][slot + 64];
+        kq_mem rd[KQ_M];
+        uint32_t off[KQ_M] = {0, 0};
+        for (int m = 0; m < KQ_M; m++) {
+            memset(buf[m], 0xA5, sizeof buf[m]); /* bytes the copy leaves must not matter */
+            rd[m].p = buf[m];
+            if (!w[m])
+                continue;
+            const uintptr_t p = (uintptr_t)(w[m] + (size_t)cs * seg);
+            off[m] = (uint32_t)(p & 15);
+            const uint32_t n = (off[m] + nb * bb + 15) & ~15u;
+            memcpy(buf[m], (const uint8_t *)(p & ~(uintptr_t)15), n);
+        }
+        for (int lane = 0; lane < 32; lane++) {
+            if ((lane >> 2) >= nb)
+                continue;
+            float part[R][KQ_M];
+            for (int r = 0; r < R; r++)
+                for (int m = 0; m < KQ_M; m++)
+                    part[r][m] = lanes[r][m][lane];
+            const kq_mem xr = {(const uint8_t *)xs}, sr = {(const uint8_t *)s};
+            /* the kernel's three forms of the loop */
+            const uint32_t nbr = (uint32_t)(ne0 / 32);
+            if (R > 1)
+                kq_lane<T, R, KQ_ROW1_RUN>(rd, off, w[1] != NULL, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr,
+                                           part);
+            else if (w[1])
+                kq_lane<T, R, KQ_ROW1_YES>(rd, off, true, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
+            else
+                kq_lane<T, R, KQ_ROW1_NO>(rd, off, false, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
+            for (int r = 0; r < R; r++)
+                for (int m = 0; m < KQ_M; m++)
+                    lanes[r][m][lane] = part[r][m];
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int m = 0; m < KQ_M; m++)
+            y[r][m] = warp_sum_host(lanes[r][m]);
+}
+
+/* NROWS weight rows of NE0 elements starting SHIFT bytes past a 16-byte
+ * boundary, three x rows of magnitude XMAG: every row against the
+ * reference (NMSE), the three x rows in one walk against one walk each and
+ * a row paired against the row alone (bit for bit). */
+template <int T> static void check(int64_t ne0, int nrows, size_t shift, float xmag)
+{
+    const int bb = kq<T>::bb;
+    const size_t row = (size_t)(ne0 / 256) * bb;
+    uint8_t *wbuf = (uint8_t *)aligned_alloc(64, (row * nrows + 256 + 63) & ~(size_t)63);
+    assert_non_null(wbuf);
+    uint8_t *w0 = wbuf + 64 + shift;
+    fill_blocks(T, w0, (ne0 / 256) * nrows);
+    enum { NX = 3 };
+    float *x = (float *)malloc(sizeof(float) * NX * ne0);
+    const int64_t xl = xp64((ne0 + 63) & ~(int64_t)63);
+    float *xs = (float *)calloc((size_t)(NX * xl + NX * ne0 / 32 + NX * ne0 / 16), sizeof(float));
+    assert_non_null(x);
+    assert_non_null(xs);
+    for (int64_t i = 0; i < NX * ne0; i++)
+        x[i] = rng_unif(-1.0f, 1.0f) * xmag;
+    float *s32, *s16;
+    stage(x, NX, ne0, xs, &s32, &s16);
+    const float *s = kq<T>::s16 ? s16 : s32;
+    double err = 0, ref2 = 0;
+    for (int g = 0; 2 * g < nrows; g++) {
+        const uint8_t *const w[KQ_M] = {w0 + 2 * g * row, 2 * g + 1 < nrows ? w0 + (2 * g + 1) * row : NULL};
+        float y[NX][KQ_M];
+        kq_group<T, NX>(w, ne0, xs, xl, s, NX, y);
+        for (int m = 0; m < KQ_M && w[m]; m++) {
+            for (int r = 0; r < NX; r++) {
+                const double ref = memra__dot_row((memra_type_t)T, w[m], x + r * ne0, ne0);
+                err += (y[r][m] - ref) * (y[r][m] - ref);
+                ref2 += ref * ref;
+                /* one x row at a time (R = 1), and the row without its pair */
+                const float *xsr = xs + r * xl;
+                const float *sr1 = s + r * (kq<T>::s16 ? 2 : 1) * (ne0 / 32);
+                float y1[1][KQ_M];
+                kq_group<T, 1>(w, ne0, xsr, xl, sr1, 1, y1);
+                assert_memory_equal(&y1[0][m], &y[r][m], sizeof(float));
+                const uint8_t *const alone[KQ_M] = {w[m], NULL};
+                kq_group<T, 1>(alone, ne0, xsr, xl, sr1, 1, y1);
+                assert_memory_equal(&y1[0][0], &y[r][m], sizeof(float));
+            }
+        }
+    }
+    const double nmse = err / (ref2 > 0 ? ref2 : 1);
+    if (!(nmse <= 1e-11))
+        fail_msg("type %d, %lld wide, shift %zu, |x| %g: NMSE %.3g", T, (long long)ne0, shift, xmag, nmse);
+    free(xs);
+    free(x);
+    free(wbuf);
+}
+
+/* widths: one super-block, a short segment (9, 10, 21 super-blocks), whole
+ * segments (4096), and a long row (12288) */
+static const int64_t widths[] = {256, 2304, 2560, 4096, 5376, 12288};
+
+static void test_q4_k(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        check<MEMRA_TYPE_Q4_K>(widths[i], 5, 0, 1.0f);
+    check<MEMRA_TYPE_Q4_K>(4096, 4, 0, 1e-6f);
+    check<MEMRA_TYPE_Q4_K>(4096, 4, 0, 1e6f);
+}
+
+static void test_q5_k(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        check<MEMRA_TYPE_Q5_K>(widths[i], 5, 0, 1.0f);
+    check<MEMRA_TYPE_Q5_K>(2048, 3, 0, 1e-6f);
+}
+
+/* Q6_K rows start anywhere even: every 4-byte alignment of the blocks and
+ * every offset in the first 16 bytes */
+static void test_q6_k(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        check<MEMRA_TYPE_Q6_K>(widths[i], 5, 0, 1.0f);
+    for (size_t sh = 2; sh < 16; sh += 2)
+        check<MEMRA_TYPE_Q6_K>(sh & 4 ? 2560 : 768, 3, sh, 1.0f);
+    check<MEMRA_TYPE_Q6_K>(4096, 4, 6, 1e-6f);
+    check<MEMRA_TYPE_Q6_K>(4096, 4, 0, 1e6f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q4_k),
+        cmocka_unit_test(test_q5_k),
+        cmocka_unit_test(test_q6_k),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
