@@ -79,10 +79,11 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
 fi
 
 # ---- batched steps, forks, deferred steps on the GPU engine, both modes ----------------
-# (each batched row bit for bit against the sequence run alone: memcmp)
+# (exact tier: each batched row bit for bit against the sequence run alone;
+# test_batch_fast: the batched fast rows within their bound, composition-invariant)
 if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
   for mode in 1 0; do
-    for t in test_batch test_batch_deferred test_cache_fork; do
+    for t in test_batch test_batch_fast test_batch_deferred test_cache_fork; do
       env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode timeout 300 $B/test/$t \
         >"$OUT/$t-$mode.log" 2>&1
       rc=$?
