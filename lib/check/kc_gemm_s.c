@@ -57,10 +57,8 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
     gs_case c;
     memset(&c, 0, sizeof c);
     const int64_t ldx = ne0 + 8;
-    float *x = memra__kc_randf(k, (size_t)(n_rows * ldx), -1.0f, 1.0f);
-    float *nw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
     void *xp[2], *np[2];
-    if (!x || !nw || !memra__kc_both(k, x, (size_t)(n_rows * ldx) * 4, xp) || !memra__kc_both(k, nw, (size_t)ne0 * 4, np))
+    if (!memra__kc_mm_inputs(k, n_rows, ldx, ne0, xp, np))
         return;
     memra_weight_t w[2][MEMRA_MM_MAX_W];
     kc_out o[MEMRA_MM_MAX_W];
