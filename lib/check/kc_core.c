@@ -467,6 +467,14 @@ bool memra__kc_mm_inputs(kc *k, int64_t n_rows, int64_t ldx, int64_t ne0, void *
            memra__kc_both(k, nw, (size_t)ne0 * 4, np);
 }
 
+/* qwen35's post-op inputs of a four-projection case on both sides: N biases
+ * in [-2, 2) and N multipliers in [-3, -0.1) (that draw order). */
+bool memra__kc_mm_post(kc *k, int64_t n, void *pb[2], void *pa[2])
+{
+    float *b = memra__kc_randf(k, (size_t)n, -2.0f, 2.0f), *aux = memra__kc_randf(k, (size_t)n, -3.0f, -0.1f);
+    return b && aux && memra__kc_both(k, b, (size_t)n * 4, pb) && memra__kc_both(k, aux, (size_t)n * 4, pa);
+}
+
 /* ---- weights ------------------------------------------------------------------ */
 
 const char *memra__kc_tname(memra_type_t t)

@@ -175,11 +175,8 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
         return;
     float *init = epi == MEMRA_MM_ADD ? memra__kc_randf(k, (size_t)(n_rows * ne1[0]), -4.0f, 4.0f) : NULL;
     void *pb[2] = {NULL, NULL}, *pa[2] = {NULL, NULL};
-    if (post) {
-        float *b = memra__kc_randf(k, (size_t)ne1[2], -2.0f, 2.0f), *aux = memra__kc_randf(k, (size_t)ne1[2], -3.0f, -0.1f);
-        if (!b || !aux || !memra__kc_both(k, b, (size_t)ne1[2] * 4, pb) || !memra__kc_both(k, aux, (size_t)ne1[2] * 4, pa))
-            return;
-    }
+    if (post && !memra__kc_mm_post(k, ne1[2], pb, pa))
+        return;
     for (int s = 0; s < 2; s++) {
         memra__backend_t *be = s ? gb : k->cpu;
         memra_mm_args_t *a = &c.a[s];
