@@ -131,6 +131,8 @@ void memra__kc_op_failed(kc *k, memra_kernel_check_line_t *L, const char *side, 
 /* ---- kc_core.c: the case runner ------------------------------------------- */
 
 bool memra__kc_run2(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c, memra__backend_t *gpu_be);
+bool memra__kc_mm_post(kc *k, int64_t n, void *pb[2], void *pa[2]);
+bool memra__kc_mm_inputs(kc *k, int64_t n_rows, int64_t ldx, int64_t ne0, void *xp[2], void *np[2]);
 /* Compares each pair's REF (on the CPU engine) with GOT (on GB) and
  * finishes L (no run, no bench). */
 void memra__kc_finish_cpu_pairs(kc *k, memra_kernel_check_line_t *L, memra__backend_t *gb, const kc_pair *p, int n);

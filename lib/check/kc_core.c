@@ -456,6 +456,25 @@ void memra__kc_check_vs_cpu(kc *k, memra_kernel_check_line_t *L, memra__backend_
         kc_finish_vs_cpu(k, L, gb, p, n, run, c, bytes);
 }
 
+/* The inputs of a fused matmul case on both sides: N_ROWS random x rows LDX
+ * floats apart in [-1, 1) and NE0 norm weights in [0.5, 1.5) (that draw
+ * order). False when an allocation or upload failed. */
+bool memra__kc_mm_inputs(kc *k, int64_t n_rows, int64_t ldx, int64_t ne0, void *xp[2], void *np[2])
+{
+    float *x = memra__kc_randf(k, (size_t)(n_rows * ldx), -1.0f, 1.0f);
+    float *nw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
+    return x && nw && memra__kc_both(k, x, (size_t)(n_rows * ldx) * 4, xp) &&
+           memra__kc_both(k, nw, (size_t)ne0 * 4, np);
+}
+
+/* qwen35's post-op inputs of a four-projection case on both sides: N biases
+ * in [-2, 2) and N multipliers in [-3, -0.1) (that draw order). */
+bool memra__kc_mm_post(kc *k, int64_t n, void *pb[2], void *pa[2])
+{
+    float *b = memra__kc_randf(k, (size_t)n, -2.0f, 2.0f), *aux = memra__kc_randf(k, (size_t)n, -3.0f, -0.1f);
+    return b && aux && memra__kc_both(k, b, (size_t)n * 4, pb) && memra__kc_both(k, aux, (size_t)n * 4, pa);
+}
+
 /* ---- weights ------------------------------------------------------------------ */
 
 const char *memra__kc_tname(memra_type_t t)

@@ -57,10 +57,8 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
     gs_case c;
     memset(&c, 0, sizeof c);
     const int64_t ldx = ne0 + 8;
-    float *x = memra__kc_randf(k, (size_t)(n_rows * ldx), -1.0f, 1.0f);
-    float *nw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
     void *xp[2], *np[2];
-    if (!x || !nw || !memra__kc_both(k, x, (size_t)(n_rows * ldx) * 4, xp) || !memra__kc_both(k, nw, (size_t)ne0 * 4, np))
+    if (!memra__kc_mm_inputs(k, n_rows, ldx, ne0, xp, np))
         return;
     memra_weight_t w[2][MEMRA_MM_MAX_W];
     kc_out o[MEMRA_MM_MAX_W];
@@ -74,11 +72,8 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
     }
     float *init = epi == MEMRA_MM_ADD ? memra__kc_randf(k, (size_t)(n_rows * (ne1[0] + 5)), -4.0f, 4.0f) : NULL;
     void *pb[2] = {NULL, NULL}, *pa[2] = {NULL, NULL};
-    if (post) {
-        float *b = memra__kc_randf(k, (size_t)ne1[2], -2.0f, 2.0f), *aux = memra__kc_randf(k, (size_t)ne1[2], -3.0f, -0.1f);
-        if (!b || !aux || !memra__kc_both(k, b, (size_t)ne1[2] * 4, pb) || !memra__kc_both(k, aux, (size_t)ne1[2] * 4, pa))
-            return;
-    }
+    if (post && !memra__kc_mm_post(k, ne1[2], pb, pa))
+        return;
     for (int s = 0; s < 2; s++) {
         memra_mm_args_t tm = {.x = xp[s], .ldx = ldx, .n_rows = n_rows, .norm = norm, .norm_w = np[s], .eps = 1e-6f,
                               .n_w = n_w, .epi = epi, .act = act};
