@@ -238,6 +238,22 @@ static inline bool memra__cuda_fast_rows(const memra__backend_t *be, int64_t n_r
     return n_rows > memra__cuda_mmv_max_rows() || (memra__rows_batch() && n_rows >= 2);
 }
 
+/* Whether a MoE of N_TOKENS tokens takes the grouped tensor-core GEMMs
+ * (fast prefill) rather than the per-token fused MoE matvecs: the fast
+ * tier's rows, except in a batched decode step, where a few tokens spread
+ * over many experts (8 of 256 each: ~1.1 tokens per active expert at 8
+ * tokens, ~1.6 at 32) leave the GEMMs' 64-entry tiles nearly empty while
+ * the matvecs stream each slot's expert once at the HBM rate, and give
+ * each row the bits of its sequence decoded alone. MEMRA_BATCH_MOE_GEMM=1
+ * sends batched steps to the GEMMs too (A/B). */
+static inline bool memra__cuda_moe_gemm_rows(const memra__backend_t *be, int64_t n_tokens)
+{
+    static long batch_gemm = -1;
+    if (batch_gemm < 0)
+        batch_gemm = memra__cuda_env_long("MEMRA_BATCH_MOE_GEMM", 0);
+    return memra__cuda_fast_rows(be, n_tokens) && (batch_gemm || !memra__rows_batch());
+}
+
 /* The skinny tensor-core GEMM (cuda/gemm_s.cu) for a matmul or fused matmul
  * of a batched step's rows: *done = false when it does not take the case
  * (not a batched fast step, a weight type or shape it has no tiles for). */

@@ -1,5 +1,5 @@
 /* The K-quant matvec (Q4_K, Q5_K, Q6_K): decode, batched and exact-mode
- * rows, matmul_ex fusions and MoE expert ids, at a few instructions per
+ * rows and matmul_ex fusions (not the MoE experts: mmv_kq_takes), at a few instructions per
  * weight instead of the generic kernel's ~10 (mq_dot32: a byte load,
  * shifts, masks, an I2F-like FADD and an FMA per weight, compute-bound at
  * ~0.9 TB/s).
@@ -300,8 +300,8 @@ static inline bool mmv_kq_x_fits(int t, int64_t ne0, int nr)
     return kq_smem_of(t, ne0, nr, 2) <= MMV_SMEM_MAX;
 }
 
-/* The one selection rule: the K-quant kernel takes every matvec of A's
- * weights (any row count, fusion, expert ids) when it is on
+/* The one selection rule: the K-quant kernel takes every dense matvec of
+ * A's weights (any row count, fusion) when it is on
  * (MEMRA_MMV_KFAST, default 1; its copies are TMA, so MEMRA_MMV_TMA=0 turns
  * it off too), one x row fits shared memory, and the rows and expert
  * slices start on 16 bytes (Q6_K: on 2, its blocks' own alignment).
@@ -312,7 +312,10 @@ static inline bool mmv_kq_takes(int t, const mmv_args &a)
     static long on = -1;
     if (on < 0)
         on = memra__cuda_env_long("MEMRA_MMV_KFAST", 1) && memra__cuda_env_long("MEMRA_MMV_TMA", 1);
-    if (!on || !kq_type(t) || a.ne0 % 256 || a.ne0 > INT32_MAX / 8 || !mmv_kq_x_fits(t, a.ne0, 1))
+    /* not the MoE's expert launches (a.ids): the fused MoE kernel
+     * (cuda/mmv_moe.cuh), which decode and exact prefill take, has the
+     * generic kernel's dots, and the unfused sequence must give its bits */
+    if (!on || !kq_type(t) || a.ids || a.ne0 % 256 || a.ne0 > INT32_MAX / 8 || !mmv_kq_x_fits(t, a.ne0, 1))
         return false;
     const size_t al = t == MEMRA_TYPE_Q6_K ? 2 : 16;
     for (int i = 0; i < a.nw; i++)
