@@ -62,13 +62,12 @@ static long gs_knob(void)
     return v;
 }
 
-/* Ring stages for STAGE bytes a stage: as many as fit two blocks per SM
- * (four down to two: the warps hide the latency better than a deeper
- * ring does), else as fit one block; 0 when not even two do. */
+/* Ring stages for STAGE bytes a stage: four, or three, at two blocks per
+ * SM; else as many as fit one block; 0 when not even two do. */
 static int gs_stages(size_t stage, size_t fixed)
 {
     const size_t two = 113 * 1024, one = 226 * 1024;
-    for (int st = 4; st >= 2; st--)
+    for (int st = 4; st >= 3; st--)
         if (st * stage + fixed <= two)
             return st;
     for (int st = 4; st >= 2; st--)

@@ -10,11 +10,7 @@
  *
  * A block owns GS_BM = 64 virtual rows (several weights sharing x form one
  * row space, as in the matvec; a GLU tile is 32 gate rows and the same 32
- * up rows) and one slice of K. Its 8 warps own 16 rows and half of every
- * k tile each (eight warps a block, two blocks per SM: a warp's decode and
- * mma chain is latency-bound, and Nsight Compute measured four warps a
- * block at 1.9 warps per scheduler, 15-21 % of issue slots busy and 20-30
- * % of DRAM throughput). K is walked
+ * up rows) and one slice of K. Its 4 warps own 16 rows each. K is walked
  * in tiles of 256 elements: cp.async copies a tile's raw weight bytes
  * (whole blocks of every type: 256 is a multiple of every block size) and
  * its x rows into a ring of GS_ST stages, so that the HBM stream never
@@ -44,7 +40,7 @@
 
 #define GS_BM 64
 #define GS_KT 256
-#define GS_WARPS 8 /* warps w and w + 4 take the same 16 rows, halves of each k tile */
+#define GS_WARPS 4
 #define GS_THREADS (GS_WARPS * 32)
 #define GS_LDX (GS_KT + 8) /* halves per staged x row: 8 rows of one ldmatrix in distinct banks */
 #define GS_Q8_XLD (GS_KT + 16) /* the same for Q8_0's 8-byte x loads (lanes g = 0..3 in distinct banks) */
@@ -108,8 +104,8 @@ static __device__ __forceinline__ int gs_row(const gs_args &a, int64_t t, int i,
  * step still sums the same 16 products. The scale multiplies each block's
  * float32 partial sum (q·x is exact on the tensor cores: q is a small
  * integer), not the f16 weights. */
-#define GS_Q8_LD 144 /* repacked row: a warp's 128 quants + 16 (ldmatrix rows in distinct banks) */
-#define GS_Q8_WARP (16 * GS_Q8_LD + 16 * 4 * 4)
+#define GS_Q8_LD 272 /* repacked row: 256 quants + 16 (ldmatrix rows in distinct banks) */
+#define GS_Q8_WARP (16 * GS_Q8_LD + 16 * 8 * 4)
 
 static __device__ __forceinline__ void gs_ldmatrix_x4_b(uint32_t *r, const uint8_t *p)
 {
@@ -133,16 +129,14 @@ static __device__ __forceinline__ void gs_q8_h2(uint32_t q, uint32_t *lo, uint32
 }
 
 /* The warp's 16 rows of one staged Q8_0 tile (rb = 272: 8 whole blocks,
- * 16-byte aligned), blocks 4 KH .. 4 KH + 3, into QS (quants) and DS
- * (scales, float). Lane: row lane % 16, half lane / 16 of every block's 32
- * quants. */
-static __device__ __forceinline__ void gs_q8_repack(const uint8_t *raw, uint8_t *qs, float *ds, int lane, int kh)
+ * 16-byte aligned) into QS (quants) and DS (scales, float). Lane: row
+ * lane % 16, half lane / 16 of every block's 32 quants. */
+static __device__ __forceinline__ void gs_q8_repack(const uint8_t *raw, uint8_t *qs, float *ds, int lane)
 {
     const int r = lane & 15, h = lane >> 4;
     const uint8_t *row = raw + r * 272;
 #pragma unroll
-    for (int bl = 0; bl < 4; bl++) {
-        const int b = 4 * kh + bl;
+    for (int b = 0; b < 8; b++) {
         const int o = 34 * b + 2 + 16 * h; /* the 16 quants' first byte in the row */
         const int sh = (34 * b + 2) & 15;  /* the same for both halves */
         const uint4 *w = reinterpret_cast<const uint4 *>(row + (o & ~15));
@@ -160,17 +154,17 @@ static __device__ __forceinline__ void gs_q8_repack(const uint8_t *raw, uint8_t 
                 y[i] = (sh & 3) ? __byte_perm(x[wq + i], x[wq + i + 1], 0x5432) : x[wq + i];
             out = make_uint4(y[0], y[1], y[2], y[3]);
         }
-        *reinterpret_cast<uint4 *>(qs + r * GS_Q8_LD + 32 * bl + 16 * h) = out;
+        *reinterpret_cast<uint4 *>(qs + r * GS_Q8_LD + 32 * b + 16 * h) = out;
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int bl = h * 2 + i;
-        ds[r * 4 + bl] = __half2float(*reinterpret_cast<const __half *>(row + 34 * (4 * kh + bl)));
+    for (int i = 0; i < 4; i++) {
+        const int b = h * 4 + i;
+        ds[r * 8 + b] = __half2float(*reinterpret_cast<const __half *>(row + 34 * b));
     }
 }
 
 /* Copies of one thread: the weight rows it streams, fixed for the launch. */
-#define GS_CPT 5 /* copies per thread and tile, at most: 64 rows x 18 chunks / 256, rounded up */
+#define GS_CPT 9 /* copies per thread and tile, at most: 64 rows x 18 chunks / 128 */
 
 template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_kernel(const gs_args a)
 {
@@ -182,7 +176,6 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
     constexpr int WARPB = Q8 ? GS_Q8_WARP : 16 * GS_LDA * 2;
     extern __shared__ __align__(16) uint8_t gs_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int rw = warp & 3, kh = warp >> 2; /* rows 16 rw .. 16 rw + 15, half kh of each k tile */
     const int64_t tile = blockIdx.x;
     const int slice = blockIdx.y;
     const int wbytes = GS_BM * a.rb;
@@ -263,21 +256,20 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
         const __half *xs = reinterpret_cast<const __half *>(ws + wbytes);
         if constexpr (Q8) {
             float *ds = reinterpret_cast<float *>(wbuf + 16 * GS_Q8_LD);
-            gs_q8_repack(ws + rw * 16 * a.rb, wbuf, ds, lane, kh);
+            gs_q8_repack(ws + warp * 16 * a.rb, wbuf, ds, lane);
             __syncwarp();
             const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-            for (int bl = 0; bl < 4; bl++) {
-                const int b = 4 * kh + bl;
+            for (int b = 0; b < 8; b++) {
                 uint32_t q[4], af[2][4];
-                gs_ldmatrix_x4_b(q, wbuf + ((lane & 7) + ((lane >> 3) & 1) * 8) * GS_Q8_LD + 32 * bl + (lane >> 4) * 16);
+                gs_ldmatrix_x4_b(q, wbuf + ((lane & 7) + ((lane >> 3) & 1) * 8) * GS_Q8_LD + 32 * b + (lane >> 4) * 16);
                 /* k16 step s: rows g / g+8 from q[2s] / q[2s+1] */
 #pragma unroll
                 for (int st2 = 0; st2 < 2; st2++) {
                     gs_q8_h2(q[2 * st2], &af[st2][0], &af[st2][2]);
                     gs_q8_h2(q[2 * st2 + 1], &af[st2][1], &af[st2][3]);
                 }
-                const float d0 = ds[g * 4 + bl], d1 = ds[(g + 8) * 4 + bl];
+                const float d0 = ds[g * 8 + b], d1 = ds[(g + 8) * 8 + b];
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
                     float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -297,12 +289,12 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
         } else {
             __half *abuf = reinterpret_cast<__half *>(wbuf);
             const int off = (int)(((kt0 + j) * TB) & 15);
-            for (int c = 2 * kh; c < 2 * kh + 2; c++) {
+            for (int c = 0; c < GS_KT / 64; c++) {
                 /* lane: row lane % 16 of the warp's 16, sub-block 2c + lane / 16 of the tile */
                 const int r = lane & 15, sb = 2 * c + (lane >> 4);
                 const int e = sb * 32;
                 float v[32];
-                mq_deq32<T>(ws + (rw * 16 + r) * a.rb + off + (e / QK) * BB, (e % QK) / 32, v);
+                mq_deq32<T>(ws + (warp * 16 + r) * a.rb + off + (e / QK) * BB, (e % QK) / 32, v);
                 uint4 *dq = reinterpret_cast<uint4 *>(abuf + r * GS_LDA + (lane >> 4) * 32);
 #pragma unroll
                 for (int q = 0; q < 4; q++)
@@ -327,21 +319,14 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
     cp_async_wait<0>();
     __syncthreads(); /* the ring is free: it holds the tile's sums now */
 
-    /* c0/c1 at (row lane/4, x rows 2·(lane%4) + 0/1), c2/c3 eight rows down;
-     * the first half of the k tiles, then the second half added to it */
+    /* c0/c1 at (row lane/4, x rows 2·(lane%4) + 0/1), c2/c3 eight rows down */
     float *sum = reinterpret_cast<float *>(gs_smem); /* [GS_BM][NX] */
-    for (int h = 0; h < 2; h++) {
-        if (kh == h) {
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
+    for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    float *p = sum + (rw * 16 + (lane >> 2) + (c >> 1) * 8) * NX + nt * 8 + (lane & 3) * 2 + (c & 1);
-                    *p = h ? *p + acc[nt][c] : acc[nt][c];
-                }
-        }
-        __syncthreads();
-    }
+        for (int c = 0; c < 4; c++)
+            sum[(warp * 16 + (lane >> 2) + (c >> 1) * 8) * NX + nt * 8 + (lane & 3) * 2 + (c & 1)] = acc[nt][c];
+    __syncthreads();
 
     if (a.split > 1) {
         const int gt = (int)gridDim.x;

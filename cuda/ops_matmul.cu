@@ -376,6 +376,11 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
         st = memra__cuda_gemm_s(be, &mm, &done);
         if (st || done)
             return st;
+        /* what it does not take (float weights such as MoE routers, the
+         * types without tiles) runs on the matvec, whose rows are the same
+         * in any step: cuBLAS picks its algorithm, and with it the order of
+         * the sums, by the row count */
+        return matvec_rows(be, w->type, one_weight(w, x, ldx, y, ldy), n_rows);
     }
     const bool big = n_rows <= INT32_MAX && w->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && ldy <= INT32_MAX;
     /* narrow outputs (routers, gates) stay exact: no GEMM pays off there,
