@@ -180,7 +180,36 @@ static void add(plan *p, memra_type_t type, fill_t fill, int n_dims, int64_t ne0
     t->fill = fill;
 }
 
-/* Scale d so that a block's values have std ~0.02. */
+/* Q4_K/Q5_K scales: eight random 6-bit sub-block scales sc in 1..63, each
+ * with min m = sc, packed as ggml's quantize_row_q4_K_ref packs them (the
+ * inverse of get_scale_min_k4). With dmin = d·MID (MID the middle quant,
+ * 7.5 or 15.5) a value is d·sc·q − dmin·sc = d·sc·(q − MID): centred on
+ * zero like a real weight, not offset by a random min. */
+static void kquant_scales(uint8_t *b, float d, float mid)
+{
+    uint16_t hd = to_f16(d), hmin = to_f16(d * mid);
+    uint8_t *s = b + 4;
+    memcpy(b, &hd, 2);
+    memcpy(b + 2, &hmin, 2);
+    memset(s, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc = (uint8_t)(1 + next_u64() % 63), m = sc;
+        if (j < 4) {
+            s[j] = sc;
+            s[j + 4] = m;
+        } else {
+            s[j + 4] = (uint8_t)((sc & 0xF) | ((m & 0xF) << 4));
+            s[j - 4] |= (uint8_t)((sc >> 4) << 6);
+            s[j] |= (uint8_t)((m >> 4) << 6);
+        }
+    }
+}
+
+/* Random quants, and scales sized so that a block's values have mean ~0 and
+ * std ~0.02, as the F32 and BF16 weights: a uniform quant q in 0..2^b−1 has
+ * std sqrt((4^b − 1)/12) (4.61 for 4 bits, 9.23 for 5, 18.47 for 6), an
+ * int8 73.9, and the K-quants' sub-block scales sc (1..63) have an rms of
+ * sqrt(E[sc²]) = 36.8. */
 static void fill_quant(memra_type_t type, uint8_t *p, size_t nbytes)
 {
     size_t bb = memra_type_block_bytes(type);
@@ -189,30 +218,18 @@ static void fill_quant(memra_type_t type, uint8_t *p, size_t nbytes)
         uint8_t *b = p + off;
         uint16_t d;
         switch (type) {
-        case MEMRA_TYPE_Q8_0: /* uniform int8: std 73.6 */
+        case MEMRA_TYPE_Q8_0: /* d·qs, qs int8 (73.6: q8_0 files stay as they were) */
             d = to_f16(0.02f / 73.6f);
             memcpy(b, &d, 2);
             break;
-        case MEMRA_TYPE_Q4_0:
+        case MEMRA_TYPE_Q4_0: /* d·(q − 8) */
             d = to_f16(0.02f / 4.6f);
             memcpy(b, &d, 2);
             break;
-        case MEMRA_TYPE_Q4_K: { /* d·sc·q − dmin·m; random 6-bit sc,m */
-            d = to_f16(0.02f / (31.5f * 4.6f));
-            uint16_t dmin = to_f16(0.02f / (31.5f * 8.0f));
-            memcpy(b, &d, 2);
-            memcpy(b + 2, &dmin, 2);
-            break;
-        }
-        case MEMRA_TYPE_Q5_K: {
-            d = to_f16(0.02f / (31.5f * 9.2f));
-            uint16_t dmin = to_f16(0.02f / (31.5f * 16.0f));
-            memcpy(b, &d, 2);
-            memcpy(b + 2, &dmin, 2);
-            break;
-        }
-        case MEMRA_TYPE_Q6_K: /* d last; int8 scales */
-            d = to_f16(0.02f / (64.0f * 18.5f));
+        case MEMRA_TYPE_Q4_K: kquant_scales(b, 0.02f / (36.8f * 4.61f), 7.5f); break;
+        case MEMRA_TYPE_Q5_K: kquant_scales(b, 0.02f / (36.8f * 9.23f), 15.5f); break;
+        case MEMRA_TYPE_Q6_K: /* d·sc·(q − 32), int8 sc; d last */
+            d = to_f16(0.02f / (73.9f * 18.47f));
             memcpy(b + bb - 2, &d, 2);
             break;
         default:

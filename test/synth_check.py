@@ -10,8 +10,9 @@
 3. Each shrunk file, read back by the independent reader of
    gguf_json_check.py (no memra code): general.file_type and every tensor's
    type are those of the --type (QTYPES below, llama-quantize's choices),
-   and --dry-run with the same arguments reports the file's parameter count
-   and tensor bytes.
+   --dry-run with the same arguments reports the file's parameter count and
+   tensor bytes, and the first blocks of every quantized tensor dequantize
+   (docs/model-spec.md section 2) to finite values of a weight's magnitude.
 
 usage: synth_check.py MEMRA_SYNTH MEMRA_LOGITS TMPDIR
 """
@@ -70,6 +71,63 @@ def read_f32(path):
     return struct.unpack("<%df" % (len(data) // 4), data)
 
 
+def f16(b, off):
+    return struct.unpack_from("<e", b, off)[0]
+
+
+def gsm(s, j):
+    """ggml's get_scale_min_k4 (model-spec 2)."""
+    if j < 4:
+        return s[j] & 63, s[j + 4] & 63
+    return (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4), (s[j + 4] >> 4) | ((s[j] >> 6) << 4)
+
+
+def deq_q8_0(b):
+    d = f16(b, 0)
+    return [d * q for q in struct.unpack_from("<32b", b, 2)]
+
+
+def deq_q4_0(b):
+    d = f16(b, 0)
+    qs = b[2:18]
+    return [d * ((q & 0xF) - 8) for q in qs] + [d * ((q >> 4) - 8) for q in qs]
+
+
+def deq_q45_k(b, five):
+    d, dmin, sc = f16(b, 0), f16(b, 2), b[4:16]
+    qh, qs = (b[16:48], b[48:176]) if five else (None, b[16:144])
+    y = []
+    for c in range(4):
+        (s1, m1), (s2, m2) = gsm(sc, 2 * c), gsm(sc, 2 * c + 1)
+        q = qs[32 * c:32 * c + 32]
+        h1 = [16 if five and qh[l] & (1 << 2 * c) else 0 for l in range(32)]
+        h2 = [16 if five and qh[l] & (2 << 2 * c) else 0 for l in range(32)]
+        y += [d * s1 * ((q[l] & 0xF) + h1[l]) - dmin * m1 for l in range(32)]
+        y += [d * s2 * ((q[l] >> 4) + h2[l]) - dmin * m2 for l in range(32)]
+    return y
+
+
+def deq_q6_k(b):
+    d = f16(b, 208)
+    sc = struct.unpack_from("<16b", b, 192)
+    y = []
+    for n in range(2):
+        ql, qh, s = b[64 * n:64 * n + 64], b[128 + 32 * n:160 + 32 * n], sc[8 * n:8 * n + 8]
+        half = [0.0] * 128
+        for l in range(32):
+            i = l // 16
+            half[l] = d * s[i] * (((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32)
+            half[l + 32] = d * s[i + 2] * (((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32)
+            half[l + 64] = d * s[i + 4] * (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32)
+            half[l + 96] = d * s[i + 6] * (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32)
+        y += half
+    return y
+
+
+DEQ = {"Q8_0": deq_q8_0, "Q4_0": deq_q4_0, "Q4_K": lambda b: deq_q45_k(b, False),
+       "Q5_K": lambda b: deq_q45_k(b, True), "Q6_K": deq_q6_k}
+
+
 def expected_type(qtype, name, shape, has_output):
     weight, head, tied, _ = QTYPES[qtype]
     if len(shape) == 1 or name.endswith(F32_MATRICES):
@@ -92,8 +150,9 @@ def check_file(path, qtype, dry):
         bad.append("general.file_type %s, expected %d" % (ftype, QTYPES[qtype][3]))
     names = {t["name"] for t in g["tensors"]}
     params = nbytes = 0
+    seen = {}
     for t in g["tensors"]:
-        tname = GGML_TYPES[t["type"]][0]
+        tname, _, bb = GGML_TYPES[t["type"]]
         want = expected_type(qtype, t["name"], t["shape"], "output.weight" in names)
         if tname != want:
             bad.append("%s is %s, expected %s" % (t["name"], tname, want))
@@ -102,6 +161,23 @@ def check_file(path, qtype, dry):
             n *= d
         params += n
         nbytes += t["nbytes"]
+        if tname in DEQ:
+            # the first blocks of each tensor: finite, a weight's magnitude
+            start = g["data_start"] + t["offset"]
+            y = []
+            for k in range(min(16, t["nbytes"] // bb)):
+                y += DEQ[tname](data[start + k * bb:start + (k + 1) * bb])
+            s = seen.setdefault(tname, [0, 0.0, 0.0, True])
+            s[0] += len(y)
+            s[1] += sum(y)
+            s[2] += sum(v * v for v in y)
+            s[3] = s[3] and all(math.isfinite(v) for v in y)
+    for tname, (n, s1, s2, finite) in sorted(seen.items()):
+        mean, rms = s1 / n, math.sqrt(s2 / n)
+        print("    %-5s %7d values: mean %+.4f rms %.4f" % (tname, n, mean, rms))
+        # the Q8_0 path's weights have rms 0.02 and mean 0
+        if not finite or not 0.01 <= rms <= 0.04 or abs(mean) > 0.005:
+            bad.append("%s values: finite %s, mean %.4g, rms %.4g" % (tname, finite, mean, rms))
     if (dry["params"], dry["bytes"], dry["tensors"], dry["file_type"]) != \
             (params, nbytes, len(g["tensors"]), QTYPES[qtype][3]):
         bad.append("--dry-run %s, the file has %d params, %d bytes, %d tensors" %
