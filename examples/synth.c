@@ -7,6 +7,12 @@
  *   memra-synth --list
  *   memra-synth --model NAME --type T --dry-run   (prints parameter count and bytes)
  *
+ * --type is one of k_qtypes below (q8_0, q4_k, q5_k, q6_k, q4_0): the type of
+ * the weight matrices, and the type llama.cpp's llama-quantize gives the
+ * output head (and a tied token embedding, which is the head) for that file
+ * type. Per-layer mixes (Q4_K_M's Q6_K attn_v/ffn_down in some layers) are
+ * left out: every matrix of a layer has the weight type.
+ *
  * The tokenizer is a small valid GPT-2-style BPE vocabulary (the 256 byte
  * symbols, a few merges and chat specials) padded with unused tokens to the
  * model's vocabulary size. Weights are random but sane: quantized blocks
@@ -53,6 +59,50 @@ static const spec_t k_specs[] = {
     {"gemma-4-31b", GEMMA4, 60, 5376, 32, 16, 21504, 0, 0, 0, 0, 0, 1, .n_head_kv_full = 4, .kv_eq_v = 1,
      .swa_period = 6, .window = 1024, .vocab = 262144, .ctx = 262144},
 };
+
+/* ---- quantization types ------------------------------------------------------- */
+
+/* One --type: what llama-quantize writes for the matching LLAMA_FTYPE_MOSTLY_*
+ * (llama_tensor_get_type: output.weight, or token_embd.weight when there is
+ * no output.weight, becomes Q6_K unless the file type is Q8_0; an untied
+ * token_embd.weight keeps the weight type). Norms and other vectors stay F32
+ * whatever the type. This table drives option parsing, --help and the usage. */
+typedef struct qtype {
+    const char *name;      /* the --type value */
+    memra_type_t weight;   /* weight matrices, and an untied token_embd.weight */
+    memra_type_t head;     /* output.weight */
+    memra_type_t tied_emb; /* token_embd.weight when it is also the head (no output.weight) */
+    int file_type;         /* general.file_type: llama.cpp's LLAMA_FTYPE_MOSTLY_* */
+    const char *desc;
+} qtype_t;
+
+static const qtype_t k_qtypes[] = {
+    {"q8_0", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 7, "Q8_0 weights and head"},
+    {"q4_k", MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 15, "Q4_K_M-like: Q4_K weights, Q6_K head"},
+    {"q5_k", MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 17, "Q5_K_M-like: Q5_K weights, Q6_K head"},
+    {"q6_k", MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 18, "Q6_K weights and head"},
+    {"q4_0", MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 2, "Q4_0 weights, Q6_K head"},
+};
+
+#define N_QTYPES (sizeof k_qtypes / sizeof *k_qtypes)
+
+static const qtype_t *find_qtype(const char *name)
+{
+    for (size_t k = 0; k < N_QTYPES; k++)
+        if (strcmp(k_qtypes[k].name, name) == 0)
+            return &k_qtypes[k];
+    return NULL;
+}
+
+/* "q8_0|q4_k|..." (SEP between the names) into BUF. */
+static const char *qtype_names(char *buf, size_t size, const char *sep)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t k = 0; k < N_QTYPES && n < size; k++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? sep : "", k_qtypes[k].name);
+    return buf;
+}
 
 /* ---- random numbers and f16 ------------------------------------------------ */
 
@@ -130,7 +180,36 @@ static void add(plan *p, memra_type_t type, fill_t fill, int n_dims, int64_t ne0
     t->fill = fill;
 }
 
-/* Scale d so that a block's values have std ~0.02. */
+/* Q4_K/Q5_K scales: eight random 6-bit sub-block scales sc in 1..63, each
+ * with min m = sc, packed as ggml's quantize_row_q4_K_ref packs them (the
+ * inverse of get_scale_min_k4). With dmin = d·MID (MID the middle quant,
+ * 7.5 or 15.5) a value is d·sc·q − dmin·sc = d·sc·(q − MID): centred on
+ * zero like a real weight, not offset by a random min. */
+static void kquant_scales(uint8_t *b, float d, float mid)
+{
+    uint16_t hd = to_f16(d), hmin = to_f16(d * mid);
+    uint8_t *s = b + 4;
+    memcpy(b, &hd, 2);
+    memcpy(b + 2, &hmin, 2);
+    memset(s, 0, 12);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc = (uint8_t)(1 + next_u64() % 63), m = sc;
+        if (j < 4) {
+            s[j] = sc;
+            s[j + 4] = m;
+        } else {
+            s[j + 4] = (uint8_t)((sc & 0xF) | ((m & 0xF) << 4));
+            s[j - 4] |= (uint8_t)((sc >> 4) << 6);
+            s[j] |= (uint8_t)((m >> 4) << 6);
+        }
+    }
+}
+
+/* Random quants, and scales sized so that a block's values have mean ~0 and
+ * std ~0.02, as the F32 and BF16 weights: a uniform quant q in 0..2^b−1 has
+ * std sqrt((4^b − 1)/12) (4.61 for 4 bits, 9.23 for 5, 18.47 for 6), an
+ * int8 73.9, and the K-quants' sub-block scales sc (1..63) have an rms of
+ * sqrt(E[sc²]) = 36.8. */
 static void fill_quant(memra_type_t type, uint8_t *p, size_t nbytes)
 {
     size_t bb = memra_type_block_bytes(type);
@@ -139,30 +218,18 @@ static void fill_quant(memra_type_t type, uint8_t *p, size_t nbytes)
         uint8_t *b = p + off;
         uint16_t d;
         switch (type) {
-        case MEMRA_TYPE_Q8_0: /* uniform int8: std 73.6 */
+        case MEMRA_TYPE_Q8_0: /* d·qs, qs int8 (73.6: q8_0 files stay as they were) */
             d = to_f16(0.02f / 73.6f);
             memcpy(b, &d, 2);
             break;
-        case MEMRA_TYPE_Q4_0:
+        case MEMRA_TYPE_Q4_0: /* d·(q − 8) */
             d = to_f16(0.02f / 4.6f);
             memcpy(b, &d, 2);
             break;
-        case MEMRA_TYPE_Q4_K: { /* d·sc·q − dmin·m; random 6-bit sc,m */
-            d = to_f16(0.02f / (31.5f * 4.6f));
-            uint16_t dmin = to_f16(0.02f / (31.5f * 8.0f));
-            memcpy(b, &d, 2);
-            memcpy(b + 2, &dmin, 2);
-            break;
-        }
-        case MEMRA_TYPE_Q5_K: {
-            d = to_f16(0.02f / (31.5f * 9.2f));
-            uint16_t dmin = to_f16(0.02f / (31.5f * 16.0f));
-            memcpy(b, &d, 2);
-            memcpy(b + 2, &dmin, 2);
-            break;
-        }
-        case MEMRA_TYPE_Q6_K: /* d last; int8 scales */
-            d = to_f16(0.02f / (64.0f * 18.5f));
+        case MEMRA_TYPE_Q4_K: kquant_scales(b, 0.02f / (36.8f * 4.61f), 7.5f); break;
+        case MEMRA_TYPE_Q5_K: kquant_scales(b, 0.02f / (36.8f * 9.23f), 15.5f); break;
+        case MEMRA_TYPE_Q6_K: /* d·sc·(q − 32), int8 sc; d last */
+            d = to_f16(0.02f / (73.9f * 18.47f));
             memcpy(b + bb - 2, &d, 2);
             break;
         default:
@@ -481,9 +548,13 @@ static memra_status_t add_metadata(memra_gguf_writer_t *w, const spec_t *s, int 
 
 enum { OPT_MODEL = CLI_LONG_ONLY, OPT_TYPE, OPT_OUT, OPT_LAYERS, OPT_VOCAB, OPT_EXPERTS, OPT_SEED, OPT_DRY, OPT_LIST };
 
+/* The --type help and the usage lines name every k_qtypes entry; main fills
+ * them in before the options are parsed. */
+static char g_type_help[1024], g_synopsis[512];
+
 static const cli_opt_t k_opts[] = {
     {OPT_MODEL, "model", "NAME", "released model whose shape to write, one of --list (required)"},
-    {OPT_TYPE, "type", "TYPE", "q8_0, or q4_k (Q4_K_M-like: Q4_K weights, Q6_K head) (default: q8_0)"},
+    {OPT_TYPE, "type", "TYPE", g_type_help},
     {OPT_OUT, "out", "FILE", "where the GGUF goes (required unless --dry-run)"},
     {OPT_LAYERS, "layers", "N", "keep the first N layers, 0..100000, 0 = all (default: 0)"},
     {OPT_VOCAB, "vocab", "N", "vocabulary size, 0 or 512..16777216, 0 = the model's (default: 0)"},
@@ -495,9 +566,7 @@ static const cli_opt_t k_opts[] = {
 
 static const cli_prog_t k_prog = {
     "memra-synth",
-    "--model NAME [--type q8_0|q4_k] --out FILE [--layers N] [--vocab N] [--experts N] [--seed S]\n"
-    "--model NAME [--type q8_0|q4_k] --dry-run\n"
-    "--list",
+    g_synopsis,
     "Writes a random-weight GGUF with the exact metadata, tensor names, shapes and quant types of a\n"
     "released model, so engines can be benchmarked and tested without downloads. The tokenizer is a\n"
     "small valid GPT-2-style BPE vocabulary padded to the model's size. --layers, --vocab and\n"
@@ -505,14 +574,34 @@ static const cli_prog_t k_prog = {
     k_opts,
     sizeof k_opts / sizeof *k_opts,
     "memra-synth --model qwen3.5-9b --type q8_0 --out /tmp/q35-9b-q8_0.gguf\n"
+    "memra-synth --model qwen3.5-9b --type q5_k --out /tmp/q35-9b-q5_k.gguf\n"
     "memra-synth --model qwen3.5-0.8b --layers 2 --vocab 1024 --out /tmp/tiny.gguf",
 };
+
+static void build_help(void)
+{
+    char names[128];
+    qtype_names(names, sizeof names, "|");
+    snprintf(g_synopsis, sizeof g_synopsis,
+             "--model NAME [--type %s] --out FILE [--layers N] [--vocab N] [--experts N] [--seed S]\n"
+             "--model NAME [--type %s] --dry-run\n"
+             "--list",
+             names, names);
+    size_t n = (size_t)snprintf(g_type_help, sizeof g_type_help,
+                                "quantization, as llama-quantize's file type of that name (default: q8_0);\n"
+                                "norms and other vectors stay F32, a matrix whose rows do not split into\n"
+                                "the type's blocks is Q8_0:");
+    for (size_t k = 0; k < N_QTYPES && n < sizeof g_type_help; k++)
+        n += (size_t)snprintf(g_type_help + n, sizeof g_type_help - n, "\n%-5s %s (general.file_type %d)",
+                              k_qtypes[k].name, k_qtypes[k].desc, k_qtypes[k].file_type);
+}
 
 int main(int argc, char **argv)
 {
     const char *model = NULL, *type = "q8_0", *out = NULL;
     int layers = 0, vocab = 0, dry = 0, experts = 0, list = 0;
     cli_t c;
+    build_help();
     cli_init(&c, &k_prog, argc, argv);
     for (int key; (key = cli_next(&c)) != -1;) {
         switch (key) {
@@ -548,19 +637,14 @@ int main(int argc, char **argv)
         cli_fail(&c, "unknown model '%s' (see --list)", model);
     if (!out && !dry)
         cli_fail(&c, "no output file given (--out FILE, or --dry-run)");
-    int file_type;
-    if (strcmp(type, "q8_0") == 0) {
-        g_wtype = g_out_type = g_emb_type = MEMRA_TYPE_Q8_0;
-        file_type = 7;
-    } else if (strcmp(type, "q4_k") == 0) {
-        /* Q4_K_M-like: Q4_K weights, Q6_K head (tied: the embedding) */
-        g_wtype = MEMRA_TYPE_Q4_K;
-        g_out_type = MEMRA_TYPE_Q6_K;
-        g_emb_type = s->tied ? MEMRA_TYPE_Q6_K : MEMRA_TYPE_Q4_K;
-        file_type = 15;
-    } else {
-        cli_fail(&c, "unknown type '%s' (q8_0 or q4_k)", type);
+    const qtype_t *q = find_qtype(type);
+    if (!q) {
+        char names[128];
+        cli_fail(&c, "unknown type '%s' (one of %s)", type, qtype_names(names, sizeof names, ", "));
     }
+    g_wtype = q->weight;
+    g_out_type = q->head;
+    g_emb_type = s->tied ? q->tied_emb : q->weight;
     spec_t shrunk = *s;
     if (experts > 0 && s->n_expert > experts) {
         shrunk.n_expert = experts;
@@ -585,16 +669,17 @@ int main(int argc, char **argv)
             params += ne;
             nbytes += ne / (uint64_t)memra_type_block_size(p.t[i].type) * memra_type_block_bytes(p.t[i].type);
         }
-        printf("{\"model\":\"%s\",\"type\":\"%s\",\"layers\":%d,\"vocab\":%d,\"tensors\":%d,"
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"file_type\":%d,\"layers\":%d,\"vocab\":%d,\"tensors\":%d,"
                "\"params\":%llu,\"bytes\":%llu}\n",
-               s->name, type, n_layer, n_vocab, p.n, (unsigned long long)params, (unsigned long long)nbytes);
+               s->name, type, q->file_type, n_layer, n_vocab, p.n, (unsigned long long)params,
+               (unsigned long long)nbytes);
         free(p.t);
         return 0;
     }
     memra_gguf_writer_t *w = NULL;
     memra_status_t st = memra_gguf_writer_create(&w);
     if (!st)
-        st = add_metadata(w, s, n_layer, n_vocab, file_type);
+        st = add_metadata(w, s, n_layer, n_vocab, q->file_type);
     uint64_t bytes = 0;
     for (int i = 0; i < p.n && !st; i++) {
         st = memra_gguf_writer_add_tensor(w, p.t[i].name, p.t[i].type, (uint32_t)p.t[i].n_dims, p.t[i].ne, NULL);

@@ -16,7 +16,8 @@
 #   scripts/bench-matrix.sh                       # the default matrix
 #   MODELS="qwen3.5-9b:q8_0 gemma-4-31b:q8_0:20" PEER=/tmp/llama.cpp-c34b922-sm90a scripts/bench-matrix.sh
 #
-# Env: MODELS (entries NAME:TYPE[:LAYERS], names from `memra-synth --list`),
+# Env: MODELS (entries NAME:TYPE[:LAYERS], names from `memra-synth --list`,
+# types from its --help: q8_0, q4_k, q5_k, q6_k, q4_0),
 # B (memra build folder, default /tmp/build-gpu, where scripts/gpu-check.sh builds), PEER (llama.cpp folder with
 # llama-bench), PP (prompt lengths, default 512,2048), N (generated tokens,
 # default 128), DEPTHS (default 0,512), LONG (a long depth measured with
