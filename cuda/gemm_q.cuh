@@ -106,17 +106,40 @@ template <int T> struct gq_raw {
     __device__ __forceinline__ void decode(float *v) const { mq_deq32<T>(b, sub, v); }
 };
 
+/* Q8_0: the 34-byte block in nine 4-byte loads rather than seventeen
+ * 2-byte ones (the loads of a warp touch 16 rows each: the load count,
+ * not the bytes, paces the k loop). A block starts on 4 bytes or 2 past
+ * them (its row and the tensor start on 2 at least); the 2-past case
+ * loads from 2 bytes before it, inside the row's previous block or the
+ * previous row, and the on-4 case takes its last two bytes as a 2-byte
+ * load, so no load leaves the tensor. decode sees the same 17 halfwords. */
 template <> struct gq_raw<MEMRA_TYPE_Q8_0> {
-    uint16_t w[17];
+    uint32_t u[9];
+    bool odd; /* the block starts 2 bytes past a 4-byte boundary */
     __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
     {
-        const uint16_t *p = reinterpret_cast<const uint16_t *>(row + (k / 32) * 34);
+        const uint8_t *p = row + (k / 32) * 34;
+        odd = ((uintptr_t)p & 2) != 0;
+        const uint32_t *a = reinterpret_cast<const uint32_t *>(p - (odd ? 2 : 0));
 #pragma unroll
-        for (int j = 0; j < 17; j++)
-            w[j] = p[j];
+        for (int j = 0; j < 8; j++)
+            u[j] = a[j];
+        u[8] = odd ? a[8] : (uint32_t) * reinterpret_cast<const uint16_t *>(p + 32);
+    }
+    /* halfword J (0..16) of the block; J a constant once unrolled, so u
+     * stays in registers (only the select depends on ODD) */
+    __device__ __forceinline__ uint32_t half(int j) const
+    {
+        if (j & 1)
+            return odd ? u[(j + 1) >> 1] & 0xFFFFu : u[j >> 1] >> 16;
+        return odd ? u[j >> 1] >> 16 : u[j >> 1] & 0xFFFFu;
     }
     __device__ __forceinline__ void decode(float *v) const
     {
+        uint32_t w[17];
+#pragma unroll
+        for (int j = 0; j < 17; j++)
+            w[j] = half(j);
         const float d = __half2float(__ushort_as_half(w[0]));
 #pragma unroll
         for (int j = 0; j < 16; j++) {
