@@ -6,22 +6,6 @@
 
 static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
 
-/* Items per warp: as many as fit MMV_SMEM_TARGET next to x (the Q8_0 fast
- * path's budget: three blocks per SM), between 2 and KQ_RING_MAX; at 4096
- * wide Q4_K gets 3, Q5_K and Q6_K 2. MEMRA_MMV_KQ_RING=N forces N
- * (experiments). */
-template <int T> static int kq_ring_depth(size_t xbytes)
-{
-    static long force = -1;
-    if (force < 0)
-        force = memra__cuda_env_long("MEMRA_MMV_KQ_RING", 0);
-    if (force >= 2 && force <= KQ_RING_MAX)
-        return (int)force;
-    const size_t slot = (size_t)MMV_WARPS * kq_seg<T>::item;
-    const int d = xbytes + 2 * slot <= MMV_SMEM_TARGET ? (int)((MMV_SMEM_TARGET - xbytes) / slot) : 2;
-    return d < 2 ? 2 : d > KQ_RING_MAX ? KQ_RING_MAX : d;
-}
-
 template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
     static std::atomic<uint64_t> cache[64][8];

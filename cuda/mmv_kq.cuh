@@ -1,6 +1,7 @@
 /* The K-quant matvec (Q4_K, Q5_K, Q6_K): decode, batched and exact-mode
- * rows and matmul_ex fusions (not the MoE experts: mmv_kq_takes), at a few instructions per
- * weight instead of the generic kernel's ~10 (mq_dot32: a byte load,
+ * rows, matmul_ex fusions and the MoE's grouped expert matvecs (a.ids; the
+ * fused MoE kernel has the same lanes: cuda/mmv_moe_kq.cuh), at a few
+ * instructions per weight instead of the generic kernel's ~10 (mq_dot32: a byte load,
  * shifts, masks, an I2F-like FADD and an FMA per weight, compute-bound at
  * ~0.9 TB/s).
  *
@@ -31,7 +32,8 @@
  * paired with, the fused weights and epilogues, or the grid. The epilogues
  * are mmv_store's (the generic kernel's). kernel-check: matmul.kq.* against
  * the CPU, matmul.rowinv.kq.* and matmul_ex.rowinv.kq.* bit for bit across
- * row counts, matmul_ex.kq.* fused against unfused. */
+ * row counts, matmul_ex.kq.* fused against unfused, moe.kq.* (expert ids)
+ * against the CPU, moe.fused.kq.* the fused MoE kernel against these. */
 #ifndef MEMRA_CUDA_MMV_KQ_CUH
 #define MEMRA_CUDA_MMV_KQ_CUH
 
@@ -120,6 +122,27 @@ static __device__ __forceinline__ const uint8_t *kq_row(const mmv_args &a, size_
     return a.W[*wi] + woff + (size_t)*lrow * a.nb1[*wi];
 }
 
+/* Lanes 0 and 1 together, lane m for row m of an item: segment IS (of a
+ * row of NSB super-blocks) of the row at P (NULL: absent) into the item's
+ * slot at DST, from the 16-byte boundary at or below it in whole 16 bytes
+ * (S::bytes is a multiple of 16); lane 0 first arms the slot's barrier BAR
+ * with both rows' bytes. */
+template <int T>
+static __device__ __forceinline__ void kq_issue(const uint8_t *p, int is, int nsb, uint32_t bar, uint32_t dst,
+                                                int lane)
+{
+    using S = kq_seg<T>;
+    const uint32_t nb = (uint32_t)min(KQ_SBS, nsb - is * KQ_SBS) * kq<T>::bb;
+    const uintptr_t src = p ? (uintptr_t)(p + (size_t)is * S::bytes) : 0;
+    const uint32_t n = p ? ((uint32_t)(src & 15) + nb + 15) & ~15u : 0u;
+    const uint32_t total = n + __shfl_sync(0x3u, n, 1); /* lane 0: both rows */
+    if (lane == 0)
+        kq_expect(bar, total);
+    __syncwarp(0x3u); /* the bytes are expected before any arrives */
+    if (n)
+        kq_copy(dst + lane * S::slot, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
+}
+
 /* Three blocks per SM for one row (24 warps streaming; x and the ring fit
  * 72 KiB at 4096 wide, the lane state 80 registers), one for batched rows
  * (registers for R sums). */
@@ -146,30 +169,17 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(kq_dyn) + (uint32_t)(warp * D * S::item);
 
-    /* issue side: item `issued` is segment is of group ig. Lane m copies row
-     * m's segment (from the 16-byte boundary at or below it, in whole 16
-     * bytes; S::bytes is a multiple of 16), lane 0 first arms the slot's
-     * barrier with both rows' bytes. */
+    /* issue side: item `issued` is segment is of group ig (kq_issue) */
     int64_t ig = g0;
     int is = 0, issued = 0;
     auto issue = [&](int slot) {
         if (issued == n_items)
             return;
         if (lane < KQ_M) {
-            const uint32_t nb = (uint32_t)min(KQ_SBS, nsb - is * KQ_SBS) * kq<T>::bb;
-            const uint32_t bar = bar0 + 8 * slot;
             int wi;
             int64_t lrow;
-            const uint8_t *p = kq_row(a, woff, nv, ig, lane, &wi, &lrow);
-            const uintptr_t src = p ? (uintptr_t)(p + (size_t)is * S::bytes) : 0;
-            const uint32_t n = p ? ((uint32_t)(src & 15) + nb + 15) & ~15u : 0u;
-            const uint32_t total = n + __shfl_sync(0x3u, n, 1); /* lane 0: both rows */
-            if (lane == 0)
-                kq_expect(bar, total);
-            __syncwarp(0x3u); /* the bytes are expected before any arrives */
-            if (n)
-                kq_copy(ring0 + (uint32_t)slot * S::item + lane * S::slot, (const void *)(src & ~(uintptr_t)15), n,
-                        bar, mmv_evict_first());
+            kq_issue<T>(kq_row(a, woff, nv, ig, lane, &wi, &lrow), is, nsb, bar0 + 8 * slot,
+                        ring0 + (uint32_t)slot * S::item, lane);
         }
         if (++issued < n_items && ++is == nseg) {
             is = 0;
@@ -300,8 +310,8 @@ static inline bool mmv_kq_x_fits(int t, int64_t ne0, int nr)
     return kq_smem_of(t, ne0, nr, 2) <= MMV_SMEM_MAX;
 }
 
-/* The one selection rule: the K-quant kernel takes every dense matvec of
- * A's weights (any row count, fusion) when it is on
+/* The one selection rule: the K-quant kernel takes every matvec of A's
+ * weights (any row count, fusion, expert ids) when it is on
  * (MEMRA_MMV_KFAST, default 1; its copies are TMA, so MEMRA_MMV_TMA=0 turns
  * it off too), one x row fits shared memory, and the rows and expert
  * slices start on 16 bytes (Q6_K: on 2, its blocks' own alignment).
@@ -312,10 +322,10 @@ static inline bool mmv_kq_takes(int t, const mmv_args &a)
     static long on = -1;
     if (on < 0)
         on = memra__cuda_env_long("MEMRA_MMV_KFAST", 1) && memra__cuda_env_long("MEMRA_MMV_TMA", 1);
-    /* not the MoE's expert launches (a.ids): the fused MoE kernel
-     * (cuda/mmv_moe.cuh), which decode and exact prefill take, has the
-     * generic kernel's dots, and the unfused sequence must give its bits */
-    if (!on || !kq_type(t) || a.ids || a.ne0 % 256 || a.ne0 > INT32_MAX / 8 || !mmv_kq_x_fits(t, a.ne0, 1))
+    /* the MoE's grouped expert matvecs (a.ids) too: the fused MoE kernel
+     * asks the same (memra__cuda_grouped_kq) and then takes these lanes
+     * (cuda/mmv_moe_kq.cuh), so fused and unfused give the same bits */
+    if (!on || !kq_type(t) || a.ne0 % 256 || a.ne0 > INT32_MAX / 8 || !mmv_kq_x_fits(t, a.ne0, 1))
         return false;
     const size_t al = t == MEMRA_TYPE_Q6_K ? 2 : 16;
     for (int i = 0; i < a.nw; i++)
@@ -323,6 +333,29 @@ static inline bool mmv_kq_takes(int t, const mmv_args &a)
             return false;
     return true;
 }
+
+/* Items per warp: as many as fit MMV_SMEM_TARGET next to XBYTES of staged
+ * x (the Q8_0 fast path's budget: three blocks per SM), between 2 and
+ * KQ_RING_MAX; at 4096 wide Q4_K gets 3, Q5_K and Q6_K 2. The depth moves
+ * no bit. MEMRA_MMV_KQ_RING=N forces N (experiments). */
+template <int T> static inline int kq_ring_depth(size_t xbytes)
+{
+    static long force = -1;
+    if (force < 0)
+        force = memra__cuda_env_long("MEMRA_MMV_KQ_RING", 0);
+    if (force >= 2 && force <= KQ_RING_MAX)
+        return (int)force;
+    const size_t slot = (size_t)MMV_WARPS * kq_seg<T>::item;
+    const int d = xbytes + 2 * slot <= MMV_SMEM_TARGET ? (int)((MMV_SMEM_TARGET - xbytes) / slot) : 2;
+    return d < 2 ? 2 : d > KQ_RING_MAX ? KQ_RING_MAX : d;
+}
+
+/* Whether the grouped matvec of W's experts takes the K-quant kernel
+ * (mmv_kq_takes on memra__cuda_matvec_grouped's arguments,
+ * cuda/ops_matmul.cu): the fused MoE (cuda/ops_moe_fused.cu) takes the
+ * K-quant lanes for exactly those weights, so that its dots are the
+ * sequence's. */
+bool memra__cuda_grouped_kq(const memra_weight_t *w);
 
 /* Launches the K-quant kernel (R in 1, 2, 4, 8, its x rows fitting: the
  * caller checks mmv_kq_x_fits); false when it cannot be configured. */

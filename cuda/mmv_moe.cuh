@@ -15,7 +15,10 @@
  * is the generic matvec's (mmv_q_kernel<T, 1>, cuda/mmv.cuh) for one x
  * row with x staged in shared memory: the same items (segments of a
  * weight row), the same per-item dot, the same per-lane sums and shuffle
- * tree, whatever other rows share the warp. The act is d_moe_glu (as
+ * tree, whatever other rows share the warp. Q4_K/Q5_K/Q6_K weights that
+ * the sequence puts on the K-quant matvec take cuda/mmv_moe_kq.cuh's
+ * kernel instead (its dots, these problems, tables and epilogues: the
+ * helpers below). The act is d_moe_glu (as
  * moe_act_kernel), the slot sum moe_sum_kernel's expression, the shared
  * weight the elementwise SIGMOID's and its add the elementwise ADD's.
  *
@@ -53,25 +56,18 @@ template <int T> static inline bool mmv_moe_fits(int64_t ne0, int nr)
     return nr >= 1 && nr <= MMV_MOE_PARTS && mmv_x_fits<T>(ne0, nr);
 }
 
-template <int T, bool TMA, bool DOWN>
-__global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_kernel(const mmv_moe_args a)
+/* The block's problem (blockIdx.y) into the parts' tables, by threads
+ * below the part count: S_W[p] part p's weight row 0 (DOWN: slot p's
+ * expert, the shared expert's last; GLU: gate and up), S_NB1 its row
+ * stride, S_WS (DOWN) its weight w * scale as moe_sum_kernel's product;
+ * *S_BAD set for an expert id out of range. *T: the token, *YROW: the
+ * output row. The caller syncs the block before reading the tables. */
+template <bool DOWN>
+static __device__ __forceinline__ void mmv_moe_problem(const mmv_moe_args &a, const uint8_t **s_w, size_t *s_nb1,
+                                                       double *s_ws, int *s_bad, int64_t *t_out, int64_t *yrow_out)
 {
-    namespace ptx = cuda::ptx;
-    using S = mmv_seg<T>;
-    extern __shared__ __align__(16) uint4 mmv_dyn[];
-    __shared__ float tab[32];
-    __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_RING_MAX : 1];
-    __shared__ const uint8_t *s_w[MMV_MOE_PARTS]; /* part p's weight row 0 */
-    __shared__ size_t s_nb1[MMV_MOE_PARTS];
-    __shared__ double s_ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
-    __shared__ int s_bad;
-    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
-    if (threadIdx.x == 0)
-        s_bad = 0;
-    mmv_tables(tab); /* ends in a barrier */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int sh = a.shW[0] != NULL;
-    const int np = DOWN ? a.k + sh : 2; /* parts of a row: slots (+ shared), or gate and up */
+    const int np = DOWN ? a.k + sh : 2;
     const int64_t q = blockIdx.y;
     int64_t t, yrow;
     if (DOWN) {
@@ -82,7 +78,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             if (p < a.k) {
                 const int32_t e = a.ids[t * a.k + p];
                 if (e < 0 || e >= a.n_expert) {
-                    s_bad = 1;
+                    *s_bad = 1;
                 } else {
                     s_w[p] = a.W[0] + (size_t)e * a.nb2;
                     s_nb1[p] = a.nb1[0];
@@ -108,7 +104,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             } else {
                 const int32_t e = a.ids[q];
                 if (e < 0 || e >= a.n_expert) {
-                    s_bad = 1;
+                    *s_bad = 1;
                 } else {
                     s_w[p] = a.W[p] + (size_t)e * a.nb2;
                     s_nb1[p] = a.nb1[p];
@@ -116,11 +112,56 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             }
         }
     }
+    *t_out = t;
+    *yrow_out = yrow;
+}
+
+/* A problem with an expert id out of range: its output row NaN. */
+static __device__ __forceinline__ void mmv_moe_poison(const mmv_moe_args &a, int64_t yrow)
+{
+    float *y = a.y + yrow * a.ldy;
+    for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.rows; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __int_as_float(0x7fc00000);
+}
+
+/* DOWN: part P's dot YV of an output row into the row's sums; the row's
+ * output once P is the last part. Routed slots: moe_sum_kernel's
+ * acc += (w * scale) * y in slot order (DACC), rounded once (ROUTED); the
+ * shared expert: its one-slot sum, then the elementwise ADD. */
+static __device__ __forceinline__ float mmv_moe_down_term(int p, int k, const double *s_ws, float yv, double &dacc,
+                                                          float &routed)
+{
+    if (p < k) {
+        dacc = __dadd_rn(dacc, __dmul_rn(s_ws[p], (double)yv));
+        routed = (float)dacc;
+        return routed;
+    }
+    return routed + (float)__dadd_rn(0.0, __dmul_rn(s_ws[p], (double)yv));
+}
+
+template <int T, bool TMA, bool DOWN>
+__global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_kernel(const mmv_moe_args a)
+{
+    namespace ptx = cuda::ptx;
+    using S = mmv_seg<T>;
+    extern __shared__ __align__(16) uint4 mmv_dyn[];
+    __shared__ float tab[32];
+    __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_RING_MAX : 1];
+    __shared__ const uint8_t *s_w[MMV_MOE_PARTS]; /* part p's weight row 0 */
+    __shared__ size_t s_nb1[MMV_MOE_PARTS];
+    __shared__ double s_ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
+    __shared__ int s_bad;
+    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
+    if (threadIdx.x == 0)
+        s_bad = 0;
+    mmv_tables(tab); /* ends in a barrier */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts of a row: slots (+ shared), or gate and up */
+    int64_t t, yrow;
+    mmv_moe_problem<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, &t, &yrow);
     __syncthreads();
     if (s_bad) {
-        float *y = a.y + yrow * a.ldy;
-        for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < a.rows; i += (int64_t)gridDim.x * blockDim.x)
-            y[i] = __int_as_float(0x7fc00000);
+        mmv_moe_poison(a, yrow);
         return;
     }
     const int D = a.m.ring;
@@ -219,14 +260,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             } else {
                 const float yv = warp_sum(acc0);
                 acc0 = 0.0f;
-                float out;
-                if (cq.p < a.k) { /* moe_sum_kernel: acc += (w * scale) * y, slot order */
-                    dacc = __dadd_rn(dacc, __dmul_rn(s_ws[cq.p], (double)yv));
-                    routed = (float)dacc;
-                    out = routed;
-                } else { /* the shared expert's one-slot sum, then the elementwise ADD */
-                    out = routed + (float)__dadd_rn(0.0, __dmul_rn(s_ws[cq.p], (double)yv));
-                }
+                const float out = mmv_moe_down_term(cq.p, a.k, s_ws, yv, dacc, routed);
                 if (cq.p == np - 1) {
                     if (lane == 0)
                         a.y[yrow * a.ldy + cq.v] = out;

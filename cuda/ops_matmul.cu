@@ -153,6 +153,23 @@ static mmv_args one_weight(const memra_weight_t *w, const float *x, int64_t ldx,
     return a;
 }
 
+/* The grouped matvec's arguments (before run_mmv): W's experts by IDS. */
+static mmv_args grouped_args(const memra_weight_t *w, const int32_t *ids, int64_t n_expert, const float *x,
+                             int64_t ldx, int64_t xdiv, float *y, int64_t ldy)
+{
+    mmv_args a = one_weight(w, x, ldx, y, ldy);
+    a.ids = ids;
+    a.n_expert = n_expert;
+    a.xdiv = xdiv;
+    return a;
+}
+
+bool memra__cuda_grouped_kq(const memra_weight_t *w)
+{
+    static const int32_t id0 = 0; /* the rule reads whether ids are set, never them */
+    return mmv_kq_takes(w->type, grouped_args(w, &id0, 1, NULL, 0, 1, NULL, 0));
+}
+
 memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weight_t *w, const int32_t *ids,
                                           int64_t n_expert, int64_t n_problems, const float *x, int64_t ldx,
                                           int64_t xdiv, float *y, int64_t ldy)
@@ -163,10 +180,7 @@ memra_status_t memra__cuda_matvec_grouped(memra__backend_t *be, const memra_weig
         if (p0 % xdiv)
             return memra__fail(be->err, MEMRA_E_INVALID, "matvec: %lld problems not a multiple of %lld",
                                (long long)n_problems, (long long)xdiv);
-        mmv_args a = one_weight(w, x + (p0 / xdiv) * ldx, ldx, y + p0 * ldy, ldy);
-        a.ids = ids + p0;
-        a.n_expert = n_expert;
-        a.xdiv = xdiv;
+        const mmv_args a = grouped_args(w, ids + p0, n_expert, x + (p0 / xdiv) * ldx, ldx, xdiv, y + p0 * ldy, ldy);
         memra_status_t st = run_mmv(be, w->type, a, 1, (unsigned)n);
         if (st)
             return st;

@@ -3,14 +3,19 @@
  * takes four or five (the routed experts: grouped gate and up matvecs or
  * one gate_up matvec, the act, the grouped down matvec, the slot sum) plus,
  * with a shared expert, its route, sigmoid, five more and the add. The
- * bits are the sequence's; the cases the kernels do not cover are declined
- * and run as the sequence: fast prefill (the grouped GEMMs), float weights,
- * gate and up (or the shared expert's weights) of differing types, more
- * than MMV_MOE_PARTS slots, x too wide to stage, and MEMRA_MMV_TMA=0.
+ * bits are the sequence's: a launch takes the K-quant lanes
+ * (cuda/mmv_moe_kq.cuh) when the sequence's grouped matvecs of all its
+ * weights take the K-quant kernel (memra__cuda_grouped_kq), the generic
+ * dots when none of them does. The cases the kernels do not cover are
+ * declined and run as the sequence: fast prefill (the grouped GEMMs),
+ * float weights, gate and up (or the shared expert's weights) of differing
+ * types, weights of one launch on which the sequence's kernels differ,
+ * more than MMV_MOE_PARTS slots, x too wide to stage, and MEMRA_MMV_TMA=0.
  * MEMRA_MOE_FUSE=0 declines every case (A/B). */
 #include <string.h>
 
 #include "mmv_moe.cuh"
+#include "mmv_moe_kq.cuh"
 
 MMV_FOR_TYPES(MMV_MOE_EXTERN, _)
 
@@ -34,12 +39,37 @@ static bool stages(memra_type_t t, int64_t ne0, int nr)
     return ok;
 }
 
-static memra_status_t launch(memra__backend_t *be, memra_type_t t, const mmv_moe_args &m, bool down, int64_t gy)
+/* Which dots a launch on weights WS (N of them, one type T; NULLs
+ * skipped) takes, staging NR x rows of NE0: 1 the K-quant lanes (the
+ * sequence's grouped matvecs of every weight take the K-quant kernel), 0
+ * the generic dots (none of them does), -1 neither (a mix, or x too wide
+ * for the kernel): the case is declined. */
+static int dots(memra_type_t t, const memra_weight_t *const *ws, int n, int64_t ne0, int nr)
+{
+    int kq = -1;
+    for (int i = 0; i < n; i++) {
+        if (!ws[i])
+            continue;
+        const int k = memra__cuda_grouped_kq(ws[i]) ? 1 : 0;
+        if (kq >= 0 && k != kq)
+            return -1;
+        kq = k;
+    }
+    if (kq == 1)
+        return mmv_moe_kq_fits(t, ne0, nr) ? 1 : -1;
+    return stages(t, ne0, nr) ? 0 : -1;
+}
+
+static memra_status_t launch(memra__backend_t *be, memra_type_t t, const mmv_moe_args &m, bool down, int64_t gy,
+                             bool kq)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     bool ok = false;
 #define MOE_CASE(T) ok = mmv_moe_launch<T>(m, down, (unsigned)gy, c->sm_count, c->stream)
-    MQ_DISPATCH(t, MOE_CASE)
+    if (kq)
+        ok = mmv_moe_kq_launch(t, m, down, (unsigned)gy, c->sm_count, c->stream);
+    else
+        MQ_DISPATCH(t, MOE_CASE)
 #undef MOE_CASE
     MEMRA_CUDA_LAUNCHED(be);
     if (!ok)
@@ -67,7 +97,12 @@ memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_
     if (s && (s->gate->type != tg || s->up->type != tg || s->down->type != td || s->n_ff != a->n_ff))
         return MEMRA_OK;
     const int64_t k = a->k, n_ff = a->n_ff, n_embd = a->n_embd, np = k + (s ? 1 : 0);
-    if (np > MMV_MOE_PARTS || !stages(tg, n_embd, 1) || !stages(td, n_ff, (int)np))
+    if (np > MMV_MOE_PARTS)
+        return MEMRA_OK;
+    /* each launch's dots: those of the sequence's matvecs on its weights */
+    const memra_weight_t *wglu[4] = {g, u, s ? s->gate : NULL, s ? s->up : NULL}, *wdown[2] = {d, s ? s->down : NULL};
+    const int kq_glu = dots(tg, wglu, 4, n_embd, 1), kq_down = dots(td, wdown, 2, n_ff, (int)np);
+    if (kq_glu < 0 || kq_down < 0)
         return MEMRA_OK;
     /* h: np rows of n_ff per token; one launch per pass of tokens */
     const size_t per_tok = (size_t)np * (size_t)n_ff * sizeof(float);
@@ -110,7 +145,7 @@ memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_
         m.x = a->x + t0 * n_embd;
         m.y = h;
         m.ldy = n_ff;
-        memra_status_t st = launch(be, tg, m, false, nt * np);
+        memra_status_t st = launch(be, tg, m, false, nt * np, kq_glu == 1);
         if (st)
             return st;
         /* down + slot sum (+ the shared expert): h rows into out */
@@ -134,7 +169,7 @@ memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_
         m.ldy = n_embd;
         m.w = a->weights + t0 * k;
         m.scale = a->expert_scale;
-        st = launch(be, td, m, true, nt);
+        st = launch(be, td, m, true, nt, kq_down == 1);
         if (st)
             return st;
     }

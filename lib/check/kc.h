@@ -230,11 +230,14 @@ typedef struct kc_moe_shape {
     bool gate_up, scale;      /* fused gate_up weight; expert_scale */
     memra_act_t act;
     int64_t n_ff_shared;      /* 0: no shared expert */
+    size_t gu_pad, down_pad;  /* bytes after each row of the gate/up (the shared expert's too) and down
+                               * weights: rows off 16 bytes keep K-quants off the K-quant kernel */
 } kc_moe_shape;
 void memra__kc_moe_fused(kc *k, const char *name, const kc_moe_shape *m, const int64_t *ns, int n_ns);
-/* A token's expert id out of range: its row NaN, the others the
- * sequence's bits (GPU only; NaN payloads not compared). */
-void memra__kc_moe_fused_bad_id(kc *k, const char *name);
+/* A token's expert id out of range at shape M (3 tokens, token 1's last
+ * slot): its row NaN, the others the sequence's bits (GPU only; NaN
+ * payloads not compared). */
+void memra__kc_moe_fused_bad_id(kc *k, const char *name, const kc_moe_shape *m);
 
 /* kc_transfer.c */
 void memra__kc_transfer(kc *k);

@@ -168,15 +168,16 @@ static memra_status_t mf_run(void *c, memra__backend_t *be, int side)
 static bool mf_make_weights(kc *k, mf_weights *w, const kc_moe_shape *m)
 {
     memset(w, 0, sizeof *w);
-    if (!memra__kc_weight(k, m->tg, m->n_embd, m->gate_up ? 2 * m->n_ff : m->n_ff, m->n_expert, 0, w->gate) ||
-        (!m->gate_up && !memra__kc_weight(k, m->tg, m->n_embd, m->n_ff, m->n_expert, 0, w->up)) ||
-        !memra__kc_weight(k, m->td, m->n_ff, m->n_embd, m->n_expert, 0, w->down))
+    const size_t gp = m->gu_pad, dp = m->down_pad;
+    if (!memra__kc_weight(k, m->tg, m->n_embd, m->gate_up ? 2 * m->n_ff : m->n_ff, m->n_expert, gp, w->gate) ||
+        (!m->gate_up && !memra__kc_weight(k, m->tg, m->n_embd, m->n_ff, m->n_expert, gp, w->up)) ||
+        !memra__kc_weight(k, m->td, m->n_ff, m->n_embd, m->n_expert, dp, w->down))
         return false;
     if (m->n_ff_shared) {
         const int64_t fs = m->n_ff_shared;
-        if (!memra__kc_weight(k, m->tg, m->n_embd, fs, 1, 0, w->sh_gate) ||
-            !memra__kc_weight(k, m->tg, m->n_embd, fs, 1, 0, w->sh_up) ||
-            !memra__kc_weight(k, m->tsh, fs, m->n_embd, 1, 0, w->sh_down))
+        if (!memra__kc_weight(k, m->tg, m->n_embd, fs, 1, gp, w->sh_gate) ||
+            !memra__kc_weight(k, m->tg, m->n_embd, fs, 1, gp, w->sh_up) ||
+            !memra__kc_weight(k, m->tsh, fs, m->n_embd, 1, dp, w->sh_down))
             return false;
     }
     float *sc = memra__kc_randf(k, (size_t)m->n_expert, 0.5f, 2.0f);
@@ -249,10 +250,11 @@ void memra__kc_moe_fused(kc *k, const char *name, const kc_moe_shape *m, const i
         char line[64];
         snprintf(line, sizeof line, "%s.n%lld", name, (long long)n);
         memra_kernel_check_line_t *L = memra__kc_line(
-            k, line, "nmse", TOL_F32, "%lld tok, %lld experts top %lld, %lld->%lld, %s/%s%s%s%s%s",
+            k, line, "nmse", TOL_F32, "%lld tok, %lld experts top %lld, %lld->%lld, %s/%s%s%s%s%s%s%s",
             (long long)n, (long long)m->n_expert, (long long)m->top_k, (long long)m->n_embd, (long long)m->n_ff,
             memra__kc_tname(m->tg), memra__kc_tname(m->td), m->gate_up ? " gate_up" : "", m->scale ? " scaled" : "",
-            m->act == MEMRA_ACT_GELU ? " gelu" : "", m->n_ff_shared ? " +shared" : "");
+            m->act == MEMRA_ACT_GELU ? " gelu" : "", m->n_ff_shared ? " +shared" : "",
+            m->gu_pad ? " gate/up rows padded" : "", m->down_pad ? " down rows padded" : "");
         if (!L)
             continue;
         if (!made && !mf_make_weights(k, &w, m))
@@ -281,17 +283,17 @@ static void mf_nan_canon(float *buf, const kc_out *o)
                 buf[KC_GUARD + r * o->ld + c] = NAN;
 }
 
-void memra__kc_moe_fused_bad_id(kc *k, const char *name)
+void memra__kc_moe_fused_bad_id(kc *k, const char *name, const kc_moe_shape *mp)
 {
-    const kc_moe_shape m = {.tg = MEMRA_TYPE_Q8_0, .td = MEMRA_TYPE_Q8_0, .tsh = MEMRA_TYPE_Q8_0, .n_expert = 16,
-                            .top_k = 4, .n_embd = 256, .n_ff = 128, .act = MEMRA_ACT_SILU, .n_ff_shared = 128};
+    const kc_moe_shape m = *mp;
     const int64_t n = 3, bad = 1;
     memra_kernel_check_line_t *L =
         memra__kc_line(k, name, "exact", 0,
-                       "%lld tok, %lld experts top %lld, %lld->%lld, q8_0 +shared, token %lld's expert id out of "
+                       "%lld tok, %lld experts top %lld, %lld->%lld, %s/%s%s, token %lld's expert id out of "
                        "range: a NaN row",
                        (long long)n, (long long)m.n_expert, (long long)m.top_k, (long long)m.n_embd,
-                       (long long)m.n_ff, (long long)bad);
+                       (long long)m.n_ff, memra__kc_tname(m.tg), memra__kc_tname(m.td),
+                       m.n_ff_shared ? " +shared" : "", (long long)bad);
     if (!L)
         return;
     mf_weights w;

@@ -456,7 +456,7 @@ static void run_suite(kc *k)
 #define MF(name, tg, td, tsh, ne, top, e, f, gu, scale, act, fsh, ns)                                                  \
     do {                                                                                                               \
         const kc_moe_shape m = {MEMRA_TYPE_##tg, MEMRA_TYPE_##td, MEMRA_TYPE_##tsh, ne, top, e, f, gu, scale,          \
-                                MEMRA_ACT_##act, fsh};                                                                 \
+                                MEMRA_ACT_##act, fsh, 0, 0};                                                           \
         KC(memra__kc_moe_fused(k, name, &m, ns, (int)(sizeof ns / sizeof ns[0])));                                     \
     } while (0)
         static const int64_t n1238[] = {1, 2, 3, 8}, n18[] = {1, 8}, n3[] = {3};
@@ -467,12 +467,45 @@ static void run_suite(kc *k)
         /* declined (float weights; a shared down of another type): the sequence on both */
         MF("moe.fused.decline_f32", F32, F32, F32, 8, 2, 64, 32, false, true, GELU, 32, n3);
         MF("moe.fused.decline_mixed", Q8_0, Q8_0, Q4_0, 8, 2, 128, 64, false, false, SILU, 64, n3);
-        KC(memra__kc_moe_fused_bad_id(k, "moe.fused.bad_id"));
+        {
+            const kc_moe_shape b = {.tg = MEMRA_TYPE_Q8_0, .td = MEMRA_TYPE_Q8_0, .tsh = MEMRA_TYPE_Q8_0,
+                                    .n_expert = 16, .top_k = 4, .n_embd = 256, .n_ff = 128, .act = MEMRA_ACT_SILU,
+                                    .n_ff_shared = 128};
+            KC(memra__kc_moe_fused_bad_id(k, "moe.fused.bad_id", &b));
+        }
+        /* K-quant experts (cuda/mmv_moe_kq.cuh: the K-quant matvec's lanes,
+         * as the sequence's grouped matvecs): widths that end a 2048-element
+         * segment short (2304: 9 super-blocks; down 768: 3), every type as
+         * gate/up and down, a fused gate_up, 15 slots + the shared expert
+         * (16 staged h rows), a bad id; padded rows keep a launch's weights
+         * off the K-quant kernel on both sides while the other launch takes it */
+        MF("moe.fused.kq.q4k_q6k", Q4_K, Q6_K, Q6_K, 16, 4, 2304, 512, false, false, SILU, 512, n1238);
+        MF("moe.fused.kq.q5k_gate_up", Q5_K, Q5_K, Q5_K, 16, 4, 2560, 768, true, true, GELU, 768, n1238);
+        MF("moe.fused.kq.q6k_q4k", Q6_K, Q4_K, Q4_K, 16, 3, 2048, 1024, false, true, SILU, 0, n1238);
+        MF("moe.fused.kq.q4k_q5k", Q4_K, Q5_K, Q5_K, 32, 8, 2048, 256, true, false, SILU, 256, n1238);
+        MF("moe.fused.kq.parts16", Q4_K, Q6_K, Q6_K, 32, 15, 2048, 1024, false, false, SILU, 1024, n3);
+        {
+            const kc_moe_shape gp = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 16, 4, 2048, 512, false,
+                                     false, MEMRA_ACT_SILU, 512, 8, 0};
+            static const int64_t n13[] = {1, 3};
+            KC(memra__kc_moe_fused(k, "moe.fused.kq.gu_unaligned", &gp, n13, 2));
+            const kc_moe_shape dp = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, 16, 4, 2048, 512, true,
+                                     true, MEMRA_ACT_GELU, 0, 0, 8};
+            KC(memra__kc_moe_fused(k, "moe.fused.kq.down_unaligned", &dp, n13, 2));
+            const kc_moe_shape b = {.tg = MEMRA_TYPE_Q4_K, .td = MEMRA_TYPE_Q6_K, .tsh = MEMRA_TYPE_Q6_K,
+                                    .n_expert = 16, .top_k = 4, .n_embd = 2048, .n_ff = 512,
+                                    .act = MEMRA_ACT_SILU, .n_ff_shared = 512};
+            KC(memra__kc_moe_fused_bad_id(k, "moe.fused.kq.bad_id", &b));
+        }
         if (big) { /* the released shapes (docs/real-models.md) */
             MF("moe.fused.qwen35moe", Q8_0, Q8_0, Q8_0, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
             MF("moe.fused.qwen35moe_q4k", Q4_K, Q6_K, Q6_K, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
+            /* Q4_K_M's down of Qwen3.6-35B-A3B: Q4_K in most layers */
+            MF("moe.fused.qwen35moe_q4k_q4k", Q4_K, Q4_K, Q4_K, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
             MF("moe.fused.gemma4", Q8_0, Q8_0, Q8_0, 128, 8, 2816, 704, true, true, GELU, 0, n1238);
-            MF("moe.fused.gemma4_q4k", Q4_K, Q5_0, Q5_0, 128, 8, 2816, 704, true, true, GELU, 0, n18);
+            /* n_ff 704 is no K-quant width: down Q5_0 or Q8_0, the gate_up on the K-quant lanes */
+            MF("moe.fused.gemma4_q4k", Q4_K, Q5_0, Q5_0, 128, 8, 2816, 704, true, true, GELU, 0, n1238);
+            MF("moe.fused.gemma4_q4k_q8", Q4_K, Q8_0, Q8_0, 128, 8, 2816, 704, true, true, GELU, 0, n1238);
         }
 #undef MF
     }

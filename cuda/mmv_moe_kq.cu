@@ -1,0 +1,51 @@
+/* Launchers of the MoE decode kernel on K-quant experts
+ * (cuda/mmv_moe_kq.cuh) for Q4_K, Q5_K, Q6_K. */
+#include <stdio.h>
+
+#include "mmv_moe_kq.cuh"
+#include "mmv_occ.cuh"
+
+template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static std::atomic<uint64_t> cache[64][8];
+    const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
+    /* the ring as deep as mmv_kq_kernel's next to the same x (the depth moves no bit) */
+    a.m.ring = kq_ring_depth<T>(kq_x_bytes<T>(a.m.ne0, nr));
+    size_t smem = kq_smem_bytes<T>(a.m.ne0, nr, a.m.ring);
+    if (smem > MMV_SMEM_MAX) {
+        a.m.ring = 2;
+        smem = kq_smem_bytes<T>(a.m.ne0, nr, a.m.ring);
+        if (smem > MMV_SMEM_MAX)
+            return false;
+    }
+    a.m.xsm = 1;
+    const int occ = mmv_occupancy((const void *)mmv_moe_kq_kernel<T, DOWN>, smem, cache);
+    if (occ == 0)
+        return false;
+    const int64_t ngrp = DOWN ? (a.rows + KQ_M - 1) / KQ_M : a.rows, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    if (cap < 1)
+        cap = 1;
+    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
+    if (mmv_debug())
+        fprintf(stderr, "mmv moe kq %s type %d: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                DOWN ? "down" : "glu", T, (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "",
+                grid.x, grid.y, occ, a.m.ring, smem);
+    return memra__launch(mmv_moe_kq_kernel<T, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+}
+
+template <int T> static bool moe_kq_launch_t(const mmv_moe_args &a, bool down, unsigned gy, int sm_count,
+                                             cudaStream_t s)
+{
+    return down ? moe_kq_launch_k<T, true>(a, gy, sm_count, s) : moe_kq_launch_k<T, false>(a, gy, sm_count, s);
+}
+
+bool mmv_moe_kq_launch(int t, mmv_moe_args a, bool down, unsigned gy, int sm_count, cudaStream_t s)
+{
+    switch (t) {
+    case MEMRA_TYPE_Q4_K: return moe_kq_launch_t<MEMRA_TYPE_Q4_K>(a, down, gy, sm_count, s);
+    case MEMRA_TYPE_Q5_K: return moe_kq_launch_t<MEMRA_TYPE_Q5_K>(a, down, gy, sm_count, s);
+    case MEMRA_TYPE_Q6_K: return moe_kq_launch_t<MEMRA_TYPE_Q6_K>(a, down, gy, sm_count, s);
+    default: return false;
+    }
+}
