@@ -238,7 +238,7 @@ static inline bool memra__cuda_fast_rows(const memra__backend_t *be, int64_t n_r
     return n_rows > memra__cuda_mmv_max_rows() || (memra__rows_batch() && n_rows >= 2);
 }
 
-/* Whether a MoE of N_TOKENS tokens (K of N_EXPERT experts each) takes
+/* Whether the MoE A (n_tokens tokens, k of n_expert experts each) takes
  * the grouped tensor-core GEMMs of fast prefill rather than the per-token
  * fused MoE matvecs of decode: the fast tier's rows, except in a batched
  * decode step of fewer slots than experts (n_tokens k < n_expert). There a
@@ -249,17 +249,17 @@ static inline bool memra__cuda_fast_rows(const memra__backend_t *be, int64_t n_r
  * 2026-12-02: 511 vs 261 tok/s at 4 sequences, 695 vs 481 at 8, 840 vs 864
  * at 16, 923 vs 1361 at 32). MEMRA_BATCH_MOE_GEMM=0 or 1 sends every
  * batched step to the matvecs or to the GEMMs (A/B). */
-static inline bool memra__cuda_moe_gemm_rows(const memra__backend_t *be, int64_t n_tokens, int64_t k,
-                                             int64_t n_expert)
+static inline bool memra__cuda_moe_gemm_rows(const memra__backend_t *be, const memra_moe_args_t *a)
 {
     static long knob = -2;
     if (knob == -2)
         knob = memra__cuda_env_long("MEMRA_BATCH_MOE_GEMM", -1);
-    if (!memra__cuda_fast_rows(be, n_tokens))
+    if (!memra__cuda_fast_rows(be, a->n_tokens))
         return false;
     if (!memra__rows_batch() || knob == 1)
         return true;
-    return knob != 0 && n_tokens * k >= n_expert;
+    const int64_t n_expert = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
+    return knob != 0 && a->n_tokens * a->k >= n_expert;
 }
 
 /* The skinny tensor-core GEMM (cuda/gemm_s.cu) for a matmul or fused matmul

@@ -51,13 +51,17 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
     c->after_step = false;
     const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
     a.ymap = a.nw == 1 && memra__cuda_mapped(c, a.y[0]);
-    bool ok = false;
     const bool kq = mmv_kq_takes(type, a); /* the K-quant kernel (cuda/mmv_kq.cuh) */
+    auto launch = [&]() {
+        if (kq)
+            return mmv_kq_launch(type, a, R, gy, c->sm_count, c->stream);
+        bool ok = false;
 #define MMV_CASE(T) ok = mmv_launch<T>(a, R, gy, c->sm_count, c->stream, vec)
-    if (kq)
-        ok = mmv_kq_launch(type, a, R, gy, c->sm_count, c->stream);
-    else
         MQ_DISPATCH(type, MMV_CASE)
+#undef MMV_CASE
+        return ok;
+    };
+    bool ok = launch();
     float *ymapped = a.y[0];
     const size_t ybytes = (size_t)((a.n_rows - 1) * a.ldy[0] + a.vrow0[1]) * sizeof(float);
     if (!ok && a.ymap) {
@@ -76,14 +80,10 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
         }
         a.ymap = 0;
         a.y[0] = (float *)c->map_tmp;
-        if (kq)
-            ok = mmv_kq_launch(type, a, R, gy, c->sm_count, c->stream);
-        else
-            MQ_DISPATCH(type, MMV_CASE)
+        ok = launch();
         if (ok)
             MEMRA_CUDA_TRY(be, cudaMemcpyAsync(ymapped, c->map_tmp, ybytes, cudaMemcpyDefault, c->stream));
     }
-#undef MMV_CASE
     MEMRA_CUDA_LAUNCHED(be);
     if (!ok)
         return memra__fail(be->err, MEMRA_E_DEVICE, "matvec: no launch configuration for type %d, %lld wide",

@@ -204,7 +204,7 @@ memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a)
     static long moe_gemm = -1;
     if (moe_gemm < 0)
         moe_gemm = memra__cuda_env_long("MEMRA_MOE_GEMM", 1);
-    if (moe_gemm && memra__cuda_moe_gemm_rows(be, a->n_tokens, a->k, ne)) {
+    if (moe_gemm && memra__cuda_moe_gemm_rows(be, a)) {
         bool done;
         st = memra__cuda_moe_fast(be, a, ne, &done);
         if (st || done)

@@ -86,8 +86,7 @@ memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_
         fuse = memra__cuda_env_long("MEMRA_MOE_FUSE", 1);
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     }
-    if (!fuse || !tma || a->n_tokens == 0 ||
-        memra__cuda_moe_gemm_rows(be, a->n_tokens, a->k, a->down->ne[2] > 0 ? a->down->ne[2] : 1))
+    if (!fuse || !tma || a->n_tokens == 0 || memra__cuda_moe_gemm_rows(be, a))
         return MEMRA_OK;
     const memra_weight_t *g = a->gate_up ? a->gate_up : a->gate, *u = a->gate_up ? a->gate_up : a->up, *d = a->down;
     const memra_moe_shared_t *s = a->shared;
