@@ -44,6 +44,10 @@
 #define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, tools/mmv-lab.cu) */
 #define MMV_Q8D_SEG (64 * 34)        /* the Q8_0 fast path's item: 64 blocks, one bulk copy */
 #define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
+/* A slot for rows that start 4, 8 or 12 bytes off a 16-byte boundary (the
+ * 26B-A4B's 2112-wide rows are 2244 bytes): the copy starts at the boundary
+ * below and ends on the one above the segment */
+#define MMV_Q8D_SLOT_OFF (MMV_Q8D_SEG + 16)
 
 static_assert(MMV_THREADS == MEMRA_NORM_BLOCK, "the norm prologue needs the norm kernel's block size");
 
@@ -81,6 +85,8 @@ struct mmv_args {
     int ymap;           /* y is mapped host memory (cuda_backend.cu: cu_host_map): only the
                          * Q8_0 fast path's grouped stores take it (mmv_launch), which
                          * set it to the group's log2 size (1..5) */
+    int q8_slot;        /* Q8_0 fast path: bytes between ring slots, MMV_Q8D_SEG, or
+                         * MMV_Q8D_SLOT_OFF when some row starts off 16 bytes */
 };
 
 #ifdef MEMRA_MMV_TIMELINE
@@ -947,9 +953,14 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     const unsigned long long tl0 = mmv_tl_now();
 #endif
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nseg = (int)(a.ne0 / 2048), np = a.glu ? 2 : 1;
+    /* segments of 64 blocks, the last one short when ne0 is not a multiple
+     * of 2048 (Gemma 4's 2560, 2816 and 5376, the 27B's 5120): the generic
+     * kernel's items (mmv_locate), so the same dots */
+    const int64_t nbr = a.ne0 / 32;
+    const int nseg = (int)((nbr + 63) / 64), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t nwt = (int64_t)gridDim.x * MMV_WARPS, gw = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int SL = a.q8_slot; /* bytes between slots */
     /* GROUPED walks v = 0, 1, ... over the warp's own rows (vrow); SPLIT
      * walks its pair's rows, one segment of each */
     const int pair = warp >> 1, half = warp & 1;
@@ -971,7 +982,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
             q.v = (((q.v >> gs) * nwt + gw) << gs) + (q.v & gm);
         return q;
     };
-    uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SEG;
+    uint8_t *ring = mmv_q8d_dyn + (size_t)warp * D * SL;
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
 
@@ -988,8 +999,11 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     auto issue = [&](int slot) {
         if (issued == n_items)
             return;
-        if (lane == 0)
-            mmv_bulk_load(ring0 + slot * SEG, src + (size_t)iq.s * SEG, SEG, bar0 + 8 * slot, policy);
+        if (lane == 0) {
+            const mmv_item<T> it = mmv_locate<T>(src, iq.s, nbr);
+            mmv_bulk_load(ring0 + slot * SL, it.a0, (uint32_t)(it.off + it.nb * 34 + 15) & ~15u, bar0 + 8 * slot,
+                          policy);
+        }
         if (++issued < n_items) {
             next(iq);
             if (SPLIT || iq.s == 0) /* a new row part */
@@ -1006,7 +1020,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     /* the norm weight (no kernel writes it) into the ring's free slots,
      * asynchronously: the copies overlap the wait */
     const bool wpark = a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
-                       a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS;
+                       a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS && SL == SEG;
     if (wpark) {
         for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
             cp_async16(mmv_wpark_at(mmv_q8d_dyn, c), (const float4 *)a.norm_w + c);
@@ -1022,7 +1036,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
 #endif
     cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;
-    float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SEG);
+    float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SL);
     const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 2, mmv_tl_now());
@@ -1030,8 +1044,10 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     for (int d = pre; d < D - 1; d++)
         issue(d);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
-    const int64_t nbr = a.ne0 / 32;
     mmv_pos cq = {v0, 0, SPLIT ? half : 0};
+    /* the compute side's row start modulo 16 (rows off 16 bytes only) */
+    auto row_off = [&](const mmv_pos &q) { return SL == SEG ? 0u : (uint32_t)((uintptr_t)row_src(q) & 15); };
+    uint32_t coff = n_items ? row_off(cq) : 0u;
     float acc0 = 0.0f, acc1 = 0.0f, yg = 0.0f;
     uint32_t phase = 0;
     int slot = 0;
@@ -1041,7 +1057,8 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         phase ^= 1u << slot;
         issue(slot == 0 ? D - 1 : slot - 1);
         float part = 0.0f;
-        mmv_q8_pair<1>(rs + slot * SEG, 64, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
+        const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64;
+        mmv_q8_pair<1>(rs + slot * SL + coff, nb, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
         if (cq.p == 0)
             acc0 += part;
         else
@@ -1082,6 +1099,8 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
             acc0 = acc1 = 0.0f;
         }
         next(cq);
+        if (SL != SEG && (SPLIT || cq.s == 0) && k + 1 < n_items)
+            coff = row_off(cq);
         slot = slot == D - 1 ? 0 : slot + 1;
     }
 #ifdef MEMRA_MMV_TIMELINE

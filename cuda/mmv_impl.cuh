@@ -141,17 +141,23 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
-    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 2048 || a0.conv_w)
+    /* any whole number of blocks a row; rows that start on 4 bytes (the
+     * generic kernel then takes the same pair dots: its (off & 3) == 0) */
+    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 32 || a0.conv_w)
         return false;
     const bool grouped = a0.ymap != 0;
     if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
         return false;
-    for (int i = 0; i < a0.nw; i++)
-        if (a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16)
+    bool off16 = false;
+    for (int i = 0; i < a0.nw; i++) {
+        if (a0.nb1[i] % 4 || (uintptr_t)a0.W[i] % 4)
             return false;
+        off16 = off16 || a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16;
+    }
     mmv_args a = a0;
     a.xsm = 1;
-    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * MMV_Q8D_SEG + mmv_x_bytes<T>(a.ne0, 1);
+    a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
+    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
     static std::atomic<uint64_t> caches[3][64][8]; /* per kernel: the attributes are set once per kernel */

@@ -164,6 +164,12 @@ static void run_suite(kc *k)
      * 2278 bytes start at every even offset (pairs and the fallback) */
     KC(memra__kc_matmul(k, "matmul.q8_0.odd_blocks", MEMRA_TYPE_Q8_0, 2144, 700, 1, false, 0, 0));
     KC(memra__kc_matmul(k, "matmul.q8_0.odd_blocks_rows3", MEMRA_TYPE_Q8_0, 2144, 700, 3, false, 4, 0));
+    /* the Q8_0 fast path's short last segment and rows 4, 8 or 12 bytes off
+     * 16 (22 blocks: 748-byte rows, the 26B-A4B's expert down width), and
+     * the generic kernel's multi-row pair dots against its one-row calls */
+    KC(memra__kc_matmul(k, "matmul.q8_0.w704", MEMRA_TYPE_Q8_0, 704, 1000, 1, false, 0, 0));
+    KC(memra__kc_matmul(k, "matmul.q8_0.w2560", MEMRA_TYPE_Q8_0, 2560, 1001, 1, false, 0, 0));
+    KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.w704", MEMRA_TYPE_Q8_0, 704, 700, 3));
     KC(memra__kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2));
     KC(memra__kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2));
     KC(memra__kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
@@ -187,6 +193,14 @@ static void run_suite(kc *k)
             KC(memra__kc_matmul(k, name, bt[i], 4096, 12288, 1, false, 0, 0));
         }
         KC(memra__kc_matmul(k, "matmul.q8_0.ff_down", MEMRA_TYPE_Q8_0, 12288, 4096, 1, false, 0, 0));
+        /* widths that are not whole 2048-element segments, on the Q8_0
+         * fast path: the 26B-A4B's dense down (2112: rows 4..12 bytes off
+         * 16), the 31B's ff up and down, the 27B's ff up */
+        KC(memra__kc_matmul(k, "matmul.q8_0.g26_down", MEMRA_TYPE_Q8_0, 2112, 2816, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.g31_ff", MEMRA_TYPE_Q8_0, 5376, 21504, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.g31_down", MEMRA_TYPE_Q8_0, 21504, 5376, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.27b_ff", MEMRA_TYPE_Q8_0, 5120, 17408, 1, false, 0, 0));
+        KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.g26_down", MEMRA_TYPE_Q8_0, 2112, 2816, 3));
         KC(memra__kc_matmul(k, "matmul.q8_0.vocab", MEMRA_TYPE_Q8_0, 4096, 248320, 1, false, 0, 0));
         KC(memra__kc_matmul(k, "matmul.q8_0.vocab_rows3", MEMRA_TYPE_Q8_0, 4096, 248320, 3, false, 0, 0));
         KC(memra__kc_matmul(k, "matmul.q8_0.prefill_fast_ff", MEMRA_TYPE_Q8_0, 4096, 12288, 64, true, 0, 0));
@@ -213,7 +227,8 @@ static void run_suite(kc *k)
         static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
                              hid[1] = {4096}, one301[1] = {301}, e4b[2] = {10240, 10240}, g31[1] = {5376},
-                             voc[1] = {248320}, g31q[3] = {8192, 4096, 4096};
+                             voc[1] = {248320}, g31q[3] = {8192, 4096, 4096}, g26q[3] = {4096, 2048, 2048},
+                             g26f[2] = {2112, 2112};
         static const struct {
             const char *name;
             int n_w;
@@ -245,6 +260,9 @@ static void run_suite(kc *k)
             {"matmul_ex.q8_0.down_add", 1, q8, 12288, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, false},
             {"matmul_ex.q8_0.out_add", 1, q8, 4096, hid, 1, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, false},
             {"matmul_ex.q8_0.gdn_in_noconv", 4, q8, 4096, gdn, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, false},
+            /* the 26B-A4B's 2816-wide projections on the Q8_0 fast path (a short last segment) */
+            {"matmul_ex.q8_0.g26_qkv", 3, q8, 2816, g26q, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, false},
+            {"matmul_ex.q8_0.g26_geglu", 2, q8, 2816, g26f, 1, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, false},
             /* batched decode rows (the Q8_0 batched kernel, cuda/mmv_q8b.cuh):
              * every epilogue, odd row counts (a pass's second warp half short
              * or idle), rows past one pass, x too wide for eight staged rows
