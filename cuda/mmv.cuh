@@ -87,6 +87,7 @@ struct mmv_args {
                          * set it to the group's log2 size (1..5) */
     int q8_slot;        /* Q8_0 fast path: bytes between ring slots, MMV_Q8D_SEG, or
                          * MMV_Q8D_SLOT_OFF when some row starts off 16 bytes */
+    int slot_nch;       /* fused MoE (mmv_moe.cuh): 16-byte chunks per ring slot */
 };
 
 #ifdef MEMRA_MMV_TIMELINE
@@ -1109,10 +1110,22 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
 #endif
 }
 
-/* Shared memory of a quantized launch besides x: the warps' rings of D items. */
-template <int T> static constexpr size_t mmv_ring_bytes(int d)
+/* Shared memory of a quantized launch besides x: the warps' rings of D
+ * items (of NCH 16-byte chunks each: mmv_seg<T>::nch, or fewer for rows
+ * shorter than a segment, mmv_item_nch). */
+template <int T> static constexpr size_t mmv_ring_bytes(int d, int nch = mmv_seg<T>::nch)
 {
-    return mq_is_float<T>::value ? 0 : (size_t)MMV_WARPS * d * mmv_seg<T>::nch * sizeof(uint4);
+    return mq_is_float<T>::value ? 0 : (size_t)MMV_WARPS * d * nch * sizeof(uint4);
+}
+
+/* 16-byte chunks an item of a row of NE0 elements can span: its blocks,
+ * one chunk more for a misaligned start and one for word reads past its
+ * last block (as mmv_seg<T>::nch for a whole segment). */
+template <int T> static constexpr int mmv_item_nch(int64_t ne0)
+{
+    using S = mmv_seg<T>;
+    const int64_t nb = ne0 / S::qk < S::segb ? ne0 / S::qk : S::segb;
+    return (int)((nb * S::bb + 15) / 16 + 2);
 }
 
 /* Launches on a resident grid (the blocks that fit the SMs at once, each

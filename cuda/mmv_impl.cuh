@@ -16,12 +16,12 @@
  * (Q8_0 4096x12288, tools/mmv-lab.cu): with the pair dot, three items
  * per warp at three blocks per SM beat two (19.8 us vs 22.3 us); deeper
  * rings cost resident warps. */
-template <int T> static int mmv_ring_depth(size_t xbytes)
+template <int T> static int mmv_ring_depth(size_t xbytes, int nch = mmv_seg<T>::nch)
 {
     if constexpr (mq_is_float<T>::value) {
         return MMV_RING_MIN; /* float types: no ring */
     } else {
-        const size_t slot = mmv_ring_bytes<T>(1);
+        const size_t slot = mmv_ring_bytes<T>(1, nch);
         static long force = -1, target = -1; /* experiments: MEMRA_MMV_RING, MEMRA_MMV_SMEM_TARGET */
         if (force < 0) {
             force = memra__cuda_env_long("MEMRA_MMV_RING", 0);
@@ -404,11 +404,16 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
     static std::atomic<uint64_t> cache[64][8];
     const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
     const size_t xbytes = mmv_x_bytes<T>(a.m.ne0, nr);
-    if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX)
+    /* a row shorter than a segment (the experts' down rows: 704 or 512
+     * wide) fills a short slot, so the same bytes hold a deeper ring: a
+     * warp's few items (one output row's k dots) all in flight at once
+     * instead of a chain of memory latencies. The fill changes no bit. */
+    a.m.slot_nch = mmv_item_nch<T>(a.m.ne0);
+    if (mmv_ring_bytes<T>(MMV_RING_MIN, a.m.slot_nch) + xbytes > MMV_SMEM_MAX)
         return false;
-    a.m.ring = mmv_ring_depth<T>(xbytes);
+    a.m.ring = mmv_ring_depth<T>(xbytes, a.m.slot_nch);
     a.m.xsm = 1;
-    const size_t smem = mmv_ring_bytes<T>(a.m.ring) + xbytes;
+    const size_t smem = mmv_ring_bytes<T>(a.m.ring, a.m.slot_nch) + xbytes;
     const int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0)
         return false;

@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
         mmv_moe_poison(a, yrow);
         return;
     }
-    const int D = a.m.ring;
-    uint4 *ring = mmv_dyn + (size_t)warp * D * S::nch;
+    const int D = a.m.ring, NCH = a.m.slot_nch; /* slots of short rows' items are short */
+    uint4 *ring = mmv_dyn + (size_t)warp * D * NCH;
     const int64_t ne0 = a.m.ne0, nblk = ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;
     const int64_t nv = a.rows;
     const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS;
@@ -186,10 +186,10 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             const mmv_item<T> it = mmv_locate<T>(s_w[iq.p] + (size_t)iq.v * s_nb1[iq.p], iq.s, nblk);
             if (TMA) {
                 if (lane == 0)
-                    mmv_bulk_load(mmv_saddr(ring + slot * S::nch), it.a0, (uint32_t)it.nchunk * 16u,
+                    mmv_bulk_load(mmv_saddr(ring + slot * NCH), it.a0, (uint32_t)it.nchunk * 16u,
                                   mmv_saddr(&bar[slot]), policy);
             } else {
-                mmv_issue_async<T>(it, lane, ring + slot * S::nch);
+                mmv_issue_async<T>(it, lane, ring + slot * NCH);
             }
             mmv_next(iq, np, nseg, rstride);
             issued++;
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     const int nr = DOWN ? np : 1;
     int64_t xl;
     const float *x = mmv_stage_x<mmv_q8x<T>::on>(a.m, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
-                                                 (float *)(mmv_dyn + (size_t)MMV_WARPS * D * S::nch), &xl);
+                                                 (float *)(mmv_dyn + (size_t)MMV_WARPS * D * NCH), &xl);
     const int64_t nbr = ne0 / 32;
     const float *xsum = x + (int64_t)nr * xl; /* Q8_0: the staged rows' block sums */
     float acc0 = 0.0f, acc1 = 0.0f, routed = 0.0f;
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
         }
         issue(slot == 0 ? D - 1 : slot - 1);
         const uint8_t *wrow = s_w[cq.p] + (size_t)cq.v * s_nb1[cq.p];
-        const uint8_t *sm = (const uint8_t *)(ring + slot * S::nch);
+        const uint8_t *sm = (const uint8_t *)(ring + slot * NCH);
         const mmv_item<T> cur = mmv_locate<T>(wrow, cq.s, nblk);
         /* the part's x row: DOWN's staged row p, GLU's one row */
         const float *xr = DOWN ? x + cq.p * xl : x;
