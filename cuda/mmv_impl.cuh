@@ -408,7 +408,10 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
      * wide) fills a short slot, so the same bytes hold a deeper ring: a
      * warp's few items (one output row's k dots) all in flight at once
      * instead of a chain of memory latencies. The fill changes no bit. */
-    a.m.slot_nch = mmv_item_nch<T>(a.m.ne0);
+    static long short_slots = -1; /* MEMRA_MOE_SHORT_SLOTS=0: whole-segment slots (A/B) */
+    if (short_slots < 0)
+        short_slots = memra__cuda_env_long("MEMRA_MOE_SHORT_SLOTS", 1);
+    a.m.slot_nch = short_slots ? mmv_item_nch<T>(a.m.ne0) : mmv_seg<T>::nch;
     if (mmv_ring_bytes<T>(MMV_RING_MIN, a.m.slot_nch) + xbytes > MMV_SMEM_MAX)
         return false;
     a.m.ring = mmv_ring_depth<T>(xbytes, a.m.slot_nch);
