@@ -4,7 +4,8 @@
  * keys into shared memory, an online softmax over the tiles, P·V into
  * per-thread float32 accumulators. Queries with several splits are merged
  * by a second kernel. The split of a query depends only on its own key
- * range (FA_SPLIT_KEYS keys each), never on the other queries of the call,
+ * range (FA_SPLIT_KEYS keys each, or a multiple of it that keeps a long
+ * query at FA_SPLITS_MAX splits), never on the other queries of the call,
  * so a query's output is the same whatever the chunking; MEMRA_FA_SPLIT=N
  * instead splits every query into N parts. K and V rows of an F16, BF16
  * or Q8_0 cache are converted to float in registers as they are loaded
@@ -31,6 +32,15 @@
 #define FA_NARROW 128
 #define FA_TILE 128          /* keys per score tile */
 #define FA_SPLIT_KEYS 64     /* default keys per split: decode blocks stay short */
+/* Splits per (query, head), at most: beyond FA_SPLITS_MAX x FA_SPLIT_KEYS
+ * keys a split takes the next multiple of FA_SPLIT_KEYS keys that keeps
+ * the query within it. A decode block holds 107 registers a thread, two
+ * blocks an SM: at 16384 keys the Qwen3.5-9B's 16 heads x 256 splits were
+ * 15.5 waves of short blocks, each mostly its fixed cost (the wait, q,
+ * the partial's write, the merge of 256 partials). MEMRA_FA_SPLITS=N
+ * caps at N instead, 0 = no cap (64 keys a split at any length). Queries
+ * up to 4096 keys keep 64-key splits, so their bits are as before. */
+#define FA_SPLITS_MAX 64
 #define FA_MAX_C4 2          /* float4 columns per thread: head_dim <= 1024 */
 #define FA_WS_CAP ((size_t)256 << 20)
 /* Loads in flight per round: a decode block is a chain of dependent
@@ -81,6 +91,7 @@ struct fa_args {
     int64_t k_hb, v_hb;  /* bytes of one KV head in a K (V) row */
     int64_t max_splits;  /* gridDim.y */
     int64_t fixed_split; /* MEMRA_FA_SPLIT, or 0 */
+    int64_t split_cap;   /* FA_SPLITS_MAX or MEMRA_FA_SPLITS (0: none) */
     float *part;         /* [token of wave][head][split][hd + 2] */
     int *count;          /* [token of wave][head]: splits done (zero between launches), or NULL: merge kernel */
     int trig;            /* MEMRA_FA_TRIGGER: where the next kernel may launch: 0 at the block's start, 1 after its
@@ -105,6 +116,14 @@ static __host__ __device__ __forceinline__ fa_seq fa_seq_of(const fa_args &f)
     return {f.a.q, f.a.gate, f.a.k_cache, f.a.v_cache, f.a.out, f.part, f.count, f.a.pos0, f.max_splits};
 }
 
+/* Keys per split of a query of LEN keys (a function of LEN alone, so a
+ * query's bits do not depend on the call it is in). */
+static __host__ __device__ __forceinline__ int64_t fa_chunk(int64_t len, int64_t cap)
+{
+    const int64_t span = FA_SPLIT_KEYS * cap;
+    return cap > 0 && len > span ? FA_SPLIT_KEYS * ((len + span - 1) / span) : FA_SPLIT_KEYS;
+}
+
 static __device__ __forceinline__ void fa_range(const fa_args &f, const fa_seq &sq, int64_t t, int64_t *lo,
                                                 int64_t *len, int64_t *nsplit, int64_t *chunk)
 {
@@ -116,8 +135,8 @@ static __device__ __forceinline__ void fa_range(const fa_args &f, const fa_seq &
         *chunk = (*len + *nsplit - 1) / *nsplit;
         *nsplit = (*len + *chunk - 1) / *chunk;
     } else {
-        *chunk = FA_SPLIT_KEYS;
-        *nsplit = (*len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
+        *chunk = fa_chunk(*len, f.split_cap);
+        *nsplit = (*len + *chunk - 1) / *chunk;
     }
 }
 
@@ -650,13 +669,14 @@ static void (*fa_pick(bool vec, bool wide, int kt, int vt))(fa_args)
  * FA_SPLIT_KEYS), MEMRA_FA_FUSE (0: merge in a second kernel, for
  * experiments), MEMRA_FA_TRIGGER (fa_args.trig). */
 struct fa_knobs {
-    long fixed, fuse, trig;
+    long fixed, fuse, trig, cap;
 };
 
 static fa_knobs fa_knobs_get(void)
 {
-    static fa_knobs k = {-2, 1, 0};
+    static fa_knobs k = {-2, 1, 0, FA_SPLITS_MAX};
     if (k.fixed == -2) {
+        k.cap = memra__cuda_env_long("MEMRA_FA_SPLITS", FA_SPLITS_MAX);
         k.fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1);
         k.trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 1);
         k.fixed = memra__cuda_env_long("MEMRA_FA_SPLIT", 0);
@@ -697,7 +717,11 @@ static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args
         /* every query splits into at most min(fixed, its length) parts */
         max_splits = k.fixed < max_len ? k.fixed : max_len;
     } else {
+        /* every query of the call has at most this many (below 4096 keys
+         * ceil(len / 64), above it at most the cap) */
         max_splits = (max_len + FA_SPLIT_KEYS - 1) / FA_SPLIT_KEYS;
+        if (k.cap > 0 && max_splits > k.cap)
+            max_splits = k.cap;
     }
     if (max_splits > 65535) {
         snprintf(why, why_n, "%lld key splits", (long long)max_splits);
@@ -712,6 +736,7 @@ static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args
     f->v_hb = (int64_t)kv_head_bytes(p->vt, hd);
     f->max_splits = max_splits;
     f->fixed_split = k.fixed > 0 ? k.fixed : 0;
+    f->split_cap = k.cap > 0 ? k.cap : 0;
     f->part = NULL;
     f->count = NULL;
     f->trig = (int)k.trig;
