@@ -404,14 +404,20 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
     static std::atomic<uint64_t> cache[64][8];
     const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
     const size_t xbytes = mmv_x_bytes<T>(a.m.ne0, nr);
-    /* a row shorter than a segment (the experts' down rows: 704 or 512
-     * wide) fills a short slot, so the same bytes hold a deeper ring: a
-     * warp's few items (one output row's k dots) all in flight at once
-     * instead of a chain of memory latencies. The fill changes no bit. */
-    static long short_slots = -1; /* MEMRA_MOE_SHORT_SLOTS=0: whole-segment slots (A/B) */
+    /* A row shorter than a segment (the experts' down rows: 704 or 512
+     * wide) may fill a short slot, so the same bytes hold a deeper ring.
+     * Taken only where whole-segment slots leave the ring at its minimum
+     * (one item in flight behind the one computed: a chain of memory
+     * latencies). Measured 2026-12-02 (tg128, H200): gemma-4-26b-a4b's
+     * down (8 staged h rows of 704) ring 2 -> 7, 200.8 -> 207.5 tok/s;
+     * qwen3.6-35b-a3b's (9 rows of 512) ring 3 -> 8 was slower, 244.8 ->
+     * 230.1, so it keeps 3. The fill changes no bit.
+     * MEMRA_MOE_SHORT_SLOTS=0 never takes them, =2 always (A/B). */
+    static long short_slots = -1;
     if (short_slots < 0)
         short_slots = memra__cuda_env_long("MEMRA_MOE_SHORT_SLOTS", 1);
-    a.m.slot_nch = short_slots ? mmv_item_nch<T>(a.m.ne0) : mmv_seg<T>::nch;
+    const bool at_min = mmv_ring_depth<T>(xbytes) <= MMV_RING_MIN;
+    a.m.slot_nch = short_slots == 2 || (short_slots == 1 && at_min) ? mmv_item_nch<T>(a.m.ne0) : mmv_seg<T>::nch;
     if (mmv_ring_bytes<T>(MMV_RING_MIN, a.m.slot_nch) + xbytes > MMV_SMEM_MAX)
         return false;
     a.m.ring = mmv_ring_depth<T>(xbytes, a.m.slot_nch);
