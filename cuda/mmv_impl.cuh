@@ -426,11 +426,7 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
     const int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0)
         return false;
-    const int64_t need = (a.rows + MMV_WARPS - 1) / MMV_WARPS;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
-    if (cap < 1)
-        cap = 1;
-    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
+    const dim3 grid = mmv_moe_grid(a.rows, occ, sm_count, gy);
     if (mmv_debug())
         fprintf(stderr, "mmv moe %s type %d%s: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 DOWN ? "down" : "glu", T, TMA ? " tma" : "", (long long)a.m.ne0, (long long)a.rows, a.k,

@@ -124,6 +124,41 @@ static __device__ __forceinline__ void mmv_moe_poison(const mmv_moe_args &a, int
         y[i] = __int_as_float(0x7fc00000);
 }
 
+/* Both fused kernels' (and their K-quant versions') start: the wait for
+ * the routing and x, the problem's tables (TAB: the generic dots' decode
+ * tables too, whose fill ends in a barrier), and false after poisoning the
+ * output of a problem with an expert id out of range. */
+template <bool DOWN>
+static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, const uint8_t **s_w, size_t *s_nb1,
+                                                     double *s_ws, int *s_bad, float *tab, int64_t *t, int64_t *yrow)
+{
+    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
+    if (threadIdx.x == 0)
+        *s_bad = 0;
+    if (tab)
+        mmv_tables(tab); /* ends in a barrier */
+    else
+        __syncthreads();
+    mmv_moe_problem<DOWN>(a, s_w, s_nb1, s_ws, s_bad, t, yrow);
+    __syncthreads();
+    if (*s_bad) {
+        mmv_moe_poison(a, *yrow);
+        return false;
+    }
+    return true;
+}
+
+/* The launch grid of GY problems of NGRP warp-sized row groups each: the
+ * groups' blocks, at most what OCC blocks per SM hold at once. */
+static inline dim3 mmv_moe_grid(int64_t ngrp, int occ, int sm_count, unsigned gy)
+{
+    const int64_t need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
+    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    if (cap < 1)
+        cap = 1;
+    return dim3((unsigned)(need < cap ? need : cap), gy);
+}
+
 /* DOWN: part P's dot YV of an output row into the row's sums; the row's
  * output once P is the last part. Routed slots: moe_sum_kernel's
  * acc += (w * scale) * y in slot order (DACC), rounded once (ROUTED); the
@@ -151,19 +186,11 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     __shared__ size_t s_nb1[MMV_MOE_PARTS];
     __shared__ double s_ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
     __shared__ int s_bad;
-    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
-    if (threadIdx.x == 0)
-        s_bad = 0;
-    mmv_tables(tab); /* ends in a barrier */
+    int64_t t, yrow;
+    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, tab, &t, &yrow))
+        return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts of a row: slots (+ shared), or gate and up */
-    int64_t t, yrow;
-    mmv_moe_problem<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, &t, &yrow);
-    __syncthreads();
-    if (s_bad) {
-        mmv_moe_poison(a, yrow);
-        return;
-    }
     const int D = a.m.ring, NCH = a.m.slot_nch; /* slots of short rows' items are short */
     uint4 *ring = mmv_dyn + (size_t)warp * D * NCH;
     const int64_t ne0 = a.m.ne0, nblk = ne0 / S::qk, nseg = (nblk + S::segb - 1) / S::segb;

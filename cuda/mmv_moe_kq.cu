@@ -22,11 +22,7 @@ template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned
     const int occ = mmv_occupancy((const void *)mmv_moe_kq_kernel<T, DOWN>, smem, cache);
     if (occ == 0)
         return false;
-    const int64_t ngrp = DOWN ? (a.rows + KQ_M - 1) / KQ_M : a.rows, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
-    if (cap < 1)
-        cap = 1;
-    const dim3 grid((unsigned)(need < cap ? need : cap), gy);
+    const dim3 grid = mmv_moe_grid(DOWN ? (a.rows + KQ_M - 1) / KQ_M : a.rows, occ, sm_count, gy);
     if (mmv_debug())
         fprintf(stderr, "mmv moe kq %s type %d: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 DOWN ? "down" : "glu", T, (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "",

@@ -61,19 +61,11 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
     __shared__ size_t s_nb1[MMV_MOE_PARTS];
     __shared__ double s_ws[MMV_MOE_PARTS];
     __shared__ int s_bad;
-    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
-    if (threadIdx.x == 0)
-        s_bad = 0;
-    __syncthreads();
+    int64_t t, yrow;
+    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, NULL, &t, &yrow))
+        return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts: slots (+ shared), or gate and up */
-    int64_t t, yrow;
-    mmv_moe_problem<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, &t, &yrow);
-    __syncthreads();
-    if (s_bad) {
-        mmv_moe_poison(a, yrow);
-        return;
-    }
     const int D = a.m.ring;
     const int64_t ne0 = a.m.ne0;
     const int nsb = (int)(ne0 / 256), nseg = (nsb + KQ_SBS - 1) / KQ_SBS;
