@@ -1002,8 +1002,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
             return;
         if (lane == 0) {
             const mmv_item<T> it = mmv_locate<T>(src, iq.s, nbr);
-            mmv_bulk_load(ring0 + slot * SL, it.a0, (uint32_t)(it.off + it.nb * 34 + 15) & ~15u, bar0 + 8 * slot,
-                          policy);
+            mmv_bulk_load(ring0 + slot * SL, it.a0, (uint32_t)it.nchunk * 16u, bar0 + 8 * slot, policy);
         }
         if (++issued < n_items) {
             next(iq);

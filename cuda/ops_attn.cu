@@ -34,7 +34,7 @@
 #define FA_SPLIT_KEYS 64     /* default keys per split: decode blocks stay short */
 /* Splits per (query, head), at most: beyond FA_SPLITS_MAX x FA_SPLIT_KEYS
  * keys a split takes the next multiple of FA_SPLIT_KEYS keys that keeps
- * the query within it. A decode block holds 107 registers a thread, two
+ * the query within it. A decode block holds 111 registers a thread, two
  * blocks an SM: at 16384 keys the Qwen3.5-9B's 16 heads x 256 splits were
  * 15.5 waves of short blocks, each mostly its fixed cost (the wait, q,
  * the partial's write, the merge of 256 partials). MEMRA_FA_SPLITS=N
