@@ -44,6 +44,9 @@
 #define MMV_SMEM_TARGET (72 * 1024)   /* ring + x per block: Q8_0 4096-wide gets 3 items per warp at 3 blocks per SM (measured best, tools/mmv-lab.cu) */
 #define MMV_Q8D_SEG (64 * 34)        /* the Q8_0 fast path's item: 64 blocks, one bulk copy */
 #define MMV_Q8D_RING 3 /* items per warp: three at three blocks per SM measured best */
+/* ... and up to this many where x leaves room for one block an SM only
+ * (mmv_launch_q8d): rows of 16384 floats and more */
+#define MMV_Q8D_RING_MAX 8
 /* A slot for rows that start 4, 8 or 12 bytes off a 16-byte boundary (the
  * 26B-A4B's 2112-wide rows are 2244 bytes): the copy starts at the boundary
  * below and ends on the one above the segment */
@@ -947,9 +950,10 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
-    constexpr int D = MMV_Q8D_RING, SEG = MMV_Q8D_SEG;
+    constexpr int SEG = MMV_Q8D_SEG;
+    const int D = a.ring; /* MMV_Q8D_RING, deeper at one block an SM */
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
-    __shared__ __align__(8) uint64_t bars[MMV_WARPS][D];
+    __shared__ __align__(8) uint64_t bars[MMV_WARPS][MMV_Q8D_RING_MAX];
 #ifdef MEMRA_MMV_TIMELINE
     const unsigned long long tl0 = mmv_tl_now();
 #endif
@@ -1020,7 +1024,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     /* the norm weight (no kernel writes it) into the ring's free slots,
      * asynchronously: the copies overlap the wait */
     const bool wpark = a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
-                       a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS && SL == SEG;
+                       a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS && SL == SEG && D == MMV_Q8D_RING;
     if (wpark) {
         for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
             cp_async16(mmv_wpark_at(mmv_q8d_dyn, c), (const float4 *)a.norm_w + c);

@@ -134,9 +134,10 @@ static void mmv_tl_note(mmv_args &a, unsigned grid, int64_t nv)
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1;
+    static long on = -1, bps = -1, split_on = -1, deep = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+        deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 1); /* 0: three slots at any width (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
@@ -157,7 +158,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     mmv_args a = a0;
     a.xsm = 1;
     a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
-    const size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
+    a.ring = MMV_Q8D_RING;
+    size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
     static std::atomic<uint64_t> caches[3][64][8]; /* per kernel: the attributes are set once per kernel */
@@ -168,6 +170,22 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     int occ = mmv_occupancy(kernels[mode], smem, caches[mode]);
     if (occ == 0)
         return false;
+    if (occ == 1 && deep) {
+        /* x of 16384 floats and more leaves one block an SM: 8 warps with
+         * two items in flight each kept ~35 KB an SM in flight (the 31B's
+         * 21504-wide down at 2.2 TB/s, against ~4 at three blocks an SM);
+         * the rest of the block's shared memory deepens the ring. The ring
+         * depth changes no bit. */
+        const size_t xb = mmv_x_bytes<T>(a.ne0, 1), slot = (size_t)MMV_WARPS * a.q8_slot;
+        const int d = MMV_SMEM_MAX > xb ? (int)((MMV_SMEM_MAX - xb) / slot) : 0;
+        if (d > MMV_Q8D_RING) {
+            const size_t s2 = (size_t)(d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX) * slot + xb;
+            if (mmv_occupancy(kernels[mode], s2, caches[mode]) == 1) {
+                a.ring = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
+                smem = s2;
+            }
+        }
+    }
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
@@ -196,9 +214,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 a.ymap = gs;
     }
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu, mode %d\n",
-                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, smem,
-                mode);
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, a.ring,
+                smem, mode);
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
