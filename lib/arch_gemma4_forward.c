@@ -147,8 +147,7 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
                                        .n_heads = L->n_kv_head, .norm_w = NULL, .no_rope = true};
         qk.n_parts = 3;
         MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
-        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k_rows, kv_dim));
-        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v_rows, kv_dim));
+        MEMRA__TRY(memra__kv_put_kv(r, il, k_rows, kv_dim, v_rows, kv_dim));
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
             float *slot = r->carry + L->kv_carry;
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));
@@ -162,8 +161,7 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
              * step, taken from the carry, to this stage's mirror of each
              * cache */
             const float *slot = r->carry + g->layers[L->kv_src].kv_carry;
-            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, slot, cf));
-            MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, slot + kv_dim, cf));
+            MEMRA__TRY(memra__kv_put_kv(r, il, slot, cf, slot + kv_dim, cf));
         }
     }
 

@@ -361,8 +361,7 @@ static memra_status_t attention_block(memra__run_t *r, int32_t il)
 
     /* Each sequence's cache keeps its rows' K after norm and RoPE, from
      * its position on; attention runs per sequence over its own cache. */
-    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k, nkv));
-    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v, nkv));
+    MEMRA__TRY(memra__kv_put_kv(r, il, k, nkv, v, nkv));
 
     MEMRA__WS(att, n * nq);
     memra_attn_args_t aa = {.q = q, .out = att, .n_head = L->n_head, .n_kv_head = L->n_head_kv, .head_dim = hd,

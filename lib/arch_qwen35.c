@@ -506,8 +506,7 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
         .rope = {.n_tokens = n, .head_dim = hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
                  .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX}};
     MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
-    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k_rows, kv_w));
-    MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_V, v_rows, kv_w));
+    MEMRA__TRY(memra__kv_put_kv(r, il, k_rows, kv_w, v_rows, kv_w));
 
     const memra_attn_args_t at = {.q = qn, .out = o, .n_head = H, .n_kv_head = Hkv, .head_dim = hd,
                                   .q_stride = H * hd, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,

@@ -1,6 +1,8 @@
 /* KV cache rows of the forwards (lib/kv_rows.h). */
 #include "kv_rows.h"
 
+#include <stdlib.h>
+
 #include "quant.h"
 
 memra_type_t memra__kv_type(const memra_cache_t *c, memra__kv_part_t part)
@@ -32,15 +34,12 @@ float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *
     return scratch;
 }
 
-memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
-                             int64_t src_stride)
+/* Appends to A the kv_store items of each segment's rows of SRC (one
+ * part of layer IL) that need one (an F32 cache's rows computed in place
+ * need none). */
+static int32_t kv_items(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src, int64_t src_stride,
+                        memra_kv_store_args_t *a, int32_t n)
 {
-    /* one kv_store per segment (an F32 cache's is a copy), all in one
-     * batched call: a backend may store a step's rows in one launch */
-    memra_kv_store_args_t a[MEMRA_MAX_BATCH];
-    int32_t n = 0;
-    if (r->n_seg > MEMRA_MAX_BATCH)
-        return memra__fail(r->be->err, MEMRA_E_INTERNAL, "kv_put: %d segments", (int)r->n_seg);
     for (int32_t i = 0; i < r->n_seg; i++) {
         const memra__seg_t *s = &r->seg[i];
         const memra_cache_t *c = s->c;
@@ -54,7 +53,38 @@ memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part,
                                          .dst_row_bytes = memra__kv_row_bytes(c, il, part), .type = type,
                                          .rows = s->n, .cols = w};
     }
-    return memra__kv_store_batch(r->be, a, n);
+    return n;
+}
+
+memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
+                             int64_t src_stride)
+{
+    /* one kv_store per segment (an F32 cache's is a copy), all in one
+     * batched call: a backend may store a step's rows in one launch */
+    memra_kv_store_args_t a[MEMRA_MAX_BATCH];
+    if (r->n_seg > MEMRA_MAX_BATCH)
+        return memra__fail(r->be->err, MEMRA_E_INTERNAL, "kv_put: %d segments", (int)r->n_seg);
+    return memra__kv_store_batch(r->be, a, kv_items(r, il, part, src, src_stride, a, 0));
+}
+
+memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
+                                int64_t v_stride)
+{
+    /* K's and V's items in one batched call while they fit one (a
+     * backend's batched store: one launch for both, each row converted as
+     * the one-item store converts it). MEMRA_KV_PAIR=0: one call each. */
+    static int pair = -1;
+    if (pair < 0) {
+        const char *e = getenv("MEMRA_KV_PAIR");
+        pair = !(e && e[0] == '0');
+    }
+    if (!pair || 2 * r->n_seg > MEMRA_MAX_BATCH) {
+        MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k, k_stride));
+        return memra__kv_put(r, il, MEMRA__KV_V, v, v_stride);
+    }
+    memra_kv_store_args_t a[MEMRA_MAX_BATCH];
+    const int32_t n = kv_items(r, il, MEMRA__KV_K, k, k_stride, a, 0);
+    return memra__kv_store_batch(r->be, a, kv_items(r, il, MEMRA__KV_V, v, v_stride, a, n));
 }
 
 void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a)

@@ -34,6 +34,12 @@ float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *
 memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part, const float *src,
                              int64_t src_stride);
 
+/* memra__kv_put of layer IL's K rows (K, K_STRIDE) and V rows (V,
+ * V_STRIDE), every segment's of both in one memra__kv_store_batch call
+ * while they fit one (2 * segments <= MEMRA_MAX_BATCH). */
+memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
+                                int64_t v_stride);
+
 /* Fills A's k_cache, v_cache, types, kv_stride and row strides with layer
  * IL's rows of cache C. */
 void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a);
