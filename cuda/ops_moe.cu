@@ -129,12 +129,107 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
     }
 }
 
+/* One warp per token (ROUTE_WARPS tokens a block), for up to
+ * ROUTE_WARP_MAX experts: route_kernel's arithmetic in its order, without
+ * its block barriers (two per reduction, two per pick: ~20 for top 8, the
+ * 26B-A4B's and 35B-A3B's route ~12 us a layer in the decode profile).
+ * Lane L plays route_kernel's thread 32w + L for each of its warps w in
+ * turn: that thread's strided sum of exp, the warp's xor tree, lane 0's
+ * total; the warps' totals added in order from 0. The maximum and every
+ * pick (the best expert strictly after the previous one in the order prob
+ * descending, id ascending) do not depend on the order. So the ids and
+ * weights are route_kernel's bits. */
+#define ROUTE_WARPS 4
+#define ROUTE_WARP_MAX 3072 /* 4 tokens' probabilities in 48 KiB */
+
+__global__ void __launch_bounds__(ROUTE_WARPS * 32) route_warp_kernel(const memra_route_args_t a)
+{
+    MEMRA_PDL_ENTER();
+    extern __shared__ float rw_p[];
+    const int64_t ne = a.n_expert;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float *p = rw_p + (size_t)warp * ne;
+    for (int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp; t < a.n_tokens; t += (int64_t)gridDim.x * ROUTE_WARPS) {
+        const float *l = a.logits + t * ne;
+        double mx = -INFINITY;
+        for (int64_t e = lane; e < ne; e += 32)
+            mx = fmax(mx, (double)l[e]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        double sum = 0.0;
+        for (int w = 0; w < ROUTE_THREADS / 32; w++) {
+            double v = 0.0;
+            for (int64_t e = 32 * w + lane; e < ne; e += ROUTE_THREADS)
+                v += exp((double)l[e] - mx);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, o);
+            sum += __shfl_sync(0xffffffffu, v, 0);
+        }
+        for (int64_t e = lane; e < ne; e += 32)
+            p[e] = (float)(exp((double)l[e] - mx) / sum);
+        __syncwarp();
+        int32_t *ids = a.ids + t * a.k;
+        float *wt = a.weights + t * a.k;
+        float pp = INFINITY;
+        int pe = -1;
+        double wsum = 0.0;
+        for (int64_t s = 0; s < a.k; s++) {
+            float bp = 0.0f;
+            int be = -1;
+            for (int64_t e = lane; e < ne; e += 32) {
+                const float q = p[e];
+                const bool after = q < pp || (q == pp && (int)e > pe);
+                if (after && route_better(q, (int)e, bp, be)) {
+                    bp = q;
+                    be = (int)e;
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+                const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+                if (route_better(op, oe, bp, be)) {
+                    bp = op;
+                    be = oe;
+                }
+            }
+            if (be < 0) { /* only NaN left */
+                be = 0;
+                bp = p[0];
+            }
+            if (lane == 0) {
+                ids[s] = be;
+                wt[s] = bp;
+            }
+            wsum += (double)bp;
+            pp = bp;
+            pe = be;
+        }
+        if (lane == 0 && a.norm)
+            for (int64_t s = 0; s < a.k; s++)
+                wt[s] = (float)((double)wt[s] / fmax(wsum, ROUTE_SUM_MIN));
+        __syncwarp(); /* p is rewritten by the warp's next token */
+    }
+}
+
 memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a)
 {
     bool none;
     memra_status_t st = memra__check_route(be, a, &none);
     if (st || none)
         return st;
+    static long warp_on = -1; /* MEMRA_ROUTE_WARP=0: the block kernel (A/B) */
+    if (warp_on < 0)
+        warp_on = memra__cuda_env_long("MEMRA_ROUTE_WARP", 1);
+    if (warp_on && a->n_expert <= ROUTE_WARP_MAX) {
+        memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+        memra__launch(route_warp_kernel, memra__cuda_blocks((a->n_tokens + ROUTE_WARPS - 1) / ROUTE_WARPS, 1, 65535),
+                      ROUTE_WARPS * 32, (size_t)ROUTE_WARPS * a->n_expert * sizeof(float), c->stream, *a);
+        MEMRA_CUDA_LAUNCHED(be);
+        return MEMRA_OK;
+    }
     const size_t smem = (size_t)a->n_expert * sizeof(float);
     if (smem > 200 * 1024)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
