@@ -27,6 +27,35 @@ static __device__ __forceinline__ bool route_better(float p, int e, float bp, in
     return p > bp || (p == bp && e < be);
 }
 
+/* The best expert strictly after (PP, PE) in the order (prob descending,
+ * id ascending) among P[E0], P[E0 + STEP], ... below NE, then the best of
+ * the warp's 32 (every lane gets it): *BP, *BE (-1: none). */
+static __device__ __forceinline__ void route_best_after(const float *p, int64_t ne, int64_t e0, int64_t step, float pp,
+                                                        int pe, float *bp_out, int *be_out)
+{
+    float bp = 0.0f;
+    int be = -1;
+    for (int64_t e = e0; e < ne; e += step) {
+        const float q = p[e];
+        const bool after = q < pp || (q == pp && (int)e > pe);
+        if (after && route_better(q, (int)e, bp, be)) {
+            bp = q;
+            be = (int)e;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+        const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+        if (route_better(op, oe, bp, be)) {
+            bp = op;
+            be = oe;
+        }
+    }
+    *bp_out = bp;
+    *be_out = be;
+}
+
 __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
@@ -78,27 +107,9 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
         for (int64_t s = 0; s < a.k; s++) {
             /* the best expert strictly after the previous pick in the order
              * (prob descending, id ascending) */
-            const float pp = s_prev_p;
-            const int pe = s_prev_e;
-            float bp = 0.0f;
-            int be = -1;
-            for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS) {
-                const float p = r_p[e];
-                const bool after = p < pp || (p == pp && (int)e > pe);
-                if (after && route_better(p, (int)e, bp, be)) {
-                    bp = p;
-                    be = (int)e;
-                }
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-                const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (route_better(op, oe, bp, be)) {
-                    bp = op;
-                    be = oe;
-                }
-            }
+            float bp;
+            int be;
+            route_best_after(r_p, ne, threadIdx.x, ROUTE_THREADS, s_prev_p, s_prev_e, &bp, &be);
             if (lane == 0) {
                 r_bp[warp] = bp;
                 r_be[warp] = be;
@@ -176,25 +187,9 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32) route_warp_kernel(const memr
         int pe = -1;
         double wsum = 0.0;
         for (int64_t s = 0; s < a.k; s++) {
-            float bp = 0.0f;
-            int be = -1;
-            for (int64_t e = lane; e < ne; e += 32) {
-                const float q = p[e];
-                const bool after = q < pp || (q == pp && (int)e > pe);
-                if (after && route_better(q, (int)e, bp, be)) {
-                    bp = q;
-                    be = (int)e;
-                }
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-                const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-                if (route_better(op, oe, bp, be)) {
-                    bp = op;
-                    be = oe;
-                }
-            }
+            float bp;
+            int be;
+            route_best_after(p, ne, lane, 32, pp, pe, &bp, &be);
             if (be < 0) { /* only NaN left */
                 be = 0;
                 bp = p[0];
