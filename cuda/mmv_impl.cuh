@@ -170,17 +170,27 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     int occ = mmv_occupancy(kernels[mode], smem, caches[mode]);
     if (occ == 0)
         return false;
-    if (occ == 1 && deep) {
+    if (occ < 3 && deep) {
         /* x of 16384 floats and more leaves one block an SM: 8 warps with
          * two items in flight each kept ~35 KB an SM in flight (the 31B's
          * 21504-wide down at 2.2 TB/s, against ~4 at three blocks an SM);
-         * the rest of the block's shared memory deepens the ring. The ring
+         * what the SM's shared memory has left at the same occupancy (one
+         * block, or two: E4B's 10240-wide down) deepens the ring. The ring
          * depth changes no bit. */
         const size_t xb = mmv_x_bytes<T>(a.ne0, 1), slot = (size_t)MMV_WARPS * a.q8_slot;
-        const int d = MMV_SMEM_MAX > xb ? (int)((MMV_SMEM_MAX - xb) / slot) : 0;
+        static std::atomic<size_t> budgets[64][3][3]; /* per device, mode and occupancy: 0 = not yet asked */
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+            dev = 0;
+        size_t budget = budgets[dev][mode][occ].load(std::memory_order_relaxed);
+        if (budget == 0) {
+            budget = mmv_block_smem_budget(kernels[mode], occ);
+            budgets[dev][mode][occ].store(budget ? budget : 1, std::memory_order_relaxed);
+        }
+        const int d = budget > xb ? (int)((budget - xb) / slot) : 0;
         if (d > MMV_Q8D_RING) {
             const size_t s2 = (size_t)(d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX) * slot + xb;
-            if (mmv_occupancy(kernels[mode], s2, caches[mode]) == 1) {
+            if (s2 <= MMV_SMEM_MAX && mmv_occupancy(kernels[mode], s2, caches[mode]) == occ) {
                 a.ring = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
                 smem = s2;
             }

@@ -50,6 +50,24 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
     return n;
 }
 
+/* Dynamic shared memory one block of KERNEL may take so that OCC blocks
+ * still fit an SM: the SM's shared memory over OCC, less each block's
+ * reserve and the kernel's static shared memory (0 when unknown). */
+static size_t mmv_block_smem_budget(const void *kernel, int occ)
+{
+    int dev = 0, per_sm = 0, reserved = 0;
+    cudaFuncAttributes fa;
+    if (occ < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    const size_t per = (size_t)per_sm / (size_t)occ, fixed = (size_t)reserved + fa.sharedSizeBytes;
+    return per > fixed ? per - fixed : 0;
+}
+
 /* MEMRA_MMV_DEBUG=1: every matvec launch prints its configuration. */
 static bool mmv_debug(void)
 {
