@@ -437,6 +437,12 @@ static void run_suite(kc *k)
     KC(memra__kc_route(k, 3, 256, 8, true, false));
     KC(memra__kc_route(k, 4, 128, 8, true, true));
     KC(memra__kc_route(k, 3, 1, 1, false, false));
+    /* the warp kernel's strided sums past one pass of 256 (the 397B's 512
+     * experts, top 10), a whole prefill chunk (tokens over many blocks of
+     * four warps), and the block kernel beyond its expert limit */
+    KC(memra__kc_route(k, 7, 512, 10, true, false));
+    KC(memra__kc_route(k, 513, 200, 6, true, false));
+    KC(memra__kc_route(k, 2, 4000, 8, true, false));
 
     KC(memra__kc_moe(k, "moe.fixture", MEMRA_TYPE_F32, MEMRA_TYPE_F32, 5, 8, 2, 64, 32, false, true, MEMRA_ACT_GELU));
     KC(memra__kc_moe(k, "moe.fixture.gate_up", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 4, 8, 2, 64, 64, true, false, MEMRA_ACT_SILU));
