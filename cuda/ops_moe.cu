@@ -215,9 +215,13 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     memra_status_t st = memra__check_route(be, a, &none);
     if (st || none)
         return st;
-    static long warp_on = -1; /* MEMRA_ROUTE_WARP=0: the block kernel (A/B) */
+    /* MEMRA_ROUTE_WARP=1: one warp per token (A/B). Off by default: a
+     * decode token's one warp walks every expert alone, and the block
+     * kernel's decode was faster (Qwen3.6-35B-A3B Q8_0 on an H200, tg128
+     * 244.7 against 232.0 tok/s, 85eda5b, 2026-12-02) */
+    static long warp_on = -1;
     if (warp_on < 0)
-        warp_on = memra__cuda_env_long("MEMRA_ROUTE_WARP", 1);
+        warp_on = memra__cuda_env_long("MEMRA_ROUTE_WARP", 0);
     if (warp_on && a->n_expert <= ROUTE_WARP_MAX) {
         memra__cuda_ctx_t *c = memra__cuda_ctx(be);
         memra__launch(route_warp_kernel, memra__cuda_blocks((a->n_tokens + ROUTE_WARPS - 1) / ROUTE_WARPS, 1, 65535),
