@@ -302,8 +302,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     const size_t k_rs = memra__attn_k_row_bytes(a), v_rs = memra__attn_v_row_bytes(a);
     const bool aligned = a->q_stride % 4 == 0 && (uintptr_t)a->q % 16 == 0 && kv_vec_ok(t, a->k_cache, k_rs) &&
                          kv_vec_ok(t, a->v_cache, v_rs) && (uintptr_t)a->out % 8 == 0;
+    /* a launch recorded for replays (keys_max) reads its position on the
+     * device: the flash-decoding kernel's */
     if (!on || !be->fast || a->n_tokens <= memra__cuda_mmv_max_rows() || kv_code(a->v_type) != t || !aligned ||
-        a->n_head > 65535)
+        a->n_head > 65535 || a->keys_max > 0)
         return MEMRA_OK;
     tc_args f;
     f.a = *a;

@@ -280,6 +280,12 @@ void *memra__cuda_ws(memra__backend_t *be, size_t bytes)
         return c->ws;
     /* grow by a quarter more than asked, so a slowly growing need does not
      * reallocate on every call; cudaFree waits for the ops still using it */
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        cudaGetLastError();
+        memra__fail(be->err, MEMRA_E_INTERNAL, "cuda: the workspace cannot grow while a step is recorded");
+        return NULL; /* the old buffer stays: a direct run grows it */
+    }
     size_t want = bytes + bytes / 4;
     want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
     cudaSetDevice(c->device);
@@ -289,6 +295,7 @@ void *memra__cuda_ws(memra__backend_t *be, size_t bytes)
     }
     c->ws = NULL;
     c->ws_size = 0;
+    c->epoch++;
     if (cudaMalloc(&c->ws, want) != cudaSuccess) {
         cudaGetLastError();
         c->ws = NULL;
@@ -345,6 +352,78 @@ static void *cu_host_map(memra__backend_t *be, void *host, size_t n)
     return a.devicePointer;
 }
 
+/* ---- recorded steps (CUDA graphs) ---------------------------------------------- */
+
+/* The calling thread's launches on the stream are captured, not run
+ * (thread-local mode: a call that cannot be captured, such as a
+ * cudaMalloc or a synchronize, fails instead of being run, and the
+ * recording with it). */
+static memra_status_t cu_graph_begin(memra__backend_t *be)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    if (c->prof)
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "graph: the op profiler times every op");
+    use_device(be);
+    MEMRA_CUDA_TRY(be, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    return MEMRA_OK;
+}
+
+/* Ends the capture; updates *graph's executable graph in place when the
+ * new recording has its shape (cudaGraphExecUpdate: the launches' new
+ * arguments), else instantiates a new one. */
+static memra_status_t cu_graph_end(memra__backend_t *be, void **graph)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    use_device(be);
+    cudaGraph_t g = NULL;
+    const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (e != cudaSuccess || !g) {
+        cudaGetLastError();
+        if (g)
+            cudaGraphDestroy(g);
+        return memra__fail(be->err, MEMRA_E_DEVICE, "graph: the capture failed: %s", cudaGetErrorString(e));
+    }
+    cudaGraphExec_t x = (cudaGraphExec_t)*graph;
+    if (x) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(x, g, &info) == cudaSuccess) {
+            cudaGraphDestroy(g);
+            return MEMRA_OK;
+        }
+        cudaGetLastError();
+    }
+    cudaGraphExec_t nx = NULL;
+    const cudaError_t ei = cudaGraphInstantiate(&nx, g, 0);
+    cudaGraphDestroy(g);
+    if (ei != cudaSuccess) {
+        cudaGetLastError();
+        return memra__fail(be->err, MEMRA_E_DEVICE, "graph: instantiate: %s", cudaGetErrorString(ei));
+    }
+    if (x)
+        cudaGraphExecDestroy(x);
+    *graph = nx;
+    return MEMRA_OK;
+}
+
+static memra_status_t cu_graph_launch(memra__backend_t *be, void *graph)
+{
+    use_device(be);
+    MEMRA_CUDA_TRY(be, cudaGraphLaunch((cudaGraphExec_t)graph, memra__cuda_ctx(be)->stream));
+    return MEMRA_OK;
+}
+
+static void cu_graph_free(memra__backend_t *be, void *graph)
+{
+    use_device(be);
+    cudaStreamSynchronize(memra__cuda_ctx(be)->stream); /* a replay may still run */
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
+}
+
+static uint64_t cu_graph_epoch(memra__backend_t *be)
+{
+    return memra__cuda_ctx(be)->epoch;
+}
+
 static memra__backend_i make_iface(void)
 {
     memra__backend_i i;
@@ -383,6 +462,11 @@ static memra__backend_i make_iface(void)
     i.event_destroy = cu_event_destroy;
     i.event_record = cu_event_record;
     i.event_wait = cu_event_wait;
+    i.graph_begin = cu_graph_begin;
+    i.graph_end = cu_graph_end;
+    i.graph_launch = cu_graph_launch;
+    i.graph_free = cu_graph_free;
+    i.graph_epoch = cu_graph_epoch;
     return i;
 }
 

@@ -20,6 +20,9 @@ typedef struct memra__cuda_ctx {
      * uses apart); grown on demand, see memra__cuda_ws. */
     void *ws;
     size_t ws_size;
+    /* counts the moves of ws, gs_count and map_tmp (graph_epoch): a
+     * recorded step holds their addresses */
+    uint64_t epoch;
     /* argmax: per-block partials on the device, the answer in pinned host memory */
     void *argmax_part;
     int32_t *argmax_host;

@@ -87,6 +87,7 @@ static memra_status_t gs_counts(memra__backend_t *be, size_t n)
     }
     c->gs_count = NULL;
     c->gs_count_n = 0;
+    c->epoch++;
     if (cudaMalloc((void **)&c->gs_count, n * sizeof(int)) != cudaSuccess) {
         cudaGetLastError();
         c->gs_count = NULL;

@@ -109,11 +109,19 @@ struct fa_seq {
     float *out, *part;
     int *count;
     int64_t pos0, max_splits;
+    const int32_t *pos_dev; /* a replayable launch's position (memra_attn_args_t), or NULL: pos0 */
 };
 
 static __host__ __device__ __forceinline__ fa_seq fa_seq_of(const fa_args &f)
 {
-    return {f.a.q, f.a.gate, f.a.k_cache, f.a.v_cache, f.a.out, f.part, f.count, f.a.pos0, f.max_splits};
+    return {f.a.q, f.a.gate, f.a.k_cache, f.a.v_cache, f.a.out, f.part, f.count, f.a.pos0, f.max_splits, f.a.pos_dev};
+}
+
+/* The query's first position: the device's copy where the launch has one
+ * (a replay reads the step's own), else the recorded pos0. */
+static __device__ __forceinline__ int64_t fa_pos0(const fa_seq &sq)
+{
+    return sq.pos_dev ? (int64_t)*sq.pos_dev : sq.pos0;
 }
 
 /* Keys per split of a query of LEN keys (a function of LEN alone, so a
@@ -127,7 +135,7 @@ static __host__ __device__ __forceinline__ int64_t fa_chunk(int64_t len, int64_t
 static __device__ __forceinline__ void fa_range(const fa_args &f, const fa_seq &sq, int64_t t, int64_t *lo,
                                                 int64_t *len, int64_t *nsplit, int64_t *chunk)
 {
-    const int64_t p = sq.pos0 + t;
+    const int64_t p = fa_pos0(sq) + t;
     *lo = f.a.n_swa > 0 && p - f.a.n_swa + 1 > 0 ? p - f.a.n_swa + 1 : 0;
     *len = p - *lo + 1;
     if (f.fixed_split > 0) {
@@ -710,7 +718,7 @@ static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args
         return false;
     }
     const fa_knobs k = fa_knobs_get();
-    const int64_t n_keys = a->pos0 + a->n_tokens;
+    const int64_t n_keys = a->keys_max > a->pos0 + a->n_tokens ? a->keys_max : a->pos0 + a->n_tokens;
     const int64_t max_len = a->n_swa > 0 && a->n_swa < n_keys ? a->n_swa : n_keys;
     int64_t max_splits;
     if (k.fixed > 0) {

@@ -34,7 +34,9 @@ static __device__ __forceinline__ void kv_q8_0_block(const float *x, char *b, in
 static __device__ __forceinline__ void kv_store_row(const memra_kv_store_args_t &a, int code, int64_t r)
 {
     const float *x = a.src + r * a.src_stride;
-    char *y = (char *)a.dst + r * (int64_t)a.dst_row_bytes;
+    /* a replay's rows go where its step's position says (memra_kv_store_args_t) */
+    const int64_t at = a.pos_dev ? r + ((int64_t)*a.pos_dev - a.pos) : r;
+    char *y = (char *)a.dst + at * (int64_t)a.dst_row_bytes;
     if (code == KV_Q8_0) {
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         for (int64_t blk = warp; blk < a.cols / 32; blk += KV_THREADS / 32)

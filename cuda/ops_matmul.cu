@@ -71,6 +71,7 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
         if (ybytes > c->map_tmp_bytes) {
             cudaFree(c->map_tmp);
             c->map_tmp_bytes = 0;
+            c->epoch++;
             if (cudaMalloc(&c->map_tmp, ybytes) != cudaSuccess) {
                 cudaGetLastError();
                 c->map_tmp = NULL;

@@ -47,6 +47,10 @@ static inline memra_status_t memra__arch_attention(memra__run_t *r, int32_t il, 
         memra__kv_attn(s->c, il, &sa[i]); /* its rows, types and strides */
         sa[i].n_tokens = s->n;
         sa[i].pos0 = s->pos0;
+        if (r->graph_keys) { /* recorded for replays at later positions */
+            sa[i].pos_dev = r->pos + s->row0;
+            sa[i].keys_max = r->graph_keys;
+        }
     }
     return memra__attention_batch(r->be, sa, r->n_seg);
 }

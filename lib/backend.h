@@ -172,6 +172,13 @@ typedef struct memra_attn_args {
     int64_t gate_stride, gate_head_stride;
     memra_type_t k_type, v_type; /* cache storage (0 = F32) */
     size_t k_row_bytes, v_row_bytes; /* bytes between cached rows (0: kv_stride floats, F32 only) */
+    /* (optional) replays (graph_begin): pos_dev is a device copy of pos0,
+     * which a launch reads instead of the pos0 it was recorded with, and
+     * keys_max (>= pos0 + n_tokens; 0: that) bounds the keys of any
+     * query the recorded launch will be replayed for. A backend that
+     * never replays may ignore both: they never change the result. */
+    const int32_t *pos_dev;
+    int64_t keys_max;
 } memra_attn_args_t;
 /* out rows are n_head*head_dim apart and must not overlap q or the cache. A
  * query's output depends only on its position and the cache, never on
@@ -196,6 +203,11 @@ typedef struct memra_kv_store_args {
     size_t dst_row_bytes;      /* >= memra__row_bytes(type, cols) */
     memra_type_t type;
     int64_t rows, cols;
+    /* (optional) replays (graph_begin): dst is row POS's address; a launch
+     * writes (*pos_dev - pos) rows further on, so a recording replayed at
+     * a later position stores there. In a direct call *pos_dev == pos. */
+    const int32_t *pos_dev;
+    int64_t pos;
 } memra_kv_store_args_t;
 
 /* Depthwise causal conv over channels (qwen35 Gated DeltaNet), with SiLU.
@@ -462,6 +474,21 @@ typedef struct memra__backend_i {
     void (*event_destroy)(memra__backend_t *be, void *ev);
     memra_status_t (*event_record)(memra__backend_t *be, void *ev);
     memra_status_t (*event_wait)(memra__backend_t *be, void *ev);
+
+    /* (optional, all five or none) Recorded steps (CUDA graphs): after
+     * graph_begin the ops of the calling thread are recorded, not run,
+     * until graph_end, which gives a replayable recording in *graph (an
+     * existing one is updated in place when it can be) or fails (nothing
+     * ran; *graph is left as it was). graph_launch queues a replay: the
+     * same launches with the same arguments, so everything that changes
+     * between replays must be read from device memory (pos_dev above).
+     * graph_epoch changes whenever memory the backend gives ops internally
+     * (scratch) moves: a recording made in another epoch is stale. */
+    memra_status_t (*graph_begin)(memra__backend_t *be);
+    memra_status_t (*graph_end)(memra__backend_t *be, void **graph);
+    memra_status_t (*graph_launch)(memra__backend_t *be, void *graph);
+    void (*graph_free)(memra__backend_t *be, void *graph);
+    uint64_t (*graph_epoch)(memra__backend_t *be);
 } memra__backend_i;
 
 struct memra__backend {

@@ -30,6 +30,9 @@ void memra__stage_free(memra__stage_t *st)
     ops->free(st->be, st->io);
     ops->free(st->be, st->carry);
     ops->free(st->be, st->logits);
+    for (int i = 0; i < MEMRA__GRAPH_SLOTS; i++)
+        if (st->graphs[i].graph)
+            ops->graph_free(st->be, st->graphs[i].graph);
     if (st->engine)
         atomic_fetch_sub(&st->engine->users, 1);
     memset(st, 0, sizeof *st);
@@ -107,6 +110,129 @@ int32_t memra__segs_out(const memra__seg_t *seg, int32_t n_seg)
     return n_out;
 }
 
+/* Stage SI's part of the step R: embed on the first stage, its layers,
+ * the head on the last when the step wants logits. */
+static memra_status_t run_parts(memra__run_t *r, int32_t si)
+{
+    const memra__stage_t *st = r->st;
+    memra_status_t s = MEMRA_OK;
+    if (si == 0)
+        s = call(r, 0, 0);
+    for (int32_t il = st->layer0; il < st->layer1 && !s; il++)
+        s = call(r, 1, il);
+    if (!s && si == r->m->n_stages - 1 && r->n_out > 0)
+        s = call(r, 2, 0);
+    return s;
+}
+
+/* ---- decode steps replayed from a recording ---------------------------------- */
+
+/* Keys a recorded step's attention launches are sized for: its own count
+ * rounded up to a multiple of this. A step is recorded again when its
+ * keys pass the bound (one recording per 256 tokens of a sequence); the
+ * launches of a recording's later replays find their position on the
+ * device and leave the spare key splits idle (a query's splits are a
+ * function of its own length, so its bits are those of a direct step). */
+#define MEMRA__GRAPH_KEYS 256
+
+/* MEMRA_GRAPH=0 runs every step directly (read at each step, so a test
+ * can compare both in one process). */
+static bool graph_on(void)
+{
+    const char *e = getenv("MEMRA_GRAPH");
+    return !(e && e[0] == '0' && e[1] == 0);
+}
+
+static bool key_eq(const memra__graph_key_t *a, const memra__graph_key_t *b)
+{
+    return a->cache_id == b->cache_id && a->epoch == b->epoch && a->keys == b->keys && a->ws == b->ws &&
+           a->io == b->io && a->carry == b->carry && a->logits == b->logits && a->n_out == b->n_out &&
+           a->rows_mode == b->rows_mode;
+}
+
+/* The slot of stage ST for cache ID: its own, else the least recently
+ * used one, given over to ID (its recording is kept: a recording of the
+ * same shape is updated in place). */
+static memra__graph_slot_t *graph_slot(memra__stage_t *st, uint64_t id)
+{
+    memra__graph_slot_t *lru = &st->graphs[0];
+    for (int i = 0; i < MEMRA__GRAPH_SLOTS; i++) {
+        memra__graph_slot_t *g = &st->graphs[i];
+        if (g->key.cache_id == id || g->plain_key.cache_id == id) {
+            lru = g;
+            break;
+        }
+        if (g->used < lru->used)
+            lru = g;
+    }
+    if (lru->key.cache_id != id && lru->plain_key.cache_id != id)
+        lru->key.cache_id = lru->plain_key.cache_id = 0;
+    lru->used = ++st->graph_tick;
+    return lru;
+}
+
+/* Runs R (a one-row decode step of one sequence) through a recording when
+ * the stage's backend can record: a replay when the cache's slot holds
+ * one for the step's key, else a recording made and replayed when the
+ * cache's previous step ran this key directly, else directly in the
+ * recorded form (which grows the scratch the recording will use). A
+ * recording that fails (an op that cannot be recorded) turns replays off
+ * on this stage and the step runs directly. *RAN: the step ran (false:
+ * run it plainly). */
+static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
+{
+    memra__stage_t *st = r->st;
+    const memra__backend_i *ops = r->ops;
+    *ran = false;
+    if (st->graph_off || !ops->graph_begin || r->n != 1 || r->n_seg != 1 || !graph_on())
+        return MEMRA_OK;
+    const memra__seg_t *sg = &r->seg[0];
+    const int64_t keys = ((int64_t)sg->pos0 + MEMRA__GRAPH_KEYS) / MEMRA__GRAPH_KEYS * MEMRA__GRAPH_KEYS;
+    memra__graph_key_t key = {
+        .cache_id = sg->c->id, .epoch = ops->graph_epoch(r->be), .keys = keys, .ws = st->ws, .io = st->io,
+        .carry = r->carry, .logits = r->n_out > 0 ? r->logits : NULL, .n_out = r->n_out,
+        .rows_mode = memra__rows_exact() ? 1 : memra__rows_batch() ? 2 : 0,
+    };
+    memra__graph_slot_t *g = graph_slot(st, key.cache_id);
+    r->graph_keys = keys;
+    *ran = true;
+    if (g->graph && key_eq(&g->key, &key)) {
+        st->graph_replays++;
+        return ops->graph_launch(r->be, g->graph);
+    }
+    if (!key_eq(&g->plain_key, &key)) {
+        /* directly, in the recorded form; the key as the scratch is after it */
+        memra_status_t s = run_parts(r, si);
+        key.epoch = ops->graph_epoch(r->be);
+        g->plain_key = key;
+        if (s)
+            g->plain_key.cache_id = 0;
+        return s;
+    }
+    g->key.cache_id = 0; /* its recording is replaced, or fails */
+    memra_status_t s = ops->graph_begin(r->be);
+    if (!s) {
+        s = run_parts(r, si);
+        const memra_status_t e = ops->graph_end(r->be, &g->graph); /* ends the recording whatever happened */
+        s = s ? s : e;
+    }
+    if (!s && ops->graph_epoch(r->be) != key.epoch)
+        s = MEMRA_E_INTERNAL; /* scratch moved while recording: the recording is stale */
+    if (s) {
+        /* nothing ran: the step runs directly, and so do the next ones */
+        st->graph_off = true;
+        memra__err_clear(&r->m->err);
+        if (r->be->err)
+            memra__err_clear(r->be->err);
+        r->graph_keys = 0;
+        *ran = false;
+        return MEMRA_OK;
+    }
+    g->key = key;
+    st->graph_replays++;
+    return ops->graph_launch(r->be, g->graph);
+}
+
 memra_status_t memra__stage_run(memra_model_t *m, int32_t si, const memra__seg_t *seg, int32_t n_seg,
                                 const int32_t *io_host, int32_t n, float *carry, float *logits_to)
 {
@@ -129,13 +255,9 @@ memra_status_t memra__stage_run(memra_model_t *m, int32_t si, const memra__seg_t
         .n = n, .tokens = st->io, .pos = st->io + n, .carry = carry, .n_out = n_out,
         .logits = logits_to ? logits_to : st->logits, .ws = st->ws, .ws_cap = st->ws_cap,
     };
-    if (si == 0)
-        s = call(&r, 0, 0);
-    for (int32_t il = st->layer0; il < st->layer1 && !s; il++)
-        s = call(&r, 1, il);
-    if (!s && last && n_out > 0)
-        s = call(&r, 2, 0);
-    return s;
+    bool ran;
+    s = run_graphed(&r, si, &ran);
+    return s || ran ? s : run_parts(&r, si);
 }
 
 memra_status_t memra__run_step(memra_model_t *m, const memra__seg_t *seg, int32_t n_seg, const int32_t *tokens,

@@ -16,6 +16,31 @@
 #include "engine_impl.h"
 #include "memra/model.h"
 
+/* What a recorded decode step (backend graph_*) was recorded for: a
+ * replay is valid for a step with the same key. Everything else that a
+ * step's launches take is the same for every decode step of a cache, or
+ * read on the device (the token, the positions: memra_attn_args_t's and
+ * memra_kv_store_args_t's pos_dev). */
+typedef struct memra__graph_key {
+    uint64_t cache_id;          /* the cache's rows and states */
+    uint64_t epoch;             /* the backend's scratch (graph_epoch) */
+    int64_t keys;               /* attention's launch bound (memra__graph_keys) */
+    const void *ws, *io, *carry, *logits;
+    int32_t n_out, rows_mode;
+} memra__graph_key_t;
+
+/* A stage's recording for one cache: the recording and its key, and the
+ * key of that cache's last step run directly in the recorded form (a
+ * step is recorded only after one such run: the scratch it uses has grown
+ * by then). */
+typedef struct memra__graph_slot {
+    void *graph;
+    memra__graph_key_t key, plain_key; /* cache_id 0: none */
+    uint64_t used;                     /* the stage's graph_tick when last used */
+} memra__graph_slot_t;
+
+#define MEMRA__GRAPH_SLOTS 4 /* caches a stage keeps recordings for (least recently used goes) */
+
 typedef struct memra__stage {
     memra_engine_t *engine;
     memra__backend_t *be;
@@ -31,6 +56,12 @@ typedef struct memra__stage {
     size_t carry_cap;
     float *logits;              /* device (last stage): [n_out][n_vocab] */
     size_t logits_cap;
+    /* decode steps replayed from recordings (lib/stage.c); graph_off once
+     * recording failed on this stage */
+    memra__graph_slot_t graphs[MEMRA__GRAPH_SLOTS];
+    uint64_t graph_tick;
+    uint64_t graph_replays;    /* steps run as replays (tests, diagnostics) */
+    bool graph_off;
 } memra__stage_t;
 
 /* One sequence's rows in a step (docs/BATCHING.md). A step's rows are
@@ -62,6 +93,11 @@ typedef struct memra__run {
     float *logits;               /* device [n_out][n_vocab] */
     uint8_t *ws;                 /* workspace, bump-allocated, reset per callback */
     size_t ws_used, ws_cap;
+    /* > 0: the step is recorded for replays at later positions (one
+     * one-row segment): its attention launches are sized for this many
+     * keys and read the position on the device, its KV rows are stored by
+     * kv_store at the device's position (lib/kv_rows.c) */
+    int64_t graph_keys;
 } memra__run_t;
 
 /* Workspace: NULL (and an error on the model) if the arch's

@@ -187,6 +187,8 @@ void memra__kc_attention_chunkinv(kc *k, const char *name, int64_t n_tokens, int
 void memra__kc_attention_rowinv(kc *k, const char *name, int64_t n_tokens, int64_t pos0, int64_t n_head,
                                 int64_t n_kv, int64_t hd);
 void memra__kc_kv_store(kc *k, const char *name, memra_type_t type, int64_t rows, int64_t cols);
+void memra__kc_graph_replay(kc *k, const char *name, memra_type_t type, int64_t pos_rec, int64_t pos_a, int64_t pos_b,
+                            int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_swa);
 void memra__kc_attention_kv_fast(kc *k, const char *name, memra_type_t kt, memra_type_t vt, int64_t n_tokens,
                                  int64_t pos0, int64_t n_head, int64_t n_kv, int64_t hd, int64_t n_swa);
 void memra__kc_attention_kv(kc *k, const char *name, memra_type_t kt, memra_type_t vt, int64_t n_tokens, int64_t pos0,

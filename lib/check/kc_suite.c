@@ -546,6 +546,12 @@ static void run_suite(kc *k)
     KC(memra__kc_kv_store(k, "kv_store.bf16", MEMRA_TYPE_BF16, 9, 1024));
     KC(memra__kc_kv_store(k, "kv_store.q8_0", MEMRA_TYPE_Q8_0, 9, 1024));
     KC(memra__kc_kv_store(k, "kv_store.f32", MEMRA_TYPE_F32, 3, 256));
+    /* a decode step recorded once and replayed at later positions (CUDA
+     * graphs): the 9B's attention shape within one 256-key bound, a
+     * sliding window across splits, q8_0 and f16 rows */
+    KC(memra__kc_graph_replay(k, "graph.replay.f16", MEMRA_TYPE_F16, 300, 301, 511, 16, 4, 256, 0));
+    KC(memra__kc_graph_replay(k, "graph.replay.q8_0.swa", MEMRA_TYPE_Q8_0, 1030, 1100, 1279, 8, 2, 256, 1024));
+    KC(memra__kc_graph_replay(k, "graph.replay.long", MEMRA_TYPE_F16, 16384, 16400, 16639, 16, 4, 256, 0));
     KC(memra__kc_attention_kv(k, "attention.kv.f16.decode", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 1, 3000, 16, 4, 256, 0));
     KC(memra__kc_attention_kv(k, "attention.kv.bf16.decode", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 1, 3000, 16, 4, 256, 0));
     KC(memra__kc_attention_kv(k, "attention.kv.q8_0.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 3000, 16, 4, 256, 0));

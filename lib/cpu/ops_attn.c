@@ -106,8 +106,11 @@ memra_status_t memra__cpu_kv_store(memra__backend_t *be, const memra_kv_store_ar
     memra_status_t st = memra__check_kv_store(be, a, &none);
     if (st || none)
         return st;
+    /* the rows' place as a replay's (backend.h); a direct call's shift is 0 */
+    const int64_t shift = a->pos_dev ? (int64_t)*a->pos_dev - a->pos : 0;
     for (int64_t r = 0; r < a->rows; r++)
-        memra__quantize_row(a->type, a->src + r * a->src_stride, (char *)a->dst + (size_t)r * a->dst_row_bytes, a->cols);
+        memra__quantize_row(a->type, a->src + r * a->src_stride,
+                            (char *)a->dst + (r + shift) * (int64_t)a->dst_row_bytes, a->cols);
     return MEMRA_OK;
 }
 

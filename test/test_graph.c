@@ -1,0 +1,143 @@
+/* Decode steps replayed from recordings (CUDA graphs, lib/stage.c): the
+ * logits of every step are the bits of the same step run directly.
+ *
+ * For every fixture model and KV cache type (f32, f16, q8_0 where the KV
+ * heads are whole blocks of 32), a prompt and 300 decode steps (across a
+ * 256-key recording bound) run directly (MEMRA_GRAPH=0), then with
+ * recordings on two caches interleaved, with the logits buffer changing
+ * for a few steps and a prefill on a third cache between steps (its
+ * scratch may grow: recordings made before are stale then); every logits
+ * row is compared bit for bit (memcmp), and the stage must have replayed
+ * steps. A backend without recordings (the CPU) skips, saying so.
+ * MEMRA_TEST_DEVICE=cuda:0 runs it on a GPU engine; MEMRA_TEST_FIXTURE=NAME
+ * runs one fixture. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "memra/memra.h"
+#include "model_impl.h" /* the stage's replay count */
+#include "testutil.h"
+
+#define N_P 11  /* prompt tokens */
+#define N_D 300 /* decode steps: positions 11..310 cross the 256-key bound */
+#define N_LONG 40 /* the third cache's prefill */
+
+static memra_engine_t *g_engine;
+
+static const memra_type_t k_types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0};
+
+static memra_model_t *load(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    const char *path = tu_fixture_path(rel);
+    assert_non_null(path);
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.engine = g_engine;
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(path, &p, &m);
+    if (st)
+        fail_msg("%s: load failed: %s (%s)", name, memra_strerror(st), memra_last_error());
+    return m;
+}
+
+/* NULL when the model cannot store TYPE (q8_0 with KV heads that are not
+ * whole blocks of 32). */
+static memra_cache_t *create(memra_model_t *m, memra_type_t type, int32_t n_ctx)
+{
+    memra_cache_params_t p;
+    memra_cache_default_params(&p);
+    p.n_ctx = n_ctx;
+    p.type_k = p.type_v = type;
+    memra_cache_t *c = NULL;
+    memra_status_t st = memra_cache_create_ex(m, &p, &c);
+    if (st == MEMRA_E_UNSUPPORTED && type == MEMRA_TYPE_Q8_0)
+        return NULL;
+    if (st)
+        fail_msg("cache %s: %s (%s)", memra_type_name(type), memra_strerror(st), memra_last_error());
+    return c;
+}
+
+static void step(memra_model_t *m, memra_cache_t *c, const int32_t *t, int32_t n, float *logits)
+{
+    memra_status_t st = n == 1 ? memra_decode_step(m, c, t[0], logits) : memra_forward(m, c, t, n, 0, logits);
+    if (st)
+        fail_msg("forward of %d token(s): %s (%s)", n, memra_strerror(st), memra_model_last_error(m));
+}
+
+static void test_replay(void **state)
+{
+    const tu_fixture_case_t *fc = *state;
+    memra_model_t *m = load(fc->name);
+    if (!m->stages[0].be->iface->graph_begin) {
+        memra_model_free(m);
+        TU_SKIP("%s: the engine's backend does not record steps (MEMRA_TEST_DEVICE=cuda:0 runs this)", fc->name);
+    }
+    const size_t V = (size_t)memra_model_n_vocab(m);
+    int32_t tok[N_P + N_D + N_LONG];
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N_P + N_D + N_LONG; i++)
+        tok[i] = (int32_t)tu_rng_int(&rng, (int64_t)V);
+    float *ref = malloc((N_D + 1) * V * sizeof *ref), *got = malloc(2 * V * sizeof *got);
+    float *alt = malloc(V * sizeof *alt);
+    assert_true(ref && got && alt);
+    const uint64_t replays0 = m->stages[0].graph_replays;
+    for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
+        const memra_type_t type = k_types[ti];
+        memra_cache_t *a = create(m, type, N_P + N_D + 1);
+        if (!a)
+            continue;
+        setenv("MEMRA_GRAPH", "0", 1);
+        step(m, a, tok, N_P, ref);
+        for (int i = 0; i < N_D; i++)
+            step(m, a, tok + N_P + i, 1, ref + (size_t)(i + 1) * V);
+        memra_cache_free(a);
+
+        setenv("MEMRA_GRAPH", "1", 1);
+        memra_cache_t *c[2] = {create(m, type, N_P + N_D + 1), create(m, type, N_P + N_D + 1)};
+        memra_cache_t *far = create(m, type, N_LONG);
+        for (int k = 0; k < 2; k++)
+            step(m, c[k], tok, N_P, got + k * V);
+        for (int i = 0; i < N_D; i++) {
+            if (i == 150)
+                step(m, far, tok + N_P + N_D, N_LONG, NULL); /* its scratch may move */
+            for (int k = 0; k < 2; k++) {
+                /* steps 100..104 of the first cache write another buffer */
+                float *out = k == 0 && i >= 100 && i < 105 ? alt : got + k * V;
+                step(m, c[k], tok + N_P + i, 1, out);
+                if (memcmp(out, ref + (size_t)(i + 1) * V, V * sizeof *out) != 0)
+                    fail_msg("%s, %s cache %d: logits of decode step %d (position %d) differ from the direct run",
+                             fc->name, memra_type_name(type), k, i, N_P + i);
+            }
+        }
+        memra_cache_free(c[0]);
+        memra_cache_free(c[1]);
+        memra_cache_free(far);
+    }
+    const uint64_t replays = m->stages[0].graph_replays - replays0;
+    const bool off = m->stages[0].graph_off;
+    free(ref);
+    free(got);
+    free(alt);
+    memra_model_free(m);
+    unsetenv("MEMRA_GRAPH");
+    if (off || replays < N_D)
+        fail_msg("%s: %llu steps replayed%s", fc->name, (unsigned long long)replays,
+                 off ? " (recording failed: replays off)" : "");
+}
+
+int main(void)
+{
+    static const tu_kind_t kinds[] = {
+        {"replay", test_replay, 0, 0},
+    };
+    return tu_run_fixture_kinds("graph", kinds, sizeof kinds / sizeof kinds[0], &g_engine);
+}
