@@ -71,8 +71,13 @@ void memra__kc_graph_replay(kc *k, const char *name, memra_type_t type, int64_t 
         b.out_rep[i] = memra__kc_out_new(k, gb, &oo, NULL);
     }
     b.out_g = memra__kc_out_new(k, gb, &oo, NULL);
-    b.rows_ref = memra__kc_out_new(k, gb, &ro, NULL);
-    b.rows_rep = memra__kc_out_new(k, gb, &ro, NULL);
+    /* rows the steps do not write are zero on both sides */
+    float *zeros = memra__kc_host(k, (size_t)(n_keys * ro.cols) * sizeof *zeros);
+    if (!zeros)
+        return;
+    memset(zeros, 0, (size_t)(n_keys * ro.cols) * sizeof *zeros);
+    b.rows_ref = memra__kc_out_new(k, gb, &ro, zeros);
+    b.rows_rep = memra__kc_out_new(k, gb, &ro, zeros);
     if (!b.q || !b.kv || !b.x || !b.pos || !b.out_ref[0] || !b.out_ref[1] || !b.out_rep[0] || !b.out_rep[1] ||
         !b.out_g || !b.rows_ref || !b.rows_rep)
         return;
