@@ -31,8 +31,9 @@ void memra__stage_free(memra__stage_t *st)
     ops->free(st->be, st->carry);
     ops->free(st->be, st->logits);
     for (int i = 0; i < MEMRA__GRAPH_SLOTS; i++)
-        if (st->graphs[i].graph)
-            ops->graph_free(st->be, st->graphs[i].graph);
+        for (int j = 0; j < MEMRA__GRAPH_PARTS; j++)
+            if (st->graphs[i].graph[j])
+                ops->graph_free(st->be, st->graphs[i].graph[j]);
     if (st->engine)
         atomic_fetch_sub(&st->engine->users, 1);
     memset(st, 0, sizeof *st);
@@ -110,19 +111,26 @@ int32_t memra__segs_out(const memra__seg_t *seg, int32_t n_seg)
     return n_out;
 }
 
-/* Stage SI's part of the step R: embed on the first stage, its layers,
- * the head on the last when the step wants logits. */
-static memra_status_t run_parts(memra__run_t *r, int32_t si)
+/* Layers [l0, l1) of stage SI's part of the step R, with the embed on
+ * the first stage when l0 is the stage's first layer and the head on the
+ * last stage (when the step wants logits) when l1 is its end. */
+static memra_status_t run_layers(memra__run_t *r, int32_t si, int32_t l0, int32_t l1)
 {
     const memra__stage_t *st = r->st;
     memra_status_t s = MEMRA_OK;
-    if (si == 0)
+    if (si == 0 && l0 == st->layer0)
         s = call(r, 0, 0);
-    for (int32_t il = st->layer0; il < st->layer1 && !s; il++)
+    for (int32_t il = l0; il < l1 && !s; il++)
         s = call(r, 1, il);
-    if (!s && si == r->m->n_stages - 1 && r->n_out > 0)
+    if (!s && l1 == st->layer1 && si == r->m->n_stages - 1 && r->n_out > 0)
         s = call(r, 2, 0);
     return s;
+}
+
+/* Stage SI's whole part of the step R. */
+static memra_status_t run_parts(memra__run_t *r, int32_t si)
+{
+    return run_layers(r, si, r->st->layer0, r->st->layer1);
 }
 
 /* ---- decode steps replayed from a recording ---------------------------------- */
@@ -171,6 +179,47 @@ static memra__graph_slot_t *graph_slot(memra__stage_t *st, uint64_t id)
     return lru;
 }
 
+/* Records stage SI's part of the step R into G's parts: MEMRA_GRAPH_LAYERS
+ * layers a part (default 4; 0: the whole step in one), at most
+ * MEMRA__GRAPH_PARTS parts. Replaying one recording of a whole step
+ * makes the device wait until the host has queued every launch of it;
+ * in parts, the first part runs while the host queues the next. */
+static memra_status_t record(memra__run_t *r, int32_t si, memra__graph_slot_t *g)
+{
+    const memra__backend_i *ops = r->ops;
+    const int32_t l0 = r->st->layer0, l1 = r->st->layer1, nl = l1 - l0;
+    int32_t per = 4;
+    const char *e = getenv("MEMRA_GRAPH_LAYERS");
+    if (e && *e)
+        per = atoi(e);
+    if (per <= 0 || per > nl)
+        per = nl > 0 ? nl : 1;
+    if ((nl + per - 1) / per > MEMRA__GRAPH_PARTS)
+        per = (nl + MEMRA__GRAPH_PARTS - 1) / MEMRA__GRAPH_PARTS;
+    g->n_graph = 0;
+    int32_t n = 0;
+    memra_status_t s = MEMRA_OK;
+    for (int32_t a = l0; !s && (a < l1 || n == 0); a += per, n++) {
+        const int32_t b = a + per < l1 ? a + per : l1;
+        if ((s = ops->graph_begin(r->be)))
+            break;
+        s = run_layers(r, si, a, b);
+        const memra_status_t ee = ops->graph_end(r->be, &g->graph[n]); /* ends the recording whatever happened */
+        s = s ? s : ee;
+    }
+    if (!s)
+        g->n_graph = n;
+    return s;
+}
+
+static memra_status_t replay(memra__run_t *r, memra__graph_slot_t *g)
+{
+    r->st->graph_replays++;
+    for (int32_t i = 0; i < g->n_graph; i++)
+        MEMRA__TRY(r->ops->graph_launch(r->be, g->graph[i]));
+    return MEMRA_OK;
+}
+
 /* Runs R (a one-row decode step of one sequence) through a recording when
  * the stage's backend can record: a replay when the cache's slot holds
  * one for the step's key, else a recording made and replayed when the
@@ -196,10 +245,8 @@ static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
     memra__graph_slot_t *g = graph_slot(st, key.cache_id);
     r->graph_keys = keys;
     *ran = true;
-    if (g->graph && key_eq(&g->key, &key)) {
-        st->graph_replays++;
-        return ops->graph_launch(r->be, g->graph);
-    }
+    if (g->n_graph > 0 && key_eq(&g->key, &key))
+        return replay(r, g);
     if (!key_eq(&g->plain_key, &key)) {
         /* directly, in the recorded form; the key as the scratch is after it */
         memra_status_t s = run_parts(r, si);
@@ -210,12 +257,7 @@ static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
         return s;
     }
     g->key.cache_id = 0; /* its recording is replaced, or fails */
-    memra_status_t s = ops->graph_begin(r->be);
-    if (!s) {
-        s = run_parts(r, si);
-        const memra_status_t e = ops->graph_end(r->be, &g->graph); /* ends the recording whatever happened */
-        s = s ? s : e;
-    }
+    memra_status_t s = record(r, si, g);
     if (!s && ops->graph_epoch(r->be) != key.epoch)
         s = MEMRA_E_INTERNAL; /* scratch moved while recording: the recording is stale */
     if (s) {
@@ -229,8 +271,7 @@ static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
         return MEMRA_OK;
     }
     g->key = key;
-    st->graph_replays++;
-    return ops->graph_launch(r->be, g->graph);
+    return replay(r, g);
 }
 
 memra_status_t memra__stage_run(memra_model_t *m, int32_t si, const memra__seg_t *seg, int32_t n_seg,

@@ -29,12 +29,16 @@ typedef struct memra__graph_key {
     int32_t n_out, rows_mode;
 } memra__graph_key_t;
 
-/* A stage's recording for one cache: the recording and its key, and the
- * key of that cache's last step run directly in the recorded form (a
- * step is recorded only after one such run: the scratch it uses has grown
- * by then). */
+/* A stage's recording for one cache: the recording (in parts of a few
+ * layers: the device starts on the first part while the host queues the
+ * next) and its key, and the key of that cache's last step run directly
+ * in the recorded form (a step is recorded only after one such run: the
+ * scratch it uses has grown by then). */
+#define MEMRA__GRAPH_PARTS 16 /* recordings a step is cut into, at most */
+
 typedef struct memra__graph_slot {
-    void *graph;
+    void *graph[MEMRA__GRAPH_PARTS]; /* the step's parts, replayed in order */
+    int32_t n_graph;
     memra__graph_key_t key, plain_key; /* cache_id 0: none */
     uint64_t used;                     /* the stage's graph_tick when last used */
 } memra__graph_slot_t;
