@@ -49,7 +49,7 @@ static inline memra_status_t memra__arch_attention(memra__run_t *r, int32_t il, 
         sa[i].pos0 = s->pos0;
         if (r->graph_keys) { /* recorded for replays at later positions */
             sa[i].pos_dev = r->pos + s->row0;
-            sa[i].keys_max = r->graph_keys;
+            sa[i].keys_max = memra__graph_keys(s->pos0);
         }
     }
     return memra__attention_batch(r->be, sa, r->n_seg);

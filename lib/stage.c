@@ -135,14 +135,6 @@ static memra_status_t run_parts(memra__run_t *r, int32_t si)
 
 /* ---- decode steps replayed from a recording ---------------------------------- */
 
-/* Keys a recorded step's attention launches are sized for: its own count
- * rounded up to a multiple of this. A step is recorded again when its
- * keys pass the bound (one recording per 256 tokens of a sequence); the
- * launches of a recording's later replays find their position on the
- * device and leave the spare key splits idle (a query's splits are a
- * function of its own length, so its bits are those of a direct step). */
-#define MEMRA__GRAPH_KEYS 256
-
 /* MEMRA_GRAPH=0 runs every step directly (read at each step, so a test
  * can compare both in one process). */
 static bool graph_on(void)
@@ -151,30 +143,33 @@ static bool graph_on(void)
     return !(e && e[0] == '0' && e[1] == 0);
 }
 
-static bool key_eq(const memra__graph_key_t *a, const memra__graph_key_t *b)
+static bool same_set(const memra__graph_key_t *a, const memra__graph_key_t *b)
 {
-    return a->cache_id == b->cache_id && a->epoch == b->epoch && a->keys == b->keys && a->ws == b->ws &&
-           a->io == b->io && a->carry == b->carry && a->logits == b->logits && a->n_out == b->n_out &&
-           a->rows_mode == b->rows_mode;
+    return a->n_seg == b->n_seg && memcmp(a->cache_id, b->cache_id, (size_t)a->n_seg * sizeof a->cache_id[0]) == 0;
 }
 
-/* The slot of stage ST for cache ID: its own, else the least recently
- * used one, given over to ID (its recording is kept: a recording of the
- * same shape is updated in place). */
-static memra__graph_slot_t *graph_slot(memra__stage_t *st, uint64_t id)
+static bool key_eq(const memra__graph_key_t *a, const memra__graph_key_t *b)
+{
+    return same_set(a, b) && memcmp(a->keys, b->keys, (size_t)a->n_seg * sizeof a->keys[0]) == 0 &&
+           a->epoch == b->epoch && a->ws == b->ws && a->io == b->io && a->carry == b->carry &&
+           a->logits == b->logits && a->n_out == b->n_out && a->rows_mode == b->rows_mode;
+}
+
+/* The slot of stage ST for the caches of KEY: their own, else the least
+ * recently used one, given over to them (its recording is kept: a
+ * recording of the same shape is updated in place). */
+static memra__graph_slot_t *graph_slot(memra__stage_t *st, const memra__graph_key_t *key)
 {
     memra__graph_slot_t *lru = &st->graphs[0];
-    for (int i = 0; i < MEMRA__GRAPH_SLOTS; i++) {
+    bool own = false;
+    for (int i = 0; i < MEMRA__GRAPH_SLOTS && !own; i++) {
         memra__graph_slot_t *g = &st->graphs[i];
-        if (g->key.cache_id == id || g->plain_key.cache_id == id) {
-            lru = g;
-            break;
-        }
-        if (g->used < lru->used)
+        own = same_set(&g->key, key) || same_set(&g->plain_key, key);
+        if (own || g->used < lru->used)
             lru = g;
     }
-    if (lru->key.cache_id != id && lru->plain_key.cache_id != id)
-        lru->key.cache_id = lru->plain_key.cache_id = 0;
+    if (!own)
+        lru->key.n_seg = lru->plain_key.n_seg = 0;
     lru->used = ++st->graph_tick;
     return lru;
 }
@@ -220,30 +215,33 @@ static memra_status_t replay(memra__run_t *r, memra__graph_slot_t *g)
     return MEMRA_OK;
 }
 
-/* Runs R (a one-row decode step of one sequence) through a recording when
- * the stage's backend can record: a replay when the cache's slot holds
- * one for the step's key, else a recording made and replayed when the
- * cache's previous step ran this key directly, else directly in the
- * recorded form (which grows the scratch the recording will use). A
- * recording that fails (an op that cannot be recorded) turns replays off
- * on this stage and the step runs directly. *RAN: the step ran (false:
- * run it plainly). */
+/* Runs R (a decode step: one-row segments) through a recording when the
+ * stage's backend can record: a replay when the slot of its caches holds
+ * one for the step's key, else a recording made and replayed when their
+ * previous step ran this key directly, else directly in the recorded form
+ * (which grows the scratch the recording will use). A recording that
+ * fails (an op that cannot be recorded) turns replays off on this stage
+ * for steps of one sequence, or of several, and the step runs directly.
+ * *RAN: the step ran (false: run it plainly). */
 static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
 {
     memra__stage_t *st = r->st;
     const memra__backend_i *ops = r->ops;
+    const int kind = r->n_seg > 1;
     *ran = false;
-    if (st->graph_off || !ops->graph_begin || r->n != 1 || r->n_seg != 1 || !graph_on())
+    if (st->graph_off[kind] || !ops->graph_begin || r->n != r->n_seg || r->n_seg > MEMRA_MAX_BATCH || !graph_on())
         return MEMRA_OK;
-    const memra__seg_t *sg = &r->seg[0];
-    const int64_t keys = ((int64_t)sg->pos0 + MEMRA__GRAPH_KEYS) / MEMRA__GRAPH_KEYS * MEMRA__GRAPH_KEYS;
     memra__graph_key_t key = {
-        .cache_id = sg->c->id, .epoch = ops->graph_epoch(r->be), .keys = keys, .ws = st->ws, .io = st->io,
-        .carry = r->carry, .logits = r->n_out > 0 ? r->logits : NULL, .n_out = r->n_out,
+        .n_seg = r->n_seg, .epoch = ops->graph_epoch(r->be), .ws = st->ws, .io = st->io, .carry = r->carry,
+        .logits = r->n_out > 0 ? r->logits : NULL, .n_out = r->n_out,
         .rows_mode = memra__rows_exact() ? 1 : memra__rows_batch() ? 2 : 0,
     };
-    memra__graph_slot_t *g = graph_slot(st, key.cache_id);
-    r->graph_keys = keys;
+    for (int32_t i = 0; i < r->n_seg; i++) {
+        key.cache_id[i] = r->seg[i].c->id;
+        key.keys[i] = memra__graph_keys(r->seg[i].pos0);
+    }
+    memra__graph_slot_t *g = graph_slot(st, &key);
+    r->graph_keys = true;
     *ran = true;
     if (g->n_graph > 0 && key_eq(&g->key, &key))
         return replay(r, g);
@@ -253,20 +251,20 @@ static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
         key.epoch = ops->graph_epoch(r->be);
         g->plain_key = key;
         if (s)
-            g->plain_key.cache_id = 0;
+            g->plain_key.n_seg = 0;
         return s;
     }
-    g->key.cache_id = 0; /* its recording is replaced, or fails */
+    g->key.n_seg = 0; /* its recording is replaced, or fails */
     memra_status_t s = record(r, si, g);
     if (!s && ops->graph_epoch(r->be) != key.epoch)
         s = MEMRA_E_INTERNAL; /* scratch moved while recording: the recording is stale */
     if (s) {
-        /* nothing ran: the step runs directly, and so do the next ones */
-        st->graph_off = true;
+        /* nothing ran: the step runs directly, and so do the next ones of its kind */
+        st->graph_off[kind] = true;
         memra__err_clear(&r->m->err);
         if (r->be->err)
             memra__err_clear(r->be->err);
-        r->graph_keys = 0;
+        r->graph_keys = false;
         *ran = false;
         return MEMRA_OK;
     }

@@ -18,16 +18,25 @@
 
 /* What a recorded decode step (backend graph_*) was recorded for: a
  * replay is valid for a step with the same key. Everything else that a
- * step's launches take is the same for every decode step of a cache, or
- * read on the device (the token, the positions: memra_attn_args_t's and
- * memra_kv_store_args_t's pos_dev). */
+ * step's launches take is the same for every decode step of its caches,
+ * or read on the device (the tokens, the positions: memra_attn_args_t's
+ * and memra_kv_store_args_t's pos_dev). */
 typedef struct memra__graph_key {
-    uint64_t cache_id;          /* the cache's rows and states */
-    uint64_t epoch;             /* the backend's scratch (graph_epoch) */
-    int64_t keys;               /* attention's launch bound (memra__graph_keys) */
+    int32_t n_seg;                          /* one-row segments, in order */
+    uint64_t cache_id[MEMRA_MAX_BATCH];     /* each one's cache (its rows and states) */
+    int64_t keys[MEMRA_MAX_BATCH];          /* each one's attention launch bound (memra__graph_keys) */
+    uint64_t epoch;                         /* the backend's scratch (graph_epoch) */
     const void *ws, *io, *carry, *logits;
     int32_t n_out, rows_mode;
 } memra__graph_key_t;
+
+/* The attention launch bound of a recorded step's segment at POS0: its
+ * key count rounded up to a multiple of 256 (one recording per 256 tokens
+ * of a sequence; the spare key splits of a replay idle). */
+static inline int64_t memra__graph_keys(int32_t pos0)
+{
+    return ((int64_t)pos0 + 256) / 256 * 256;
+}
 
 /* A stage's recording for one cache: the recording (in parts of a few
  * layers: the device starts on the first part while the host queues the
@@ -39,11 +48,11 @@ typedef struct memra__graph_key {
 typedef struct memra__graph_slot {
     void *graph[MEMRA__GRAPH_PARTS]; /* the step's parts, replayed in order */
     int32_t n_graph;
-    memra__graph_key_t key, plain_key; /* cache_id 0: none */
+    memra__graph_key_t key, plain_key; /* n_seg 0: none */
     uint64_t used;                     /* the stage's graph_tick when last used */
 } memra__graph_slot_t;
 
-#define MEMRA__GRAPH_SLOTS 4 /* caches a stage keeps recordings for (least recently used goes) */
+#define MEMRA__GRAPH_SLOTS 4 /* cache sets a stage keeps recordings for (least recently used goes) */
 
 typedef struct memra__stage {
     memra_engine_t *engine;
@@ -60,12 +69,13 @@ typedef struct memra__stage {
     size_t carry_cap;
     float *logits;              /* device (last stage): [n_out][n_vocab] */
     size_t logits_cap;
-    /* decode steps replayed from recordings (lib/stage.c); graph_off once
-     * recording failed on this stage */
+    /* decode steps replayed from recordings (lib/stage.c); graph_off[0]
+     * (one sequence) or [1] (several) once recording such a step failed
+     * on this stage */
     memra__graph_slot_t graphs[MEMRA__GRAPH_SLOTS];
     uint64_t graph_tick;
     uint64_t graph_replays;    /* steps run as replays (tests, diagnostics) */
-    bool graph_off;
+    bool graph_off[2];
 } memra__stage_t;
 
 /* One sequence's rows in a step (docs/BATCHING.md). A step's rows are
@@ -97,11 +107,12 @@ typedef struct memra__run {
     float *logits;               /* device [n_out][n_vocab] */
     uint8_t *ws;                 /* workspace, bump-allocated, reset per callback */
     size_t ws_used, ws_cap;
-    /* > 0: the step is recorded for replays at later positions (one
-     * one-row segment): its attention launches are sized for this many
-     * keys and read the position on the device, its KV rows are stored by
-     * kv_store at the device's position (lib/kv_rows.c) */
-    int64_t graph_keys;
+    /* the step is recorded for replays at later positions (one-row
+     * segments): each segment's attention launch is sized for
+     * memra__graph_keys of its position and reads the position on the
+     * device, its KV rows are stored by kv_store at the device's position
+     * (lib/kv_rows.c) */
+    bool graph_keys;
 } memra__run_t;
 
 /* Workspace: NULL (and an error on the model) if the arch's

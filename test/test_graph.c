@@ -8,7 +8,10 @@
  * for a few steps and a prefill on a third cache between steps (its
  * scratch may grow: recordings made before are stale then); every logits
  * row is compared bit for bit (memcmp), and the stage must have replayed
- * steps. A backend without recordings (the CPU) skips, saying so.
+ * steps; then batched decode steps of 3 and of 5 sequences (memra_forward_batch:
+ * one row each; from 4 rows a fast engine takes its batched kernels), each
+ * step run directly on one set of caches and replayed on another, compared
+ * bit for bit. A backend without recordings (the CPU) skips, saying so.
  * MEMRA_TEST_DEVICE=cuda:0 runs it on a GPU engine; MEMRA_TEST_FIXTURE=NAME
  * runs one fixture. */
 #include <setjmp.h>
@@ -123,7 +126,7 @@ static void test_replay(void **state)
         memra_cache_free(far);
     }
     const uint64_t replays = m->stages[0].graph_replays - replays0;
-    const bool off = m->stages[0].graph_off;
+    const bool off = m->stages[0].graph_off[0];
     free(ref);
     free(got);
     free(alt);
@@ -134,10 +137,77 @@ static void test_replay(void **state)
                  off ? " (recording failed: replays off)" : "");
 }
 
+#define N_B 5   /* sequences of a batched step, at most */
+#define N_DB 270 /* batched decode steps: across the 256-key bound */
+
+/* N_SEQ sequences decoded together, each step run directly (MEMRA_GRAPH=0)
+ * on caches A and through recordings on caches B. */
+static void batched(memra_model_t *m, const char *name, int n_seq, const int32_t *tok)
+{
+    const size_t V = (size_t)memra_model_n_vocab(m);
+    float *ref = malloc((size_t)n_seq * V * sizeof *ref), *got = malloc((size_t)n_seq * V * sizeof *got);
+    assert_true(ref && got);
+    memra_cache_t *ca[N_B], *cb[N_B];
+    for (int k = 0; k < n_seq; k++) {
+        ca[k] = create(m, MEMRA_TYPE_F16, N_P + N_DB + 1);
+        cb[k] = create(m, MEMRA_TYPE_F16, N_P + N_DB + 1);
+        step(m, ca[k], tok + k, N_P, NULL);
+        step(m, cb[k], tok + k, N_P, NULL);
+    }
+    const uint64_t replays0 = m->stages[0].graph_replays;
+    for (int i = 0; i < N_DB; i++) {
+        for (int pass = 0; pass < 2; pass++) {
+            memra_batch_item_t it[N_B];
+            for (int k = 0; k < n_seq; k++)
+                it[k] = (memra_batch_item_t){.cache = pass ? cb[k] : ca[k], .tokens = tok + N_P + i + k,
+                                             .n_tokens = 1, .logits = (pass ? got : ref) + (size_t)k * V};
+            setenv("MEMRA_GRAPH", pass ? "1" : "0", 1);
+            memra_status_t st = memra_forward_batch(m, it, n_seq, 0);
+            if (st)
+                fail_msg("%s: batched step %d of %d: %s (%s)", name, i, n_seq, memra_strerror(st),
+                         memra_model_last_error(m));
+        }
+        for (int k = 0; k < n_seq; k++)
+            if (memcmp(got + (size_t)k * V, ref + (size_t)k * V, V * sizeof *got) != 0)
+                fail_msg("%s: %d sequences, step %d: sequence %d's logits differ from the direct run", name, n_seq,
+                         i, k);
+    }
+    const uint64_t replays = m->stages[0].graph_replays - replays0;
+    for (int k = 0; k < n_seq; k++) {
+        memra_cache_free(ca[k]);
+        memra_cache_free(cb[k]);
+    }
+    free(ref);
+    free(got);
+    unsetenv("MEMRA_GRAPH");
+    if (m->stages[0].graph_off[1] || replays < N_DB / 2)
+        fail_msg("%s: %d sequences: %llu steps replayed%s", name, n_seq, (unsigned long long)replays,
+                 m->stages[0].graph_off[1] ? " (recording failed: replays off)" : "");
+}
+
+static void test_batched(void **state)
+{
+    const tu_fixture_case_t *fc = *state;
+    memra_model_t *m = load(fc->name);
+    if (!m->stages[0].be->iface->graph_begin) {
+        memra_model_free(m);
+        TU_SKIP("%s: the engine's backend does not record steps (MEMRA_TEST_DEVICE=cuda:0 runs this)", fc->name);
+    }
+    const int64_t V = memra_model_n_vocab(m);
+    int32_t tok[N_P + N_DB + N_B];
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < N_P + N_DB + N_B; i++)
+        tok[i] = (int32_t)tu_rng_int(&rng, V);
+    batched(m, fc->name, 3, tok);
+    batched(m, fc->name, N_B, tok);
+    memra_model_free(m);
+}
+
 int main(void)
 {
     static const tu_kind_t kinds[] = {
         {"replay", test_replay, 0, 0},
+        {"batched", test_batched, 0, 0},
     };
     return tu_run_fixture_kinds("graph", kinds, sizeof kinds / sizeof kinds[0], &g_engine);
 }
