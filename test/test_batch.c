@@ -43,20 +43,7 @@ typedef tu_fixture_case_t fixture_case_t; /* testutil.h */
 
 static memra_model_t *load_stages(const char *name, int32_t stages)
 {
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s.gguf", name);
-    const char *path = tu_fixture_path(rel);
-    assert_non_null(path);
-    memra_model_params_t p;
-    memra_model_default_params(&p);
-    p.engine = g_engine;
-    p.prefill_chunk = CHUNK;
-    p.n_stages = stages;
-    memra_model_t *m = NULL;
-    memra_status_t st = memra_model_load(path, &p, &m);
-    if (st)
-        fail_msg("%s: load failed: %s (%s)", name, memra_strerror(st), memra_last_error());
-    return m;
+    return tu_load_fixture(name, g_engine, CHUNK, stages);
 }
 
 static memra_model_t *load(const char *name)

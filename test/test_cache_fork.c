@@ -56,39 +56,14 @@ static bool selected(const char *name)
 
 static memra_model_t *load(const char *name, int32_t stages)
 {
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s.gguf", name);
-    const char *path = tu_fixture_path(rel);
-    assert_non_null(path);
-    memra_model_params_t p;
-    memra_model_default_params(&p);
-    p.engine = g_engine;
-    p.prefill_chunk = CHUNK;
-    p.n_stages = stages;
-    memra_model_t *m = NULL;
-    memra_status_t st = memra_model_load(path, &p, &m);
-    if (st)
-        fail_msg("%s: load failed: %s (%s)", name, memra_strerror(st), memra_last_error());
-    if (stages > 1 && memra_model_n_stages(m) != stages)
-        fail_msg("%s: %d stages loaded, %d asked", name, memra_model_n_stages(m), stages);
-    return m;
+    return tu_load_fixture(name, g_engine, CHUNK, stages);
 }
 
 /* A cache of TYPE rows (K and V), or NULL when the model cannot store it
  * (q8_0 with KV heads that are not whole blocks of 32). */
 static memra_cache_t *create(memra_model_t *m, memra_type_t type, int32_t n_ctx)
 {
-    memra_cache_params_t p;
-    memra_cache_default_params(&p);
-    p.n_ctx = n_ctx;
-    p.type_k = p.type_v = type;
-    memra_cache_t *c = NULL;
-    memra_status_t st = memra_cache_create_ex(m, &p, &c);
-    if (st == MEMRA_E_UNSUPPORTED && type == MEMRA_TYPE_Q8_0)
-        return NULL;
-    if (st)
-        fail_msg("cache %s: %s (%s)", memra_type_name(type), memra_strerror(st), memra_last_error());
-    return c;
+    return tu_cache_typed(m, type, n_ctx);
 }
 
 static uint64_t digest(const memra_cache_t *c)

@@ -38,35 +38,12 @@ static const memra_type_t k_types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_F16, MEMRA_TYP
 
 static memra_model_t *load(const char *name)
 {
-    char rel[256];
-    snprintf(rel, sizeof rel, "models/%s.gguf", name);
-    const char *path = tu_fixture_path(rel);
-    assert_non_null(path);
-    memra_model_params_t p;
-    memra_model_default_params(&p);
-    p.engine = g_engine;
-    memra_model_t *m = NULL;
-    memra_status_t st = memra_model_load(path, &p, &m);
-    if (st)
-        fail_msg("%s: load failed: %s (%s)", name, memra_strerror(st), memra_last_error());
-    return m;
+    return tu_load_fixture(name, g_engine, 0, 0);
 }
 
-/* NULL when the model cannot store TYPE (q8_0 with KV heads that are not
- * whole blocks of 32). */
 static memra_cache_t *create(memra_model_t *m, memra_type_t type, int32_t n_ctx)
 {
-    memra_cache_params_t p;
-    memra_cache_default_params(&p);
-    p.n_ctx = n_ctx;
-    p.type_k = p.type_v = type;
-    memra_cache_t *c = NULL;
-    memra_status_t st = memra_cache_create_ex(m, &p, &c);
-    if (st == MEMRA_E_UNSUPPORTED && type == MEMRA_TYPE_Q8_0)
-        return NULL;
-    if (st)
-        fail_msg("cache %s: %s (%s)", memra_type_name(type), memra_strerror(st), memra_last_error());
-    return c;
+    return tu_cache_typed(m, type, n_ctx);
 }
 
 static void step(memra_model_t *m, memra_cache_t *c, const int32_t *t, int32_t n, float *logits)

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "memra/memra.h"
 #include "testutil.h"
 
 static bool is_dir(const char *p)
@@ -235,4 +236,40 @@ int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kin
     free(cases);
     free(names);
     return rc;
+}
+
+memra_model_t *tu_load_fixture(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "models/%s.gguf", name);
+    const char *path = tu_fixture_path(rel);
+    assert_non_null(path);
+    memra_model_params_t p;
+    memra_model_default_params(&p);
+    p.engine = engine;
+    if (chunk > 0)
+        p.prefill_chunk = chunk;
+    p.n_stages = stages;
+    memra_model_t *m = NULL;
+    memra_status_t st = memra_model_load(path, &p, &m);
+    if (st)
+        fail_msg("%s: load failed: %s (%s)", name, memra_strerror(st), memra_last_error());
+    if (stages > 1 && memra_model_n_stages(m) != stages)
+        fail_msg("%s: %d stages loaded, %d asked", name, memra_model_n_stages(m), stages);
+    return m;
+}
+
+memra_cache_t *tu_cache_typed(memra_model_t *m, int type, int32_t n_ctx)
+{
+    memra_cache_params_t p;
+    memra_cache_default_params(&p);
+    p.n_ctx = n_ctx;
+    p.type_k = p.type_v = (memra_type_t)type;
+    memra_cache_t *c = NULL;
+    memra_status_t st = memra_cache_create_ex(m, &p, &c);
+    if (st == MEMRA_E_UNSUPPORTED && type == MEMRA_TYPE_Q8_0)
+        return NULL;
+    if (st)
+        fail_msg("cache %s: %s (%s)", memra_type_name((memra_type_t)type), memra_strerror(st), memra_last_error());
+    return c;
 }

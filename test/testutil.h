@@ -52,6 +52,18 @@ memra_engine_t *tu_test_engine(const char *who);
  * when MEMRA_TEST_DEVICE names a GPU: the tests' second stage is a private
  * CPU engine on the CPU, a second device on a GPU. True when skipped. */
 bool tu_skip_stages_on_gpu(const char *name, int32_t stages);
+/* Fixture model NAME (models/NAME.gguf) loaded on ENGINE with
+ * prefill_chunk CHUNK (0: the default) in STAGES pipeline stages (0: one);
+ * fails the current test with the library's message (or when fewer stages
+ * were loaded than asked). */
+struct memra_model;
+struct memra_cache;
+struct memra_model *tu_load_fixture(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages);
+/* A cache of N_CTX tokens whose K and V rows are of TYPE (a memra_type_t),
+ * or NULL when the model cannot store it (q8_0 with KV heads that are not
+ * whole blocks of 32); any other failure fails the current test. */
+struct memra_cache *tu_cache_typed(struct memra_model *m, int type, int32_t n_ctx);
+
 /* A cmocka test that skips, saying no fixture models were found. */
 void tu_no_fixture_models(void **state);
 
