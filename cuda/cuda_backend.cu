@@ -278,14 +278,14 @@ void *memra__cuda_ws(memra__backend_t *be, size_t bytes)
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     if (bytes <= c->ws_size)
         return c->ws;
-    /* grow by a quarter more than asked, so a slowly growing need does not
-     * reallocate on every call; cudaFree waits for the ops still using it */
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(c->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
         cudaGetLastError();
         memra__fail(be->err, MEMRA_E_INTERNAL, "cuda: the workspace cannot grow while a step is recorded");
         return NULL; /* the old buffer stays: a direct run grows it */
     }
+    /* grow by a quarter more than asked, so a slowly growing need does not
+     * reallocate on every call; cudaFree waits for the ops still using it */
     size_t want = bytes + bytes / 4;
     want = (want + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
     cudaSetDevice(c->device);

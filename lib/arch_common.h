@@ -47,7 +47,7 @@ static inline memra_status_t memra__arch_attention(memra__run_t *r, int32_t il, 
         memra__kv_attn(s->c, il, &sa[i]); /* its rows, types and strides */
         sa[i].n_tokens = s->n;
         sa[i].pos0 = s->pos0;
-        if (r->graph_keys) { /* recorded for replays at later positions */
+        if (r->recorded) { /* recorded for replays at later positions */
             sa[i].pos_dev = r->pos + s->row0;
             sa[i].keys_max = memra__graph_keys(s->pos0);
         }

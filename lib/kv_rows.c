@@ -31,7 +31,7 @@ float *memra__kv_dst(memra__run_t *r, int32_t il, memra__kv_part_t part, float *
 {
     /* (a recorded step's rows move with the position: they go through
      * kv_store, which reads it on the device) */
-    if (r->n_seg == 1 && memra__kv_type(r->seg[0].c, part) == MEMRA_TYPE_F32 && !r->graph_keys)
+    if (r->n_seg == 1 && memra__kv_type(r->seg[0].c, part) == MEMRA_TYPE_F32 && !r->recorded)
         return rows_at(r->seg[0].c, il, part, r->seg[0].pos0);
     return scratch;
 }
@@ -54,7 +54,7 @@ static int32_t kv_items(memra__run_t *r, int32_t il, memra__kv_part_t part, cons
         a[n++] = (memra_kv_store_args_t){.src = from, .src_stride = src_stride, .dst = dst,
                                          .dst_row_bytes = memra__kv_row_bytes(c, il, part), .type = type,
                                          .rows = s->n, .cols = w,
-                                         .pos_dev = r->graph_keys ? r->pos + s->row0 : NULL, .pos = s->pos0};
+                                         .pos_dev = r->recorded ? r->pos + s->row0 : NULL, .pos = s->pos0};
     }
     return n;
 }

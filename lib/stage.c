@@ -241,7 +241,7 @@ static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
         key.keys[i] = memra__graph_keys(r->seg[i].pos0);
     }
     memra__graph_slot_t *g = graph_slot(st, &key);
-    r->graph_keys = true;
+    r->recorded = true;
     *ran = true;
     if (g->n_graph > 0 && key_eq(&g->key, &key))
         return replay(r, g);
@@ -264,7 +264,7 @@ static memra_status_t run_graphed(memra__run_t *r, int32_t si, bool *ran)
         memra__err_clear(&r->m->err);
         if (r->be->err)
             memra__err_clear(r->be->err);
-        r->graph_keys = false;
+        r->recorded = false;
         *ran = false;
         return MEMRA_OK;
     }

@@ -112,7 +112,7 @@ typedef struct memra__run {
      * memra__graph_keys of its position and reads the position on the
      * device, its KV rows are stored by kv_store at the device's position
      * (lib/kv_rows.c) */
-    bool graph_keys;
+    bool recorded;
 } memra__run_t;
 
 /* Workspace: NULL (and an error on the model) if the arch's

@@ -46,6 +46,17 @@ static memra_cache_t *create(memra_model_t *m, memra_type_t type, int32_t n_ctx)
     return tu_cache_typed(m, type, n_ctx);
 }
 
+/* Fixture FC's model, or a skip saying why when its backend cannot record. */
+static memra_model_t *load_recording(const tu_fixture_case_t *fc)
+{
+    memra_model_t *m = load(fc->name);
+    if (!m->stages[0].be->iface->graph_begin) {
+        memra_model_free(m);
+        TU_SKIP("%s: the engine's backend does not record steps (MEMRA_TEST_DEVICE=cuda:0 runs this)", fc->name);
+    }
+    return m;
+}
+
 static void step(memra_model_t *m, memra_cache_t *c, const int32_t *t, int32_t n, float *logits)
 {
     memra_status_t st = n == 1 ? memra_decode_step(m, c, t[0], logits) : memra_forward(m, c, t, n, 0, logits);
@@ -56,11 +67,7 @@ static void step(memra_model_t *m, memra_cache_t *c, const int32_t *t, int32_t n
 static void test_replay(void **state)
 {
     const tu_fixture_case_t *fc = *state;
-    memra_model_t *m = load(fc->name);
-    if (!m->stages[0].be->iface->graph_begin) {
-        memra_model_free(m);
-        TU_SKIP("%s: the engine's backend does not record steps (MEMRA_TEST_DEVICE=cuda:0 runs this)", fc->name);
-    }
+    memra_model_t *m = load_recording(fc);
     const size_t V = (size_t)memra_model_n_vocab(m);
     int32_t tok[N_P + N_D + N_LONG];
     uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -165,11 +172,7 @@ static void batched(memra_model_t *m, const char *name, int n_seq, const int32_t
 static void test_batched(void **state)
 {
     const tu_fixture_case_t *fc = *state;
-    memra_model_t *m = load(fc->name);
-    if (!m->stages[0].be->iface->graph_begin) {
-        memra_model_free(m);
-        TU_SKIP("%s: the engine's backend does not record steps (MEMRA_TEST_DEVICE=cuda:0 runs this)", fc->name);
-    }
+    memra_model_t *m = load_recording(fc);
     const int64_t V = memra_model_n_vocab(m);
     int32_t tok[N_P + N_DB + N_B];
     uint64_t rng = 0x2545f4914f6cdd1dull;
