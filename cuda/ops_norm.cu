@@ -12,6 +12,74 @@
 /* ---- norm ------------------------------------------------------------------ */
 
 #define NORM_THREADS MEMRA_NORM_BLOCK
+#define NORM_U 8 /* 4-float chunks a thread holds in registers: rows up to 4 NORM_U NORM_THREADS = 8192 wide */
+
+/* Whether a row goes through norm_row_regs: whole 16-byte chunks at
+ * 16-byte aligned addresses, and few enough for the registers. */
+static __device__ __forceinline__ bool norm_regs_ok(const float *x, const float *w, const float *add, const float *y,
+                                                    int64_t dim)
+{
+    const uintptr_t m = (uintptr_t)x | (uintptr_t)w | (uintptr_t)add | (uintptr_t)y;
+    return dim % 4 == 0 && dim <= 4 * NORM_U * NORM_THREADS && m % 16 == 0;
+}
+
+/* One row in one read of each input: thread t loads its chunks t, t + 256,
+ * ... of x at once and sums their squares in row_sumsq_part's order (zeros
+ * past the row add nothing), then, after the block's reduction, loads its
+ * chunks of the weight and ADD at once and writes y = (ADD +) x · s · w
+ * (· OUT_SCALE when SCALED), each step rounded as norm_kernel and
+ * norm_ex_kernel round it. The loops of those kernels load one element
+ * per thread per step, after the previous step's loads: a chain of ~11
+ * round trips to L2 for a 2816-wide row (norm_ex's ~4.4 us a call in the
+ * gemma-4-26b-a4b's decode, ~9 us at the 31B's 5376). Each thread writes
+ * only the elements it read: in place (y == x, or y == add) is safe. */
+static __device__ __forceinline__ void norm_row_regs(bool rms, const float *xr, const float *w, const float *ar,
+                                                     float *yr, int64_t dim, float eps, bool scaled, float out_scale,
+                                                     float *red)
+{
+    const int64_t nc = dim >> 2;
+    float4 v[NORM_U];
+#pragma unroll
+    for (int j = 0; j < NORM_U; j++) {
+        const int64_t c = threadIdx.x + j * NORM_THREADS;
+        v[j] = c < nc ? ((const float4 *)xr)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NORM_U; j++) {
+        sum = row_sq_add(v[j].x, sum);
+        sum = row_sq_add(v[j].y, sum);
+        sum = row_sq_add(v[j].z, sum);
+        sum = row_sq_add(v[j].w, sum);
+    }
+    const float s = (float)row_scale_reduce(rms, sum, dim, eps, red);
+    float4 wv[NORM_U], av[NORM_U];
+#pragma unroll
+    for (int j = 0; j < NORM_U; j++) {
+        const int64_t c = threadIdx.x + j * NORM_THREADS;
+        wv[j] = c < nc && w ? ((const float4 *)w)[c] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        av[j] = c < nc && ar ? ((const float4 *)ar)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < NORM_U; j++) {
+        const int64_t c = threadIdx.x + j * NORM_THREADS;
+        if (c >= nc)
+            continue;
+        float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+        const float wq[4] = {wv[j].x, wv[j].y, wv[j].z, wv[j].w}, aq[4] = {av[j].x, av[j].y, av[j].z, av[j].w};
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            t[q] = __fmul_rn(t[q], s);
+            if (w)
+                t[q] = __fmul_rn(t[q], wq[q]); /* row_scaled */
+            if (ar)
+                t[q] = __fadd_rn(aq[q], t[q]);
+            if (scaled)
+                t[q] = __fmul_rn(t[q], out_scale);
+        }
+        ((float4 *)yr)[c] = make_float4(t[0], t[1], t[2], t[3]);
+    }
+}
 
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(int kind, const float *x, int64_t xs, const float *w, float *y, int64_t ys, int64_t n_rows,
@@ -22,6 +90,10 @@ __global__ void __launch_bounds__(NORM_THREADS)
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float *xr = x + r * xs;
         float *yr = y + r * ys;
+        if (norm_regs_ok(xr, w, NULL, yr, dim)) {
+            norm_row_regs(kind == MEMRA_NORM_RMS, xr, w, NULL, yr, dim, eps, false, 1.0f, red);
+            continue; /* row_scale_reduce's last barrier guards red */
+        }
         const float scale = (float)row_scale(kind == MEMRA_NORM_RMS, xr, dim, eps, red);
         /* in place is safe: each thread rewrites only the elements it read */
         for (int64_t i = threadIdx.x; i < dim; i += NORM_THREADS)
@@ -59,6 +131,10 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_
         const float *xr = a.x + r * a.xs;
         const float *ar = a.add ? a.add + r * a.adds : NULL;
         float *yr = a.y + r * a.ys;
+        if (norm_regs_ok(xr, a.w, ar, yr, a.dim)) {
+            norm_row_regs(true, xr, a.w, ar, yr, a.dim, a.eps, scaled, a.scale, red);
+            continue;
+        }
         const float scale = (float)row_scale(true, xr, a.dim, a.eps, red);
         for (int64_t i = threadIdx.x; i < a.dim; i += NORM_THREADS) {
             float v = row_scaled(xr[i], scale, a.w, i);

@@ -174,7 +174,8 @@ void memra__kc_rope(kc *k, const char *name, memra_rope_mode_t mode, int64_t n_t
 void memra__kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot);
 void memra__kc_qk_norm_rope_v(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot,
                               bool ff, bool v_is_k);
-void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale);
+void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale,
+                       bool aligned);
 void memra__kc_argmax(kc *k, const char *name, int64_t n, int kind);
 
 /* kc_attn.c */

@@ -298,16 +298,18 @@ static memra_status_t nx_run(void *c, memra__backend_t *be, int side)
 /* memra__norm_ex as gemma4 calls it. ADD: 0 none, 1 into a separate y, 2
  * in place on the residual (y = add) with tmp = x, as the forward passes
  * it; SCALE 1 for none. Strided rows (x, y and add each padded
- * differently). Against the CPU and bit for bit against the CUDA
+ * differently; ALIGNED: by whole 16-byte chunks). Against the CPU and bit for bit against the CUDA
  * sequence. */
-void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale)
+void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale,
+                       bool aligned)
 {
     memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "rms %lld x %lld%s%s, scale %g",
                                                   (long long)rows, (long long)dim, weight ? " *w" : "",
                                                   add == 2 ? " + y in place" : add ? " + add" : "", (double)scale);
     if (!L)
         return;
-    const int64_t xs = dim + 3, ys = dim + 5, adds = add == 2 ? ys : dim + 1;
+    /* ALIGNED: rows 16-byte aligned (whole chunks of 4: the kernels' register path) */
+    const int64_t xs = dim + (aligned ? 4 : 3), ys = dim + (aligned ? 8 : 5), adds = add == 2 ? ys : dim + (aligned ? 12 : 1);
     float *x = memra__kc_randf(k, (size_t)(rows * xs), -2.0f, 2.0f), *w = memra__kc_randf(k, (size_t)dim, 0.5f, 1.5f);
     float *r = memra__kc_randf(k, (size_t)(rows * adds), -4.0f, 4.0f);
     const kc_out o = {rows, dim, ys};

@@ -333,6 +333,9 @@ static void run_suite(kc *k)
     KC(memra__kc_norm(k, "norm.rms.noweight", MEMRA_NORM_RMS, 3, 64, false, false, 0));
     KC(memra__kc_norm(k, "norm.rms.inplace", MEMRA_NORM_RMS, 4, 4096, true, true, 0));
     KC(memra__kc_norm(k, "norm.rms.heads", MEMRA_NORM_RMS, 64, 256, true, false, 0));
+    KC(memra__kc_norm(k, "norm.rms.5376", MEMRA_NORM_RMS, 2, 5376, true, false, 0));
+    KC(memra__kc_norm(k, "norm.rms.inplace.2816", MEMRA_NORM_RMS, 3, 2816, true, true, 0));
+    KC(memra__kc_norm(k, "norm.rms.wide", MEMRA_NORM_RMS, 1, 12288, true, false, 0));
     KC(memra__kc_norm(k, "norm.l2", MEMRA_NORM_L2, 48, 128, false, false, 0));
     if (big) {
         KC(memra__kc_norm(k, "norm.rms.4096", MEMRA_NORM_RMS, 1, 4096, true, false, 0));
@@ -573,14 +576,20 @@ static void run_suite(kc *k)
      * norm and scale, PLE's per-layer rows; q/k norm + rope with v's
      * norm-only part; attn_norm into q/k/v and ffn_norm into GeGLU at the
      * 26B-A4B's widths (hidden 2816, dense ff 2112) */
-    KC(memra__kc_norm_ex(k, "norm_ex.plain", 5, 64, true, 0, 1.0f));
-    KC(memra__kc_norm_ex(k, "norm_ex.add", 3, 2816, true, 1, 1.0f));
-    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace", 1, 2816, true, 2, 1.0f));
-    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace_scale", 1, 2816, true, 2, 0.7f));
-    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace_rows4", 4, 1536, true, 2, 0.37f));
-    KC(memra__kc_norm_ex(k, "norm_ex.router", 1, 2816, true, 0, 0.018844f));
-    KC(memra__kc_norm_ex(k, "norm_ex.noweight_add_scale", 2, 640, false, 1, 1.5f));
-    KC(memra__kc_norm_ex(k, "norm_ex.ple_rows", 35, 256, true, 1, 0.70710677f));
+    KC(memra__kc_norm_ex(k, "norm_ex.plain", 5, 64, true, 0, 1.0f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.add", 3, 2816, true, 1, 1.0f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace", 1, 2816, true, 2, 1.0f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace_scale", 1, 2816, true, 2, 0.7f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.add_inplace_rows4", 4, 1536, true, 2, 0.37f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.router", 1, 2816, true, 0, 0.018844f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.noweight_add_scale", 2, 640, false, 1, 1.5f, false));
+    KC(memra__kc_norm_ex(k, "norm_ex.ple_rows", 35, 256, true, 1, 0.70710677f, false));
+    /* 16-byte aligned rows: the kernels hold a row in registers up to 8192 wide */
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_add", 3, 2816, true, 1, 1.0f, true));
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_inplace_scale", 2, 5376, true, 2, 0.5f, true));
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_8192", 2, 8192, true, 1, 0.25f, true));
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_wide", 1, 10240, true, 1, 1.0f, true));
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_router", 1, 2816, true, 0, 0.018844f, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.swa", 1, 16, 8, 256, 256, false, false));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.full_keqv", 1, 16, 2, 512, 512, true, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.prefill", 5, 8, 4, 256, 128, false, false));
