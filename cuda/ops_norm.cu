@@ -81,16 +81,25 @@ static __device__ __forceinline__ void norm_row_regs(bool rms, const float *xr, 
     }
 }
 
+/* MEMRA_NORM_REGS=0: every row through the element loops (A/B runs). */
+static int norm_regs(void)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_NORM_REGS", 1);
+    return on != 0;
+}
+
 __global__ void __launch_bounds__(NORM_THREADS)
     norm_kernel(int kind, const float *x, int64_t xs, const float *w, float *y, int64_t ys, int64_t n_rows,
-                int64_t dim, float eps)
+                int64_t dim, float eps, int regs)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     __shared__ float red[NORM_THREADS / 32 + 1];
     for (int64_t r = blockIdx.x; r < n_rows; r += gridDim.x) {
         const float *xr = x + r * xs;
         float *yr = y + r * ys;
-        if (norm_regs_ok(xr, w, NULL, yr, dim)) {
+        if (regs && norm_regs_ok(xr, w, NULL, yr, dim)) {
             norm_row_regs(kind == MEMRA_NORM_RMS, xr, w, NULL, yr, dim, eps, false, 1.0f, red);
             continue; /* row_scale_reduce's last barrier guards red */
         }
@@ -110,7 +119,8 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
     if (st || none)
         return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(norm_kernel, memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream, (int)kind, x, xs, w, y, ys, n_rows, dim, eps);
+    memra__launch(norm_kernel, memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream, (int)kind, x, xs, w, y, ys, n_rows, dim, eps,
+                  norm_regs());
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
@@ -122,7 +132,7 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
  * CPU's float64-then-round equals), every step rounded on its own (the
  * _rn intrinsics keep nvcc from contracting them into an FMA). y may be
  * add: each thread reads add[i] before it writes y[i]. */
-__global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_args_t a)
+__global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_args_t a, int regs)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     __shared__ float red[NORM_THREADS / 32 + 1];
@@ -131,7 +141,7 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_
         const float *xr = a.x + r * a.xs;
         const float *ar = a.add ? a.add + r * a.adds : NULL;
         float *yr = a.y + r * a.ys;
-        if (norm_regs_ok(xr, a.w, ar, yr, a.dim)) {
+        if (regs && norm_regs_ok(xr, a.w, ar, yr, a.dim)) {
             norm_row_regs(true, xr, a.w, ar, yr, a.dim, a.eps, scaled, a.scale, red);
             continue;
         }
@@ -149,7 +159,7 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_
 memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, bool *done)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(norm_ex_kernel, memra__cuda_blocks(a->rows, 1, 65535), NORM_THREADS, 0, c->stream, *a);
+    memra__launch(norm_ex_kernel, memra__cuda_blocks(a->rows, 1, 65535), NORM_THREADS, 0, c->stream, *a, norm_regs());
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;
