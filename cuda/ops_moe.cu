@@ -64,7 +64,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
  * bits; probabilities with a NaN keep the rounds (their order has none). */
 #define ROUTE_RANK_MAX 1024
 
-__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
+__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a, int64_t rank_max)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
         int32_t *ids = a.ids + t * a.k;
         float *w = a.weights + t * a.k;
         double wsum = 0.0;
-        if (ne <= ROUTE_RANK_MAX && !s_nan) {
+        if (ne <= rank_max && !s_nan) {
             for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS) {
                 const float q = r_p[e];
                 int64_t rank = 0;
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
                 for (int64_t s = 0; s < a.k; s++)
                     wsum += (double)w[s];
         }
-        for (int64_t s = 0; s < a.k && (ne > ROUTE_RANK_MAX || s_nan); s++) {
+        for (int64_t s = 0; s < a.k && (ne > rank_max || s_nan); s++) {
             /* the best expert strictly after the previous pick in the order
              * (prob descending, id ascending) */
             float bp;
@@ -267,7 +267,11 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     if (smem > 48 * 1024)
         MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(route_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
+    static long rank = -1; /* MEMRA_ROUTE_RANK=0: k rounds of a block-wide best at any size (A/B) */
+    if (rank < 0)
+        rank = memra__cuda_env_long("MEMRA_ROUTE_RANK", 1);
+    memra__launch(route_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a,
+                  (int64_t)(rank ? ROUTE_RANK_MAX : 0));
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
