@@ -778,8 +778,10 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
 }
 
 /* Float weights: 16-byte loads straight from global memory when every row
- * is 16-byte aligned (VEC), else element by element. One weight, no fusion
- * (matmul_ex declines float types). */
+ * is 16-byte aligned (VEC), else element by element. Several weights
+ * (matmul_ex's STORE of float weights: a MoE router and its shared
+ * expert's gate) are virtual rows back to back, each row's dot the same
+ * whatever launch holds it. */
 template <int T, int R>
 __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, const bool vec)
 {
@@ -795,10 +797,13 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     int64_t xl;
     x = mmv_stage_x<false>(a, x, nr, (float *)mmv_dyn, &xl);
-    const uint8_t *W = a.W[0] + woff;
-    const int64_t ne0 = a.ne0, ne1 = a.vrow0[1];
+    const int64_t ne0 = a.ne0, ne1 = a.vrow0[a.nw > 1 ? a.nw : 1];
     for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
-        const uint8_t *wrow = W + (size_t)row * a.nb1[0];
+        int wi = 0; /* the weight holding virtual row ROW */
+        while (wi + 1 < a.nw && row >= a.vrow0[wi + 1])
+            wi++;
+        const int64_t lrow = row - a.vrow0[wi];
+        const uint8_t *wrow = a.W[wi] + woff + (size_t)lrow * a.nb1[wi];
         float acc[R];
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -877,7 +882,7 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
         for (int r = 0; r < R; r++) {
             const float s = warp_sum(acc[r]);
             if (lane == 0 && r < nr)
-                mmv_store(a, 0, row, yrow, r, s, 0.0f);
+                mmv_store(a, wi, lrow, yrow, r, s, 0.0f);
         }
     }
 }

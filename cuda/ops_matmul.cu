@@ -49,7 +49,9 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
         lean = memra__cuda_env_long("MEMRA_MMV_LEAN", 1);
     a.lean = c->after_step && lean;
     c->after_step = false;
-    const bool vec = ((uintptr_t)a.W[0] % 16) == 0 && a.nb1[0] % 16 == 0 && (!a.ids || a.nb2 % 16 == 0);
+    bool vec = !a.ids || a.nb2 % 16 == 0;
+    for (int i = 0; i < (a.nw > 1 ? a.nw : 1); i++)
+        vec = vec && ((uintptr_t)a.W[i] % 16) == 0 && a.nb1[i] % 16 == 0;
     a.ymap = a.nw == 1 && memra__cuda_mapped(c, a.y[0]);
     const bool kq = mmv_kq_takes(type, a); /* the K-quant kernel (cuda/mmv_kq.cuh) */
     auto launch = [&]() {
@@ -213,7 +215,12 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
         return gs;
     const memra_type_t t0 = m->w[0]->type;
     const int64_t ne0 = m->w[0]->ne[0];
-    if (is_float_type(t0) || memra__cuda_fast_rows(be, m->n_rows) || m->n_rows > INT32_MAX)
+    /* float weights: plain stores of one type only (the float matvec has no
+     * norm prologue, GLU, add or conv) */
+    const bool fl = is_float_type(t0);
+    if (fl && (m->epi != MEMRA_MM_STORE || m->norm || m->conv_w))
+        return MEMRA_OK;
+    if (memra__cuda_fast_rows(be, m->n_rows) || m->n_rows > INT32_MAX)
         return MEMRA_OK;
     if (m->norm && !x_fits(t0, ne0, rows_per_pass(m->n_rows)))
         return MEMRA_OK;
@@ -223,7 +230,8 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
         memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");
         if (st)
             return st;
-        if (is_float_type(m->w[i]->type) || (m->epi != MEMRA_MM_STORE && m->w[i]->type != t0) ||
+        if (is_float_type(m->w[i]->type) != fl || (fl && m->w[i]->type != t0) ||
+            (m->epi != MEMRA_MM_STORE && m->w[i]->type != t0) ||
             (m->norm && !x_fits(m->w[i]->type, ne0, rows_per_pass(m->n_rows))))
             return MEMRA_OK;
     }

@@ -458,11 +458,6 @@ static size_t q35_workspace_bytes(const memra_model_t *m, int32_t n_tokens)
 
 static inline q35_t *Q(const memra__run_t *r) { return r->m->arch_data; }
 
-static memra_status_t matmul(memra__run_t *r, const memra_weight_t *w, const float *x, int64_t ldx, float *y)
-{
-    return r->ops->matmul(r->be, w, x, ldx, y, w->ne[1], r->n);
-}
-
 static memra_status_t q35_embed(memra__run_t *r)
 {
     return r->ops->get_rows(r->be, &Q(r)->tok_embd, r->tokens, r->n, r->carry, r->m->carry_floats);
@@ -615,14 +610,17 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
     if (!ids || !sh_id)
         return MEMRA_E_INTERNAL;
 
-    MEMRA__TRY(matmul(r, &L->gate_inp, x, E, logits));
+    /* The router's logits and the shared expert's gate (one scalar per
+     * token: memra__moe weighs the shared expert's output by its sigmoid
+     * and adds it to the routed sum, as a one-expert MoE, lib/moe_ex.c; one
+     * launch pair on CUDA), both of x: one matmul_ex (on CUDA one float
+     * matvec launch in decode) */
+    const memra_mm_args_t ra = {.x = x, .ldx = E, .n_rows = n, .n_w = 2, .w = {&L->gate_inp, &L->gate_inp_shexp},
+                                .y = {logits, sg}, .ldy = {X, 1}};
+    MEMRA__TRY(memra__matmul_ex(r->be, &ra));
     memra_route_args_t rt = {.logits = logits, .ids = ids, .weights = wts, .n_tokens = n, .n_expert = X, .k = K,
                              .norm = true};
     MEMRA__TRY(ops->route(r->be, &rt));
-    /* The shared expert's gate is one scalar per token: memra__moe weighs
-     * the shared expert's output by its sigmoid and adds it to the routed
-     * sum (as a one-expert MoE, lib/moe_ex.c; one launch pair on CUDA). */
-    MEMRA__TRY(matmul(r, &L->gate_inp_shexp, x, E, sg));
     const memra_moe_shared_t sh = {.gate = &L->gate_shexp, .up = &L->up_shexp, .down = &L->down_shexp,
                                    .n_ff = q->n_ff_shexp, .logit = sg, .ids_tmp = sh_id, .w_tmp = sh_w,
                                    .out_tmp = shared};

@@ -603,6 +603,13 @@ static void run_suite(kc *k)
                                false));
         KC(memra__kc_matmul_ex(k, "matmul_ex.g4_geglu", 2, q8, 512, sff, 1, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false,
                                false));
+        /* a 35B-A3B router and its shared expert's one-row gate, float32: one float matvec launch */
+        static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
+        static const int64_t router[2] = {256, 1}, router_s[2] = {200, 1};
+        KC(memra__kc_matmul_ex(k, "matmul_ex.f32.router_gate", 2, f32, 2048, router, 1, false, MEMRA_MM_STORE,
+                               MEMRA_ACT_SILU, false, false));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.f32.router_gate.rows3", 2, f32, 515, router_s, 3, false, MEMRA_MM_STORE,
+                               MEMRA_ACT_SILU, false, false));
         if (big) {
             KC(memra__kc_matmul_ex(k, "matmul_ex.g4_26b.qkv_swa", 3, qkv, 2816, swa, 1, true, MEMRA_MM_STORE,
                                    MEMRA_ACT_SILU, false, false));
