@@ -48,6 +48,7 @@ struct mmv_moe_args {
     float *y;                /* GLU: h rows; DOWN: out rows */
     int64_t ldy;
     const float *w, *scale, *sh_logit; /* DOWN: routing weights [n_tok][k], scale [n_expert] or NULL, [n_tok] */
+    int flat;                /* DOWN: stage the h rows as one run (mmv_moe_stage_rows; MEMRA_MOE_FLAT=0: row by row) */
 };
 
 /* Shared memory of a DOWN block's staged rows (the ring aside). */
@@ -148,6 +149,49 @@ static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, cons
     return true;
 }
 
+/* DOWN's NR (> 1) h rows staged as mmv_stage_x stages them (the same
+ * chunks, each through mmv_stage_put: the same values and block sums),
+ * with every row's loads in flight together: the rows taken as one run of
+ * NR x NE0/4 chunks, thread t's chunks t, t + 256, ... (a row's block of 8
+ * chunks stays in 8 adjacent lanes: NE0 is a multiple of 32). Row after
+ * row, the 35B-A3B's 9 rows of 512 were 9 round trips to L2 between the
+ * block's wait and its first dot. Rows that are not 16-byte aligned, or too
+ * many chunks for MMV_MOE_FLAT_U a thread, go to mmv_stage_x. */
+#define MMV_MOE_FLAT_U 8
+
+template <bool SCALE>
+static __device__ __forceinline__ const float *mmv_moe_stage_rows(const mmv_args &m, bool flat, const float *x,
+                                                                  int nr, float *xs, int64_t *xl)
+{
+    const int64_t ne0 = m.ne0, nc = ne0 >> 2, total = (int64_t)nr * nc;
+    if (!flat || nr < 2 || m.norm || !m.xsm || ne0 % 32 != 0 || ((uintptr_t)x & 15) != 0 || (m.ldx & 3) != 0 ||
+        total > (int64_t)MMV_MOE_FLAT_U * MMV_THREADS)
+        return mmv_stage_x<SCALE>(m, x, nr, xs, xl);
+    const int64_t ld = mmv_xld<SCALE>(ne0), nbr = ne0 / 32;
+    const int lane = threadIdx.x & 31;
+    float4 v[MMV_MOE_FLAT_U];
+#pragma unroll
+    for (int j = 0; j < MMV_MOE_FLAT_U; j++) {
+        const int32_t i = (int32_t)threadIdx.x + j * MMV_THREADS;
+        v[j] = i < total ? __ldg((const float4 *)(x + (i / (int32_t)nc) * m.ldx) + i % (int32_t)nc)
+                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < MMV_MOE_FLAT_U; j++) {
+        const int32_t i = (int32_t)threadIdx.x + j * MMV_THREADS;
+        if (i - lane >= total)
+            break; /* the warp's chunks are all past the rows (warp-uniform) */
+        const bool on = i < total;
+        const int32_t r = on ? i / (int32_t)nc : 0;
+        const int64_t c = on ? i % (int32_t)nc : nc; /* past the row: no store, a zero sum */
+        float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+        mmv_stage_put<SCALE>(t, c, nc, ne0, true, xs + r * ld, xs + (int64_t)nr * ld + r * nbr);
+    }
+    __syncthreads();
+    *xl = ld;
+    return xs;
+}
+
 /* The launch grid of GY problems of NGRP warp-sized row groups each: the
  * groups' blocks, at most what OCC blocks per SM hold at once. */
 static inline dim3 mmv_moe_grid(int64_t ngrp, int occ, int sm_count, unsigned gy)
@@ -229,8 +273,8 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     /* DOWN stages the token's k (+1) h rows, GLU its one x row */
     const int nr = DOWN ? np : 1;
     int64_t xl;
-    const float *x = mmv_stage_x<mmv_q8x<T>::on>(a.m, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
-                                                 (float *)(mmv_dyn + (size_t)MMV_WARPS * D * NCH), &xl);
+    const float *x = mmv_moe_stage_rows<mmv_q8x<T>::on>(a.m, a.flat, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
+                                                        (float *)(mmv_dyn + (size_t)MMV_WARPS * D * NCH), &xl);
     const int64_t nbr = ne0 / 32;
     const float *xsum = x + (int64_t)nr * xl; /* Q8_0: the staged rows' block sums */
     float acc0 = 0.0f, acc1 = 0.0f, routed = 0.0f;

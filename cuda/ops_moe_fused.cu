@@ -81,10 +81,11 @@ static memra_status_t launch(memra__backend_t *be, memra_type_t t, const mmv_moe
 memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_t *a, bool *done)
 {
     *done = false;
-    static long fuse = -1, tma = -1;
+    static long fuse = -1, tma = -1, flat = -1;
     if (fuse < 0) {
         fuse = memra__cuda_env_long("MEMRA_MOE_FUSE", 1);
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
+        flat = memra__cuda_env_long("MEMRA_MOE_FLAT", 1);
     }
     if (!fuse || !tma || a->n_tokens == 0 || memra__cuda_moe_gemm_rows(be, a))
         return MEMRA_OK;
@@ -126,6 +127,7 @@ memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_
         m.n_tok = nt;
         m.k = (int)k;
         m.gelu = a->act == MEMRA_ACT_GELU;
+        m.flat = flat != 0;
         /* gate/up + act: x rows of n_embd into h */
         m.m.ne0 = n_embd;
         m.m.ldx = n_embd;
