@@ -56,15 +56,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
     *be_out = be;
 }
 
-/* Up to this many experts, the picks come from every expert's rank in
- * the order (prob descending, id ascending), counted against all the
- * others at once (ne / 256 experts a thread, ne comparisons each), instead
- * of k rounds of a block-wide best (two barriers a round). The rank-r
- * expert is the r-th round's pick, so the ids and weights are the same
- * bits; probabilities with a NaN keep the rounds (their order has none). */
-#define ROUTE_RANK_MAX 1024
-
-__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a, int64_t rank_max)
+__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
@@ -73,12 +65,9 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
     __shared__ int r_be[ROUTE_THREADS / 32];
     __shared__ float s_prev_p;
     __shared__ int s_prev_e;
-    __shared__ int s_nan;
     const int64_t ne = a.n_expert;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x) {
-        if (threadIdx.x == 0)
-            s_nan = 0; /* read after the barriers below */
         const float *l = a.logits + t * ne;
         double mx = -INFINITY;
         for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
@@ -105,11 +94,8 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
         sum = 0.0;
         for (int i = 0; i < ROUTE_THREADS / 32; i++)
             sum += r_red[i];
-        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS) {
+        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
             r_p[e] = (float)(exp((double)l[e] - mx) / sum);
-            if (isnan(r_p[e]))
-                s_nan = 1;
-        }
         if (threadIdx.x == 0) {
             s_prev_p = INFINITY;
             s_prev_e = -1;
@@ -118,25 +104,7 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
         int32_t *ids = a.ids + t * a.k;
         float *w = a.weights + t * a.k;
         double wsum = 0.0;
-        if (ne <= rank_max && !s_nan) {
-            for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS) {
-                const float q = r_p[e];
-                int64_t rank = 0;
-                for (int64_t j = 0; j < ne && rank < a.k; j++) {
-                    const float o = r_p[j];
-                    rank += o > q || (o == q && j < e);
-                }
-                if (rank < a.k) {
-                    ids[rank] = (int32_t)e;
-                    w[rank] = q;
-                }
-            }
-            __syncthreads(); /* the picks' weights, for thread 0's sum in slot order */
-            if (threadIdx.x == 0)
-                for (int64_t s = 0; s < a.k; s++)
-                    wsum += (double)w[s];
-        }
-        for (int64_t s = 0; s < a.k && (ne > rank_max || s_nan); s++) {
+        for (int64_t s = 0; s < a.k; s++) {
             /* the best expert strictly after the previous pick in the order
              * (prob descending, id ascending) */
             float bp;
@@ -267,11 +235,7 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     if (smem > 48 * 1024)
         MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    static long rank = -1; /* MEMRA_ROUTE_RANK=0: k rounds of a block-wide best at any size (A/B) */
-    if (rank < 0)
-        rank = memra__cuda_env_long("MEMRA_ROUTE_RANK", 1);
-    memra__launch(route_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a,
-                  (int64_t)(rank ? ROUTE_RANK_MAX : 0));
+    memra__launch(route_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
