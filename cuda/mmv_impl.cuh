@@ -426,6 +426,32 @@ void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t 
 
 /* ---- the MoE decode launches (cuda/mmv_moe.cuh) ---------------------------- */
 
+/* Lanes an item of A's packed passes (mmv_moe_kernel): Q8_0 rows of one
+ * segment of at most 32 blocks (16 lane pairs) whose every row starts on a
+ * 4-byte boundary (the pair dot's word reads), the least power of two that
+ * holds a row's pairs; 0 (one item a pass) otherwise or with
+ * MEMRA_MOE_PACK=0 (A/B). */
+template <int T> static int mmv_moe_pack(const mmv_moe_args &a)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MOE_PACK", 1);
+    if (!on || !mmv_q8x<T>::on)
+        return 0;
+    const int64_t nb = a.m.ne0 / 32, pairs = (nb + 1) / 2;
+    if (a.m.ne0 % 32 != 0 || pairs < 1 || pairs > 16)
+        return 0;
+    uintptr_t bits = (uintptr_t)a.W[0] | (uintptr_t)a.nb1[0] | (uintptr_t)a.nb2 | (uintptr_t)a.shW[0] | a.sh_nb1[0];
+    if (a.W[1])
+        bits |= (uintptr_t)a.W[1] | (uintptr_t)a.nb1[1] | (uintptr_t)a.shW[1] | a.sh_nb1[1];
+    if (bits & 3)
+        return 0;
+    int L = 1;
+    while (L < pairs)
+        L *= 2;
+    return L;
+}
+
 template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
     const void *kernel = (const void *)mmv_moe_kernel<T, TMA, DOWN>;
@@ -446,9 +472,22 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
         short_slots = memra__cuda_env_long("MEMRA_MOE_SHORT_SLOTS", 1);
     const bool at_min = mmv_ring_depth<T>(xbytes) <= MMV_RING_MIN;
     a.m.slot_nch = short_slots == 2 || (short_slots == 1 && at_min) ? mmv_item_nch<T>(a.m.ne0) : mmv_seg<T>::nch;
+    a.pack = mmv_moe_pack<T>(a);
+    if (a.pack)
+        a.m.slot_nch = mmv_item_nch<T>(a.m.ne0);
     if (mmv_ring_bytes<T>(MMV_RING_MIN, a.m.slot_nch) + xbytes > MMV_SMEM_MAX)
         return false;
     a.m.ring = mmv_ring_depth<T>(xbytes, a.m.slot_nch);
+    if (a.pack) { /* up to three passes' items (3 G + 1 slots) in the default's bytes */
+        const int want = 3 * (32 / a.pack) + 1;
+        for (int d = want < MMV_MOE_RING_MAX ? want : MMV_MOE_RING_MAX; d > a.m.ring; d--)
+            if (mmv_ring_bytes<T>(d, a.m.slot_nch) + xbytes <= MMV_SMEM_TARGET) {
+                a.m.ring = d;
+                break;
+            }
+        if (a.m.ring < 3)
+            a.pack = 0; /* a pass of one item */
+    }
     a.m.xsm = 1;
     const size_t smem = mmv_ring_bytes<T>(a.m.ring, a.m.slot_nch) + xbytes;
     const int occ = mmv_occupancy(kernel, smem, cache);
@@ -459,6 +498,8 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
         fprintf(stderr, "mmv moe %s type %d%s: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 DOWN ? "down" : "glu", T, TMA ? " tma" : "", (long long)a.m.ne0, (long long)a.rows, a.k,
                 a.shW[0] ? " +shared" : "", grid.x, grid.y, occ, a.m.ring, smem);
+    if (mmv_debug() && a.pack)
+        fprintf(stderr, "mmv moe %s: packed passes, %d lanes an item\n", DOWN ? "down" : "glu", a.pack);
     return memra__launch(mmv_moe_kernel<T, TMA, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 

@@ -49,7 +49,13 @@ struct mmv_moe_args {
     int64_t ldy;
     const float *w, *scale, *sh_logit; /* DOWN: routing weights [n_tok][k], scale [n_expert] or NULL, [n_tok] */
     int flat;                /* DOWN: stage the h rows as one run (mmv_moe_stage_rows; MEMRA_MOE_FLAT=0: row by row) */
+    int pack;                /* Q8_0 rows of at most 32 blocks: lanes an item (a power of two below 32), several
+                              * items a pass (mmv_moe_pass); 0: one item a pass */
 };
+
+/* A ring of up to this many items a warp: packed passes keep two passes'
+ * items in flight */
+#define MMV_MOE_RING_MAX 16
 
 /* Shared memory of a DOWN block's staged rows (the ring aside). */
 template <int T> static inline bool mmv_moe_fits(int64_t ne0, int nr)
@@ -225,7 +231,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     using S = mmv_seg<T>;
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     __shared__ float tab[32];
-    __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_RING_MAX : 1];
+    __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_MOE_RING_MAX : 1];
     __shared__ const uint8_t *s_w[MMV_MOE_PARTS]; /* part p's weight row 0 */
     __shared__ size_t s_nb1[MMV_MOE_PARTS];
     __shared__ double s_ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
@@ -280,6 +286,67 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     float acc0 = 0.0f, acc1 = 0.0f, routed = 0.0f;
     double dacc = 0.0;
     int slot = 0;
+    if constexpr (mmv_q8x<T>::on && TMA) {
+        if (a.pack) {
+            /* Packed passes: rows of one short segment (the experts' down
+             * rows of 512 or 704 are 16 or 22 blocks, 8 or 11 of the 32 lane
+             * pairs) leave most lanes idle, and the kernel is bound by the
+             * instructions it issues. A pass takes G items at once, item g
+             * on lanes [g L, g L + L) with lane pairs as the one-item pass
+             * has them; a lane's pair is the one-item pass's (the same dot),
+             * and its group's butterfly is the full one's over the lanes that
+             * hold a pair (the others hold +0, which the 0.0f + part below
+             * reproduces): the same sums, applied in item order. */
+            const int L = a.pack, G = min(32 / L, D - 1), gi = lane / L, gl = lane % L;
+            float gate = 0.0f; /* GLU: the row's gate sum, until its up */
+            for (int64_t k = 0; k < n_items; k += G) {
+                const int ng = (int)min((int64_t)G, n_items - k);
+                for (int g = 0; g < ng; g++) {
+                    const int sl = slot + g < D ? slot + g : slot + g - D;
+                    while (!ptx::mbarrier_try_wait_parity(&bar[sl], (phase >> sl) & 1u)) {
+                    }
+                    phase ^= 1u << sl;
+                }
+                float part = 0.0f;
+                if (gi < ng) {
+                    mmv_pos q = cq;
+                    for (int g = 0; g < gi; g++)
+                        mmv_next(q, np, nseg, rstride);
+                    const int sl = slot + gi < D ? slot + gi : slot + gi - D;
+                    const mmv_item<T> cur = mmv_locate<T>(s_w[q.p] + (size_t)q.v * s_nb1[q.p], 0, nblk);
+                    const int xp = DOWN ? q.p : 0;
+                    mmv_q8_pair<1>(mmv_saddr(ring + sl * NCH) + cur.off, cur.nb, gl, mmv_saddr(x + xp * xl), xl,
+                                   mmv_saddr(xsum + xp * nbr), nbr, 0, 1, &part);
+                }
+                float v = 0.0f + part;
+                for (int o = L >> 1; o > 0; o >>= 1)
+                    v += __shfl_xor_sync(0xffffffffu, v, o);
+                __syncwarp(); /* the pass's slots are refilled below */
+                for (int g = 0; g < ng; g++)
+                    issue(slot + g == 0 ? D - 1 : slot + g - 1 < D ? slot + g - 1 : slot + g - 1 - D);
+                for (int g = 0; g < ng; g++) {
+                    const float sum = __shfl_sync(0xffffffffu, v, g * L);
+                    if (!DOWN) {
+                        if (cq.p == 0) {
+                            gate = sum;
+                        } else if (lane == 0) {
+                            a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, gate, sum);
+                        }
+                    } else {
+                        const float out = mmv_moe_down_term(cq.p, a.k, s_ws, sum, dacc, routed);
+                        if (cq.p == np - 1) {
+                            if (lane == 0)
+                                a.y[yrow * a.ldy + cq.v] = out;
+                            dacc = 0.0;
+                        }
+                    }
+                    mmv_next(cq, np, nseg, rstride);
+                }
+                slot = slot + ng < D ? slot + ng : slot + ng - D;
+            }
+            return;
+        }
+    }
     for (int64_t k = 0; k < n_items; k++) {
         if (TMA) {
             while (!ptx::mbarrier_try_wait_parity(&bar[slot], (phase >> slot) & 1u)) {

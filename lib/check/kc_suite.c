@@ -524,6 +524,20 @@ static void run_suite(kc *k)
                                     .act = MEMRA_ACT_SILU, .n_ff_shared = 512};
             KC(memra__kc_moe_fused_bad_id(k, "moe.fused.kq.bad_id", &b));
         }
+        /* packed passes (Q8_0 rows of at most 32 blocks, several items a
+         * warp pass): down rows of 3 blocks padded to 104 bytes (an odd
+         * block count on 4-byte aligned rows), gate/up rows of 10 blocks;
+         * 15 slots + the shared expert at 32-block down rows (two items a
+         * pass) */
+        {
+            static const int64_t n13[] = {1, 3};
+            const kc_moe_shape po = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 12, 3, 320, 96, false, true,
+                                     MEMRA_ACT_GELU, 96, 0, 2};
+            KC(memra__kc_moe_fused(k, "moe.fused.packed_odd", &po, n1238, 4));
+            const kc_moe_shape pp = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 32, 15, 512, 1024, true, false,
+                                     MEMRA_ACT_SILU, 1024, 0, 0};
+            KC(memra__kc_moe_fused(k, "moe.fused.packed_parts16", &pp, n13, 2));
+        }
         if (big) { /* the released shapes (docs/real-models.md) */
             MF("moe.fused.qwen35moe", Q8_0, Q8_0, Q8_0, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
             MF("moe.fused.qwen35moe_q4k", Q4_K, Q6_K, Q6_K, 256, 8, 2048, 512, false, false, SILU, 512, n1238);
