@@ -29,7 +29,11 @@
 # copied working tree's git metadata may not match: pass it from the checkout),
 # BATCH (e.g. 1,2,4,8,16,32; empty (the default) skips the batched table),
 # BATCH_P and BATCH_N (default 128 and 128; memra-bench takes the median of
-# REPS runs per B, llama-batched-bench runs each B once).
+# REPS runs per B, llama-batched-bench runs each B once), AB (switches to
+# time against the default on the same file: e.g. "MEMRA_MOE_PACK=0
+# MEMRA_MMV_TAIL=0"; memra-bench tg$N at depth 0, one repetition each, the
+# default first and last; lines in $OUT/ab.txt) for the entries in AB_MODELS
+# (default every one).
 #
 #   BATCH=1,2,4,8,16,32 MODELS="qwen3.5-9b:q8_0" PEER=... scripts/bench-matrix.sh
 set -uo pipefail
@@ -174,6 +178,15 @@ for spec in $MODELS; do
   if [ -n "$long" ]; then
     $B/examples/memra-bench -m "$f" --device cuda:0 -p 512 -n "$N" -d "$LONG" -r 1 --json \
       >>"$OUT/memra-$tag.jsonl" 2>>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench at depth $LONG failed"
+  fi
+  if [ -n "${AB:-}" ] && { [ -z "${AB_MODELS:-}" ] || [[ " $AB_MODELS " == *" $spec "* ]]; }; then
+    line="$tag tg$N:"
+    for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
+      v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 -p 0 -n "$N" -r 1 2>/dev/null |
+        awk -v t="tg$N" '$1 == t {print $2}')
+      line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
+    done
+    echo "${line%,}" | tee -a "$OUT/ab.txt"
   fi
   t2=$(date +%s)
   if [ -n "${PEER:-}" ]; then
