@@ -91,8 +91,6 @@ struct mmv_args {
     int q8_slot;        /* Q8_0 fast path: bytes between ring slots, MMV_Q8D_SEG, or
                          * MMV_Q8D_SLOT_OFF when some row starts off 16 bytes */
     int slot_nch;       /* fused MoE (mmv_moe.cuh): 16-byte chunks per ring slot */
-    int q8_tail;        /* Q8_0 fast path for rows that end in a short segment (mmv_q8t.cuh):
-                         * lanes a unit of the short pass */
 };
 
 #ifdef MEMRA_MMV_TIMELINE
@@ -587,25 +585,6 @@ static __device__ __forceinline__ void mmv_q8_pair(uint32_t seg, int nb, int lan
             part[r] = __fadd_rn(part[r], v);
         }
     }
-}
-
-/* Several bulk copies completing on one barrier: one arrival expecting
- * their TOTAL bytes (mmv_bar_expect), then each copy (mmv_bulk_copy). */
-static __device__ __forceinline__ void mmv_bar_expect(uint32_t bar, uint32_t total)
-{
-    asm volatile("fence.proxy.async.shared::cta;\n\t"
-                 "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                 "r"(total)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void mmv_bulk_copy(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
-                                                     uint64_t policy)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                 :
-                 : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
-                 : "memory");
 }
 
 /* A warp's N slot barriers (one arrival each: the lane that issues the

@@ -10,7 +10,6 @@
 #include "mmv_occ.cuh"
 #include "mmv_moe.cuh"
 #include "mmv_q8b.cuh"
-#include "mmv_q8t.cuh"
 
 /* Items per warp in the ring for a block that also stages XBYTES of x: as
  * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
@@ -223,21 +222,6 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         for (int gs = 4; gs >= 1; gs--)
             if (busiest(gs) < busiest(a.ymap))
                 a.ymap = gs;
-    }
-    /* rows that end in a short segment: its passes packed (mmv_q8t.cuh;
-     * MEMRA_MMV_TAIL=0 keeps the default mode, A/B) */
-    static long tail_on = -1;
-    if (tail_on < 0)
-        tail_on = memra__cuda_env_long("MEMRA_MMV_TAIL", 1);
-    static std::atomic<uint64_t> tail_cache[64][8];
-    if (tail_on && mode == MMV_Q8D_DEFAULT && !off16 && a.ring == MMV_Q8D_RING && mmv_q8t_lanes(a.ne0) &&
-        mmv_occupancy((const void *)mmv_q8t_kernel<T>, smem, tail_cache) >= occ) {
-        a.q8_tail = mmv_q8t_lanes(a.ne0);
-        if (mmv_debug())
-            fprintf(stderr, "mmv q8t: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, %d lanes a unit\n",
-                    (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ,
-                    a.q8_tail);
-        return memra__launch(mmv_q8t_kernel<T>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     }
     if (mmv_debug())
         fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",

@@ -170,9 +170,8 @@ static void run_suite(kc *k)
     KC(memra__kc_matmul(k, "matmul.q8_0.w704", MEMRA_TYPE_Q8_0, 704, 1000, 1, false, 0, 0));
     KC(memra__kc_matmul(k, "matmul.q8_0.w2560", MEMRA_TYPE_Q8_0, 2560, 1001, 1, false, 0, 0));
     KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.w704", MEMRA_TYPE_Q8_0, 704, 700, 3));
-    /* rows that end in a short segment of 8, 16 or 32 blocks on aligned
-     * rows (cuda/mmv_q8t.cuh: four, four and two rows' short segments a
-     * pass, groups cut short by the row count), one row against several */
+    /* the Q8_0 fast path on aligned rows that end in a short segment of 8,
+     * 16 or 32 blocks, one row against several */
     KC(memra__kc_matmul(k, "matmul.q8_0.w2304", MEMRA_TYPE_Q8_0, 2304, 1003, 1, false, 0, 0));
     KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.w2560", MEMRA_TYPE_Q8_0, 2560, 1001, 3));
     KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.w5120", MEMRA_TYPE_Q8_0, 5120, 701, 2));
