@@ -394,6 +394,20 @@ typedef struct memra__backend_i {
      * synchronize. The forward then has the head write a decode step's
      * logits there instead of downloading them. */
     void *(*host_map)(memra__backend_t *be, void *host, size_t n);
+    /* (optional, all or none) paged KV memory (lib/kv_pool.c): an arena of
+     * N_PAGES physical pages of PAGE bytes (a multiple of vm_granularity),
+     * each page mapped at page-aligned addresses of ranges reserved with
+     * vm_reserve; one page may be mapped at several addresses (shared
+     * copy-on-write by the pool). vm_map and vm_unmap take one page;
+     * vm_unmap of an address nothing maps is a no-op. Ops see a mapped
+     * range as ordinary memory. */
+    size_t (*vm_granularity)(memra__backend_t *be);
+    void *(*vm_arena_create)(memra__backend_t *be, size_t page, int64_t n_pages); /* NULL on failure */
+    void (*vm_arena_free)(memra__backend_t *be, void *arena);
+    void *(*vm_reserve)(memra__backend_t *be, size_t bytes); /* NULL on failure */
+    void (*vm_unreserve)(memra__backend_t *be, void *va, size_t bytes);
+    memra_status_t (*vm_map)(memra__backend_t *be, void *arena, int64_t page, void *va);
+    void (*vm_unmap)(memra__backend_t *be, void *arena, void *va);
 
     /* y[r][0..ne1) = W · x[r], r < n_rows. x rows ldx apart, y rows ldy.
      * Matrix 0 of a 3-D W; y must not overlap x. y[r][o] depends only on

@@ -22,6 +22,12 @@ static memra__backend_t *layer_be(const memra_model_t *m, int32_t il)
     return m->stages[memra__stage_of_layer(m, il)].be;
 }
 
+/* The paged KV pool of layer IL's stage, or NULL (model.h: kv_pool_bytes) */
+static memra__kv_pool_t *layer_pool(const memra_model_t *m, int32_t il)
+{
+    return m->stages[memra__stage_of_layer(m, il)].kv_pool;
+}
+
 static memra_status_t zero(memra__backend_t *be, float *p, int64_t n)
 {
     if (!p || n <= 0)
@@ -52,8 +58,14 @@ static void release(memra_cache_t *c)
     const memra_model_t *m = c->model;
     for (int32_t il = 0; il < m->n_layer; il++) {
         memra__backend_t *be = layer_be(m, il);
-        be->iface->free(be, c->k[il]);
-        be->iface->free(be, c->v[il]);
+        memra__kv_pool_t *pool = layer_pool(m, il);
+        if (pool) {
+            memra__kv_area_free(pool, &c->area[il][0]);
+            memra__kv_area_free(pool, &c->area[il][1]);
+        } else {
+            be->iface->free(be, c->k[il]);
+            be->iface->free(be, c->v[il]);
+        }
         be->iface->free(be, c->conv[il]);
         be->iface->free(be, c->ssm[il]);
     }
@@ -76,9 +88,16 @@ static memra_status_t alloc_layer(memra_cache_t *c, int32_t il)
         {&ssm, (size_t)lc->ssm_floats * sizeof(float), "delta-rule state"},
     };
     memra_status_t st = MEMRA_OK;
+    memra__kv_pool_t *pool = layer_pool(m, il);
     for (size_t i = 0; i < MEMRA__ARRAY_LEN(parts) && !st; i++) {
         if (parts[i].n == 0)
             continue;
+        if (pool && i < 2) { /* K and V: address space only, pages as the cache grows */
+            if ((st = memra__kv_area_reserve(pool, &c->area[il][i], parts[i].n)))
+                memra__fail(&c->err, st, "cache: layer %d's %s rows: %s", il, parts[i].what, be->err->msg);
+            *parts[i].dst = c->area[il][i].va;
+            continue;
+        }
         *parts[i].dst = be->iface->alloc(be, parts[i].n);
         if (!*parts[i].dst)
             st = memra__fail(&c->err, MEMRA_E_NOMEM, "cache: cannot allocate %zu bytes of %s for layer %d",
@@ -106,6 +125,8 @@ static uint64_t kv_bytes_per_token(const memra_model_t *m, memra_type_t type_k, 
  * only rules out what cannot fit anywhere. */
 static memra_status_t fits(memra_model_t *m, const char *fn, int32_t n_ctx, memra_type_t type_k, memra_type_t type_v)
 {
+    if (m->stages[0].kv_pool)
+        return MEMRA_OK; /* rows take pages as they are written (memra__cache_ensure) */
     double need = (double)kv_bytes_per_token(m, type_k, type_v) * n_ctx, have = 0;
     for (int32_t il = 0; il < m->n_layer; il++) {
         const memra__layer_cache_t *lc = &m->layer_cache[il];
@@ -239,7 +260,60 @@ static memra_status_t cache_clear(memra_cache_t *c)
         st = zero_state(c, il);
     if (st)
         return memra__fail(&c->err, st, "memra_cache_clear: %s", memra_last_error());
+    if (c->model->stages[0].kv_pool) { /* the pages go back once no step reads them */
+        if ((st = sync_stages(c->model)))
+            return memra__fail(&c->err, st, "memra_cache_clear: %s", memra_last_error());
+        for (int32_t il = 0; il < c->model->n_layer; il++)
+            for (int kv = 0; kv < 2; kv++)
+                memra__kv_area_clear(layer_pool(c->model, il), &c->area[il][kv]);
+    }
     c->pos = 0;
+    return MEMRA_OK;
+}
+
+memra_status_t memra__cache_ensure(memra_cache_t *c, int32_t n)
+{
+    memra_model_t *m = c->model;
+    if (!m->stages[0].kv_pool || n <= 0)
+        return MEMRA_OK;
+    /* the pages every stage's pool must give, before anything changes */
+    int64_t need[MEMRA_MAX_STAGES] = {0};
+    bool shared = false;
+    for (int32_t il = 0; il < m->n_layer; il++) {
+        memra__kv_pool_t *pool = layer_pool(m, il);
+        for (int kv = 0; kv < 2; kv++) {
+            const size_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+            bool sh;
+            need[memra__stage_of_layer(m, il)] +=
+                memra__kv_area_need(pool, &c->area[il][kv], rb * (size_t)c->pos, rb * ((size_t)c->pos + (size_t)n), &sh);
+            shared = shared || sh;
+        }
+    }
+    for (int32_t s = 0; s < m->n_stages; s++) {
+        const memra__kv_pool_t *pool = m->stages[s].kv_pool;
+        if (need[s] > pool->n_free)
+            return memra__fail(&c->err, MEMRA_E_FULL, "the KV pool of stage %d is exhausted: %lld more page(s) of "
+                               "%zu bytes needed, %lld of %lld free (free or clear caches, or load with a larger "
+                               "kv_pool_bytes)", s, (long long)need[s], pool->page, (long long)pool->n_free,
+                               (long long)pool->n_pages);
+    }
+    if (shared) { /* rows about to be written sit in a page a fork shares: copy it once no step reads it */
+        if (atomic_load(&c->in_flight) > 0)
+            return memra__fail(&c->err, MEMRA_E_BUSY, "a shared KV page needs its copy while pipelined steps of "
+                               "this cache are in flight");
+        memra_status_t st = sync_stages(m);
+        if (st)
+            return st;
+    }
+    for (int32_t il = 0; il < m->n_layer; il++)
+        for (int kv = 0; kv < 2; kv++) {
+            const size_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+            bool copied = false;
+            memra_status_t st = memra__kv_area_ensure(layer_pool(m, il), &c->area[il][kv], rb * (size_t)c->pos,
+                                                      rb * ((size_t)c->pos + (size_t)n), &copied);
+            if (st)
+                return st;
+        }
     return MEMRA_OK;
 }
 
@@ -325,6 +399,15 @@ static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot
                            "memra_cache_restore: the snapshot was taken from another cache (its KV rows are not in this one)");
     if (atomic_load(&c->in_flight) > 0)
         return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_restore: pipelined steps in flight");
+    /* paged KV pool: a clear since the snapshot gave the rows' pages back */
+    for (int32_t il = 0; il < c->model->n_layer; il++)
+        for (int kv = 0; kv < 2 && layer_pool(c->model, il); kv++) {
+            bool sh;
+            const size_t end = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K) * (size_t)s->pos;
+            if (memra__kv_area_need(layer_pool(c->model, il), &c->area[il][kv], end, end, &sh) > 0)
+                return memra__fail(&c->err, MEMRA_E_MISUSE, "memra_cache_restore: the cache was cleared since the "
+                                   "snapshot (its KV rows are gone)");
+        }
     memra_status_t st = copy_state(c->model, c->conv, c->ssm, s->conv, s->ssm);
     if (st)
         return memra__fail(&c->err, st, "memra_cache_restore: %s", memra_last_error());
@@ -374,7 +457,14 @@ static memra_status_t cache_fork(memra_cache_t *p, int32_t n_ctx, memra_cache_t 
     memra_status_t st = cache_create(m, fn, n_ctx, p->type_k, p->type_v, &c);
     if (st)
         return st;
-    st = copy_rows(c, p);
+    if (m->stages[0].kv_pool) { /* the parent's whole pages shared, the partial one copied */
+        for (int32_t il = 0; il < m->n_layer && !st; il++)
+            for (int kv = 0; kv < 2 && !st; kv++)
+                st = memra__kv_area_fork(layer_pool(m, il), &c->area[il][kv], &p->area[il][kv],
+                                         memra__kv_row_bytes(p, il, kv ? MEMRA__KV_V : MEMRA__KV_K) * (size_t)p->pos);
+    } else {
+        st = copy_rows(c, p);
+    }
     if (!st)
         st = copy_state(m, c->conv, c->ssm, p->conv, p->ssm); /* synchronizes every stage */
     if (st) {

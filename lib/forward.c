@@ -91,6 +91,10 @@ static memra_status_t check_item(memra_model_t *m, const char *fn, const memra_b
         if (it->tokens[i] < 0 || it->tokens[i] >= m->n_vocab)
             return memra__model_fail(m, MEMRA_E_RANGE, "%s: token %d at index %d is outside the vocabulary [0, %d)",
                                      fn, it->tokens[i], i, m->n_vocab);
+    /* the rows' pages (paged KV pool), last: nothing else can fail after it */
+    memra_status_t st = memra__cache_ensure(c, n);
+    if (st)
+        return memra__model_fail(m, st, "%s: %s", fn, c->err.msg);
     return MEMRA_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "memra/tokenizer.h"
+#include "kv_pool.h"
 #include "pipeline_impl.h"
 
 
@@ -147,6 +148,13 @@ static memra_status_t load(memra_model_t *m, const char *path)
         return st;
     if ((st = check_all_used(m)))
         return st;
+    if (m->params.kv_pool_bytes < 0 || m->params.kv_page_bytes < 0)
+        return memra__model_fail(m, MEMRA_E_INVALID, "params.kv_pool_bytes %lld / kv_page_bytes %lld < 0",
+                                 (long long)m->params.kv_pool_bytes, (long long)m->params.kv_page_bytes);
+    for (int32_t s = 0; s < m->n_stages && m->params.kv_pool_bytes > 0; s++)
+        if ((st = memra__kv_pool_create(m->stages[s].be, m->params.kv_pool_bytes, m->params.kv_page_bytes,
+                                        &m->stages[s].kv_pool)))
+            return memra__model_fail(m, st, "stage %d: %s", s, m->stages[s].be->err->msg);
 
     if (memra_gguf_find_kv(m->gguf, "tokenizer.ggml.model") >= 0) {
         if ((st = memra_tokenizer_from_gguf(m->gguf, &m->tok)))
@@ -208,6 +216,20 @@ uint64_t memra_model_weight_bytes(const memra_model_t *m)
     for (int32_t s = 0; m && s < m->n_stages; s++)
         n += m->stages[s].weight_bytes;
     return n;
+}
+
+void memra_model_kv_pool_bytes(const memra_model_t *m, uint64_t *used, uint64_t *total)
+{
+    uint64_t u = 0, t = 0;
+    for (int32_t s = 0; m && s < m->n_stages; s++) {
+        const memra__kv_pool_t *p = m->stages[s].kv_pool;
+        u += (uint64_t)memra__kv_pool_used(p) * (p ? p->page : 0);
+        t += p ? (uint64_t)p->n_pages * p->page : 0;
+    }
+    if (used)
+        *used = u;
+    if (total)
+        *total = t;
 }
 
 int32_t memra_model_layer_kind(const memra_model_t *m, int32_t il)

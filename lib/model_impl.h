@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "engine_impl.h"
+#include "kv_pool.h"
 #include "memra/model.h"
 #include "stage.h"
 
@@ -101,7 +102,15 @@ struct memra_cache {
     void *k[MEMRA_MAX_LAYERS], *v[MEMRA_MAX_LAYERS];
     float *conv[MEMRA_MAX_LAYERS], *ssm[MEMRA_MAX_LAYERS];
     atomic_int in_flight;        /* pipelined steps not yet consumed */
+    memra__kv_area_t area[MEMRA_MAX_LAYERS][2]; /* with a paged KV pool: k[il] and v[il]'s pages */
 };
+
+/* Makes the KV rows [pos, pos + n) of every layer of C writable (paged KV
+ * pool: pages mapped, shared pages copied; a no-op without a pool).
+ * MEMRA_E_FULL when a stage's pool runs out, MEMRA_E_BUSY when a shared
+ * page would be copied under pipelined steps in flight; C is unchanged on
+ * failure. */
+memra_status_t memra__cache_ensure(memra_cache_t *c, int32_t n);
 
 /* For tests: a 64-bit digest (FNV-1a) of cache C's KV rows [0, pos) of
  * every layer, its recurrent state and its position, read back from the

@@ -128,6 +128,9 @@ static memra_status_t step_deferred(memra_model_t *m, memra_cache_t *c, int32_t 
         return memra__model_fail(m, MEMRA_E_FULL,
                                  "memra_decode_step_deferred: position %d is beyond the cache capacity %d", c->pos,
                                  c->n_ctx);
+    memra_status_t st = memra__cache_ensure(c, 1); /* the row's page (paged KV pool) */
+    if (st)
+        return memra__model_fail(m, st, "memra_decode_step_deferred: %s", c->err.msg);
     const memra_batch_item_t it = {.cache = c, .tokens = &token, .n_tokens = 1};
     return queue_step(m, "memra_decode_step_deferred", &it, 1, out);
 }

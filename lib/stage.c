@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_pool.h"
 #include "model_impl.h"
 
 memra_status_t memra__model_fail(memra_model_t *m, memra_status_t st, const char *fmt, ...)
@@ -34,6 +35,7 @@ void memra__stage_free(memra__stage_t *st)
         for (int j = 0; j < MEMRA__GRAPH_PARTS; j++)
             if (st->graphs[i].graph[j])
                 ops->graph_free(st->be, st->graphs[i].graph[j]);
+    memra__kv_pool_free(st->kv_pool);
     if (st->engine)
         atomic_fetch_sub(&st->engine->users, 1);
     memset(st, 0, sizeof *st);

@@ -76,6 +76,7 @@ typedef struct memra__stage {
     uint64_t graph_tick;
     uint64_t graph_replays;    /* steps run as replays (tests, diagnostics) */
     bool graph_off[2];
+    struct memra__kv_pool *kv_pool; /* the paged KV pool (lib/kv_pool.h), or NULL */
 } memra__stage_t;
 
 /* One sequence's rows in a step (docs/BATCHING.md). A step's rows are

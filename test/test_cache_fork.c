@@ -12,7 +12,9 @@
  *     read back from the devices) are unchanged by its forks' writes, and a
  *     fresh fork's digest is the parent's;
  *   - the same on a model split into two pipeline stages (each stage's
- *     layers copied on its own engine);
+ *     layers copied on its own engine), and with a paged KV pool (pages of
+ *     4 KiB on the CPU: the parent's whole pages shared, the partial one
+ *     copied), on one stage and two;
  *   - bad input (NULL parent or out, n_ctx below the parent's position, a
  *     fork too large for the devices, deferred steps in flight) fails with
  *     its status and a message, leaves *out NULL and the parent unchanged
@@ -54,9 +56,11 @@ static bool selected(const char *name)
     return !only || !*only || strcmp(only, name) == 0;
 }
 
+static bool g_pool; /* load with a paged KV pool (test_fork_pool) */
+
 static memra_model_t *load(const char *name, int32_t stages)
 {
-    return tu_load_fixture(name, g_engine, CHUNK, stages);
+    return tu_load_fixture_pool(name, g_engine, CHUNK, stages, g_pool ? (int64_t)1 << 30 : 0, g_pool ? 4096 : 0);
 }
 
 /* A cache of TYPE rows (K and V), or NULL when the model cannot store it
@@ -196,6 +200,18 @@ static void test_fork(void **state)
     assert_int_equal(memra_model_free(m), MEMRA_OK); /* every cache, forks included, was freed */
 }
 
+static void test_fork_plain(void **state)
+{
+    g_pool = false;
+    test_fork(state);
+}
+
+static void test_fork_pool(void **state)
+{
+    g_pool = true; /* (every kind sets it: a failed test leaves it as it was) */
+    test_fork(state);
+}
+
 /* A failed fork: STATUS, a message, *out NULL, the parent's digest D0. */
 static void refused(memra_status_t st, memra_status_t want, memra_cache_t *out, const memra_cache_t *parent,
                     uint64_t d0, const char *what)
@@ -212,6 +228,7 @@ static void refused(memra_status_t st, memra_status_t want, memra_cache_t *out, 
 
 static void test_bad_input(void **state)
 {
+    g_pool = false;
     const fixture_case_t *fc = *state;
     if (!selected(fc->name)) {
         TU_SKIP("%s: not selected by MEMRA_TEST_FIXTURE", fc->name);
@@ -330,8 +347,10 @@ int main(void)
      * (test_batch_fast checks the fast tier's batched kernels) */
     setenv("MEMRA_BATCH_FAST", "0", 1);
     static const tu_kind_t kinds[] = {
-        {"fork", test_fork, 0, 0},
-        {"fork_2_stages", test_fork, 2, 0},
+        {"fork", test_fork_plain, 0, 0},
+        {"fork_2_stages", test_fork_plain, 2, 0},
+        {"fork_pool", test_fork_pool, 0, 0},
+        {"fork_pool_2_stages", test_fork_pool, 2, 0},
         {"bad_input", test_bad_input, 0, 0},
         {"state_bytes", test_state_bytes, 0, 0},
     };

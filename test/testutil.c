@@ -240,6 +240,12 @@ int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kin
 
 memra_model_t *tu_load_fixture(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages)
 {
+    return tu_load_fixture_pool(name, engine, chunk, stages, 0, 0);
+}
+
+memra_model_t *tu_load_fixture_pool(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages,
+                                    int64_t pool_bytes, int64_t page_bytes)
+{
     char rel[256];
     snprintf(rel, sizeof rel, "models/%s.gguf", name);
     const char *path = tu_fixture_path(rel);
@@ -250,6 +256,8 @@ memra_model_t *tu_load_fixture(const char *name, memra_engine_t *engine, int32_t
     if (chunk > 0)
         p.prefill_chunk = chunk;
     p.n_stages = stages;
+    p.kv_pool_bytes = pool_bytes;
+    p.kv_page_bytes = page_bytes;
     memra_model_t *m = NULL;
     memra_status_t st = memra_model_load(path, &p, &m);
     if (st)

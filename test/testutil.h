@@ -59,6 +59,10 @@ bool tu_skip_stages_on_gpu(const char *name, int32_t stages);
 struct memra_model;
 struct memra_cache;
 struct memra_model *tu_load_fixture(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages);
+/* The same with a paged KV pool of POOL_BYTES per stage in pages of
+ * PAGE_BYTES (model.h: kv_pool_bytes, kv_page_bytes). */
+struct memra_model *tu_load_fixture_pool(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages,
+                                         int64_t pool_bytes, int64_t page_bytes);
 /* A cache of N_CTX tokens whose K and V rows are of TYPE (a memra_type_t),
  * or NULL when the model cannot store it (q8_0 with KV heads that are not
  * whole blocks of 32); any other failure fails the current test. */

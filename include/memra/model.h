@@ -60,6 +60,14 @@ typedef struct memra_model_params {
                                    (-1 = env MEMRA_PP_OVERLAP or 1, default -1) */
     int32_t share_device;       /* 1 = allow two pipelined stages on one GPU (-1 = env MEMRA_PP_SHARE_DEVICE
                                    or 0, default -1) */
+    /* The paged KV pool (docs/BATCHING.md): 0 (the default) = none, every
+     * cache reserves its capacity's KV rows when created; > 0 = each stage
+     * keeps a pool of this many bytes of pages from which its caches take
+     * pages as they grow and to which they return them when cleared or
+     * freed (forks share their parent's whole pages). */
+    int64_t kv_pool_bytes;
+    int64_t kv_page_bytes;      /* page size, rounded up to the device's granularity (0 = the granularity:
+                                   2 MiB on CUDA devices, the host page on the CPU) */
 } memra_model_params_t;
 
 /* Fills PARAMS with defaults for a struct of SIZE bytes (use the macro).
@@ -92,6 +100,11 @@ MEMRA_API int32_t memra_model_n_embd(const memra_model_t *model);
 MEMRA_API int32_t memra_model_n_ctx_train(const memra_model_t *model);
 MEMRA_API int32_t memra_model_n_mtp_layers(const memra_model_t *model); /* MTP layers present in the file */
 MEMRA_API uint64_t memra_model_weight_bytes(const memra_model_t *model);
+/* The paged KV pools (params.kv_pool_bytes) over all stages: bytes of
+ * pages in use by caches and in all; both 0 without pools or for NULL.
+ * Thread-safety: one thread at a time per model (the pools change with
+ * steps and cache calls). */
+MEMRA_API void memra_model_kv_pool_bytes(const memra_model_t *model, uint64_t *used, uint64_t *total);
 
 typedef enum memra_layer_kind {
     MEMRA_LAYER_ATTENTION = 0,  /* full causal attention */

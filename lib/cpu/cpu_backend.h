@@ -13,6 +13,15 @@ typedef struct memra__cpu_ctx {
     memra__pool_t *pool;
 } memra__cpu_ctx_t;
 
+/* cpu_vm.c: paged KV memory (backend.h: vm_*) */
+size_t memra__cpu_vm_granularity(memra__backend_t *be);
+void *memra__cpu_vm_arena_create(memra__backend_t *be, size_t page, int64_t n_pages);
+void memra__cpu_vm_arena_free(memra__backend_t *be, void *arena);
+void *memra__cpu_vm_reserve(memra__backend_t *be, size_t bytes);
+void memra__cpu_vm_unreserve(memra__backend_t *be, void *va, size_t bytes);
+memra_status_t memra__cpu_vm_map(memra__backend_t *be, void *arena, int64_t page, void *va);
+void memra__cpu_vm_unmap(memra__backend_t *be, void *arena, void *va);
+
 static inline memra__pool_t *memra__cpu_pool(memra__backend_t *be)
 {
     return ((memra__cpu_ctx_t *)be->ctx)->pool;
