@@ -437,6 +437,13 @@ static memra__backend_i make_iface(void)
     i.copy = cu_copy;
     i.synchronize = cu_sync;
     i.host_map = cu_host_map;
+    i.vm_granularity = memra__cuda_vm_granularity;
+    i.vm_arena_create = memra__cuda_vm_arena_create;
+    i.vm_arena_free = memra__cuda_vm_arena_free;
+    i.vm_reserve = memra__cuda_vm_reserve;
+    i.vm_unreserve = memra__cuda_vm_unreserve;
+    i.vm_map = memra__cuda_vm_map;
+    i.vm_unmap = memra__cuda_vm_unmap;
     i.matmul = on_device<op_matmul, memra__cuda_matmul>::call;
     i.matmul_ex = on_device<op_matmul_ex, memra__cuda_matmul_ex>::call;
     i.get_rows = on_device<op_get_rows, memra__cuda_get_rows>::call;

@@ -11,6 +11,15 @@ extern "C" {
 #include "backend.h"
 }
 
+/* cuda_vm.cu: paged KV memory (backend.h: vm_*) */
+extern "C" size_t memra__cuda_vm_granularity(memra__backend_t *be);
+extern "C" void *memra__cuda_vm_arena_create(memra__backend_t *be, size_t page, int64_t n_pages);
+extern "C" void memra__cuda_vm_arena_free(memra__backend_t *be, void *arena);
+extern "C" void *memra__cuda_vm_reserve(memra__backend_t *be, size_t bytes);
+extern "C" void memra__cuda_vm_unreserve(memra__backend_t *be, void *va, size_t bytes);
+extern "C" memra_status_t memra__cuda_vm_map(memra__backend_t *be, void *arena, int64_t page, void *va);
+extern "C" void memra__cuda_vm_unmap(memra__backend_t *be, void *arena, void *va);
+
 typedef struct memra__cuda_ctx {
     int device;
     int sm_count;

@@ -56,6 +56,8 @@ static memra_status_t sync_stages(const memra_model_t *m)
 static void release(memra_cache_t *c)
 {
     const memra_model_t *m = c->model;
+    if (m->stages[0].kv_pool)
+        sync_stages(m); /* unmapped pages must not be read by a step still running */
     for (int32_t il = 0; il < m->n_layer; il++) {
         memra__backend_t *be = layer_be(m, il);
         memra__kv_pool_t *pool = layer_pool(m, il);
