@@ -108,7 +108,7 @@ static fit_t fit_sequences(uint64_t mem_free, const memra_cache_t *c)
 
 #define MAX_LIST 8
 
-enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE, OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V, OPT_BATCH };
+enum { OPT_DEVICE = CLI_LONG_ONLY, OPT_CHUNK, OPT_JSON, OPT_PAGEABLE, OPT_CACHE_TYPE_K, OPT_CACHE_TYPE_V, OPT_BATCH, OPT_KV_POOL };
 
 static const cli_opt_t k_opts[] = {
     {'m', "model", "FILE", "GGUF model (required)"},
@@ -128,6 +128,8 @@ static const cli_opt_t k_opts[] = {
                                                "(default: f16, as llama-bench)"},
     {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16 or q8_0\n"
                                                "(default: f16)"},
+    {OPT_KV_POOL, "kv-pool", "MIB", "a paged KV pool of this many MiB per stage (docs/BATCHING.md), 0 = none\n"
+                                     "(default: 0)"},
     {OPT_BATCH, "batch", "B[,B..]", "batched mode (llama-batched-bench): for each B, up to 8, each 1..64,\n"
                                     "B sequences of P prompt tokens prefilled in one batched call, then N\n"
                                     "batched decode steps; aggregate tok/s (default: off)"},
@@ -136,7 +138,7 @@ static const cli_opt_t k_opts[] = {
 static const cli_prog_t k_prog = {
     "memra-bench",
     "-m MODEL [-p 512[,2048..]] [-n 128] [-d 0[,512..]] [-r 5] [--device DEV] [--threads N]\n"
-    " [--chunk N] [--json] [--pageable] [-ctk TYPE] [-ctv TYPE] [--batch B[,B..]]",
+    " [--chunk N] [--json] [--pageable] [-ctk TYPE] [-ctv TYPE] [--kv-pool MIB] [--batch B[,B..]]",
     "llama-bench-like prefill and decode throughput. For each depth D: pp, one forward over P\n"
     "random tokens after D tokens of context (untimed), for each P; tg, N single-token decode steps\n"
     "after D tokens of context, each returning its logits to the host. Median and standard\n"
@@ -159,6 +161,7 @@ int main(int argc, char **argv)
 {
     const char *path = NULL, *device = "cpu";
     int n = 128, reps = 5, threads = 0, chunk = 0, json = 0, pageable = 0;
+    long kv_pool_mib = 0;
     int pl[MAX_LIST] = {512}, dl[MAX_LIST] = {0}, bl[MAX_LIST] = {0}, n_p = 1, n_d = 1, n_b = 0;
     long list[MAX_LIST];
     cli_t cl;
@@ -189,6 +192,7 @@ int main(int argc, char **argv)
         case OPT_PAGEABLE: pageable = 1; break;
         case OPT_CACHE_TYPE_K: cp.type_k = (memra_type_t)cli_cache_type(&cl, v); break;
         case OPT_CACHE_TYPE_V: cp.type_v = (memra_type_t)cli_cache_type(&cl, v); break;
+        case OPT_KV_POOL: kv_pool_mib = cli_long(&cl, v, 0, 1L << 30); break;
         case OPT_BATCH:
             n_b = cli_long_list(&cl, v, 1, MEMRA_MAX_BATCH, list, MAX_LIST);
             for (int i = 0; i < n_b; i++)
@@ -220,6 +224,7 @@ int main(int argc, char **argv)
     memra_model_default_params(&mp);
     mp.engine = e;
     mp.prefill_chunk = chunk;
+    mp.kv_pool_bytes = (int64_t)kv_pool_mib << 20;
     double t_load = example_seconds();
     if (!st)
         st = memra_model_load(path, &mp, &m);

@@ -124,10 +124,12 @@ int64_t memra__kv_area_need(const memra__kv_pool_t *p, const memra__kv_area_t *a
     *shared = false;
     if (!a->va || end == 0)
         return 0;
-    const int64_t last = (int64_t)((end - 1) / p->page), first = from < end ? (int64_t)(from / p->page) : last + 1;
+    const int64_t last = (int64_t)((end - 1) / p->page), first = from < end ? (int64_t)(from / p->page) : 0;
     int64_t need = 0;
-    for (int64_t k = 0; k <= last && k < a->n_pages; k++) {
-        const bool cow = a->ids[k] >= 0 && k >= first && p->refs[a->ids[k]] > 1;
+    /* from FROM's page on: the rows below FROM were written, so their pages are mapped (the
+     * step's cost stays the pages it writes, not the cache's length) */
+    for (int64_t k = first; k <= last && k < a->n_pages; k++) {
+        const bool cow = from < end && a->ids[k] >= 0 && p->refs[a->ids[k]] > 1;
         need += a->ids[k] < 0 || cow;
         *shared = *shared || cow;
     }
@@ -149,11 +151,11 @@ static memra_status_t map_at(memra__kv_pool_t *p, memra__kv_area_t *a, int64_t k
 memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, size_t from, size_t end,
                                      bool *copied)
 {
-    if (!a->va || end == 0)
+    if (!a->va || from >= end)
         return MEMRA_OK;
     if (end > a->bytes)
         return memra__fail(p->be->err, MEMRA_E_INVALID, "kv pool: bytes up to %zu past the area's %zu", end, a->bytes);
-    const int64_t last = (int64_t)((end - 1) / p->page), first = from < end ? (int64_t)(from / p->page) : last + 1;
+    const int64_t last = (int64_t)((end - 1) / p->page), first = from < end ? (int64_t)(from / p->page) : 0;
     /* every page first, so that running out changes nothing */
     bool shared;
     const int64_t need = memra__kv_area_need(p, a, from, end, &shared);
@@ -163,10 +165,10 @@ memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, s
                            (long long)need, p->page, (long long)p->n_free, (long long)p->n_pages);
     const memra__backend_i *i = p->be->iface;
     memra_status_t st = MEMRA_OK;
-    for (int64_t k = 0; k <= last && !st; k++) {
+    for (int64_t k = first; k <= last && !st; k++) {
         if (a->ids[k] < 0) {
             st = map_at(p, a, k, take_page(p));
-        } else if (k >= first && p->refs[a->ids[k]] > 1) {
+        } else if (p->refs[a->ids[k]] > 1) {
             /* copy-on-write: the page's bytes into a page of A's own, through
              * a scratch range, then swapped in at the same address */
             uint8_t *tmp = i->vm_reserve(p->be, p->page);

@@ -43,14 +43,17 @@ memra_status_t memra__kv_area_reserve(memra__kv_pool_t *p, memra__kv_area_t *a, 
 void memra__kv_area_clear(memra__kv_pool_t *p, memra__kv_area_t *a);
 /* Clears and releases the range. */
 void memra__kv_area_free(memra__kv_pool_t *p, memra__kv_area_t *a);
-/* Makes bytes [0, END) mapped and bytes [FROM, END) writable by A alone
+/* Makes bytes [FROM, END) mapped and writable by A alone (bytes below FROM
+ * are mapped already: rows are written in order)
  * (a page shared with another area is copied first; the caller has
  * synchronized the work that reads A). Pages taken for a call that fails
  * go back: A is as it was. MEMRA_E_FULL when the pool runs out. */
 memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, size_t from, size_t end,
                                      bool *copied);
 /* Pages memra__kv_area_ensure(P, A, FROM, END) takes from the pool, and
- * in *SHARED whether any of them replaces a shared page (a copy). */
+ * in *SHARED whether any of them replaces a shared page (a copy); pages
+ * below FROM's are taken as mapped. FROM == END: the pages of [0, END)
+ * that are not mapped. */
 int64_t memra__kv_area_need(const memra__kv_pool_t *p, const memra__kv_area_t *a, size_t from, size_t end,
                             bool *shared);
 /* Maps SRC's pages wholly below byte END into DST (an empty area of the
