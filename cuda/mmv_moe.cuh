@@ -224,6 +224,20 @@ static __device__ __forceinline__ float mmv_moe_down_term(int p, int k, const do
     return routed + (float)__dadd_rn(0.0, __dmul_rn(s_ws[p], (double)yv));
 }
 
+/* DOWN: part P's dot YV of output row V into the row's sums, and the
+ * row's output (lane 0) once P is its last part NP - 1. */
+static __device__ __forceinline__ void mmv_moe_down_part(const mmv_moe_args &a, int p, int np, int64_t v, int64_t yrow,
+                                                         const double *s_ws, float yv, double &dacc, float &routed,
+                                                         int lane)
+{
+    const float out = mmv_moe_down_term(p, a.k, s_ws, yv, dacc, routed);
+    if (p == np - 1) {
+        if (lane == 0)
+            a.y[yrow * a.ldy + v] = out;
+        dacc = 0.0;
+    }
+}
+
 template <int T, bool TMA, bool DOWN>
 __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_kernel(const mmv_moe_args a)
 {
@@ -333,12 +347,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
                             a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, gate, sum);
                         }
                     } else {
-                        const float out = mmv_moe_down_term(cq.p, a.k, s_ws, sum, dacc, routed);
-                        if (cq.p == np - 1) {
-                            if (lane == 0)
-                                a.y[yrow * a.ldy + cq.v] = out;
-                            dacc = 0.0;
-                        }
+                        mmv_moe_down_part(a, cq.p, np, cq.v, yrow, s_ws, sum, dacc, routed, lane);
                     }
                     mmv_next(cq, np, nseg, rstride);
                 }
@@ -398,12 +407,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             } else {
                 const float yv = warp_sum(acc0);
                 acc0 = 0.0f;
-                const float out = mmv_moe_down_term(cq.p, a.k, s_ws, yv, dacc, routed);
-                if (cq.p == np - 1) {
-                    if (lane == 0)
-                        a.y[yrow * a.ldy + cq.v] = out;
-                    dacc = 0.0;
-                }
+                mmv_moe_down_part(a, cq.p, np, cq.v, yrow, s_ws, yv, dacc, routed, lane);
             }
         }
         mmv_next(cq, np, nseg, rstride);

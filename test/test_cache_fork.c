@@ -103,10 +103,7 @@ static float *cont(memra_model_t *m, memra_cache_t *c, const int32_t *t, int32_t
 
 static void same_logits(const memra_model_t *m, const char *what, const float *got, const float *want, int32_t n)
 {
-    const size_t V = (size_t)memra_model_n_vocab(m);
-    for (int32_t r = 0; r < n; r++)
-        if (memcmp(got + (size_t)r * V, want + (size_t)r * V, V * sizeof *got) != 0)
-            fail_msg("%s: logits row %d differ from the unforked run", what, r);
+    tu_same_rows(what, got, want, n, (size_t)memra_model_n_vocab(m)); /* against the unforked run */
 }
 
 /* Seeded tokens: P, then A, then B. */

@@ -238,6 +238,13 @@ int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kin
     return rc;
 }
 
+void tu_same_rows(const char *what, const float *got, const float *want, int32_t n, size_t v)
+{
+    for (int32_t r = 0; r < n; r++)
+        if (memcmp(got + (size_t)r * v, want + (size_t)r * v, v * sizeof *got) != 0)
+            fail_msg("%s: logits row %d differ", what, r);
+}
+
 memra_model_t *tu_load_fixture(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages)
 {
     return tu_load_fixture_pool(name, engine, chunk, stages, 0, 0);

@@ -68,6 +68,10 @@ struct memra_model *tu_load_fixture_pool(const char *name, memra_engine_t *engin
  * whole blocks of 32); any other failure fails the current test. */
 struct memra_cache *tu_cache_typed(struct memra_model *m, int type, int32_t n_ctx);
 
+/* Fails the current test unless N rows of V logits are the same bits
+ * (memcmp), naming WHAT and the first row that differs. */
+void tu_same_rows(const char *what, const float *got, const float *want, int32_t n, size_t v);
+
 /* A cmocka test that skips, saying no fixture models were found. */
 void tu_no_fixture_models(void **state);
 
