@@ -72,7 +72,11 @@ static memra_cache_t *create(memra_model_t *m, memra_type_t type, int32_t n_ctx)
 
 static uint64_t digest(const memra_cache_t *c)
 {
-    return tu_digest(c);
+    uint64_t h = 0;
+    memra_status_t st = memra__cache_digest(c, &h);
+    if (st)
+        fail_msg("digest: %s (%s)", memra_strerror(st), memra_last_error());
+    return h;
 }
 
 static void prefill(memra_model_t *m, memra_cache_t *c, const int32_t *t, int32_t n)

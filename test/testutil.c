@@ -12,7 +12,6 @@
 #include <cmocka.h>
 
 #include "memra/memra.h"
-#include "model_impl.h" /* memra__cache_digest */
 #include "testutil.h"
 
 static bool is_dir(const char *p)
@@ -237,15 +236,6 @@ int tu_run_fixture_kinds(const char *group, const tu_kind_t *kinds, size_t n_kin
     free(cases);
     free(names);
     return rc;
-}
-
-uint64_t tu_digest(const memra_cache_t *c)
-{
-    uint64_t h = 0;
-    memra_status_t st = memra__cache_digest(c, &h);
-    if (st)
-        fail_msg("digest: %s (%s)", memra_strerror(st), memra_last_error());
-    return h;
 }
 
 void tu_same_rows(const char *what, const float *got, const float *want, int32_t n, size_t v)

@@ -68,10 +68,6 @@ struct memra_model *tu_load_fixture_pool(const char *name, memra_engine_t *engin
  * whole blocks of 32); any other failure fails the current test. */
 struct memra_cache *tu_cache_typed(struct memra_model *m, int type, int32_t n_ctx);
 
-/* A cache's contents as a 64-bit digest (memra__cache_digest: KV rows,
- * recurrent state, position); a failure fails the current test. */
-uint64_t tu_digest(const struct memra_cache *c);
-
 /* Fails the current test unless N rows of V logits are the same bits
  * (memcmp), naming WHAT and the first row that differs. */
 void tu_same_rows(const char *what, const float *got, const float *want, int32_t n, size_t v);
