@@ -269,6 +269,7 @@ static memra_status_t g4_bind_layer(memra_model_t *m, memra__g4_t *g, int32_t il
         m->layer_cache[il].k_floats = kv_dim;
         m->layer_cache[il].v_floats = kv_dim;
         m->layer_cache[il].kv_head_dim = L->hd;
+        m->layer_cache[il].swa = L->swa ? g->n_swa : 0;
     }
     return MEMRA_OK;
 }
@@ -309,6 +310,7 @@ static int64_t g4_plan_shared_kv(memra_model_t *m, memra__g4_t *g, int64_t cf)
             m->layer_cache[il].k_floats = sc->k_floats;
             m->layer_cache[il].v_floats = sc->v_floats;
             m->layer_cache[il].kv_head_dim = sc->kv_head_dim;
+            m->layer_cache[il].swa = sc->swa;
         }
     }
     return cf;

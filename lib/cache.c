@@ -315,6 +315,10 @@ memra_status_t memra__cache_ensure(memra_cache_t *c, int32_t n)
                                                       rb * ((size_t)c->pos + (size_t)n), &copied);
             if (st)
                 return st;
+            /* a sliding window's pages below every later query's keys go back */
+            const int64_t swa = m->layer_cache[il].swa, lo = (int64_t)c->pos - swa - MEMRA__SWA_MARGIN;
+            if (swa > 0 && lo > 0)
+                memra__kv_area_drop_below(layer_pool(m, il), &c->area[il][kv], rb * (size_t)lo);
         }
     return MEMRA_OK;
 }
@@ -401,14 +405,16 @@ static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot
                            "memra_cache_restore: the snapshot was taken from another cache (its KV rows are not in this one)");
     if (atomic_load(&c->in_flight) > 0)
         return memra__fail(&c->err, MEMRA_E_BUSY, "memra_cache_restore: pipelined steps in flight");
-    /* paged KV pool: a clear since the snapshot gave the rows' pages back */
+    /* paged KV pool: a clear since the snapshot gave the rows' pages back,
+     * or a sliding window moved past the rows the snapshot's next steps read */
     for (int32_t il = 0; il < c->model->n_layer; il++)
         for (int kv = 0; kv < 2 && layer_pool(c->model, il); kv++) {
-            bool sh;
-            const size_t end = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K) * (size_t)s->pos;
-            if (memra__kv_area_need(layer_pool(c->model, il), &c->area[il][kv], end, end, &sh) > 0)
-                return memra__fail(&c->err, MEMRA_E_MISUSE, "memra_cache_restore: the cache was cleared since the "
-                                   "snapshot (its KV rows are gone)");
+            const size_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+            const int64_t swa = c->model->layer_cache[il].swa, lo = (int64_t)s->pos - swa - MEMRA__SWA_MARGIN;
+            if (memra__kv_area_missing(layer_pool(c->model, il), &c->area[il][kv], swa > 0 && lo > 0 ? rb * (size_t)lo : 0,
+                                       rb * (size_t)s->pos) > 0)
+                return memra__fail(&c->err, MEMRA_E_MISUSE, "memra_cache_restore: the snapshot's KV rows are gone "
+                                   "(the cache was cleared since, or a sliding window moved past them)");
         }
     memra_status_t st = copy_state(c->model, c->conv, c->ssm, s->conv, s->ssm);
     if (st)

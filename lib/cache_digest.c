@@ -47,9 +47,15 @@ memra_status_t memra__cache_digest(const memra_cache_t *c, uint64_t *out)
     for (int32_t il = 0; il < m->n_layer && !st; il++) {
         memra__backend_t *be = m->stages[memra__stage_of_layer(m, il)].be;
         const memra__layer_cache_t *lc = &m->layer_cache[il];
-        st = fold(be, c->k[il], memra__kv_row_bytes(c, il, MEMRA__KV_K) * (size_t)c->pos, &buf, &cap, &h);
+        /* a sliding window's rows: those the next step reads (a paged cache
+         * gives the ones further below back to its pool) */
+        const int64_t lo = lc->swa > 0 && c->pos > lc->swa ? c->pos - lc->swa : 0;
+        const size_t rk = memra__kv_row_bytes(c, il, MEMRA__KV_K), rv = memra__kv_row_bytes(c, il, MEMRA__KV_V);
+        st = fold(be, c->k[il] ? (uint8_t *)c->k[il] + rk * (size_t)lo : NULL, rk * (size_t)(c->pos - lo), &buf, &cap,
+                  &h);
         if (!st)
-            st = fold(be, c->v[il], memra__kv_row_bytes(c, il, MEMRA__KV_V) * (size_t)c->pos, &buf, &cap, &h);
+            st = fold(be, c->v[il] ? (uint8_t *)c->v[il] + rv * (size_t)lo : NULL, rv * (size_t)(c->pos - lo), &buf,
+                      &cap, &h);
         if (!st)
             st = fold(be, c->conv[il], (size_t)lc->conv_floats * sizeof(float), &buf, &cap, &h);
         if (!st)

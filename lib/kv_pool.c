@@ -136,6 +136,20 @@ int64_t memra__kv_area_need(const memra__kv_pool_t *p, const memra__kv_area_t *a
     return need;
 }
 
+int64_t memra__kv_area_missing(const memra__kv_pool_t *p, const memra__kv_area_t *a, size_t lo, size_t end)
+{
+    int64_t n = 0;
+    for (int64_t k = (int64_t)(lo / p->page); a->va && lo < end && k <= (int64_t)((end - 1) / p->page); k++)
+        n += a->ids[k] < 0;
+    return n;
+}
+
+void memra__kv_area_drop_below(memra__kv_pool_t *p, memra__kv_area_t *a, size_t lo)
+{
+    for (int64_t k = (int64_t)(lo / p->page) - 1; a->va && k >= 0 && a->ids[k] >= 0; k--)
+        unmap_at(p, a, k);
+}
+
 /* Maps pool page ID at page K of A; the page goes back on failure. */
 static memra_status_t map_at(memra__kv_pool_t *p, memra__kv_area_t *a, int64_t k, int64_t id)
 {

@@ -56,6 +56,11 @@ memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, s
  * that are not mapped. */
 int64_t memra__kv_area_need(const memra__kv_pool_t *p, const memra__kv_area_t *a, size_t from, size_t end,
                             bool *shared);
+/* Pages of [LO, END) that are not mapped. */
+int64_t memra__kv_area_missing(const memra__kv_pool_t *p, const memra__kv_area_t *a, size_t lo, size_t end);
+/* Unmaps the pages wholly below byte LO (a sliding window's rows no step
+ * reads again), from the highest down to the first that is not mapped. */
+void memra__kv_area_drop_below(memra__kv_pool_t *p, memra__kv_area_t *a, size_t lo);
 /* Maps SRC's pages wholly below byte END into DST (an empty area of the
  * same pool), shared, and copies the bytes of the page END falls in. */
 memra_status_t memra__kv_area_fork(memra__kv_pool_t *p, memra__kv_area_t *dst, const memra__kv_area_t *src,

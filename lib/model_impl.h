@@ -34,7 +34,13 @@ typedef struct memra__layer_cache {
     int64_t kv_head_dim;        /* elements of one KV head (K and V), with k_floats */
     int64_t conv_floats;        /* recurrent conv state */
     int64_t ssm_floats;         /* recurrent delta-rule state */
+    int64_t swa;                /* sliding window: the layer's queries at p read keys p - k < swa (0: all) */
 } memra__layer_cache_t;
+
+/* Rows below a sliding window that a paged cache keeps mapped: kernels may
+ * read a tile of keys from below the window's first row (the tensor-core
+ * prefill starts at a multiple of its 64- or 128-key tile) and mask them. */
+#define MEMRA__SWA_MARGIN 256
 
 typedef struct memra__arch {
     const char *name;
@@ -112,7 +118,8 @@ struct memra_cache {
  * failure. */
 memra_status_t memra__cache_ensure(memra_cache_t *c, int32_t n);
 
-/* For tests: a 64-bit digest (FNV-1a) of cache C's KV rows [0, pos) of
+/* For tests: a 64-bit digest (FNV-1a) of cache C's KV rows [0, pos) (a
+ * sliding-window layer's last swa rows) of
  * every layer, its recurrent state and its position, read back from the
  * devices of the stages owning the layers (lib/cache_digest.c). Two caches
  * with the same contents have the same digest; writes into a cache change

@@ -10,6 +10,11 @@
  *     through once another cache gives its pages back;
  *   - a snapshot restored after a clear is refused (its rows' pages went
  *     back), one restored without a clear goes on as an unforked cache;
+ *   - sliding-window layers (gemma4) give back the pages below their
+ *     window (and a margin of MEMRA__SWA_MARGIN rows): after N_W tokens the
+ *     pool holds fewer bytes than the rows written, the logits are those of
+ *     the model without a pool, a snapshot from before the window moved is
+ *     refused and one inside it restores;
  *   - copy-on-write: a parent forked, then rolled back by a snapshot into
  *     rows it shares with its fork and written there, leaves the fork's
  *     contents (digest) as they were and gives the logits of a cache that
@@ -213,6 +218,74 @@ static void test_cow(void **state)
     assert_int_equal(memra_model_free(m), MEMRA_OK);
 }
 
+#define N_W 400 /* past the fixtures' window of 8 and the 256-row margin */
+
+/* The last 4 rows' logits of N_W tokens (a forward, then 4 decode steps). */
+static float *run_long(memra_model_t *m, memra_cache_t *c, const int32_t *t)
+{
+    const size_t V = (size_t)memra_model_n_vocab(m);
+    float *out = malloc(4 * V * sizeof *out);
+    assert_non_null(out);
+    memra_status_t st = memra_forward(m, c, t, N_W - 4, 0, NULL);
+    for (int32_t i = 0; i < 4 && !st; i++)
+        st = memra_decode_step(m, c, t[N_W - 4 + i], out + (size_t)i * V);
+    if (st)
+        fail_msg("run_long: %s (%s)", memra_strerror(st), memra_model_last_error(m));
+    return out;
+}
+
+static void test_window(void **state)
+{
+    const tu_fixture_case_t *fc = *state;
+    memra_model_t *m = load(fc->name, POOL);
+    bool sliding = false;
+    for (int32_t il = 0; il < memra_model_n_layers(m); il++)
+        sliding = sliding || memra_model_layer_kind(m, il) == MEMRA_LAYER_SLIDING;
+    if (!sliding) {
+        memra_model_free(m);
+        TU_SKIP("%s: no sliding-window layers", fc->name);
+        return;
+    }
+    int32_t t[N_W];
+    tokens(m, fc->name, t, N_W);
+    memra_model_t *m0 = load(fc->name, 0);
+    memra_cache_t *c0 = tu_cache_typed(m0, MEMRA_TYPE_F32, N_W);
+    float *want = run_long(m0, c0, t);
+    memra_cache_free(c0);
+    assert_int_equal(memra_model_free(m0), MEMRA_OK);
+
+    memra_cache_t *c = tu_cache_typed(m, MEMRA_TYPE_F32, N_W + 8);
+    const size_t V = (size_t)memra_model_n_vocab(m);
+    float *got = malloc(4 * V * sizeof *got);
+    assert_non_null(got);
+    memra_cache_snapshot_t *early = NULL, *late = NULL;
+    assert_int_equal(memra_forward(m, c, t, 32, 0, NULL), MEMRA_OK);
+    assert_int_equal(memra_cache_snapshot(c, &early), MEMRA_OK);
+    assert_int_equal(memra_forward(m, c, t + 32, N_W - 36, 0, NULL), MEMRA_OK);
+    for (int32_t i = 0; i < 4; i++)
+        assert_int_equal(memra_decode_step(m, c, t[N_W - 4 + i], got + (size_t)i * V), MEMRA_OK);
+    same(m, "paged with sliding windows", got, want, 4);
+    free(got);
+    free(want);
+    const uint64_t written = memra_cache_kv_bytes_per_token(c) * (uint64_t)N_W;
+    if (used(m) >= written)
+        fail_msg("%s: %llu bytes of pages in use for %llu bytes of rows: the windows gave none back", fc->name,
+                 (unsigned long long)used(m), (unsigned long long)written);
+    /* the windows moved past the early snapshot's rows; a late one restores */
+    assert_int_equal(memra_cache_restore(c, early), MEMRA_E_MISUSE);
+    assert_non_null(strstr(memra_last_error(), "window"));
+    assert_int_equal(memra_cache_pos(c), N_W);
+    assert_int_equal(memra_cache_snapshot(c, &late), MEMRA_OK);
+    assert_int_equal(memra_decode_step(m, c, t[0], NULL), MEMRA_OK);
+    assert_int_equal(memra_cache_restore(c, late), MEMRA_OK);
+    assert_int_equal(memra_cache_pos(c), N_W);
+    memra_cache_snapshot_free(early);
+    memra_cache_snapshot_free(late);
+    assert_int_equal(memra_cache_free(c), MEMRA_OK);
+    assert_true(used(m) == 0);
+    assert_int_equal(memra_model_free(m), MEMRA_OK);
+}
+
 int main(void)
 {
     setenv("MEMRA_BATCH_FAST", "0", 1);
@@ -220,6 +293,7 @@ int main(void)
         {"pool", test_pool, 0, 0},
         {"exhausted", test_exhausted, 0, 0},
         {"cow", test_cow, 0, 0},
+        {"window", test_window, 0, 0},
     };
     return tu_run_fixture_kinds("kv_pool", kinds, sizeof kinds / sizeof kinds[0], &g_engine);
 }
