@@ -87,7 +87,8 @@ static double decode_bytes(const memra_gguf_t *g, const char *arch)
 }
 
 /* How many sequences of 4096 and 32768 tokens fit in MEM_FREE bytes of
- * device memory, each a cache of C's types: its KV rows plus its
+ * device memory, each a cache of C's types: its KV rows (with --kv-pool,
+ * the pages they take: sliding windows hold their window's) plus its
  * recurrent state. Activations, workspaces and allocator slack are not
  * counted: an upper bound. */
 typedef struct fit {
@@ -100,7 +101,7 @@ static fit_t fit_sequences(uint64_t mem_free, const memra_cache_t *c)
     static const uint64_t lens[2] = {4096, 32768};
     fit_t f = {.known = 1, .mem_free = mem_free, .state_bytes = memra_cache_state_bytes(c)};
     for (int i = 0; i < 2; i++) {
-        uint64_t per = memra_cache_kv_bytes_per_token(c) * lens[i] + f.state_bytes;
+        uint64_t per = memra_cache_kv_bytes(c, (int64_t)lens[i]) + f.state_bytes;
         f.seqs[i] = per ? mem_free / per : 0;
     }
     return f;

@@ -228,6 +228,26 @@ uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *c)
     return c ? kv_bytes_per_token(c->model, c->type_k, c->type_v) : 0;
 }
 
+uint64_t memra_cache_kv_bytes(const memra_cache_t *c, int64_t n)
+{
+    uint64_t bytes = 0;
+    for (int32_t il = 0; c && n > 0 && il < c->model->n_layer; il++)
+        for (int kv = 0; kv < 2; kv++) {
+            const uint64_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+            const memra__kv_pool_t *pool = layer_pool(c->model, il);
+            if (!pool || rb == 0) {
+                bytes += rb * (uint64_t)n;
+                continue;
+            }
+            /* the rows a window keeps (memra__cache_ensure), over at most one more page than they fill */
+            const int64_t swa = c->model->layer_cache[il].swa, keep = swa > 0 && swa + MEMRA__SWA_MARGIN < n
+                                                                       ? swa + MEMRA__SWA_MARGIN + 1 : n;
+            const uint64_t pages = (rb * (uint64_t)keep + pool->page - 1) / pool->page + (keep < n ? 1 : 0);
+            bytes += pages * pool->page;
+        }
+    return bytes;
+}
+
 uint64_t memra_cache_state_bytes(const memra_cache_t *c)
 {
     uint64_t n = 0;

@@ -268,6 +268,10 @@ static void test_window(void **state)
     free(got);
     free(want);
     const uint64_t written = memra_cache_kv_bytes_per_token(c) * (uint64_t)N_W;
+    if (used(m) > memra_cache_kv_bytes(c, N_W) || memra_cache_kv_bytes(c, N_W) >= written)
+        fail_msg("%s: %llu bytes of pages in use, memra_cache_kv_bytes says %llu, rows %llu", fc->name,
+                 (unsigned long long)used(m), (unsigned long long)memra_cache_kv_bytes(c, N_W),
+                 (unsigned long long)written);
     if (used(m) >= written)
         fail_msg("%s: %llu bytes of pages in use for %llu bytes of rows: the windows gave none back", fc->name,
                  (unsigned long long)used(m), (unsigned long long)written);

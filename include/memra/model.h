@@ -172,6 +172,12 @@ MEMRA_API memra_type_t memra_cache_type_v(const memra_cache_t *cache);
  * token of context costs; recurrent state is per cache, not per token).
  * 0 for NULL. Thread-safety: any thread. */
 MEMRA_API uint64_t memra_cache_kv_bytes_per_token(const memra_cache_t *cache);
+/* Bytes of KV rows the cache holds once it is at N_TOKENS tokens, over all
+ * layers: N_TOKENS * memra_cache_kv_bytes_per_token, or with a paged KV
+ * pool (docs/BATCHING.md) the pages those rows take, sliding-window layers
+ * holding only their window's (an upper bound: whole pages). 0 for NULL or
+ * N_TOKENS <= 0. Thread-safety: any thread. */
+MEMRA_API uint64_t memra_cache_kv_bytes(const memra_cache_t *cache, int64_t n_tokens);
 /* Bytes of recurrent (conv and delta-rule) state the cache holds, over all
  * layers: the same whatever its capacity (0 for models without recurrent
  * layers, and for NULL). A cache of N tokens takes N *
