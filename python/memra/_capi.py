@@ -139,6 +139,8 @@ class ModelParams(Structure):
         ("streams", c_int32),
         ("overlap", c_int32),
         ("share_device", c_int32),
+        ("kv_pool_bytes", c_int64),
+        ("kv_page_bytes", c_int64),
     ]
 
 
@@ -421,6 +423,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_cache_clear": (_st, [_h]),
     "memra_cache_create": (_st, [_h, c_int32, _hp]),
     "memra_cache_create_ex": (_st, [_h, POINTER(CacheParams), _hp]),
+    "memra_cache_kv_bytes": (c_uint64, [_h, c_int64]),
     "memra_cache_kv_bytes_per_token": (c_uint64, [_h]),
     "memra_cache_params_init": (None, [POINTER(CacheParams), c_uint32]),
     "memra_cache_type_k": (c_int, [_h]),
@@ -517,6 +520,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_model_free": (_st, [_h]),
     "memra_model_gguf": (c_void_p, [_h]),
     "memra_model_last_error": (c_char_p, [_h]),
+    "memra_model_kv_pool_bytes": (None, [_h, POINTER(c_uint64), POINTER(c_uint64)]),
     "memra_model_layer_kind": (c_int32, [_h, c_int32]),
     "memra_model_load": (_st, [c_char_p, POINTER(ModelParams), _hp]),
     "memra_model_max_batch": (c_int32, [_h]),

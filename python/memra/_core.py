@@ -8,7 +8,7 @@ import contextlib
 import ctypes
 import enum
 import os
-from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Sequence, Tuple, Union
 
 from . import _arrays, _capi
 from ._capi import lib
@@ -552,6 +552,10 @@ class Cache(_Handle):
         """memra_cache_kv_bytes_per_token: KV bytes one token takes (all layers)."""
         return int(lib().memra_cache_kv_bytes_per_token(self.handle))
 
+    def kv_bytes(self, n_tokens: int) -> int:
+        """memra_cache_kv_bytes: KV bytes the cache holds at n_tokens (with a KV pool: its pages)."""
+        return int(lib().memra_cache_kv_bytes(self.handle, n_tokens))
+
     @property
     def state_bytes(self) -> int:
         """memra_cache_state_bytes: recurrent state bytes of the cache (any capacity)."""
@@ -679,6 +683,8 @@ class Model(_Handle):
         streams: int = -1,
         overlap: int = -1,
         share_device: int = -1,
+        kv_pool_bytes: int = 0,
+        kv_page_bytes: int = 0,
         params: Optional[_capi.ModelParams] = None,
     ) -> None:
         super().__init__()
@@ -694,6 +700,7 @@ class Model(_Handle):
             p.n_stages = n_stages
             p.devices = devices.encode() if devices is not None else None
             p.shard, p.streams, p.overlap, p.share_device = shard, streams, overlap, share_device
+            p.kv_pool_bytes, p.kv_page_bytes = kv_pool_bytes, kv_page_bytes
             for i, e in enumerate(stage_engines or []):
                 if e is not None:
                     p.stage_engines[i] = e.handle
@@ -763,6 +770,13 @@ class Model(_Handle):
     @property
     def weight_bytes(self) -> int:
         return int(lib().memra_model_weight_bytes(self.handle))
+
+    @property
+    def kv_pool_bytes(self) -> Tuple[int, int]:
+        """memra_model_kv_pool_bytes: (bytes of KV pages in use, in all); (0, 0) without a pool."""
+        used, total = ctypes.c_uint64(), ctypes.c_uint64()
+        lib().memra_model_kv_pool_bytes(self.handle, ctypes.byref(used), ctypes.byref(total))
+        return int(used.value), int(total.value)
 
     @property
     def n_stages(self) -> int:

@@ -217,6 +217,20 @@ def test_cache_fork(model: memra.Model) -> None:
             parent.fork(len(ids))  # below the parent's position (len(ids) + 1)
 
 
+def test_kv_pool(model_path: str, model: memra.Model) -> None:
+    ids = model.tokenize("alpha beta gamma delta")
+    with model.cache(32) as c:
+        want = model.forward(c, ids)
+    assert model.kv_pool_bytes == (0, 0)
+    with memra.Model(model_path, kv_pool_bytes=64 << 20) as m:
+        used, total = m.kv_pool_bytes
+        assert used == 0 and total > 0
+        with m.cache(32) as c:
+            assert _values(m.forward(c, ids)) == _values(want)  # the same bits as without a pool
+            assert 0 < m.kv_pool_bytes[0] <= c.kv_bytes(len(ids))
+        assert m.kv_pool_bytes[0] == 0  # the pages went back with the cache
+
+
 def test_sampler(model: memra.Model) -> None:
     ids = model.tokenize("The quick brown fox")
     with model.cache() as c:
