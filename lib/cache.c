@@ -28,6 +28,21 @@ static memra__kv_pool_t *layer_pool(const memra_model_t *m, int32_t il)
     return m->stages[memra__stage_of_layer(m, il)].kv_pool;
 }
 
+/* Bytes of one row of layer IL's K (KV 0) or V (KV 1). */
+static size_t kv_rb(const memra_cache_t *c, int32_t il, int kv)
+{
+    return memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+}
+
+/* The first row of layer IL a paged cache keeps at position POS: a
+ * sliding window's rows from its window and margin on, every row
+ * otherwise (0). */
+static int64_t kept_from(const memra_model_t *m, int32_t il, int64_t pos)
+{
+    const int64_t swa = m->layer_cache[il].swa, lo = pos - swa - MEMRA__SWA_MARGIN;
+    return swa > 0 && lo > 0 ? lo : 0;
+}
+
 static memra_status_t zero(memra__backend_t *be, float *p, int64_t n)
 {
     if (!p || n <= 0)
@@ -233,15 +248,15 @@ uint64_t memra_cache_kv_bytes(const memra_cache_t *c, int64_t n)
     uint64_t bytes = 0;
     for (int32_t il = 0; c && n > 0 && il < c->model->n_layer; il++)
         for (int kv = 0; kv < 2; kv++) {
-            const uint64_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+            const uint64_t rb = kv_rb(c, il, kv);
             const memra__kv_pool_t *pool = layer_pool(c->model, il);
             if (!pool || rb == 0) {
                 bytes += rb * (uint64_t)n;
                 continue;
             }
-            /* the rows a window keeps (memra__cache_ensure), over at most one more page than they fill */
-            const int64_t swa = c->model->layer_cache[il].swa, keep = swa > 0 && swa + MEMRA__SWA_MARGIN < n
-                                                                       ? swa + MEMRA__SWA_MARGIN + 1 : n;
+            /* the rows kept after the last step at n - 1 (memra__cache_ensure), over at most one more page
+             * than they fill */
+            const int64_t keep = n - kept_from(c->model, il, n - 1);
             const uint64_t pages = (rb * (uint64_t)keep + pool->page - 1) / pool->page + (keep < n ? 1 : 0);
             bytes += pages * pool->page;
         }
@@ -304,7 +319,7 @@ memra_status_t memra__cache_ensure(memra_cache_t *c, int32_t n)
     for (int32_t il = 0; il < m->n_layer; il++) {
         memra__kv_pool_t *pool = layer_pool(m, il);
         for (int kv = 0; kv < 2; kv++) {
-            const size_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
+            const size_t rb = kv_rb(c, il, kv);
             bool sh;
             need[memra__stage_of_layer(m, il)] +=
                 memra__kv_area_need(pool, &c->area[il][kv], rb * (size_t)c->pos, rb * ((size_t)c->pos + (size_t)n), &sh);
@@ -329,15 +344,14 @@ memra_status_t memra__cache_ensure(memra_cache_t *c, int32_t n)
     }
     for (int32_t il = 0; il < m->n_layer; il++)
         for (int kv = 0; kv < 2; kv++) {
-            const size_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
-            bool copied = false;
+            const size_t rb = kv_rb(c, il, kv);
             memra_status_t st = memra__kv_area_ensure(layer_pool(m, il), &c->area[il][kv], rb * (size_t)c->pos,
-                                                      rb * ((size_t)c->pos + (size_t)n), &copied);
+                                                      rb * ((size_t)c->pos + (size_t)n));
             if (st)
                 return st;
             /* a sliding window's pages below every later query's keys go back */
-            const int64_t swa = m->layer_cache[il].swa, lo = (int64_t)c->pos - swa - MEMRA__SWA_MARGIN;
-            if (swa > 0 && lo > 0)
+            const int64_t lo = kept_from(m, il, c->pos);
+            if (lo > 0)
                 memra__kv_area_drop_below(layer_pool(m, il), &c->area[il][kv], rb * (size_t)lo);
         }
     return MEMRA_OK;
@@ -429,10 +443,9 @@ static memra_status_t cache_restore(memra_cache_t *c, const memra_cache_snapshot
      * or a sliding window moved past the rows the snapshot's next steps read */
     for (int32_t il = 0; il < c->model->n_layer; il++)
         for (int kv = 0; kv < 2 && layer_pool(c->model, il); kv++) {
-            const size_t rb = memra__kv_row_bytes(c, il, kv ? MEMRA__KV_V : MEMRA__KV_K);
-            const int64_t swa = c->model->layer_cache[il].swa, lo = (int64_t)s->pos - swa - MEMRA__SWA_MARGIN;
-            if (memra__kv_area_missing(layer_pool(c->model, il), &c->area[il][kv], swa > 0 && lo > 0 ? rb * (size_t)lo : 0,
-                                       rb * (size_t)s->pos) > 0)
+            const size_t rb = kv_rb(c, il, kv);
+            if (memra__kv_area_missing(layer_pool(c->model, il), &c->area[il][kv],
+                                       rb * (size_t)kept_from(c->model, il, s->pos), rb * (size_t)s->pos) > 0)
                 return memra__fail(&c->err, MEMRA_E_MISUSE, "memra_cache_restore: the snapshot's KV rows are gone "
                                    "(the cache was cleared since, or a sliding window moved past them)");
         }
@@ -489,7 +502,7 @@ static memra_status_t cache_fork(memra_cache_t *p, int32_t n_ctx, memra_cache_t 
         for (int32_t il = 0; il < m->n_layer && !st; il++)
             for (int kv = 0; kv < 2 && !st; kv++)
                 st = memra__kv_area_fork(layer_pool(m, il), &c->area[il][kv], &p->area[il][kv],
-                                         memra__kv_row_bytes(p, il, kv ? MEMRA__KV_V : MEMRA__KV_K) * (size_t)p->pos);
+                                         kv_rb(p, il, kv) * (size_t)p->pos);
     } else {
         st = copy_rows(c, p);
     }

@@ -162,8 +162,7 @@ static memra_status_t map_at(memra__kv_pool_t *p, memra__kv_area_t *a, int64_t k
     return MEMRA_OK;
 }
 
-memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, size_t from, size_t end,
-                                     bool *copied)
+memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, size_t from, size_t end)
 {
     if (!a->va || from >= end)
         return MEMRA_OK;
@@ -201,7 +200,6 @@ memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, s
             if (!st) {
                 unmap_at(p, a, k);
                 st = map_at(p, a, k, id);
-                *copied = true;
             } else {
                 put_page(p, id);
             }

@@ -48,8 +48,7 @@ void memra__kv_area_free(memra__kv_pool_t *p, memra__kv_area_t *a);
  * (a page shared with another area is copied first; the caller has
  * synchronized the work that reads A). Pages taken for a call that fails
  * go back: A is as it was. MEMRA_E_FULL when the pool runs out. */
-memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, size_t from, size_t end,
-                                     bool *copied);
+memra_status_t memra__kv_area_ensure(memra__kv_pool_t *p, memra__kv_area_t *a, size_t from, size_t end);
 /* Pages memra__kv_area_ensure(P, A, FROM, END) takes from the pool, and
  * in *SHARED whether any of them replaces a shared page (a copy); pages
  * below FROM's are taken as mapped. FROM == END: the pages of [0, END)

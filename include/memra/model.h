@@ -226,8 +226,9 @@ MEMRA_API void memra_cache_snapshot_free(memra_cache_snapshot_t *snap);
  * earlier point, fork before going on (or restore a snapshot first).
  * The rows are copied on the devices (each pipeline stage's layers on its
  * own engine), so a fork costs the memory of its capacity and a copy of
- * pos tokens of rows; sharing the parent's pages copy-on-write comes with
- * a paged KV pool. A snapshot of PARENT does not restore into the fork.
+ * pos tokens of rows; with a paged KV pool (params.kv_pool_bytes) it
+ * shares the parent's whole pages copy-on-write and copies one page a
+ * layer. A snapshot of PARENT does not restore into the fork.
  * Errors: NULL PARENT or OUT, N_CTX below PARENT's position:
  * MEMRA_E_INVALID; deferred steps of the model in flight (pipeline.h):
  * MEMRA_E_BUSY; no memory for the fork: MEMRA_E_NOMEM (errors of
