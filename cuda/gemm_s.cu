@@ -98,6 +98,100 @@ static memra_status_t gs_counts(memra__backend_t *be, size_t n)
     return MEMRA_OK;
 }
 
+/* The scratch of a launch: XBYTES of f16 x rows (a->X, a->K apart), then
+ * PBYTES of split-K partials and N_COUNT tile counters when a->split > 1. */
+static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes, size_t pbytes, size_t n_count)
+{
+    uint8_t *ws = (uint8_t *)memra__cuda_ws(be, xbytes + pbytes);
+    if (!ws)
+        return MEMRA_E_NOMEM;
+    if (a->split > 1) {
+        memra_status_t st = gs_counts(be, n_count);
+        if (st)
+            return st;
+        a->count = memra__cuda_ctx(be)->gs_count;
+        a->part = (float *)(ws + xbytes);
+    }
+    a->X = (const __half *)ws;
+    a->ldx = a->K;
+    return MEMRA_OK;
+}
+
+/* MEMRA_BATCH_GSW=0: Q8_0 on gs_kernel too (A/B) */
+static long gsw_knob(void)
+{
+    static long v = -1;
+    if (v < 0)
+        v = memra__cuda_env_long("MEMRA_BATCH_GSW", 1);
+    return v;
+}
+
+/* Ring items per warp of gsw_kernel (MEMRA_GSW_RING, 2..GSW_RING_MAX) */
+static int gsw_ring(void)
+{
+    static long v = -1;
+    if (v < 0) {
+        v = memra__cuda_env_long("MEMRA_GSW_RING", 3);
+        if (v < 2 || v > GSW_RING_MAX)
+            v = 3;
+    }
+    return (int)v;
+}
+
+/* M's Q8_0 weights (A: their arguments) on gsw_kernel, in passes of
+ * GSW_MAXN x rows. */
+static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
+{
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const bool glu = a.epi == MEMRA_MM_GLU;
+    const int np = glu ? 2 : 1;
+    const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t groups = (nv + GSW_ROWS - 1) / GSW_ROWS;
+    const int64_t grid_x = (groups + GSW_WARPS - 1) / GSW_WARPS;
+    const int64_t nkt = a.K / GS_KT;
+    if (grid_x > INT32_MAX)
+        return MEMRA_OK;
+    /* slices: at most GSW_KT_MAX k tiles (the staged x), and enough blocks
+     * for three per SM; a function of the shape and the device only */
+    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
+    const int64_t want = (3 * (int64_t)c->sm_count + grid_x - 1) / grid_x;
+    if (split < want)
+        split = want;
+    if (split > nkt)
+        split = nkt;
+    a.kt_per = (int)((nkt + split - 1) / split);
+    a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
+    a.st = gsw_ring();
+    if (a.split > 65535)
+        return MEMRA_OK;
+
+    const int64_t n_all = m->n_rows;
+    const int64_t nmax = n_all < GSW_MAXN ? n_all : GSW_MAXN;
+    const size_t xbytes = ((size_t)nmax * a.K * sizeof(__half) + 255) & ~(size_t)255;
+    const size_t pbytes = a.split > 1 ? (size_t)a.split * groups * np * 64 * sizeof(float) : 0;
+    memra_status_t st = gs_scratch(be, &a, xbytes, pbytes, (size_t)groups);
+    if (st)
+        return st;
+    __half *ws = (__half *)a.X;
+    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s", (long long)a.K, (long long)a.vrow0[a.nw],
+                           a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
+    for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {
+        a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
+        const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT +
+                            (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
+        memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
+                      m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
+        MEMRA_CUDA_LAUNCHED(be);
+        if (!gsw_launch(a, (unsigned)grid_x, smem, c->stream))
+            return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 skinny GEMM launch failed") : MEMRA_OK;
+        MEMRA_CUDA_LAUNCHED(be);
+        for (int i = 0; i < a.nw; i++)
+            a.y[i] += GSW_MAXN * a.ldy[i];
+    }
+    *done = true;
+    return MEMRA_OK;
+}
+
 memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
 {
     *done = false;
@@ -131,6 +225,8 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.K = K;
     a.epi = (int)m->epi;
     a.gelu = m->act == MEMRA_ACT_GELU;
+    if (type == MEMRA_TYPE_Q8_0 && gsw_knob())
+        return gsw_run(be, m, a, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t per = m->epi == MEMRA_MM_GLU ? GS_BM / 2 : GS_BM;
@@ -156,18 +252,10 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     const int64_t nmax = n_all < GS_MAXN ? n_all : GS_MAXN;
     const size_t xbytes = ((size_t)nmax * K * sizeof(__half) + 255) & ~(size_t)255;
     const size_t pbytes = a.split > 1 ? (size_t)a.split * tiles * GS_BM * GS_MAXN * sizeof(float) : 0;
-    uint8_t *ws = (uint8_t *)memra__cuda_ws(be, xbytes + pbytes);
-    if (!ws)
-        return MEMRA_E_NOMEM;
-    if (a.split > 1) {
-        memra_status_t st = gs_counts(be, (size_t)tiles);
-        if (st)
-            return st;
-        a.count = c->gs_count;
-        a.part = (float *)(ws + xbytes);
-    }
-    a.X = (const __half *)ws;
-    a.ldx = K;
+    memra_status_t st = gs_scratch(be, &a, xbytes, pbytes, (size_t)tiles);
+    if (st)
+        return st;
+    __half *ws = (__half *)a.X;
     MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld x%d n%lld gs split %d%s", memra_type_name(type), (long long)K,
                            (long long)a.vrow0[a.nw], a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
     for (int64_t r0 = 0; r0 < n_all; r0 += GS_MAXN) {
@@ -179,7 +267,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
         if (!a.st)
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: skinny GEMM stages do not fit") : MEMRA_OK;
         memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
-                      m->ldx, (int)m->norm, m->norm_w, m->eps, K, (__half *)ws);
+                      m->ldx, (int)m->norm, m->norm_w, m->eps, K, ws);
         MEMRA_CUDA_LAUNCHED(be);
         if (!gs_run(type, a, (unsigned)tiles, a.st * stage + fixed, c->stream))
             return memra__fail(be->err, MEMRA_E_DEVICE, "matmul: skinny GEMM launch failed (type %d)", (int)type);

@@ -163,6 +163,23 @@ static __device__ __forceinline__ void gs_q8_repack(const uint8_t *raw, uint8_t 
     }
 }
 
+/* The epilogue of output LROW of weight WI for x row R: G the row's sum
+ * (GLU: the gate's, U the up row's). */
+static __device__ __forceinline__ void gs_store(const gs_args &a, int wi, int64_t lrow, int r, float g, float u)
+{
+    float *y = a.y[wi] + (size_t)r * a.ldy[wi] + lrow;
+    if (a.epi == MEMRA_MM_GLU)
+        *y = d_glu(a.gelu, g, u);
+    else if (a.epi == MEMRA_MM_ADD)
+        *y = *y + g;
+    else if (a.post[wi] == MEMRA_EW_SIGMOID)
+        *y = (float)d_sigmoid(g);
+    else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
+        *y = (float)(d_softplus((double)g + (double)a.post_b[wi][lrow]) * (double)a.post_aux[wi][lrow]);
+    else
+        *y = g;
+}
+
 /* Copies of one thread: the weight rows it streams, fixed for the launch. */
 #define GS_CPT 9 /* copies per thread and tile, at most: 64 rows x 18 chunks / 128 */
 
@@ -363,18 +380,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
         const int wi = gs_row(a, tile, i, &lrow);
         if (lrow < 0)
             continue;
-        const float g = sum[i * NX + r];
-        float *y = a.y[wi] + (size_t)r * a.ldy[wi] + lrow;
-        if (a.epi == MEMRA_MM_GLU)
-            *y = d_glu(a.gelu, g, sum[(i + GS_BM / 2) * NX + r]);
-        else if (a.epi == MEMRA_MM_ADD)
-            *y = *y + g;
-        else if (a.post[wi] == MEMRA_EW_SIGMOID)
-            *y = (float)d_sigmoid(g);
-        else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
-            *y = (float)(d_softplus((double)g + (double)a.post_b[wi][lrow]) * (double)a.post_aux[wi][lrow]);
-        else
-            *y = g;
+        gs_store(a, wi, lrow, r, sum[i * NX + r], a.epi == MEMRA_MM_GLU ? sum[(i + GS_BM / 2) * NX + r] : 0.0f);
     }
 }
 
@@ -393,6 +399,18 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
     X(MEMRA_TYPE_Q6_K)                                                                                                 \
     X(MEMRA_TYPE_IQ4_XS)
 
+
+/* The Q8_0 warp-streaming kernel of steps of up to GSW_MAXN rows
+ * (cuda/gemm_sw.cu): grid_x blocks of GSW_WARPS row groups, a.split
+ * slices, SMEM bytes. false: the launch failed. */
+#define GSW_MAXN 8
+#define GSW_WARPS 8
+#define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
+#define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */
+#define GSW_SLOT (GSW_ROWS * GSW_RB)      /* one ring item: a k tile of the group's rows */
+#define GSW_KT_MAX 8                      /* k tiles per slice, at most (x staging) */
+#define GSW_RING_MAX 4
+bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */
