@@ -1,6 +1,6 @@
-/* The fast tier's Q8_0 GEMM of small batched decode steps (up to GSW_MAXN
- * x rows a pass; cuda/gemm_s.cu picks it): each weight byte read once per
- * pass, streamed the way the one-row matvec streams it.
+/* The fast tier's Q8_0 GEMM of batched decode steps (GSW_MAXN = 16 x rows
+ * a pass; cuda/gemm_s.cu picks it): each weight byte read once per pass,
+ * streamed the way the one-row matvec streams it.
  *
  * Why not gs_kernel: its blocks of 4 warps share a ring through a block
  * barrier per k tile and repack the 34-byte blocks before ldmatrix; at two
@@ -14,7 +14,7 @@
  * and the same 8 up rows, two parts) and one slice of K (blockIdx.y), and
  * walks its k tiles of 256 elements (one ring item: the 8 rows' 272 bytes
  * each, one bulk copy per row). The weights are the mma's B operand (n =
- * 8 rows), x its A operand (m = 16, rows g < n used): lane (g, t) reads
+ * 8 rows), x its A operand (m = 16: x rows g and g + 8): lane (g, t) reads
  * quants 4t..4t+3 and 16+4t..16+4t+3 of its row g in every block (a word
  * or two, bank-conflict free at the 272-byte row stride) and x row g's
  * same four elements, so that the k order inside each 16 is permuted the
@@ -23,6 +23,11 @@
  * each block's two mma steps sum q·x on the tensor cores and the block's
  * scale multiplies that float32 sum (gs_kernel's arithmetic class, not its
  * bits).
+ *
+ * The grid is resident (the blocks the SMs hold, shared by the slices);
+ * a warp's first group is fixed and the rest come from a ticket counter
+ * per slice, so the warps end together (a launch of whole waves left the
+ * last wave's SMs half busy).
  *
  * Split-K as gs_kernel: slices write float32 partials, the warp that
  * finishes a group last adds them in slice order. The slicing is a
@@ -54,21 +59,96 @@ static __device__ __forceinline__ uint2 gsw_lds64(uint32_t a)
     return v;
 }
 
-__global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
+/* The end of a task: lane (g, t)'s sums ACC of group GRP (x rows g and,
+ * X16, g + 8; the group's rows 2t, 2t+1) into the slice's partials; the
+ * warp that completes the group adds them in slice order and stores. */
+template <bool X16>
+static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&acc)[2][4], int64_t grp, int64_t ngroups,
+                                                  int slice, int np, int g, int t, bool xr0, bool xr1)
+{
+    float v[2][4];
+#pragma unroll
+    for (int p = 0; p < 2; p++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            v[p][i] = acc[p][i];
+    if (a.split > 1) {
+        /* [slice][group][part][x row < n][8 rows] */
+        const size_t per = (size_t)np * a.n * GSW_ROWS;
+        float *mine = a.part + ((size_t)slice * ngroups + grp) * per;
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            if (p == np)
+                break;
+            float *q = mine + (size_t)p * a.n * GSW_ROWS + 2 * t;
+            if (xr0) {
+                q[g * GSW_ROWS] = v[p][0];
+                q[g * GSW_ROWS + 1] = v[p][1];
+            }
+            if (xr1) {
+                q[(g + 8) * GSW_ROWS] = v[p][2];
+                q[(g + 8) * GSW_ROWS + 1] = v[p][3];
+            }
+        }
+        __threadfence();
+        __syncwarp();
+        int last = 0;
+        if ((threadIdx.x & 31) == 0)
+            last = atomicAdd(&a.count[grp], 1) == a.split - 1;
+        if (!__shfl_sync(0xffffffffu, last, 0))
+            return;
+        __threadfence();
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            if (p == np)
+                break;
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int sl = 0; sl < a.split; sl++) {
+                const float *q = a.part + ((size_t)sl * ngroups + grp) * per + (size_t)p * a.n * GSW_ROWS + 2 * t;
+                if (xr0) {
+                    s[0] += __ldcg(q + g * GSW_ROWS);
+                    s[1] += __ldcg(q + g * GSW_ROWS + 1);
+                }
+                if (xr1) {
+                    s[2] += __ldcg(q + (g + 8) * GSW_ROWS);
+                    s[3] += __ldcg(q + (g + 8) * GSW_ROWS + 1);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                v[p][i] = s[i];
+        }
+        if ((threadIdx.x & 31) == 0)
+            a.count[grp] = 0;
+    }
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+        int64_t lrow;
+        const int wi = gsw_row(a, grp * GSW_ROWS + 2 * t + c, 0, &lrow);
+        if (lrow < 0)
+            continue;
+        if (xr0)
+            gs_store(a, wi, lrow, g, v[0][c], v[1][c]);
+        if (xr1)
+            gs_store(a, wi, lrow, g + 8, v[0][2 + c], v[1][2 + c]);
+    }
+}
+
+template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
+    __shared__ int slot_grp[GSW_WARPS][GSW_RING_MAX], slot_item[GSW_WARPS][GSW_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int D = a.st;
     const bool glu = a.epi == MEMRA_MM_GLU;
     const int np = glu ? 2 : 1;
     const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t ngroups = (nv + GSW_ROWS - 1) / GSW_ROWS;
-    const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
-    const bool active = grp < ngroups;
     const int slice = blockIdx.y;
     const int64_t kt0 = (int64_t)slice * a.kt_per;
     const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
+    const int nti = np * nt; /* items of a task (one group in this slice) */
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row: rows 8 banks apart */
     uint8_t *ring = gsw_smem + (size_t)warp * D * GSW_SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * GSW_SLOT);
@@ -76,45 +156,88 @@ __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
     const uint64_t policy = mmv_evict_first();
 
-    /* lanes 0..7 copy row LANE of the group: its first byte of the slice per part */
-    const int nvalid = active ? (int)min((int64_t)GSW_ROWS, nv - grp * GSW_ROWS) : 0;
+    /* Tasks: a warp's first group is fixed (its bytes stream before the
+     * wait for the previous grid); the groups after the slice's first
+     * nws are handed out by a ticket counter per slice (after the wait: a
+     * previous launch may still be taking tickets before it), so that the
+     * warps finish together whatever the group count. Each warp takes
+     * tickets until one is past the end; the taker of the last ticket
+     * resets the counter for the next launch. */
+    const int64_t nws = (int64_t)gridDim.x * GSW_WARPS, ndyn = ngroups - nws;
+    int *const tick = a.count + ngroups + slice;
+    int64_t igrp = (int64_t)blockIdx.x * GSW_WARPS + warp;
+    if (igrp >= ngroups)
+        igrp = -1;
+    int ik = 0, nvalid = 0;
+    bool waited = false;
     const uint8_t *src0 = NULL, *src1 = NULL;
-    if (lane < nvalid) {
-        int64_t lrow;
-        int wi = gsw_row(a, grp * GSW_ROWS + lane, 0, &lrow);
-        src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-        if (glu) {
-            wi = gsw_row(a, grp * GSW_ROWS + lane, 1, &lrow);
-            src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
+    auto set_group = [&](int64_t gq) { /* lanes 0..7 copy row LANE of group GQ */
+        igrp = gq;
+        ik = 0;
+        nvalid = (int)min((int64_t)GSW_ROWS, nv - gq * GSW_ROWS);
+        if (lane < nvalid) {
+            int64_t lrow;
+            int wi = gsw_row(a, gq * GSW_ROWS + lane, 0, &lrow);
+            src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
+            if (glu) {
+                wi = gsw_row(a, gq * GSW_ROWS + lane, 1, &lrow);
+                src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
+            }
         }
-    }
-    const int n_items = active ? np * nt : 0;
-    auto issue = [&](int k) { /* item k (part k / nt, tile k % nt) into slot k % D */
-        if (k >= n_items)
+    };
+    if (igrp >= 0)
+        set_group(igrp);
+    int issued = 0;
+    auto issue_next = [&]() { /* the next item of the warp's sequence into slot issued % D */
+        if (igrp < 0)
             return;
-        const int slot = k % D;
+        if (ik == nti) {
+            if (!waited)
+                return;
+            int v = 0;
+            if (ndyn > 0) {
+                if (lane == 0) {
+                    v = atomicAdd(tick, 1);
+                    if (v == ndyn + nws - 1)
+                        *tick = 0;
+                }
+                v = __shfl_sync(0xffffffffu, v, 0);
+            }
+            if (ndyn <= 0 || v >= ndyn) {
+                igrp = -1;
+                return;
+            }
+            set_group(nws + v);
+        }
+        const int slot = issued % D;
         const uint32_t bar = bar0 + 8 * slot;
-        if (lane == 0)
+        if (lane == 0) {
+            slot_grp[warp][slot] = (int)igrp;
+            slot_item[warp][slot] = ik;
             asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
                          "r"(nvalid * GSW_RB)
                          : "memory");
+        }
         __syncwarp(); /* the bytes are expected before any copy completes */
         if (lane < nvalid) {
-            const uint8_t *s = (k < nt ? src0 : src1) + (size_t)(k % nt) * GSW_RB;
+            const uint8_t *s = (ik < nt ? src0 : src1) + (size_t)(ik < nt ? ik : ik - nt) * GSW_RB;
             asm volatile("fence.proxy.async.shared::cta;\n\t"
                          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
                          "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * GSW_SLOT + lane * GSW_RB),
                          "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
                          : "memory");
         }
+        ik++;
+        issued++;
     };
 
     /* weights are never written by a kernel: stream them before the wait
      * for the previous grid (x is its output) */
     memra_pdl_launch();
     for (int k = 0; k < D - 1; k++)
-        issue(k);
+        issue_next();
     memra_pdl_wait();
+    waited = true;
     {
         const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
         for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
@@ -125,26 +248,32 @@ __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
         cp_async_wait<0>();
         __syncthreads();
     }
-    if (!active)
-        return;
+    while (issued < D - 1 && igrp >= 0)
+        issue_next();
 
     const int g = lane >> 2, t = lane & 3;
-    const bool xrow = g < a.n;
-    const uint32_t xa = mmv_saddr(xs + (size_t)(xrow ? g : 0) * ldx + 4 * t);
-    float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    const bool xr0 = g < a.n, xr1 = X16 && g + 8 < a.n;
+    const uint32_t xa = mmv_saddr(xs + (size_t)(xr0 ? g : 0) * ldx + 4 * t);
+    const uint32_t xb = mmv_saddr(xs + (size_t)(xr1 ? g + 8 : 0) * ldx + 4 * t);
+    /* acc[p][c]: x row g (c = 0, 1) or g + 8 (c = 2, 3), group rows 2t + (c & 1) */
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     uint32_t phase = 0;
-    for (int k = 0; k < n_items; k++) {
+    for (int k = 0; k < issued; k++) {
         const int slot = k % D;
         while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
         }
         phase ^= 1u << slot;
-        issue(k + D - 1);
-        const int p = k < nt ? 0 : 1, j = k < nt ? k : k - nt;
+        const int grp = slot_grp[warp][slot], it = slot_item[warp][slot];
+        issue_next();
+        const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;
         const uint8_t *wq = w + g * GSW_RB;
         const uint8_t *ds = w + 2 * t * GSW_RB;
-        const uint32_t xj = xa + 2u * (uint32_t)(j * GS_KT);
-        float c0 = p ? acc[1][0] : acc[0][0], c1 = p ? acc[1][1] : acc[0][1];
+        const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
+        float c[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            c[i] = p ? acc[1][i] : acc[0][i];
 #pragma unroll
         for (int b = 0; b < 8; b++) {
             /* quants 4t..4t+3 of both halves: 2 mod 4 bytes off a word
@@ -163,75 +292,43 @@ __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
             gs_q8_h2(q0, &bf0[0], &bf0[1]);
             gs_q8_h2(q1, &bf1[0], &bf1[1]);
             uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
-            if (xrow) {
-                const uint2 v0 = gsw_lds64(xj + 64 * b), v1 = gsw_lds64(xj + 64 * b + 32);
-                af0[0] = v0.x;
-                af0[2] = v0.y;
-                af1[0] = v1.x;
-                af1[2] = v1.y;
-            }
+            auto x4 = [&](bool on, uint32_t base, int h) { /* x row g (h = 0) or g + 8 (h = 1) */
+                if (on) {
+                    const uint2 v0 = gsw_lds64(base + xoff + 64 * b), v1 = gsw_lds64(base + xoff + 64 * b + 32);
+                    af0[h] = v0.x;
+                    af0[h + 2] = v0.y;
+                    af1[h] = v1.x;
+                    af1[h + 2] = v1.y;
+                }
+            };
+            x4(xr0, xa, 0);
+            x4(xr1, xb, 1);
             float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             gq_mma(tq, af0, bf0);
             gq_mma(tq, af1, bf1);
             const float d0 = __half2float(*reinterpret_cast<const __half *>(ds + 34 * b));
             const float d1 = __half2float(*reinterpret_cast<const __half *>(ds + GSW_RB + 34 * b));
-            c0 = __fmaf_rn(tq[0], d0, c0);
-            c1 = __fmaf_rn(tq[1], d1, c1);
+            c[0] = __fmaf_rn(tq[0], d0, c[0]);
+            c[1] = __fmaf_rn(tq[1], d1, c[1]);
+            if (X16) {
+                c[2] = __fmaf_rn(tq[2], d0, c[2]);
+                c[3] = __fmaf_rn(tq[3], d1, c[3]);
+            }
         }
-        if (p) {
-            acc[1][0] = c0;
-            acc[1][1] = c1;
-        } else {
-            acc[0][0] = c0;
-            acc[0][1] = c1;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (p)
+                acc[1][i] = c[i];
+            else
+                acc[0][i] = c[i];
         }
         __syncwarp(); /* the slot is refilled by a later issue */
-    }
-
-    /* lane (g, t) holds x row g's sums of the group's rows 2t and 2t+1 */
-    const int o = g * GSW_ROWS + 2 * t;
-    if (a.split > 1) {
-        float *mine = a.part + ((size_t)slice * ngroups + grp) * np * 64;
+        if (it == nti - 1) {
+            gsw_finish<X16>(a, acc, grp, ngroups, slice, np, g, t, xr0, xr1);
 #pragma unroll
-        for (int p = 0; p < 2; p++) {
-            if (p == np)
-                break;
-            mine[p * 64 + o] = acc[p][0];
-            mine[p * 64 + o + 1] = acc[p][1];
+            for (int i = 0; i < 4; i++)
+                acc[0][i] = acc[1][i] = 0.0f;
         }
-        __threadfence();
-        __syncwarp();
-        int last = 0;
-        if (lane == 0)
-            last = atomicAdd(&a.count[grp], 1) == a.split - 1;
-        if (!__shfl_sync(0xffffffffu, last, 0))
-            return;
-        __threadfence();
-        /* the last warp adds the slices' partials in slice order */
-#pragma unroll
-        for (int p = 0; p < 2; p++) {
-            if (p == np)
-                break;
-            float s0 = 0.0f, s1 = 0.0f;
-            for (int q = 0; q < a.split; q++) {
-                const float *pq = a.part + ((size_t)q * ngroups + grp) * np * 64 + p * 64 + o;
-                s0 += __ldcg(pq);
-                s1 += __ldcg(pq + 1);
-            }
-            acc[p][0] = s0;
-            acc[p][1] = s1;
-        }
-        if (lane == 0)
-            a.count[grp] = 0;
-    }
-    if (!xrow)
-        return;
-#pragma unroll
-    for (int c = 0; c < 2; c++) {
-        int64_t lrow;
-        const int wi = gsw_row(a, grp * GSW_ROWS + 2 * t + c, 0, &lrow);
-        if (lrow >= 0)
-            gs_store(a, wi, lrow, g, acc[0][c], acc[1][c]);
     }
 }
 
@@ -239,7 +336,28 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
         return false;
-    if (cudaFuncSetAttribute(gsw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
-        return false;
-    return memra__launch(gsw_kernel, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
+    if (a.n > 8)
+        return memra__launch(gsw_kernel<true>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
+               cudaSuccess;
+    return memra__launch(gsw_kernel<false>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
+           cudaSuccess;
+}
+
+/* Blocks of gsw_kernel<X16> an SM holds at SMEM bytes of dynamic shared
+ * memory (asked at every launch, as gs_launch sets its attribute: no
+ * state shared between engines' threads). */
+template <bool X16> static int gsw_occupancy(size_t smem)
+{
+    int nb = 0;
+    if (cudaFuncSetAttribute(gsw_kernel<X16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gsw_kernel<X16>, GSW_WARPS * 32, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return nb;
+}
+
+int gsw_blocks_per_sm(int n, size_t smem)
+{
+    return n > 8 ? gsw_occupancy<true>(smem) : gsw_occupancy<false>(smem);
 }
