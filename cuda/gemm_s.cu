@@ -150,14 +150,16 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const int64_t nkt = a.K / GS_KT;
     if (groups > INT32_MAX / 2)
         return MEMRA_OK;
-    /* slices of at most GSW_KT_MAX k tiles (the staged x), fewer where the
-     * tasks (groups x slices) would not give two per warp of a full
-     * device (24 warps an SM); a function of the shape and the device
+    /* slices of at most GSW_KT_MAX k tiles (the staged x), and enough
+     * blocks for three per SM; a function of the shape and the device
      * only, never of the row count */
-    const int64_t warps = 24 * (int64_t)c->sm_count;
-    int64_t kt = nkt * groups / (2 * warps);
-    kt = kt < 1 ? 1 : kt > GSW_KT_MAX ? GSW_KT_MAX : kt;
-    const int64_t split = (nkt + kt - 1) / kt;
+    const int64_t grid_x = (groups + GSW_WARPS - 1) / GSW_WARPS;
+    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
+    const int64_t want = (3 * (int64_t)c->sm_count + grid_x - 1) / grid_x;
+    if (split < want)
+        split = want;
+    if (split > nkt)
+        split = nkt;
     a.kt_per = (int)((nkt + split - 1) / split);
     a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
     a.st = gsw_ring();
@@ -169,14 +171,9 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const size_t xbytes = ((size_t)nmax * a.K * sizeof(__half) + 255) & ~(size_t)255;
     const size_t pbytes =
         a.split > 1 ? (size_t)a.split * groups * np * nmax * GSW_ROWS * sizeof(float) : 0;
-    memra_status_t st = gs_scratch(be, &a, xbytes, pbytes, (size_t)(groups + a.split));
+    memra_status_t st = gs_scratch(be, &a, xbytes, pbytes, (size_t)groups);
     if (st)
         return st;
-    if (a.split == 1) { /* the tickets' counters even without partials */
-        if ((st = gs_counts(be, (size_t)(groups + 1))))
-            return st;
-        a.count = c->gs_count;
-    }
     __half *ws = (__half *)a.X;
     MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s", (long long)a.K, (long long)a.vrow0[a.nw],
                            a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
@@ -184,15 +181,10 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
         const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT +
                             (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
-        const int bps = gsw_blocks_per_sm(a.n, smem);
-        /* a resident grid: the blocks an SM holds, shared by the slices */
-        int64_t grid_x = (int64_t)bps * c->sm_count / a.split;
-        const int64_t need = (groups + GSW_WARPS - 1) / GSW_WARPS;
-        grid_x = grid_x < 1 ? 1 : grid_x > need ? need : grid_x;
         memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
                       m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
         MEMRA_CUDA_LAUNCHED(be);
-        if (!bps || !gsw_launch(a, (unsigned)grid_x, smem, c->stream))
+        if (!gsw_launch(a, (unsigned)grid_x, smem, c->stream))
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 skinny GEMM launch failed") : MEMRA_OK;
         MEMRA_CUDA_LAUNCHED(be);
         for (int i = 0; i < a.nw; i++)

@@ -401,10 +401,9 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 
 
 /* The Q8_0 warp-streaming kernel of steps of up to GSW_MAXN rows
- * (cuda/gemm_sw.cu): grid_x blocks of GSW_WARPS warps per slice, a.split
- * slices, SMEM bytes; a.count holds a counter per row group and then one
- * per slice. false: the launch failed. gsw_blocks_per_sm: blocks an SM
- * holds at N rows and SMEM bytes (0: none). */
+ * (cuda/gemm_sw.cu): grid_x blocks of GSW_WARPS row groups, a.split
+ * slices, SMEM bytes; a.count holds a counter per row group. false: the
+ * launch failed. */
 #define GSW_MAXN 16
 #define GSW_WARPS 8
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
@@ -413,7 +412,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 33 KiB at 16 rows) */
 #define GSW_RING_MAX 4
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
-int gsw_blocks_per_sm(int n, size_t smem);
+
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */

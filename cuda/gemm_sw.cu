@@ -24,10 +24,11 @@
  * scale multiplies that float32 sum (gs_kernel's arithmetic class, not its
  * bits).
  *
- * The grid is resident (the blocks the SMs hold, shared by the slices);
- * a warp's first group is fixed and the rest come from a ticket counter
- * per slice, so the warps end together (a launch of whole waves left the
- * last wave's SMs half busy).
+ * A warp takes one group of one slice; the grid is all of them. (A
+ * resident grid whose warps took groups from a ticket counter per slice,
+ * with slices of one to three k tiles so that the tickets came out even,
+ * ran slower: 9B batched decode at 8 rows 998 against 1175 tok/s, the
+ * end of each short task a fence and an atomic on the warp's path.)
  *
  * Split-K as gs_kernel: slices write float32 partials, the warp that
  * finishes a group last adds them in slice order. The slicing is a
@@ -138,7 +139,6 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
 {
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
-    __shared__ int slot_grp[GSW_WARPS][GSW_RING_MAX], slot_item[GSW_WARPS][GSW_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int D = a.st;
     const bool glu = a.epi == MEMRA_MM_GLU;
@@ -156,64 +156,30 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
     const uint64_t policy = mmv_evict_first();
 
-    /* Tasks: a warp's first group is fixed (its bytes stream before the
-     * wait for the previous grid); the groups after the slice's first
-     * nws are handed out by a ticket counter per slice (after the wait: a
-     * previous launch may still be taking tickets before it), so that the
-     * warps finish together whatever the group count. Each warp takes
-     * tickets until one is past the end; the taker of the last ticket
-     * resets the counter for the next launch. */
-    const int64_t nws = (int64_t)gridDim.x * GSW_WARPS, ndyn = ngroups - nws;
-    int *const tick = a.count + ngroups + slice;
+    /* the warp's task: its group's items in this slice */
     int64_t igrp = (int64_t)blockIdx.x * GSW_WARPS + warp;
     if (igrp >= ngroups)
         igrp = -1;
     int ik = 0, nvalid = 0;
-    bool waited = false;
     const uint8_t *src0 = NULL, *src1 = NULL;
-    auto set_group = [&](int64_t gq) { /* lanes 0..7 copy row LANE of group GQ */
-        igrp = gq;
-        ik = 0;
-        nvalid = (int)min((int64_t)GSW_ROWS, nv - gq * GSW_ROWS);
+    if (igrp >= 0) { /* lanes 0..7 copy row LANE of the group */
+        nvalid = (int)min((int64_t)GSW_ROWS, nv - igrp * GSW_ROWS);
         if (lane < nvalid) {
             int64_t lrow;
-            int wi = gsw_row(a, gq * GSW_ROWS + lane, 0, &lrow);
+            int wi = gsw_row(a, igrp * GSW_ROWS + lane, 0, &lrow);
             src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
             if (glu) {
-                wi = gsw_row(a, gq * GSW_ROWS + lane, 1, &lrow);
+                wi = gsw_row(a, igrp * GSW_ROWS + lane, 1, &lrow);
                 src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
             }
         }
-    };
-    if (igrp >= 0)
-        set_group(igrp);
-    int issued = 0;
-    auto issue_next = [&]() { /* the next item of the warp's sequence into slot issued % D */
-        if (igrp < 0)
+    }
+    auto issue_next = [&]() { /* the task's next item into slot ik % D */
+        if (igrp < 0 || ik == nti)
             return;
-        if (ik == nti) {
-            if (!waited)
-                return;
-            int v = 0;
-            if (ndyn > 0) {
-                if (lane == 0) {
-                    v = atomicAdd(tick, 1);
-                    if (v == ndyn + nws - 1)
-                        *tick = 0;
-                }
-                v = __shfl_sync(0xffffffffu, v, 0);
-            }
-            if (ndyn <= 0 || v >= ndyn) {
-                igrp = -1;
-                return;
-            }
-            set_group(nws + v);
-        }
-        const int slot = issued % D;
+        const int slot = ik % D;
         const uint32_t bar = bar0 + 8 * slot;
         if (lane == 0) {
-            slot_grp[warp][slot] = (int)igrp;
-            slot_item[warp][slot] = ik;
             asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
                          "r"(nvalid * GSW_RB)
                          : "memory");
@@ -228,7 +194,6 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
                          : "memory");
         }
         ik++;
-        issued++;
     };
 
     /* weights are never written by a kernel: stream them before the wait
@@ -237,7 +202,6 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     for (int k = 0; k < D - 1; k++)
         issue_next();
     memra_pdl_wait();
-    waited = true;
     {
         const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
         for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
@@ -248,9 +212,6 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
         cp_async_wait<0>();
         __syncthreads();
     }
-    while (issued < D - 1 && igrp >= 0)
-        issue_next();
-
     const int g = lane >> 2, t = lane & 3;
     const bool xr0 = g < a.n, xr1 = X16 && g + 8 < a.n;
     const uint32_t xa = mmv_saddr(xs + (size_t)(xr0 ? g : 0) * ldx + 4 * t);
@@ -258,14 +219,14 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     /* acc[p][c]: x row g (c = 0, 1) or g + 8 (c = 2, 3), group rows 2t + (c & 1) */
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     uint32_t phase = 0;
-    for (int k = 0; k < issued; k++) {
+    const int n_items = igrp >= 0 ? nti : 0;
+    for (int k = 0; k < n_items; k++) {
         const int slot = k % D;
         while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
         }
         phase ^= 1u << slot;
-        const int grp = slot_grp[warp][slot], it = slot_item[warp][slot];
         issue_next();
-        const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
+        const int p = k < nt ? 0 : 1, j = k < nt ? k : k - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;
         const uint8_t *wq = w + g * GSW_RB;
         const uint8_t *ds = w + 2 * t * GSW_RB;
@@ -323,12 +284,8 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
                 acc[0][i] = c[i];
         }
         __syncwarp(); /* the slot is refilled by a later issue */
-        if (it == nti - 1) {
-            gsw_finish<X16>(a, acc, grp, ngroups, slice, np, g, t, xr0, xr1);
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[0][i] = acc[1][i] = 0.0f;
-        }
+        if (k == nti - 1)
+            gsw_finish<X16>(a, acc, igrp, ngroups, slice, np, g, t, xr0, xr1);
     }
 }
 
@@ -336,28 +293,8 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
         return false;
-    if (a.n > 8)
-        return memra__launch(gsw_kernel<true>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
-               cudaSuccess;
-    return memra__launch(gsw_kernel<false>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
-           cudaSuccess;
-}
-
-/* Blocks of gsw_kernel<X16> an SM holds at SMEM bytes of dynamic shared
- * memory (asked at every launch, as gs_launch sets its attribute: no
- * state shared between engines' threads). */
-template <bool X16> static int gsw_occupancy(size_t smem)
-{
-    int nb = 0;
-    if (cudaFuncSetAttribute(gsw_kernel<X16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, gsw_kernel<X16>, GSW_WARPS * 32, smem) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return nb;
-}
-
-int gsw_blocks_per_sm(int n, size_t smem)
-{
-    return n > 8 ? gsw_occupancy<true>(smem) : gsw_occupancy<false>(smem);
+    const auto k = a.n > 8 ? gsw_kernel<true> : gsw_kernel<false>;
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return false;
+    return memra__launch(k, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
 }
