@@ -232,6 +232,17 @@ void memra_model_kv_pool_bytes(const memra_model_t *m, uint64_t *used, uint64_t 
         *total = t;
 }
 
+uint64_t memra_model_kv_page_bytes(const memra_model_t *m)
+{
+    uint64_t page = 0;
+    for (int32_t s = 0; m && s < m->n_stages; s++) {
+        const memra__kv_pool_t *p = m->stages[s].kv_pool;
+        if (p && p->page > page)
+            page = p->page;
+    }
+    return page;
+}
+
 int32_t memra_model_layer_kind(const memra_model_t *m, int32_t il)
 {
     if (!m || il < 0 || il >= m->n_layer)

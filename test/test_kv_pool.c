@@ -268,13 +268,22 @@ static void test_window(void **state)
     free(got);
     free(want);
     const uint64_t written = memra_cache_kv_bytes_per_token(c) * (uint64_t)N_W;
-    if (used(m) > memra_cache_kv_bytes(c, N_W) || memra_cache_kv_bytes(c, N_W) >= written)
-        fail_msg("%s: %llu bytes of pages in use, memra_cache_kv_bytes says %llu, rows %llu", fc->name,
-                 (unsigned long long)used(m), (unsigned long long)memra_cache_kv_bytes(c, N_W),
-                 (unsigned long long)written);
-    if (used(m) >= written)
-        fail_msg("%s: %llu bytes of pages in use for %llu bytes of rows: the windows gave none back", fc->name,
-                 (unsigned long long)used(m), (unsigned long long)written);
+    if (used(m) > memra_cache_kv_bytes(c, N_W))
+        fail_msg("%s: %llu bytes of pages in use, memra_cache_kv_bytes says %llu", fc->name,
+                 (unsigned long long)used(m), (unsigned long long)memra_cache_kv_bytes(c, N_W));
+    /* pages smaller than the rows: the windows gave some back (a device
+     * page of 2 MiB holds all of a fixture's rows: nothing to give back) */
+    const uint64_t page = memra_model_kv_page_bytes(m);
+    if (page && page < written / 8) {
+        if (memra_cache_kv_bytes(c, N_W) >= written || used(m) >= written)
+            fail_msg("%s: %llu bytes of pages in use, memra_cache_kv_bytes says %llu, for %llu bytes of rows: "
+                     "the windows gave none back",
+                     fc->name, (unsigned long long)used(m), (unsigned long long)memra_cache_kv_bytes(c, N_W),
+                     (unsigned long long)written);
+    } else {
+        printf("%s: pages of %llu bytes against %llu bytes of rows: give-back not checked\n", fc->name,
+               (unsigned long long)page, (unsigned long long)written);
+    }
     /* the windows moved past the early snapshot's rows; a late one restores */
     assert_int_equal(memra_cache_restore(c, early), MEMRA_E_MISUSE);
     assert_non_null(strstr(memra_last_error(), "window"));

@@ -105,6 +105,10 @@ MEMRA_API uint64_t memra_model_weight_bytes(const memra_model_t *model);
  * Thread-safety: one thread at a time per model (the pools change with
  * steps and cache calls). */
 MEMRA_API void memra_model_kv_pool_bytes(const memra_model_t *model, uint64_t *used, uint64_t *total);
+/* The bytes of one page of the KV pools (params.kv_page_bytes rounded up
+ * to the device's granularity; the largest over stages on different
+ * devices); 0 without pools or for NULL. Thread-safety: any thread. */
+MEMRA_API uint64_t memra_model_kv_page_bytes(const memra_model_t *model);
 
 typedef enum memra_layer_kind {
     MEMRA_LAYER_ATTENTION = 0,  /* full causal attention */

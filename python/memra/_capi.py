@@ -521,6 +521,7 @@ PROTOTYPES: Dict[str, Tuple[Any, Sequence[Any]]] = {
     "memra_model_gguf": (c_void_p, [_h]),
     "memra_model_last_error": (c_char_p, [_h]),
     "memra_model_kv_pool_bytes": (None, [_h, POINTER(c_uint64), POINTER(c_uint64)]),
+    "memra_model_kv_page_bytes": (c_uint64, [_h]),
     "memra_model_layer_kind": (c_int32, [_h, c_int32]),
     "memra_model_load": (_st, [c_char_p, POINTER(ModelParams), _hp]),
     "memra_model_max_batch": (c_int32, [_h]),

@@ -779,6 +779,11 @@ class Model(_Handle):
         return int(used.value), int(total.value)
 
     @property
+    def kv_page_bytes(self) -> int:
+        """memra_model_kv_page_bytes: bytes of one KV pool page; 0 without a pool."""
+        return int(lib().memra_model_kv_page_bytes(self.handle))
+
+    @property
     def n_stages(self) -> int:
         return int(lib().memra_model_n_stages(self.handle))
 
