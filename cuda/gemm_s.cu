@@ -138,6 +138,15 @@ static int gsw_ring(void)
     return (int)v;
 }
 
+/* gsw_kernel's ring by cp.async copies (MEMRA_GSW_ASYNC=1; A/B) */
+static int gsw_async(void)
+{
+    static long v = -1;
+    if (v < 0)
+        v = memra__cuda_env_long("MEMRA_GSW_ASYNC", 0);
+    return v != 0;
+}
+
 /* M's Q8_0 weights (A: their arguments) on gsw_kernel, in passes of
  * GSW_MAXN x rows. */
 static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
@@ -163,6 +172,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     a.kt_per = (int)((nkt + split - 1) / split);
     a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
     a.st = gsw_ring();
+    a.async = gsw_async();
     if (a.split > 65535)
         return MEMRA_OK;
 

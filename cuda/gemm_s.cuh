@@ -69,6 +69,7 @@ typedef struct gs_args {
     int *count;                 /* split > 1: per row tile, zero between launches */
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
+    int async;                  /* gsw_kernel: its ring filled by 16-byte cp.async copies, not bulk copies */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)

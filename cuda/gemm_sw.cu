@@ -175,9 +175,27 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
         }
     }
     auto issue_next = [&]() { /* the task's next item into slot ik % D */
-        if (igrp < 0 || ik == nti)
+        if (igrp < 0 || ik == nti) {
+            if (a.async)
+                cp_async_commit(); /* an empty group keeps the wait counts uniform */
             return;
+        }
         const int slot = ik % D;
+        if (a.async) { /* 17 chunks a row, lane l chunks l, l + 32, ... */
+            const uint8_t *sp = ik < nt ? src0 : src1;
+            const size_t jo = (size_t)(ik < nt ? ik : ik - nt) * GSW_RB;
+#pragma unroll
+            for (int i = 0; i < (GSW_SLOT / 16 + 31) / 32; i++) {
+                const int ch = lane + 32 * i, row = min(ch / 17, GSW_ROWS - 1), off = (ch % 17) * 16;
+                const uint8_t *rs = reinterpret_cast<const uint8_t *>(
+                    __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(sp), row));
+                if (ch < nvalid * 17)
+                    cp_async16(ring + slot * GSW_SLOT + row * GSW_RB + off, rs + jo + off);
+            }
+            cp_async_commit();
+            ik++;
+            return;
+        }
         const uint32_t bar = bar0 + 8 * slot;
         if (lane == 0) {
             asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
@@ -222,10 +240,16 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     const int n_items = igrp >= 0 ? nti : 0;
     for (int k = 0; k < n_items; k++) {
         const int slot = k % D;
-        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
+        if (a.async) {
+            issue_next(); /* into the slot item k - 1 left */
+            cp_async_wait_n(D - 1);
+            __syncwarp();
+        } else {
+            while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
+            }
+            phase ^= 1u << slot;
+            issue_next();
         }
-        phase ^= 1u << slot;
-        issue_next();
         const int p = k < nt ? 0 : 1, j = k < nt ? k : k - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;
         const uint8_t *wq = w + g * GSW_RB;
