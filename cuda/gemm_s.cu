@@ -147,6 +147,16 @@ static int gsw_async(void)
     return v != 0;
 }
 
+/* MEMRA_GSW_RESIDENT=1: gsw_kernel on the blocks the SMs hold, each warp
+ * walking several groups (A/B; the bits are the same) */
+static int gsw_resident(void)
+{
+    static long v = -1;
+    if (v < 0)
+        v = memra__cuda_env_long("MEMRA_GSW_RESIDENT", 0);
+    return v != 0;
+}
+
 /* M's Q8_0 weights (A: their arguments) on gsw_kernel, in passes of
  * GSW_MAXN x rows. */
 static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
@@ -191,10 +201,15 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
         const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT +
                             (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
+        int64_t gx = grid_x;
+        if (gsw_resident()) {
+            const int64_t res = (int64_t)gsw_blocks_per_sm(a.n, smem) * c->sm_count / a.split;
+            gx = res < 1 ? 1 : res < grid_x ? res : grid_x;
+        }
         memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
                       m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
         MEMRA_CUDA_LAUNCHED(be);
-        if (!gsw_launch(a, (unsigned)grid_x, smem, c->stream))
+        if (!gsw_launch(a, (unsigned)gx, smem, c->stream))
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 skinny GEMM launch failed") : MEMRA_OK;
         MEMRA_CUDA_LAUNCHED(be);
         for (int i = 0; i < a.nw; i++)

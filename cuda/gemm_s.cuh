@@ -413,6 +413,8 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 33 KiB at 16 rows) */
 #define GSW_RING_MAX 4
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
+/* Blocks of gsw_kernel an SM holds at N x rows and SMEM bytes (0: none). */
+int gsw_blocks_per_sm(int n, size_t smem);
 
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split

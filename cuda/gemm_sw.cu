@@ -24,11 +24,14 @@
  * scale multiplies that float32 sum (gs_kernel's arithmetic class, not its
  * bits).
  *
- * A warp takes one group of one slice; the grid is all of them. (A
- * resident grid whose warps took groups from a ticket counter per slice,
- * with slices of one to three k tiles so that the tickets came out even,
- * ran slower: 9B batched decode at 8 rows 998 against 1175 tok/s, the
- * end of each short task a fence and an atomic on the warp's path.)
+ * A warp takes groups g0, g0 + nws, ... of one slice (nws: the slice's
+ * warps): one each on the default grid (a block for every 8 groups),
+ * several on a resident grid (MEMRA_GSW_RESIDENT=1), the ring streaming
+ * on across them. (A resident grid whose warps took groups from a ticket
+ * counter per slice, with slices of one to three k tiles so that the
+ * tickets came out even, ran slower: 9B batched decode at 8 rows 998
+ * against 1175 tok/s, the end of each short task a fence and an atomic
+ * on the warp's path.)
  *
  * Split-K as gs_kernel: slices write float32 partials, the warp that
  * finishes a group last adds them in slice order. The slicing is a
@@ -156,31 +159,42 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
     const uint64_t policy = mmv_evict_first();
 
-    /* the warp's task: its group's items in this slice */
-    int64_t igrp = (int64_t)blockIdx.x * GSW_WARPS + warp;
-    if (igrp >= ngroups)
-        igrp = -1;
-    int ik = 0, nvalid = 0;
+    /* the warp's tasks: groups g0, g0 + nws, ... of this slice (one each
+     * when the grid has a block for every 8 groups) */
+    const int64_t nws = (int64_t)gridDim.x * GSW_WARPS, g0 = (int64_t)blockIdx.x * GSW_WARPS + warp;
+    const int64_t ntask = g0 < ngroups ? (ngroups - g0 + nws - 1) / nws : 0;
+    int64_t igrp = -1; /* the issue side's group */
+    int ik = 0, nvalid = 0, issued = 0;
     const uint8_t *src0 = NULL, *src1 = NULL;
-    if (igrp >= 0) { /* lanes 0..7 copy row LANE of the group */
-        nvalid = (int)min((int64_t)GSW_ROWS, nv - igrp * GSW_ROWS);
+    auto set_group = [&](int64_t gq) { /* lanes 0..7 copy row LANE of group GQ */
+        igrp = gq;
+        ik = 0;
+        nvalid = (int)min((int64_t)GSW_ROWS, nv - gq * GSW_ROWS);
         if (lane < nvalid) {
             int64_t lrow;
-            int wi = gsw_row(a, igrp * GSW_ROWS + lane, 0, &lrow);
+            int wi = gsw_row(a, gq * GSW_ROWS + lane, 0, &lrow);
             src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
             if (glu) {
-                wi = gsw_row(a, igrp * GSW_ROWS + lane, 1, &lrow);
+                wi = gsw_row(a, gq * GSW_ROWS + lane, 1, &lrow);
                 src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
             }
         }
-    }
-    auto issue_next = [&]() { /* the task's next item into slot ik % D */
-        if (igrp < 0 || ik == nti) {
+    };
+    if (ntask)
+        set_group(g0);
+    auto issue_next = [&]() { /* the sequence's next item into slot issued % D */
+        if (ik == nti && igrp >= 0) {
+            if (igrp + nws < ngroups)
+                set_group(igrp + nws);
+            else
+                igrp = -1;
+        }
+        if (igrp < 0) {
             if (a.async)
                 cp_async_commit(); /* an empty group keeps the wait counts uniform */
             return;
         }
-        const int slot = ik % D;
+        const int slot = issued % D;
         if (a.async) { /* 17 chunks a row, lane l chunks l, l + 32, ... */
             const uint8_t *sp = ik < nt ? src0 : src1;
             const size_t jo = (size_t)(ik < nt ? ik : ik - nt) * GSW_RB;
@@ -194,6 +208,7 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
             }
             cp_async_commit();
             ik++;
+            issued++;
             return;
         }
         const uint32_t bar = bar0 + 8 * slot;
@@ -212,6 +227,7 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
                          : "memory");
         }
         ik++;
+        issued++;
     };
 
     /* weights are never written by a kernel: stream them before the wait
@@ -237,9 +253,11 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     /* acc[p][c]: x row g (c = 0, 1) or g + 8 (c = 2, 3), group rows 2t + (c & 1) */
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     uint32_t phase = 0;
-    const int n_items = igrp >= 0 ? nti : 0;
-    for (int k = 0; k < n_items; k++) {
-        const int slot = k % D;
+    const int64_t n_items = ntask * nti;
+    int64_t cgrp = g0; /* the compute side's group */
+    int it = 0;        /* its item in the task */
+    for (int64_t k = 0; k < n_items; k++) {
+        const int slot = (int)(k % D);
         if (a.async) {
             issue_next(); /* into the slot item k - 1 left */
             cp_async_wait_n(D - 1);
@@ -250,7 +268,7 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
             phase ^= 1u << slot;
             issue_next();
         }
-        const int p = k < nt ? 0 : 1, j = k < nt ? k : k - nt;
+        const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;
         const uint8_t *wq = w + g * GSW_RB;
         const uint8_t *ds = w + 2 * t * GSW_RB;
@@ -308,8 +326,14 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
                 acc[0][i] = c[i];
         }
         __syncwarp(); /* the slot is refilled by a later issue */
-        if (k == nti - 1)
-            gsw_finish<X16>(a, acc, igrp, ngroups, slice, np, g, t, xr0, xr1);
+        if (++it == nti) {
+            gsw_finish<X16>(a, acc, cgrp, ngroups, slice, np, g, t, xr0, xr1);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[0][i] = acc[1][i] = 0.0f;
+            cgrp += nws;
+            it = 0;
+        }
     }
 }
 
@@ -321,4 +345,16 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
     if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return false;
     return memra__launch(k, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
+}
+
+int gsw_blocks_per_sm(int n, size_t smem)
+{
+    const auto k = n > 8 ? gsw_kernel<true> : gsw_kernel<false>;
+    int nb = 0;
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, GSW_WARPS * 32, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return nb;
 }
