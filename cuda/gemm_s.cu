@@ -169,13 +169,11 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const int64_t nkt = a.K / GS_KT;
     if (groups > INT32_MAX / 2)
         return MEMRA_OK;
-    /* slices of at most 8 k tiles for steps of up to 8 rows, 4 for 9 to
-     * 16 (the staged x), and enough blocks for three per SM; a function of
-     * the shape, the device and that class of the row count only, so a
-     * row's bits are the same in any step of its class */
+    /* slices of at most GSW_KT_MAX k tiles (the staged x), and enough
+     * blocks for three per SM; a function of the shape and the device
+     * only, never of the row count */
     const int64_t grid_x = (groups + GSW_WARPS - 1) / GSW_WARPS;
-    const int ktmax = m->n_rows <= 8 ? GSW_KT_MAX : GSW_KT_MAX / 2;
-    int64_t split = (nkt + ktmax - 1) / ktmax;
+    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
     const int64_t want = (3 * (int64_t)c->sm_count + grid_x - 1) / grid_x;
     if (split < want)
         split = want;
@@ -254,7 +252,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.K = K;
     a.epi = (int)m->epi;
     a.gelu = m->act == MEMRA_ACT_GELU;
-    if (type == MEMRA_TYPE_Q8_0 && gsw_knob() && m->n_rows <= GSW_MAXN)
+    if (type == MEMRA_TYPE_Q8_0 && gsw_knob())
         return gsw_run(be, m, a, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

@@ -410,7 +410,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
 #define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */
 #define GSW_SLOT (GSW_ROWS * GSW_RB)      /* one ring item: a k tile of the group's rows */
-#define GSW_KT_MAX 8                      /* k tiles per slice, at most (the staged x: 33 KiB at 8 rows) */
+#define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 33 KiB at 16 rows) */
 #define GSW_RING_MAX 4
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 /* Blocks of gsw_kernel an SM holds at N x rows and SMEM bytes (0: none). */
