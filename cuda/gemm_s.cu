@@ -117,44 +117,30 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
     return MEMRA_OK;
 }
 
-/* MEMRA_BATCH_GSW=0: Q8_0 on gs_kernel too (A/B) */
-static long gsw_knob(void)
-{
-    static long v = -1;
-    if (v < 0)
-        v = memra__cuda_env_long("MEMRA_BATCH_GSW", 1);
-    return v;
-}
+/* gsw_kernel's switches, read once: MEMRA_BATCH_GSW=0 (Q8_0 on gs_kernel
+ * too), MEMRA_GSW_RING (ring items per warp, 2..GSW_RING_MAX),
+ * MEMRA_GSW_ASYNC=1 (the ring by cp.async copies), MEMRA_GSW_LEAN=1 (the
+ * instance with one group a warp and bulk copies only compiled in: fewer
+ * registers, the same bits), MEMRA_GSW_RESIDENT=1 (the blocks the SMs
+ * hold, each warp walking several groups; the same bits). A/B runs. */
+typedef struct gsw_knobs {
+    int on, ring, async, lean, resident;
+} gsw_knobs;
 
-/* Ring items per warp of gsw_kernel (MEMRA_GSW_RING, 2..GSW_RING_MAX) */
-static int gsw_ring(void)
+static const gsw_knobs *gsw_cfg(void)
 {
-    static long v = -1;
-    if (v < 0) {
-        v = memra__cuda_env_long("MEMRA_GSW_RING", 3);
-        if (v < 2 || v > GSW_RING_MAX)
-            v = 3;
+    static gsw_knobs k = {-1, 0, 0, 0, 0};
+    if (k.on < 0) {
+        gsw_knobs r;
+        const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
+        r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
+        r.async = memra__cuda_env_long("MEMRA_GSW_ASYNC", 0) != 0;
+        r.lean = memra__cuda_env_long("MEMRA_GSW_LEAN", 0) != 0;
+        r.resident = memra__cuda_env_long("MEMRA_GSW_RESIDENT", 0) != 0;
+        r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
+        k = r;
     }
-    return (int)v;
-}
-
-/* gsw_kernel's ring by cp.async copies (MEMRA_GSW_ASYNC=1; A/B) */
-static int gsw_async(void)
-{
-    static long v = -1;
-    if (v < 0)
-        v = memra__cuda_env_long("MEMRA_GSW_ASYNC", 0);
-    return v != 0;
-}
-
-/* MEMRA_GSW_RESIDENT=1: gsw_kernel on the blocks the SMs hold, each warp
- * walking several groups (A/B; the bits are the same) */
-static int gsw_resident(void)
-{
-    static long v = -1;
-    if (v < 0)
-        v = memra__cuda_env_long("MEMRA_GSW_RESIDENT", 0);
-    return v != 0;
+    return &k;
 }
 
 /* M's Q8_0 weights (A: their arguments) on gsw_kernel, in passes of
@@ -181,8 +167,10 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         split = nkt;
     a.kt_per = (int)((nkt + split - 1) / split);
     a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
-    a.st = gsw_ring();
-    a.async = gsw_async();
+    const gsw_knobs *kn = gsw_cfg();
+    a.st = kn->ring;
+    a.lean = kn->lean;
+    a.async = a.lean ? 0 : kn->async;
     if (a.split > 65535)
         return MEMRA_OK;
 
@@ -202,7 +190,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT +
                             (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
         int64_t gx = grid_x;
-        if (gsw_resident()) {
+        if (kn->resident && !a.lean) {
             const int64_t res = (int64_t)gsw_blocks_per_sm(a.n, smem) * c->sm_count / a.split;
             gx = res < 1 ? 1 : res < grid_x ? res : grid_x;
         }
@@ -252,7 +240,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.K = K;
     a.epi = (int)m->epi;
     a.gelu = m->act == MEMRA_ACT_GELU;
-    if (type == MEMRA_TYPE_Q8_0 && gsw_knob())
+    if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
         return gsw_run(be, m, a, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

@@ -70,6 +70,7 @@ typedef struct gs_args {
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
     int async;                  /* gsw_kernel: its ring filled by 16-byte cp.async copies, not bulk copies */
+    int lean;                   /* gsw_kernel: the instance without the group walk and cp.async (a block per 8 groups) */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)

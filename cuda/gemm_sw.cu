@@ -138,7 +138,9 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&acc)
     }
 }
 
-template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
+/* LEAN: one group a warp (the default grid) and bulk copies only, the
+ * other switches compiled out (MEMRA_GSW_LEAN=1; the same bits) */
+template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
@@ -162,7 +164,8 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     /* the warp's tasks: groups g0, g0 + nws, ... of this slice (one each
      * when the grid has a block for every 8 groups) */
     const int64_t nws = (int64_t)gridDim.x * GSW_WARPS, g0 = (int64_t)blockIdx.x * GSW_WARPS + warp;
-    const int64_t ntask = g0 < ngroups ? (ngroups - g0 + nws - 1) / nws : 0;
+    const int64_t ntask = g0 >= ngroups ? 0 : LEAN ? 1 : (ngroups - g0 + nws - 1) / nws;
+    const bool async = !LEAN && a.async;
     int64_t igrp = -1; /* the issue side's group */
     int ik = 0, nvalid = 0, issued = 0;
     const uint8_t *src0 = NULL, *src1 = NULL;
@@ -184,18 +187,18 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
         set_group(g0);
     auto issue_next = [&]() { /* the sequence's next item into slot issued % D */
         if (ik == nti && igrp >= 0) {
-            if (igrp + nws < ngroups)
+            if (!LEAN && igrp + nws < ngroups)
                 set_group(igrp + nws);
             else
                 igrp = -1;
         }
         if (igrp < 0) {
-            if (a.async)
+            if (async)
                 cp_async_commit(); /* an empty group keeps the wait counts uniform */
             return;
         }
         const int slot = issued % D;
-        if (a.async) { /* 17 chunks a row, lane l chunks l, l + 32, ... */
+        if (async) { /* 17 chunks a row, lane l chunks l, l + 32, ... */
             const uint8_t *sp = ik < nt ? src0 : src1;
             const size_t jo = (size_t)(ik < nt ? ik : ik - nt) * GSW_RB;
 #pragma unroll
@@ -258,7 +261,7 @@ template <bool X16> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel
     int it = 0;        /* its item in the task */
     for (int64_t k = 0; k < n_items; k++) {
         const int slot = (int)(k % D);
-        if (a.async) {
+        if (async) {
             issue_next(); /* into the slot item k - 1 left */
             cp_async_wait_n(D - 1);
             __syncwarp();
@@ -341,7 +344,8 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
         return false;
-    const auto k = a.n > 8 ? gsw_kernel<true> : gsw_kernel<false>;
+    const auto k = a.n > 8 ? (a.lean ? gsw_kernel<true, true> : gsw_kernel<true, false>)
+                           : (a.lean ? gsw_kernel<false, true> : gsw_kernel<false, false>);
     if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return false;
     return memra__launch(k, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
@@ -349,7 +353,7 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 
 int gsw_blocks_per_sm(int n, size_t smem)
 {
-    const auto k = n > 8 ? gsw_kernel<true> : gsw_kernel<false>;
+    const auto k = n > 8 ? gsw_kernel<true, false> : gsw_kernel<false, false>;
     int nb = 0;
     if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, GSW_WARPS * 32, smem) != cudaSuccess) {
