@@ -221,13 +221,16 @@ def test_kv_pool(model_path: str, model: memra.Model) -> None:
     ids = model.tokenize("alpha beta gamma delta")
     with model.cache(32) as c:
         want = model.forward(c, ids)
-    assert model.kv_pool_bytes == (0, 0)
-    with memra.Model(model_path, kv_pool_bytes=64 << 20) as m:
+    assert model.kv_pool_bytes == (0, 0) and model.kv_page_bytes == 0
+    with memra.Model(model_path, kv_pool_bytes=64 << 20, kv_page_bytes=100000) as m:
         used, total = m.kv_pool_bytes
+        page = m.kv_page_bytes
         assert used == 0 and total > 0
+        assert page >= 100000 and total % page == 0  # the request rounded up to the granularity
         with m.cache(32) as c:
             assert _values(m.forward(c, ids)) == _values(want)  # the same bits as without a pool
-            assert 0 < m.kv_pool_bytes[0] <= c.kv_bytes(len(ids))
+            used = m.kv_pool_bytes[0]
+            assert 0 < used <= c.kv_bytes(len(ids)) and used % page == 0
         assert m.kv_pool_bytes[0] == 0  # the pages went back with the cache
 
 
