@@ -79,6 +79,17 @@ static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half 
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
 
+/* Virtual row V of fused weights (no GLU): its weight, the row in that
+ * weight (-1: past the end). */
+static __device__ __forceinline__ int gs_weight(const gs_args &a, int64_t v, int64_t *lrow)
+{
+    int wi = 0;
+    while (wi + 1 < a.nw && v >= a.vrow0[wi + 1])
+        wi++;
+    *lrow = v < a.vrow0[a.nw] ? v - a.vrow0[wi] : -1;
+    return wi;
+}
+
 /* Tile row I of row tile T: its weight, the row in that weight (-1: none). */
 static __device__ __forceinline__ int gs_row(const gs_args &a, int64_t t, int i, int64_t *lrow)
 {
@@ -87,12 +98,7 @@ static __device__ __forceinline__ int gs_row(const gs_args &a, int64_t t, int i,
         *lrow = v < a.vrow0[1] ? v : -1;
         return i / (GS_BM / 2);
     }
-    const int64_t v = t * GS_BM + i;
-    int wi = 0;
-    while (wi + 1 < a.nw && v >= a.vrow0[wi + 1])
-        wi++;
-    *lrow = v < a.vrow0[a.nw] ? v - a.vrow0[wi] : -1;
-    return wi;
+    return gs_weight(a, t * GS_BM + i, lrow);
 }
 
 /* Q8_0's k tile as the tensor cores take it: each warp moves its 16 rows'

@@ -49,11 +49,7 @@ static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p
         *lrow = v < a.vrow0[1] ? v : -1;
         return p;
     }
-    int wi = 0;
-    while (wi + 1 < a.nw && v >= a.vrow0[wi + 1])
-        wi++;
-    *lrow = v < a.vrow0[a.nw] ? v - a.vrow0[wi] : -1;
-    return wi;
+    return gs_weight(a, v, lrow);
 }
 
 static __device__ __forceinline__ uint2 gsw_lds64(uint32_t a)
@@ -63,19 +59,14 @@ static __device__ __forceinline__ uint2 gsw_lds64(uint32_t a)
     return v;
 }
 
-/* The end of a task: lane (g, t)'s sums ACC of group GRP (x rows g and,
+/* The end of a task: lane (g, t)'s sums V of group GRP (x rows g and,
  * X16, g + 8; the group's rows 2t, 2t+1) into the slice's partials; the
- * warp that completes the group adds them in slice order and stores. */
+ * warp that completes the group adds them in slice order (into V) and
+ * stores. */
 template <bool X16>
-static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&acc)[2][4], int64_t grp, int64_t ngroups,
+static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2][4], int64_t grp, int64_t ngroups,
                                                   int slice, int np, int g, int t, bool xr0, bool xr1)
 {
-    float v[2][4];
-#pragma unroll
-    for (int p = 0; p < 2; p++)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            v[p][i] = acc[p][i];
     if (a.split > 1) {
         /* [slice][group][part][x row < n][8 rows] */
         const size_t per = (size_t)np * a.n * GSW_ROWS;
