@@ -118,25 +118,19 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
 }
 
 /* gsw_kernel's switches, read once: MEMRA_BATCH_GSW=0 (Q8_0 on gs_kernel
- * too), MEMRA_GSW_RING (ring items per warp, 2..GSW_RING_MAX),
- * MEMRA_GSW_ASYNC=1 (the ring by cp.async copies), MEMRA_GSW_LEAN=1 (the
- * instance with one group a warp and bulk copies only compiled in: fewer
- * registers, the same bits), MEMRA_GSW_RESIDENT=1 (the blocks the SMs
- * hold, each warp walking several groups; the same bits). A/B runs. */
+ * too), MEMRA_GSW_RING (ring items per warp, 2..GSW_RING_MAX; fewer
+ * where two blocks would not fit an SM). A/B runs; the same bits. */
 typedef struct gsw_knobs {
-    int on, ring, async, lean, resident;
+    int on, ring;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0, 0, 0};
+    static gsw_knobs k = {-1, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
         r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
-        r.async = memra__cuda_env_long("MEMRA_GSW_ASYNC", 0) != 0;
-        r.lean = memra__cuda_env_long("MEMRA_GSW_LEAN", 0) != 0;
-        r.resident = memra__cuda_env_long("MEMRA_GSW_RESIDENT", 0) != 0;
         r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
         k = r;
     }
@@ -167,10 +161,6 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         split = nkt;
     a.kt_per = (int)((nkt + split - 1) / split);
     a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
-    const gsw_knobs *kn = gsw_cfg();
-    a.st = kn->ring;
-    a.lean = kn->lean;
-    a.async = a.lean ? 0 : kn->async;
     if (a.split > 65535)
         return MEMRA_OK;
 
@@ -187,17 +177,17 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
                            a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
     for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {
         a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
-        const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT +
-                            (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
-        int64_t gx = grid_x;
-        if (kn->resident && !a.lean) {
-            const int64_t res = (int64_t)gsw_blocks_per_sm(a.n, smem) * c->sm_count / a.split;
-            gx = res < 1 ? 1 : res < grid_x ? res : grid_x;
-        }
+        /* the ring as deep as two blocks an SM allow (the staged x of 32
+         * rows is 65 KiB) */
+        const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
+        a.st = gsw_cfg()->ring;
+        while (a.st > 2 && (size_t)GSW_WARPS * a.st * GSW_SLOT + xs > GSW_SMEM_2)
+            a.st--;
+        const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT + xs;
         memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
                       m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
         MEMRA_CUDA_LAUNCHED(be);
-        if (!gsw_launch(a, (unsigned)gx, smem, c->stream))
+        if (!gsw_launch(a, (unsigned)grid_x, smem, c->stream))
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 skinny GEMM launch failed") : MEMRA_OK;
         MEMRA_CUDA_LAUNCHED(be);
         for (int i = 0; i < a.nw; i++)

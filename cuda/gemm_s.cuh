@@ -69,8 +69,6 @@ typedef struct gs_args {
     int *count;                 /* split > 1: per row tile, zero between launches */
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
-    int async;                  /* gsw_kernel: its ring filled by 16-byte cp.async copies, not bulk copies */
-    int lean;                   /* gsw_kernel: the instance without the group walk and cp.async (a block per 8 groups) */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)
@@ -412,17 +410,15 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
  * (cuda/gemm_sw.cu): grid_x blocks of GSW_WARPS row groups, a.split
  * slices, SMEM bytes; a.count holds a counter per row group. false: the
  * launch failed. */
-#define GSW_MAXN 16
+#define GSW_MAXN 32
 #define GSW_WARPS 8
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
 #define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */
 #define GSW_SLOT (GSW_ROWS * GSW_RB)      /* one ring item: a k tile of the group's rows */
-#define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 33 KiB at 16 rows) */
+#define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 65 KiB at 32 rows) */
 #define GSW_RING_MAX 4
+#define GSW_SMEM_2 (110u * 1024u)         /* dynamic shared memory of a block when two share an SM */
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
-/* Blocks of gsw_kernel an SM holds at N x rows and SMEM bytes (0: none). */
-int gsw_blocks_per_sm(int n, size_t smem);
-
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */

@@ -1,4 +1,4 @@
-/* The fast tier's Q8_0 GEMM of batched decode steps (GSW_MAXN = 16 x rows
+/* The fast tier's Q8_0 GEMM of batched decode steps (GSW_MAXN = 32 x rows
  * a pass; cuda/gemm_s.cu picks it): each weight byte read once per pass,
  * streamed the way the one-row matvec streams it.
  *
@@ -14,30 +14,31 @@
  * and the same 8 up rows, two parts) and one slice of K (blockIdx.y), and
  * walks its k tiles of 256 elements (one ring item: the 8 rows' 272 bytes
  * each, one bulk copy per row). The weights are the mma's B operand (n =
- * 8 rows), x its A operand (m = 16: x rows g and g + 8): lane (g, t) reads
- * quants 4t..4t+3 and 16+4t..16+4t+3 of its row g in every block (a word
- * or two, bank-conflict free at the 272-byte row stride) and x row g's
- * same four elements, so that the k order inside each 16 is permuted the
- * same way on both sides (as gs_kernel's Q8_0 path does). Two byte
- * permutes and a half subtraction make exact f16 integers of the quants;
- * each block's two mma steps sum q·x on the tensor cores and the block's
- * scale multiplies that float32 sum (gs_kernel's arithmetic class, not its
- * bits).
+ * 8 rows), x its A operand (m = 16: x rows g and g + 8; with more than 16
+ * rows a second m tile, rows 16 + g and 24 + g, on the same converted
+ * weights): lane (g, t) reads quants 4t..4t+3 and 16+4t..16+4t+3 of its
+ * row g in every block (a word or two, bank-conflict free at the 272-byte
+ * row stride) and x row g's same four elements, so that the k order
+ * inside each 16 is permuted the same way on both sides (as gs_kernel's
+ * Q8_0 path does). Two byte permutes and a half subtraction make exact
+ * f16 integers of the quants; each block's two mma steps sum q·x on the
+ * tensor cores and the block's scale multiplies that float32 sum
+ * (gs_kernel's arithmetic class, not its bits).
  *
- * A warp takes groups g0, g0 + nws, ... of one slice (nws: the slice's
- * warps): one each on the default grid (a block for every 8 groups),
- * several on a resident grid (MEMRA_GSW_RESIDENT=1), the ring streaming
- * on across them. (A resident grid whose warps took groups from a ticket
- * counter per slice, with slices of one to three k tiles so that the
- * tickets came out even, ran slower: 9B batched decode at 8 rows 998
- * against 1175 tok/s, the end of each short task a fence and an atomic
- * on the warp's path.)
+ * Tried and dropped (9B batched decode, one H200): warps walking several
+ * groups on the grid the SMs hold (2-3 % slower), that walk by a ticket
+ * counter per slice with slices of one to three k tiles (998 against 1175
+ * tok/s at 8 rows: a fence and an atomic at the end of each short task),
+ * the ring filled by 16-byte cp.async copies (equal at up to 16 rows, 5 %
+ * slower at 32). The instance without those paths (57 registers against
+ * 76 at up to 8 rows) ran 2-3 % faster at 4-32 rows (2026-12-03).
  *
  * Split-K as gs_kernel: slices write float32 partials, the warp that
  * finishes a group last adds them in slice order. The slicing is a
- * function of the weight's shape and the device, and an mma output reads
- * its own x row only, so a row's result does not depend on the other rows
- * of its step. Exactness: fast tier only. */
+ * function of the weight's shape and the device, and an mma output row
+ * reads its own x row only, so a row's result does not depend on the
+ * other rows of its step (nor on its place among them: every m tile and
+ * row of it is the same arithmetic). Exactness: fast tier only. */
 #include "gemm_s.cuh"
 #include "mmv.cuh"
 
@@ -59,13 +60,17 @@ static __device__ __forceinline__ uint2 gsw_lds64(uint32_t a)
     return v;
 }
 
-/* The end of a task: lane (g, t)'s sums V of group GRP (x rows g and,
- * X16, g + 8; the group's rows 2t, 2t+1) into the slice's partials; the
+/* x row I (0 .. NX*8-1 in steps of 8 from g) of lane (g, t) in its
+ * accumulators: m tile I / 16, its c0/c1 (rows g) or c2/c3 (g + 8) */
+#define GSW_ACC(i) (4 * ((i) >> 1) + 2 * ((i) & 1))
+
+/* The end of the warp's task: lane (g, t)'s sums V of group GRP (x rows g
+ * + 8i, i < NX; the group's rows 2t, 2t+1) into the slice's partials; the
  * warp that completes the group adds them in slice order (into V) and
  * stores. */
-template <bool X16>
-static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2][4], int64_t grp, int64_t ngroups,
-                                                  int slice, int np, int g, int t, bool xr0, bool xr1)
+template <int NX>
+static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2][4 * ((NX + 1) / 2)], int64_t grp,
+                                                  int64_t ngroups, int slice, int np, int g, int t)
 {
     if (a.split > 1) {
         /* [slice][group][part][x row < n][8 rows] */
@@ -76,13 +81,12 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
             if (p == np)
                 break;
             float *q = mine + (size_t)p * a.n * GSW_ROWS + 2 * t;
-            if (xr0) {
-                q[g * GSW_ROWS] = v[p][0];
-                q[g * GSW_ROWS + 1] = v[p][1];
-            }
-            if (xr1) {
-                q[(g + 8) * GSW_ROWS] = v[p][2];
-                q[(g + 8) * GSW_ROWS + 1] = v[p][3];
+#pragma unroll
+            for (int i = 0; i < NX; i++) {
+                if (g + 8 * i < a.n) {
+                    q[(g + 8 * i) * GSW_ROWS] = v[p][GSW_ACC(i)];
+                    q[(g + 8 * i) * GSW_ROWS + 1] = v[p][GSW_ACC(i) + 1];
+                }
             }
         }
         __threadfence();
@@ -97,21 +101,20 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
         for (int p = 0; p < 2; p++) {
             if (p == np)
                 break;
-            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (int sl = 0; sl < a.split; sl++) {
-                const float *q = a.part + ((size_t)sl * ngroups + grp) * per + (size_t)p * a.n * GSW_ROWS + 2 * t;
-                if (xr0) {
-                    s[0] += __ldcg(q + g * GSW_ROWS);
-                    s[1] += __ldcg(q + g * GSW_ROWS + 1);
-                }
-                if (xr1) {
-                    s[2] += __ldcg(q + (g + 8) * GSW_ROWS);
-                    s[3] += __ldcg(q + (g + 8) * GSW_ROWS + 1);
-                }
-            }
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                v[p][i] = s[i];
+            for (int i = 0; i < NX; i++) {
+                if (g + 8 * i >= a.n)
+                    continue;
+                float s0 = 0.0f, s1 = 0.0f;
+                for (int sl = 0; sl < a.split; sl++) {
+                    const float *q = a.part + ((size_t)sl * ngroups + grp) * per + (size_t)p * a.n * GSW_ROWS +
+                                     (size_t)(g + 8 * i) * GSW_ROWS + 2 * t;
+                    s0 += __ldcg(q);
+                    s1 += __ldcg(q + 1);
+                }
+                v[p][GSW_ACC(i)] = s0;
+                v[p][GSW_ACC(i) + 1] = s1;
+            }
         }
         if ((threadIdx.x & 31) == 0)
             a.count[grp] = 0;
@@ -122,17 +125,19 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
         const int wi = gsw_row(a, grp * GSW_ROWS + 2 * t + c, 0, &lrow);
         if (lrow < 0)
             continue;
-        if (xr0)
-            gs_store(a, wi, lrow, g, v[0][c], v[1][c]);
-        if (xr1)
-            gs_store(a, wi, lrow, g + 8, v[0][2 + c], v[1][2 + c]);
+#pragma unroll
+        for (int i = 0; i < NX; i++)
+            if (g + 8 * i < a.n)
+                gs_store(a, wi, lrow, g + 8 * i, v[0][GSW_ACC(i) + c], v[1][GSW_ACC(i) + c]);
     }
 }
 
-/* LEAN: one group a warp (the default grid) and bulk copies only, the
- * other switches compiled out (MEMRA_GSW_LEAN=1; the same bits) */
-template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
+/* NX: x row sets of 8 (1: up to 8 rows, 2: 16, 4: 32 as two m tiles of
+ * the mma sharing each converted weight fragment). A warp owns one group
+ * of one slice (a block for every 8 groups). */
+template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
+    constexpr int MT = (NX + 1) / 2; /* m tiles of 16 x rows */
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -144,7 +149,7 @@ template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32)
     const int slice = blockIdx.y;
     const int64_t kt0 = (int64_t)slice * a.kt_per;
     const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
-    const int nti = np * nt; /* items of a task (one group in this slice) */
+    const int nti = np * nt; /* items of the task (its group in this slice) */
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row: rows 8 banks apart */
     uint8_t *ring = gsw_smem + (size_t)warp * D * GSW_SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * GSW_SLOT);
@@ -152,59 +157,25 @@ template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32)
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
     const uint64_t policy = mmv_evict_first();
 
-    /* the warp's tasks: groups g0, g0 + nws, ... of this slice (one each
-     * when the grid has a block for every 8 groups) */
-    const int64_t nws = (int64_t)gridDim.x * GSW_WARPS, g0 = (int64_t)blockIdx.x * GSW_WARPS + warp;
-    const int64_t ntask = g0 >= ngroups ? 0 : LEAN ? 1 : (ngroups - g0 + nws - 1) / nws;
-    const bool async = !LEAN && a.async;
-    int64_t igrp = -1; /* the issue side's group */
-    int ik = 0, nvalid = 0, issued = 0;
+    const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
+    const bool live = grp < ngroups;
+    /* lanes 0..7 copy row LANE of the group, part 0 then (GLU) part 1 */
+    const int nvalid = live ? (int)min((int64_t)GSW_ROWS, nv - grp * GSW_ROWS) : 0;
     const uint8_t *src0 = NULL, *src1 = NULL;
-    auto set_group = [&](int64_t gq) { /* lanes 0..7 copy row LANE of group GQ */
-        igrp = gq;
-        ik = 0;
-        nvalid = (int)min((int64_t)GSW_ROWS, nv - gq * GSW_ROWS);
-        if (lane < nvalid) {
-            int64_t lrow;
-            int wi = gsw_row(a, gq * GSW_ROWS + lane, 0, &lrow);
-            src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-            if (glu) {
-                wi = gsw_row(a, gq * GSW_ROWS + lane, 1, &lrow);
-                src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-            }
+    if (lane < nvalid) {
+        int64_t lrow;
+        int wi = gsw_row(a, grp * GSW_ROWS + lane, 0, &lrow);
+        src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
+        if (glu) {
+            wi = gsw_row(a, grp * GSW_ROWS + lane, 1, &lrow);
+            src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
         }
-    };
-    if (ntask)
-        set_group(g0);
-    auto issue_next = [&]() { /* the sequence's next item into slot issued % D */
-        if (ik == nti && igrp >= 0) {
-            if (!LEAN && igrp + nws < ngroups)
-                set_group(igrp + nws);
-            else
-                igrp = -1;
-        }
-        if (igrp < 0) {
-            if (async)
-                cp_async_commit(); /* an empty group keeps the wait counts uniform */
+    }
+    int issued = 0;
+    auto issue_next = [&]() { /* item ISSUED into slot issued % D */
+        if (issued >= nti || !live)
             return;
-        }
         const int slot = issued % D;
-        if (async) { /* 17 chunks a row, lane l chunks l, l + 32, ... */
-            const uint8_t *sp = ik < nt ? src0 : src1;
-            const size_t jo = (size_t)(ik < nt ? ik : ik - nt) * GSW_RB;
-#pragma unroll
-            for (int i = 0; i < (GSW_SLOT / 16 + 31) / 32; i++) {
-                const int ch = lane + 32 * i, row = min(ch / 17, GSW_ROWS - 1), off = (ch % 17) * 16;
-                const uint8_t *rs = reinterpret_cast<const uint8_t *>(
-                    __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(sp), row));
-                if (ch < nvalid * 17)
-                    cp_async16(ring + slot * GSW_SLOT + row * GSW_RB + off, rs + jo + off);
-            }
-            cp_async_commit();
-            ik++;
-            issued++;
-            return;
-        }
         const uint32_t bar = bar0 + 8 * slot;
         if (lane == 0) {
             asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
@@ -213,14 +184,13 @@ template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32)
         }
         __syncwarp(); /* the bytes are expected before any copy completes */
         if (lane < nvalid) {
-            const uint8_t *s = (ik < nt ? src0 : src1) + (size_t)(ik < nt ? ik : ik - nt) * GSW_RB;
+            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
             asm volatile("fence.proxy.async.shared::cta;\n\t"
                          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
                          "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * GSW_SLOT + lane * GSW_RB),
                          "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
                          : "memory");
         }
-        ik++;
         issued++;
     };
 
@@ -240,36 +210,36 @@ template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32)
         cp_async_wait<0>();
         __syncthreads();
     }
+    if (!live)
+        return;
     const int g = lane >> 2, t = lane & 3;
-    const bool xr0 = g < a.n, xr1 = X16 && g + 8 < a.n;
-    const uint32_t xa = mmv_saddr(xs + (size_t)(xr0 ? g : 0) * ldx + 4 * t);
-    const uint32_t xb = mmv_saddr(xs + (size_t)(xr1 ? g + 8 : 0) * ldx + 4 * t);
-    /* acc[p][c]: x row g (c = 0, 1) or g + 8 (c = 2, 3), group rows 2t + (c & 1) */
-    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    /* x row g + 8i's staged slice (row 0 past n: its products land in
+     * accumulators that are never stored) */
+    uint32_t xa[NX];
+#pragma unroll
+    for (int i = 0; i < NX; i++)
+        xa[i] = mmv_saddr(xs + (size_t)(g + 8 * i < a.n ? g + 8 * i : 0) * ldx + 4 * t);
+    /* acc[p][4m + c]: m tile m, x row g + 16m (c = 0, 1) or g + 16m + 8
+     * (c = 2, 3), group rows 2t + (c & 1) */
+    float acc[2][4 * MT];
+#pragma unroll
+    for (int i = 0; i < 4 * MT; i++)
+        acc[0][i] = acc[1][i] = 0.0f;
     uint32_t phase = 0;
-    const int64_t n_items = ntask * nti;
-    int64_t cgrp = g0; /* the compute side's group */
-    int it = 0;        /* its item in the task */
-    for (int64_t k = 0; k < n_items; k++) {
-        const int slot = (int)(k % D);
-        if (async) {
-            issue_next(); /* into the slot item k - 1 left */
-            cp_async_wait_n(D - 1);
-            __syncwarp();
-        } else {
-            while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-            }
-            phase ^= 1u << slot;
-            issue_next();
+    for (int it = 0; it < nti; it++) {
+        const int slot = it % D;
+        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
         }
+        phase ^= 1u << slot;
+        issue_next();
         const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;
         const uint8_t *wq = w + g * GSW_RB;
         const uint8_t *ds = w + 2 * t * GSW_RB;
         const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
-        float c[4];
+        float c[4 * MT];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 4 * MT; i++)
             c[i] = p ? acc[1][i] : acc[0][i];
 #pragma unroll
         for (int b = 0; b < 8; b++) {
@@ -288,68 +258,58 @@ template <bool X16, bool LEAN> __global__ void __launch_bounds__(GSW_WARPS * 32)
             uint32_t bf0[2], bf1[2];
             gs_q8_h2(q0, &bf0[0], &bf0[1]);
             gs_q8_h2(q1, &bf1[0], &bf1[1]);
-            uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
-            auto x4 = [&](bool on, uint32_t base, int h) { /* x row g (h = 0) or g + 8 (h = 1) */
-                if (on) {
-                    const uint2 v0 = gsw_lds64(base + xoff + 64 * b), v1 = gsw_lds64(base + xoff + 64 * b + 32);
-                    af0[h] = v0.x;
-                    af0[h + 2] = v0.y;
-                    af1[h] = v1.x;
-                    af1[h + 2] = v1.y;
-                }
-            };
-            x4(xr0, xa, 0);
-            x4(xr1, xb, 1);
-            float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            gq_mma(tq, af0, bf0);
-            gq_mma(tq, af1, bf1);
             const float d0 = __half2float(*reinterpret_cast<const __half *>(ds + 34 * b));
             const float d1 = __half2float(*reinterpret_cast<const __half *>(ds + GSW_RB + 34 * b));
-            c[0] = __fmaf_rn(tq[0], d0, c[0]);
-            c[1] = __fmaf_rn(tq[1], d1, c[1]);
-            if (X16) {
-                c[2] = __fmaf_rn(tq[2], d0, c[2]);
-                c[3] = __fmaf_rn(tq[3], d1, c[3]);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
+                uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (2 * m + h < NX) {
+                        const uint32_t base = xa[2 * m + h] + xoff + 64 * b;
+                        const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
+                        af0[h] = v0.x;
+                        af0[h + 2] = v0.y;
+                        af1[h] = v1.x;
+                        af1[h + 2] = v1.y;
+                    }
+                }
+                float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gq_mma(tq, af0, bf0);
+                gq_mma(tq, af1, bf1);
+                c[4 * m] = __fmaf_rn(tq[0], d0, c[4 * m]);
+                c[4 * m + 1] = __fmaf_rn(tq[1], d1, c[4 * m + 1]);
+                if (NX > 1) {
+                    c[4 * m + 2] = __fmaf_rn(tq[2], d0, c[4 * m + 2]);
+                    c[4 * m + 3] = __fmaf_rn(tq[3], d1, c[4 * m + 3]);
+                }
             }
         }
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 4 * MT; i++) {
             if (p)
                 acc[1][i] = c[i];
             else
                 acc[0][i] = c[i];
         }
         __syncwarp(); /* the slot is refilled by a later issue */
-        if (++it == nti) {
-            gsw_finish<X16>(a, acc, cgrp, ngroups, slice, np, g, t, xr0, xr1);
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                acc[0][i] = acc[1][i] = 0.0f;
-            cgrp += nws;
-            it = 0;
-        }
     }
+    gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
+}
+
+template <int NX> static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+{
+    if (cudaFuncSetAttribute(gsw_kernel<NX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return false;
+    return memra__launch(gsw_kernel<NX>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
 }
 
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
         return false;
-    const auto k = a.n > 8 ? (a.lean ? gsw_kernel<true, true> : gsw_kernel<true, false>)
-                           : (a.lean ? gsw_kernel<false, true> : gsw_kernel<false, false>);
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
-        return false;
-    return memra__launch(k, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
-}
-
-int gsw_blocks_per_sm(int n, size_t smem)
-{
-    const auto k = n > 8 ? gsw_kernel<true, false> : gsw_kernel<false, false>;
-    int nb = 0;
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, GSW_WARPS * 32, smem) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return nb;
+    return a.n <= 8 ? gsw_launch_nx<1>(a, grid_x, smem, s)
+           : a.n <= 16 ? gsw_launch_nx<2>(a, grid_x, smem, s)
+                       : gsw_launch_nx<4>(a, grid_x, smem, s);
 }

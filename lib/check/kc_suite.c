@@ -300,6 +300,7 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q8_0.ffn_glu_r2", 2, q8, 4096, ff, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q8_0.ffn_glu_r13", 2, q8, 4096, ff, 13, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q8_0.ffn_glu_r32", 2, q8, 4096, ff, 32, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.gdn_in_r21", 4, q8, 4096, gdn, 21, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q8_0.down_add_r4", 1, q8, 12288, hid, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q8_0.out_add_r40", 1, q8, 4096, hid, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q8_0.vocab_r8", 1, q8, 4096, voc, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
