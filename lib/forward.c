@@ -32,11 +32,13 @@ void memra__set_rows_mode(int mode)
 }
 
 /* A fast engine runs a step of at least MEMRA_BATCH_FAST_MIN decode rows
- * (default 4) on the fast tier's batched kernels, a smaller one on the
- * per-row-exact decode kernels: below four rows the batched Q8_0 matvec
- * reads the weights faster than the skinny tensor-core GEMM (Qwen3.5-9B
- * Q8_0 on an H200, two rows: 421 against 264 tok/s; four: 410 against
- * 496). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
+ * (default 3) on the fast tier's batched kernels, a smaller one on the
+ * per-row-exact decode kernels: at two rows the batched Q8_0 matvec reads
+ * the weights faster than the fast tier's GEMM, at three no longer (H200,
+ * 2026-12-03, aggregate tok/s at 2 / 3 rows, decode kernels against the
+ * fast tier: Qwen3.5-9B Q8_0 427 / 385 against 386 / 558, Gemma-4-26B-A4B
+ * 352 / 365 against 344 / 440, Qwen3.6-35B-A3B 426 / 471 against 389 /
+ * 530). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
  * row, or an exact engine: the decode kernels. Both knobs are read once
  * per process. */
 int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
@@ -44,8 +46,8 @@ int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
     static int32_t batch_fast = -1, batch_min = -1;
     if (batch_fast < 0 && memra__env_int("MEMRA_BATCH_FAST", 0, 1, 1, &batch_fast))
         batch_fast = 1;
-    if (batch_min < 0 && memra__env_int("MEMRA_BATCH_FAST_MIN", 2, MEMRA_MAX_BATCH + 1, 4, &batch_min))
-        batch_min = 4;
+    if (batch_min < 0 && memra__env_int("MEMRA_BATCH_FAST_MIN", 2, MEMRA_MAX_BATCH + 1, 3, &batch_min))
+        batch_min = 3;
     if (!memra__model_fast(m))
         return MEMRA__ROWS_ANY;
     return n_rows >= batch_min && batch_fast ? MEMRA__ROWS_BATCH : MEMRA__ROWS_EXACT;

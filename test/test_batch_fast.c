@@ -5,8 +5,8 @@
  * model, and on $MEMRA_TEST_MODEL when set (e.g. a memra-synth file whose
  * widths are multiples of 256, which the skinny GEMM takes):
  *   - composition: 12 sequences decoded with fixed tokens, all in one step
- *     and again in random groups of 4..6 in shuffled order (steps of at
- *     least MEMRA_BATCH_FAST_MIN = 4 rows take the batched kernels): every
+ *     and again in random groups of 3..6 in shuffled order (steps of at
+ *     least MEMRA_BATCH_FAST_MIN = 3 rows take the batched kernels): every
  *     row is bit-identical between the two (a row does not depend on the
  *     rest of its step); and in pairs, which stay on the decode kernels:
  *     bit-identical to decoding alone;
@@ -169,7 +169,7 @@ static void check_model(const char *what, memra_model_t *m)
             it[i] = (memra_batch_item_t){.cache = s.c[i], .tokens = &s.tok[i][j], .n_tokens = 1, .logits = ROW(one, i, j)};
         assert_int_equal(memra_forward_batch(m, it, NS, 0), MEMRA_OK);
     }
-    /* random groups of 2..6, shuffled */
+    /* random groups of 3..6, shuffled */
     prefill(m, &s, row);
     for (int j = 0; j < STEPS; j++) {
         int order[NS];
@@ -181,8 +181,8 @@ static void check_model(const char *what, memra_model_t *m)
             order[k] = t;
         }
         for (int g0 = 0; g0 < NS;) {
-            int n = 4 + (int)tu_rng_int(&rng, 3);
-            if (NS - g0 - n < 4)
+            int n = 3 + (int)tu_rng_int(&rng, 4);
+            if (NS - g0 - n < 3)
                 n = NS - g0;
             memra_batch_item_t it[NS];
             for (int q = 0; q < n; q++) {
@@ -219,7 +219,7 @@ static void check_model(const char *what, memra_model_t *m)
         bool gone = false;
         for (int j = 0; j < STEPS; j++) {
             if (memcmp(ROW(one, i, j), ROW(groups, i, j), (size_t)V * sizeof(float)))
-                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and a group of 4..6", what, i,
+                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and a group of 3..6", what, i,
                          j, NS);
             if (gone)
                 continue; /* its later rows continue another cache */
