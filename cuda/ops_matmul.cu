@@ -403,6 +403,8 @@ memra_status_t memra__cuda_matmul(memra__backend_t *be, const memra_weight_t *w,
          * types without tiles) runs on the matvec, whose rows are the same
          * in any step: cuBLAS picks its algorithm, and with it the order of
          * the sums, by the row count */
+        MEMRA_CUDA_PROF_DETAIL(memra__cuda_ctx(be), "%s %lldx%lld n%lld batch mmv", memra_type_name(w->type),
+                               (long long)w->ne[0], (long long)w->ne[1], (long long)n_rows);
         return matvec_rows(be, w->type, one_weight(w, x, ldx, y, ldy), n_rows);
     }
     const bool big = n_rows <= INT32_MAX && w->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && ldy <= INT32_MAX;
