@@ -130,13 +130,29 @@ static void mmv_tl_note(mmv_args &a, unsigned grid, int64_t nv)
 }
 #endif
 
-/* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
- * false to take the generic kernel. */
-template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
+/* The kernel of the Q8_0 fast path for ROW MODE K: 0..2 the one-row
+ * modes, 3 and 4 two and four x rows a block column (default map). */
+#define MMV_Q8D_KINDS 5
+template <int T> static const void *mmv_q8d_fn(int k)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1;
+    static const void *const kernels[MMV_Q8D_KINDS] = {
+        (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
+        (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>, (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 2>,
+        (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 4>};
+    return kernels[k];
+}
+
+/* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
+ * false to take another kernel. R: x rows per block column (1, or 2 to
+ * MMV_Q8D_ROWS_MAX for a batched step's rows: the kernel of 2 or 4 rows,
+ * gy block columns). */
+template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static long on = -1, bps = -1, split_on = -1, deep = -1, rmax = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+        /* A/B: 1 sends every batched step's rows to the batched kernel (mmv_q8b.cuh) */
+        rmax = memra__cuda_env_long("MEMRA_MMV_Q8D_ROWS", MMV_Q8D_ROWS_MAX);
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 1); /* 0: three slots at any width (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
@@ -144,7 +160,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     }
     /* any whole number of blocks a row; rows that start on 4 bytes (the
      * generic kernel then takes the same pair dots: its (off & 3) == 0) */
-    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 32 || a0.conv_w)
+    if (!on || a0.ids || a0.ne0 % 32 || a0.conv_w || R < 1 || R > rmax || R > MMV_Q8D_ROWS_MAX)
+        return false;
+    const int nr = R == 1 ? 1 : R == 2 ? 2 : 4; /* the kernel's rows a block column */
+    if (R == 1 ? gy != 1 || a0.n_rows != 1 : a0.ymap != 0 || (gy > 1 && R != nr))
         return false;
     const bool grouped = a0.ymap != 0;
     if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
@@ -159,15 +178,13 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     a.xsm = 1;
     a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
     a.ring = MMV_Q8D_RING;
-    size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
+    const size_t xb = mmv_x_bytes<T>(a.ne0, nr);
+    size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + xb;
     if (smem > MMV_SMEM_MAX)
         return false;
-    static std::atomic<uint64_t> caches[3][64][8]; /* per kernel: the attributes are set once per kernel */
-    static const void *const kernels[3] = {(const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>,
-                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
-                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>};
-    int mode = grouped ? MMV_Q8D_GROUPED : MMV_Q8D_DEFAULT;
-    int occ = mmv_occupancy(kernels[mode], smem, caches[mode]);
+    static std::atomic<uint64_t> caches[MMV_Q8D_KINDS][64][8]; /* per kernel: the attributes are set once per kernel */
+    int mode = nr == 2 ? 3 : nr == 4 ? 4 : grouped ? MMV_Q8D_GROUPED : MMV_Q8D_DEFAULT;
+    int occ = mmv_occupancy(mmv_q8d_fn<T>(mode), smem, caches[mode]);
     if (occ == 0)
         return false;
     if (occ < 3 && deep) {
@@ -177,20 +194,20 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
          * what the SM's shared memory has left at the same occupancy (one
          * block, or two: E4B's 10240-wide down) deepens the ring. The ring
          * depth changes no bit. */
-        const size_t xb = mmv_x_bytes<T>(a.ne0, 1), slot = (size_t)MMV_WARPS * a.q8_slot;
-        static std::atomic<size_t> budgets[64][3][3]; /* per device, mode and occupancy: 0 = not yet asked */
+        const size_t slot = (size_t)MMV_WARPS * a.q8_slot;
+        static std::atomic<size_t> budgets[64][MMV_Q8D_KINDS][3]; /* per device, mode and occupancy: 0 = not yet asked */
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
             dev = 0;
         size_t budget = budgets[dev][mode][occ].load(std::memory_order_relaxed);
         if (budget == 0) {
-            budget = mmv_block_smem_budget(kernels[mode], occ);
+            budget = mmv_block_smem_budget(mmv_q8d_fn<T>(mode), occ);
             budgets[dev][mode][occ].store(budget ? budget : 1, std::memory_order_relaxed);
         }
         const int d = budget > xb ? (int)((budget - xb) / slot) : 0;
         if (d > MMV_Q8D_RING) {
             const size_t s2 = (size_t)(d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX) * slot + xb;
-            if (s2 <= MMV_SMEM_MAX && mmv_occupancy(kernels[mode], s2, caches[mode]) == occ) {
+            if (s2 <= MMV_SMEM_MAX && mmv_occupancy(mmv_q8d_fn<T>(mode), s2, caches[mode]) == occ) {
                 a.ring = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
                 smem = s2;
             }
@@ -199,8 +216,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
-    if (!grouped && split_on && !a.glu && a.ne0 == 4096) {
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
+    if (nr == 1 && !grouped && split_on && !a.glu && a.ne0 == 4096) {
         /* pairs of warps when the busiest warp has three rows or more and
          * the pairs take an eighth or more off its items (attention's
          * in-projections: 8 to 7; not the head: 158 to 157). Not the out
@@ -208,7 +225,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
          * item saved (10.2 against 9.4 us; 340 against 345 tok/s). */
         const int64_t nwt = (int64_t)grid * MMV_WARPS, npair = nwt / 2;
         if (nv > 2 * nwt && (nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
-            int o2 = mmv_occupancy(kernels[MMV_Q8D_SPLIT], smem, caches[MMV_Q8D_SPLIT]);
+            int o2 = mmv_occupancy(mmv_q8d_fn<T>(MMV_Q8D_SPLIT), smem, caches[MMV_Q8D_SPLIT]);
             if (bps > 0 && bps < o2)
                 o2 = (int)bps;
             if (o2 == occ)
@@ -224,13 +241,15 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 a.ymap = gs;
     }
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
-                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, a.ring,
-                smem, mode);
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", (long long)a.n_rows,
+                grid, gy, occ, a.ring, smem, mode);
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
     switch (mode) {
+    case 3: return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 2>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+    case 4: return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 4>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
     case MMV_Q8D_GROUPED:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_GROUPED>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     case MMV_Q8D_SPLIT:
@@ -285,18 +304,18 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     if (a.ymap) { /* only the grouped fast path writes mapped memory (run_mmv redirects the rest) */
         if constexpr (T == MEMRA_TYPE_Q8_0)
-            return R == 1 && tma && mmv_launch_q8d<T>(a, gy, sm_count, s);
+            return R == 1 && tma && mmv_launch_q8d<T>(a, 1, gy, sm_count, s);
         return false;
     }
     if constexpr (T == MEMRA_TYPE_Q8_0)
-        if (R > 1 && tma && mmv_launch_q8b(a, R, gy, sm_count, s))
+        if (R > 1 && tma && (mmv_launch_q8d<T>(a, R, gy, sm_count, s) || mmv_launch_q8b(a, R, gy, sm_count, s)))
             return true;
     if (R != 1 && R != 2 && R != 4 && R != 8)
         return false; /* rows per pass only the batched Q8_0 kernel takes */
     switch (R) {
     case 1:
         if constexpr (T == MEMRA_TYPE_Q8_0)
-            if (tma && mmv_launch_q8d<T>(a, gy, sm_count, s))
+            if (tma && mmv_launch_q8d<T>(a, 1, gy, sm_count, s))
                 return true;
         if (tma && !mq_is_float<T>::value)
             return mmv_launch_r<T, 1, true>(a, gy, sm_count, s, vec);
