@@ -47,9 +47,6 @@
 /* ... and up to this many where x leaves room for one block an SM only
  * (mmv_launch_q8d): rows of 16384 floats and more */
 #define MMV_Q8D_RING_MAX 8
-/* x rows a block column of the fast path takes in a batched step (its
- * kernels of 2 and 4 rows; steps of 3 run the 4-row kernel) */
-#define MMV_Q8D_ROWS_MAX 4
 /* A slot for rows that start 4, 8 or 12 bytes off a 16-byte boundary (the
  * 26B-A4B's 2112-wide rows are 2244 bytes): the copy starts at the boundary
  * below and ends on the one above the segment */
@@ -953,16 +950,10 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * 033baf5) each measured 3-8 % slower per token although each launch
  * ran less code, and so did loading a row's epilogue inputs when the row
  * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
-/* NR > 1 (DEFAULT only): a batched step's NR x rows share each weight
- * item; every row's dots, lane sums and warp sum are the one-row kernel's
- * (mmv_q8_pair<NR> is mmv_q8_pair<1> per row, each part from +0), so a
- * row's bits do not depend on the rows beside it. The block column
- * blockIdx.y takes rows [NR y, NR y + NR). */
-template <int T, int MODE, int NR = 1>
+template <int T, int MODE>
 __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
-    static_assert(NR == 1 || MODE == MMV_Q8D_DEFAULT, "several x rows on the default row map only");
     constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
     constexpr int SEG = MMV_Q8D_SEG;
     const int D = a.ring; /* MMV_Q8D_RING, deeper at one block an SM */
@@ -1037,8 +1028,6 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         issue(d);
     /* the norm weight (no kernel writes it) into the ring's free slots,
      * asynchronously: the copies overlap the wait */
-    const int64_t r0 = NR == 1 ? 0 : (int64_t)blockIdx.y * NR; /* one row: the launch's only row */
-    const int nr = NR == 1 ? 1 : (int)min((int64_t)NR, a.n_rows - r0);
     const bool wpark = a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
                        a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS && SL == SEG && D == MMV_Q8D_RING;
     if (wpark) {
@@ -1057,21 +1046,18 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SL);
-    const float *x = mmv_stage_x<true>(a, a.x + r0 * a.ldx, nr, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
+    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 2, mmv_tl_now());
 #endif
     for (int d = pre; d < D - 1; d++)
         issue(d);
-    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + nr * xl), rs = mmv_saddr(ring);
+    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + xl), rs = mmv_saddr(ring);
     mmv_pos cq = {v0, 0, SPLIT ? half : 0};
     /* the compute side's row start modulo 16 (rows off 16 bytes only) */
     auto row_off = [&](const mmv_pos &q) { return SL == SEG ? 0u : (uint32_t)((uintptr_t)row_src(q) & 15); };
     uint32_t coff = n_items ? row_off(cq) : 0u;
-    float acc0[NR], acc1[NR], yg = 0.0f;
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-        acc0[r] = acc1[r] = 0.0f;
+    float acc0 = 0.0f, acc1 = 0.0f, yg = 0.0f;
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
@@ -1079,27 +1065,21 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         }
         phase ^= 1u << slot;
         issue(slot == 0 ? D - 1 : slot - 1);
-        float part[NR];
-#pragma unroll
-        for (int r = 0; r < NR; r++)
-            part[r] = 0.0f;
+        float part = 0.0f;
         const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64;
-        mmv_q8_pair<NR>(rs + slot * SL + coff, nb, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, nr, part);
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            if (cq.p == 0)
-                acc0[r] += part[r];
-            else
-                acc1[r] += part[r];
-        }
+        mmv_q8_pair<1>(rs + slot * SL + coff, nb, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
+        if (cq.p == 0)
+            acc0 += part;
+        else
+            acc1 += part;
         __syncwarp(); /* the slot is refilled by the next iteration's issue */
         if (SPLIT) {
             float *x2 = xch + pair * 64 + (int)(k & 1) * 32; /* two rounds: no overwrite before the read */
             if (half)
-                x2[lane] = part[0];
+                x2[lane] = part;
             asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
             if (!half) {
-                const float g = warp_sum((0.0f + part[0]) + x2[lane]);
+                const float g = warp_sum((0.0f + part) + x2[lane]);
                 if (lane == 0) {
                     int64_t lrow;
                     const int wi = mmv_weight(a, cq, &lrow);
@@ -1108,7 +1088,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
             }
         } else if (GROUPED && cq.s == nseg - 1) {
             /* every lane holds the same sum (xor butterfly) */
-            const float g = warp_sum(acc0[0]);
+            const float g = warp_sum(acc0);
             const int j = (int)(cq.v & gm);
             if (lane == j)
                 yg = g;
@@ -1116,23 +1096,16 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
                 if (lane <= j)
                     a.y[0][vrow(cq).v - j + lane] = yg;
             }
-            acc0[0] = 0.0f;
+            acc0 = 0.0f;
         } else if (!GROUPED && cq.s == nseg - 1 && cq.p == np - 1) {
-            float g[NR], u[NR];
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                g[r] = warp_sum(acc0[r]);
-                u[r] = a.glu ? warp_sum(acc1[r]) : 0.0f;
-                acc0[r] = acc1[r] = 0.0f;
-            }
+            const float g = warp_sum(acc0);
+            const float u = a.glu ? warp_sum(acc1) : 0.0f;
             if (lane == 0) {
                 int64_t lrow;
                 const int wi = mmv_weight(a, cq, &lrow);
-#pragma unroll
-                for (int r = 0; r < NR; r++)
-                    if (r < nr)
-                        mmv_store<false>(a, wi, lrow, r0, r, g[r], u[r]);
+                mmv_store<false>(a, wi, lrow, 0, 0, g, u);
             }
+            acc0 = acc1 = 0.0f;
         }
         next(cq);
         if (SL != SEG && (SPLIT || cq.s == 0) && k + 1 < n_items)

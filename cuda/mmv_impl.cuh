@@ -10,6 +10,7 @@
 #include "mmv_occ.cuh"
 #include "mmv_moe.cuh"
 #include "mmv_q8b.cuh"
+#include "mmv_q8p.cuh"
 
 /* Items per warp in the ring for a block that also stages XBYTES of x: as
  * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
@@ -130,29 +131,13 @@ static void mmv_tl_note(mmv_args &a, unsigned grid, int64_t nv)
 }
 #endif
 
-/* The kernel of the Q8_0 fast path for ROW MODE K: 0..2 the one-row
- * modes, 3 and 4 two and four x rows a block column (default map). */
-#define MMV_Q8D_KINDS 5
-template <int T> static const void *mmv_q8d_fn(int k)
-{
-    static const void *const kernels[MMV_Q8D_KINDS] = {
-        (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
-        (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>, (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 2>,
-        (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 4>};
-    return kernels[k];
-}
-
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
- * false to take another kernel. R: x rows per block column (1, or 2 to
- * MMV_Q8D_ROWS_MAX for a batched step's rows: the kernel of 2 or 4 rows,
- * gy block columns). */
-template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned gy, int sm_count, cudaStream_t s)
+ * false to take the generic kernel. */
+template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1, rmax = -1;
+    static long on = -1, bps = -1, split_on = -1, deep = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        /* A/B: 1 sends every batched step's rows to the batched kernel (mmv_q8b.cuh) */
-        rmax = memra__cuda_env_long("MEMRA_MMV_Q8D_ROWS", MMV_Q8D_ROWS_MAX);
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 1); /* 0: three slots at any width (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
@@ -160,10 +145,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
     }
     /* any whole number of blocks a row; rows that start on 4 bytes (the
      * generic kernel then takes the same pair dots: its (off & 3) == 0) */
-    if (!on || a0.ids || a0.ne0 % 32 || a0.conv_w || R < 1 || R > rmax || R > MMV_Q8D_ROWS_MAX)
-        return false;
-    const int nr = R == 1 ? 1 : R == 2 ? 2 : 4; /* the kernel's rows a block column */
-    if (R == 1 ? gy != 1 || a0.n_rows != 1 : a0.ymap != 0 || (gy > 1 && R != nr))
+    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 32 || a0.conv_w)
         return false;
     const bool grouped = a0.ymap != 0;
     if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
@@ -178,13 +160,15 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
     a.xsm = 1;
     a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
     a.ring = MMV_Q8D_RING;
-    const size_t xb = mmv_x_bytes<T>(a.ne0, nr);
-    size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + xb;
+    size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    static std::atomic<uint64_t> caches[MMV_Q8D_KINDS][64][8]; /* per kernel: the attributes are set once per kernel */
-    int mode = nr == 2 ? 3 : nr == 4 ? 4 : grouped ? MMV_Q8D_GROUPED : MMV_Q8D_DEFAULT;
-    int occ = mmv_occupancy(mmv_q8d_fn<T>(mode), smem, caches[mode]);
+    static std::atomic<uint64_t> caches[3][64][8]; /* per kernel: the attributes are set once per kernel */
+    static const void *const kernels[3] = {(const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>,
+                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
+                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>};
+    int mode = grouped ? MMV_Q8D_GROUPED : MMV_Q8D_DEFAULT;
+    int occ = mmv_occupancy(kernels[mode], smem, caches[mode]);
     if (occ == 0)
         return false;
     if (occ < 3 && deep) {
@@ -194,20 +178,20 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
          * what the SM's shared memory has left at the same occupancy (one
          * block, or two: E4B's 10240-wide down) deepens the ring. The ring
          * depth changes no bit. */
-        const size_t slot = (size_t)MMV_WARPS * a.q8_slot;
-        static std::atomic<size_t> budgets[64][MMV_Q8D_KINDS][3]; /* per device, mode and occupancy: 0 = not yet asked */
+        const size_t xb = mmv_x_bytes<T>(a.ne0, 1), slot = (size_t)MMV_WARPS * a.q8_slot;
+        static std::atomic<size_t> budgets[64][3][3]; /* per device, mode and occupancy: 0 = not yet asked */
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
             dev = 0;
         size_t budget = budgets[dev][mode][occ].load(std::memory_order_relaxed);
         if (budget == 0) {
-            budget = mmv_block_smem_budget(mmv_q8d_fn<T>(mode), occ);
+            budget = mmv_block_smem_budget(kernels[mode], occ);
             budgets[dev][mode][occ].store(budget ? budget : 1, std::memory_order_relaxed);
         }
         const int d = budget > xb ? (int)((budget - xb) / slot) : 0;
         if (d > MMV_Q8D_RING) {
             const size_t s2 = (size_t)(d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX) * slot + xb;
-            if (s2 <= MMV_SMEM_MAX && mmv_occupancy(mmv_q8d_fn<T>(mode), s2, caches[mode]) == occ) {
+            if (s2 <= MMV_SMEM_MAX && mmv_occupancy(kernels[mode], s2, caches[mode]) == occ) {
                 a.ring = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
                 smem = s2;
             }
@@ -216,8 +200,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
-    if (nr == 1 && !grouped && split_on && !a.glu && a.ne0 == 4096) {
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
+    if (!grouped && split_on && !a.glu && a.ne0 == 4096) {
         /* pairs of warps when the busiest warp has three rows or more and
          * the pairs take an eighth or more off its items (attention's
          * in-projections: 8 to 7; not the head: 158 to 157). Not the out
@@ -225,7 +209,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
          * item saved (10.2 against 9.4 us; 340 against 345 tok/s). */
         const int64_t nwt = (int64_t)grid * MMV_WARPS, npair = nwt / 2;
         if (nv > 2 * nwt && (nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
-            int o2 = mmv_occupancy(mmv_q8d_fn<T>(MMV_Q8D_SPLIT), smem, caches[MMV_Q8D_SPLIT]);
+            int o2 = mmv_occupancy(kernels[MMV_Q8D_SPLIT], smem, caches[MMV_Q8D_SPLIT]);
             if (bps > 0 && bps < o2)
                 o2 = (int)bps;
             if (o2 == occ)
@@ -241,15 +225,13 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
                 a.ymap = gs;
     }
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
-                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", (long long)a.n_rows,
-                grid, gy, occ, a.ring, smem, mode);
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, a.ring,
+                smem, mode);
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
     switch (mode) {
-    case 3: return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 2>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
-    case 4: return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, 4>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
     case MMV_Q8D_GROUPED:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_GROUPED>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     case MMV_Q8D_SPLIT:
@@ -257,6 +239,63 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, int R, unsigned 
     default:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     }
+}
+
+/* The two-row Q8_0 kernel (cuda/mmv_q8p.cuh) for steps of two x rows
+ * (GY block columns of two); false when it does not apply or fit. Its
+ * ring is as deep as the shared memory left at the occupancy of a ring of
+ * two allows (two x rows of 12288 floats leave one block an SM: a ring of
+ * two would keep one item a warp in flight). */
+template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MMV_Q8P", 1); /* A/B: 0 sends two rows to the batched kernel */
+    if (!on || R != Q8P_NR || a0.ymap || a0.ids || a0.ne0 % 32 || a0.conv_w || a0.n_rows > (int64_t)gy * Q8P_NR)
+        return false;
+    bool off16 = false;
+    for (int i = 0; i < a0.nw; i++) {
+        if (a0.nb1[i] % 4 || (uintptr_t)a0.W[i] % 4)
+            return false;
+        off16 = off16 || a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16;
+    }
+    mmv_args a = a0;
+    a.xsm = 1;
+    a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
+    const size_t xb = mmv_x_bytes<T>(a.ne0, Q8P_NR), item = (size_t)MMV_WARPS * Q8P_M * a.q8_slot;
+    const void *kernel = (const void *)mmv_q8p_kernel<T>;
+    static std::atomic<uint64_t> cache[64][8];
+    size_t smem = 2 * item + xb;
+    const int occ = smem <= MMV_SMEM_MAX ? mmv_occupancy(kernel, smem, cache) : 0;
+    if (occ == 0)
+        return false;
+    a.ring = 2;
+    static std::atomic<size_t> budgets[64][3]; /* per device and occupancy (1, 2): 0 = not yet asked */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+        dev = 0;
+    const int oi = occ < 2 ? occ : 2;
+    size_t budget = budgets[dev][oi].load(std::memory_order_relaxed);
+    if (budget == 0) {
+        budget = mmv_block_smem_budget(kernel, occ);
+        budgets[dev][oi].store(budget ? budget : 1, std::memory_order_relaxed);
+    }
+    const int d = budget > xb ? (int)((budget - xb) / item) : 0;
+    if (d > 2) {
+        const int dd = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
+        const size_t s2 = (size_t)dd * item + xb;
+        if (s2 <= MMV_SMEM_MAX && mmv_occupancy(kernel, s2, cache) == occ) {
+            a.ring = dd;
+            smem = s2;
+        }
+    }
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
+    if (mmv_debug())
+        fprintf(stderr, "mmv q8p: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", (long long)a.n_rows,
+                grid, gy, occ, a.ring, smem);
+    return memra__launch(mmv_q8p_kernel<T>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 /* The batched Q8_0 kernel (cuda/mmv_q8b.cuh) for R x rows per block
@@ -304,18 +343,18 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     if (a.ymap) { /* only the grouped fast path writes mapped memory (run_mmv redirects the rest) */
         if constexpr (T == MEMRA_TYPE_Q8_0)
-            return R == 1 && tma && mmv_launch_q8d<T>(a, 1, gy, sm_count, s);
+            return R == 1 && tma && mmv_launch_q8d<T>(a, gy, sm_count, s);
         return false;
     }
     if constexpr (T == MEMRA_TYPE_Q8_0)
-        if (R > 1 && tma && (mmv_launch_q8d<T>(a, R, gy, sm_count, s) || mmv_launch_q8b(a, R, gy, sm_count, s)))
+        if (R > 1 && tma && (mmv_launch_q8p<T>(a, R, gy, sm_count, s) || mmv_launch_q8b(a, R, gy, sm_count, s)))
             return true;
     if (R != 1 && R != 2 && R != 4 && R != 8)
         return false; /* rows per pass only the batched Q8_0 kernel takes */
     switch (R) {
     case 1:
         if constexpr (T == MEMRA_TYPE_Q8_0)
-            if (tma && mmv_launch_q8d<T>(a, 1, gy, sm_count, s))
+            if (tma && mmv_launch_q8d<T>(a, gy, sm_count, s))
                 return true;
         if (tma && !mq_is_float<T>::value)
             return mmv_launch_r<T, 1, true>(a, gy, sm_count, s, vec);

@@ -117,12 +117,6 @@ static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_a
         else
             while (R > 1 && !x_fits(type, a.ne0, R))
                 R /= 2;
-        /* a step of a few rows the batched kernel cannot take (rows off 16
-         * bytes: the 26B-A4B's 2112-wide down) in passes of the fast
-         * path's rows: two reads of the weight at its rate beat one on the
-         * generic kernel */
-        if (!rq && n_rows <= 2 * MMV_Q8D_ROWS_MAX && R > MMV_Q8D_ROWS_MAX)
-            R = MMV_Q8D_ROWS_MAX;
     } else if (mmv_kq_takes(type, a)) {
         /* the K-quant kernel stages every x row: as many rows per pass as fit */
         while (R > 1 && !mmv_kq_x_fits(type, a.ne0, R))

@@ -289,17 +289,18 @@ static void run_suite(kc *k)
             {"matmul_ex.rowinv.q8_0.e4b_geglu_r6", 2, q8, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_qkv_r4", 3, q8, 5376, g31q, 4, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_down_r5", 1, q8, 21504, g31, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
-            /* steps of 2-4 rows on the one-row fast path's kernels of 2 and 4
-             * x rows (mmv_q8d_kernel NR): the real shapes, a short last
-             * segment (2560, 2816), rows off 16 bytes (2112), a head */
+            /* steps of two rows (cuda/mmv_q8p.cuh: pairs of weight rows,
+             * several weights, a short last segment (2560, 2816), rows off
+             * 16 bytes (2112), a head, x too wide for it (21504)), and of
+             * three on the batched kernel */
             {"matmul_ex.rowinv.q8_0.ffn_glu_r2", 2, q8, 4096, ff, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.ffn_glu_r3", 2, q8, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, false, true, false, true},
-            {"matmul_ex.rowinv.q8_0.gdn_in_r4", 4, q8, 4096, gdn, 4, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.gdn_in_r2", 4, q8, 4096, gdn, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.down_add_r2", 1, q8, 12288, hid, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
-            {"matmul_ex.rowinv.q8_0.out_add_r4", 1, q8, 4096, hid, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.out_add_r2", 1, q8, 4096, hid, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.vocab_r2", 1, q8, 4096, voc, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, true},
-            {"matmul_ex.rowinv.q8_0.e4b_geglu_r4", 2, q8, 2560, e4b, 4, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
-            {"matmul_ex.rowinv.q8_0.g26_geglu_r3", 2, q8, 2816, g26f, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.e4b_geglu_r2", 2, q8, 2560, e4b, 2, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.g26_geglu_r2", 2, q8, 2816, g26f, 2, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g26_down_r2", 1, q8, 2112, g26d, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_down_r2", 1, q8, 21504, g31, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             /* a batched fast step's matmuls: every epilogue, 2..40 rows (one,
