@@ -627,6 +627,27 @@ static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *s
                  : "memory");
 }
 
+/* A slot filled by several bulk copies: the fence and one arrival that
+ * expects all N bytes (mmv_bar_expect), then each copy (mmv_bulk_copy). */
+static __device__ __forceinline__ void mmv_bar_expect(uint32_t bar, uint32_t n)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n\t"
+                 "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+                 :
+                 : "r"(bar), "r"(n)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void mmv_bulk_copy(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
+                                                     uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
+                 "[%0], [%1], %2, [%3], %4;"
+                 :
+                 : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 /* TMA: each ring slot is filled by one bulk copy (cp.async.bulk, issued by
  * lane 0, completing on the slot's mbarrier) instead of a 16-byte cp.async
  * per lane and chunk: no per-lane copy instructions in the hot loop, and

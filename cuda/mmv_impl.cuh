@@ -131,6 +131,47 @@ static void mmv_tl_note(mmv_args &a, unsigned grid, int64_t nv)
 }
 #endif
 
+/* The Q8_0 fast path's slot stride for A's weights: MMV_Q8D_SEG for rows
+ * at 16-byte aligned addresses, MMV_Q8D_SLOT_OFF when some row starts off
+ * 16 bytes, 0 when one starts off 4 (the kernels read words). */
+static int mmv_q8_slot(const mmv_args &a)
+{
+    bool off16 = false;
+    for (int i = 0; i < a.nw; i++) {
+        if (a.nb1[i] % 4 || (uintptr_t)a.W[i] % 4)
+            return 0;
+        off16 = off16 || a.nb1[i] % 16 || (uintptr_t)a.W[i] % 16;
+    }
+    return off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
+}
+
+/* The deepest ring (at most MMV_Q8D_RING_MAX items of ITEM bytes next to
+ * XB bytes of x) that keeps KERNEL at OCC blocks an SM: what the SM's
+ * shared memory has left at that occupancy (BUDGET caches it per device:
+ * 0 = not yet asked). Sets *SMEM and returns the depth, or returns D0
+ * when nothing deeper fits. The ring depth changes no bit. */
+static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, int d0,
+                           std::atomic<size_t> (&budget)[64], std::atomic<uint64_t> (*cache)[8], size_t *smem)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+        dev = 0;
+    size_t b = budget[dev].load(std::memory_order_relaxed);
+    if (b == 0) {
+        b = mmv_block_smem_budget(kernel, occ);
+        budget[dev].store(b ? b : 1, std::memory_order_relaxed);
+    }
+    const int d = b > xb ? (int)((b - xb) / item) : 0;
+    if (d <= d0)
+        return d0;
+    const int dd = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
+    const size_t s2 = (size_t)dd * item + xb;
+    if (s2 > MMV_SMEM_MAX || mmv_occupancy(kernel, s2, cache) != occ)
+        return d0;
+    *smem = s2;
+    return dd;
+}
+
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
@@ -150,15 +191,11 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const bool grouped = a0.ymap != 0;
     if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
         return false;
-    bool off16 = false;
-    for (int i = 0; i < a0.nw; i++) {
-        if (a0.nb1[i] % 4 || (uintptr_t)a0.W[i] % 4)
-            return false;
-        off16 = off16 || a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16;
-    }
     mmv_args a = a0;
     a.xsm = 1;
-    a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
+    a.q8_slot = mmv_q8_slot(a0);
+    if (a.q8_slot == 0)
+        return false;
     a.ring = MMV_Q8D_RING;
     size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
@@ -176,26 +213,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
          * two items in flight each kept ~35 KB an SM in flight (the 31B's
          * 21504-wide down at 2.2 TB/s, against ~4 at three blocks an SM);
          * what the SM's shared memory has left at the same occupancy (one
-         * block, or two: E4B's 10240-wide down) deepens the ring. The ring
-         * depth changes no bit. */
-        const size_t xb = mmv_x_bytes<T>(a.ne0, 1), slot = (size_t)MMV_WARPS * a.q8_slot;
-        static std::atomic<size_t> budgets[64][3][3]; /* per device, mode and occupancy: 0 = not yet asked */
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-            dev = 0;
-        size_t budget = budgets[dev][mode][occ].load(std::memory_order_relaxed);
-        if (budget == 0) {
-            budget = mmv_block_smem_budget(kernels[mode], occ);
-            budgets[dev][mode][occ].store(budget ? budget : 1, std::memory_order_relaxed);
-        }
-        const int d = budget > xb ? (int)((budget - xb) / slot) : 0;
-        if (d > MMV_Q8D_RING) {
-            const size_t s2 = (size_t)(d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX) * slot + xb;
-            if (s2 <= MMV_SMEM_MAX && mmv_occupancy(kernels[mode], s2, caches[mode]) == occ) {
-                a.ring = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
-                smem = s2;
-            }
-        }
+         * block, or two: E4B's 10240-wide down) deepens the ring */
+        static std::atomic<size_t> budgets[3][3][64]; /* per mode, occupancy and device */
+        a.ring = mmv_ring_deepen(kernels[mode], occ, mmv_x_bytes<T>(a.ne0, 1), (size_t)MMV_WARPS * a.q8_slot,
+                                 MMV_Q8D_RING, budgets[mode][occ], caches[mode], &smem);
     }
     if (bps > 0 && bps < occ)
         occ = (int)bps;
@@ -253,15 +274,11 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
         on = memra__cuda_env_long("MEMRA_MMV_Q8P", 1); /* A/B: 0 sends two rows to the batched kernel */
     if (!on || R != Q8P_NR || a0.ymap || a0.ids || a0.ne0 % 32 || a0.conv_w || a0.n_rows > (int64_t)gy * Q8P_NR)
         return false;
-    bool off16 = false;
-    for (int i = 0; i < a0.nw; i++) {
-        if (a0.nb1[i] % 4 || (uintptr_t)a0.W[i] % 4)
-            return false;
-        off16 = off16 || a0.nb1[i] % 16 || (uintptr_t)a0.W[i] % 16;
-    }
     mmv_args a = a0;
     a.xsm = 1;
-    a.q8_slot = off16 ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
+    a.q8_slot = mmv_q8_slot(a0);
+    if (a.q8_slot == 0)
+        return false;
     const size_t xb = mmv_x_bytes<T>(a.ne0, Q8P_NR), item = (size_t)MMV_WARPS * Q8P_M * a.q8_slot;
     const void *kernel = (const void *)mmv_q8p_kernel<T>;
     static std::atomic<uint64_t> cache[64][8];
@@ -269,26 +286,8 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     const int occ = smem <= MMV_SMEM_MAX ? mmv_occupancy(kernel, smem, cache) : 0;
     if (occ == 0)
         return false;
-    a.ring = 2;
-    static std::atomic<size_t> budgets[64][3]; /* per device and occupancy (1, 2): 0 = not yet asked */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
-        dev = 0;
-    const int oi = occ < 2 ? occ : 2;
-    size_t budget = budgets[dev][oi].load(std::memory_order_relaxed);
-    if (budget == 0) {
-        budget = mmv_block_smem_budget(kernel, occ);
-        budgets[dev][oi].store(budget ? budget : 1, std::memory_order_relaxed);
-    }
-    const int d = budget > xb ? (int)((budget - xb) / item) : 0;
-    if (d > 2) {
-        const int dd = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
-        const size_t s2 = (size_t)dd * item + xb;
-        if (s2 <= MMV_SMEM_MAX && mmv_occupancy(kernel, s2, cache) == occ) {
-            a.ring = dd;
-            smem = s2;
-        }
-    }
+    static std::atomic<size_t> budgets[3][64]; /* per occupancy (1, 2 or more) and device */
+    a.ring = mmv_ring_deepen(kernel, occ, xb, item, 2, budgets[occ < 2 ? occ : 2], cache, &smem);
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
     if (mmv_debug())

@@ -232,19 +232,11 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
                                                       : NULL;
             total += src[m] ? nbytes : 0u;
         }
-        asm volatile("fence.proxy.async.shared::cta;\n\t"
-                     "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
-                     :
-                     : "r"(bar), "r"(total)
-                     : "memory");
+        mmv_bar_expect(bar, total);
 #pragma unroll
         for (int m = 0; m < Q8B_M; m++)
             if (src[m])
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-                             "[%0], [%1], %2, [%3], %4;"
-                             :
-                             : "r"(slot + m * MMV_Q8D_SEG), "l"(src[m]), "r"(nbytes), "r"(bar), "l"(policy)
-                             : "memory");
+                mmv_bulk_copy(slot + m * MMV_Q8D_SEG, src[m], nbytes, bar, policy);
     };
     /* the weights (which no kernel writes) start before the wait for x */
     for (int d = 0; d < Q8B_D - 1; d++)

@@ -134,20 +134,12 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kerne
                 }
             }
             const uint32_t bar = bar0 + 8u * (uint32_t)slot;
-            asm volatile("fence.proxy.async.shared::cta;\n\t"
-                         "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
-                         :
-                         : "r"(bar), "r"(total)
-                         : "memory");
+            mmv_bar_expect(bar, total);
 #pragma unroll
             for (int m = 0; m < M; m++)
                 if (src[m])
-                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-                                 "[%0], [%1], %2, [%3], %4;"
-                                 :
-                                 : "r"(ring0 + (uint32_t)(slot * IS + m * SL)), "l"(it[m].a0),
-                                   "r"((uint32_t)it[m].nchunk * 16u), "r"(bar), "l"(policy)
-                                 : "memory");
+                    mmv_bulk_copy(ring0 + (uint32_t)(slot * IS + m * SL), it[m].a0, (uint32_t)it[m].nchunk * 16u, bar,
+                                  policy);
         }
         if (++issued < n_items) {
             mmv_next(iq, np, nseg, 2 * nwt);
