@@ -9,7 +9,10 @@
  * two x rows doubled the shared-memory reads per weight byte (8 KB of x a
  * warp against a 2176-byte item) on top of twice the FMAs. Here an item is
  * the same segment of two of the warp's weight rows, each x load serving
- * both: per weight byte the x reads of one row, the FMAs of two.
+ * both: per weight byte the x reads of one row, the FMAs of two. It runs
+ * the 9B's GLU at two rows in 44.9 us (the batched kernel 47.8), its down
+ * in 30.4 (37.5), its head in 354 (408); two rows' FMAs keep it above the
+ * one-row time (docs/CUDA.md, Open).
  *
  * Rows: warp w walks its rows w, w + nwt, ... (the one-row kernel's) in
  * pairs (v, v + nwt), each pair's parts (GLU: gate, up) and segments in
