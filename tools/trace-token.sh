@@ -7,8 +7,9 @@
 # copies in the gap between tokens (after the head: start, end), the median
 # per position in the token and the sums per kernel kind.
 # Usage: tools/trace-token.sh MODEL   (B: build folder, N: tokens, D: depth,
-# BENCH_ARGS: more memra-bench arguments; MEMRA_TRACE_API=1 lists the host's
-# CUDA calls in the gap too)
+# BATCH: a batched step of that many sequences instead (memra-bench --batch,
+# P-token prompts, default 16; no depth), BENCH_ARGS: more memra-bench
+# arguments; MEMRA_TRACE_API=1 lists the host's CUDA calls in the gap too)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-${PREBUILT:-/tmp/build-gpu}}
@@ -18,9 +19,14 @@ so=${TRACER:-$B/cupti-trace.so}
 [ -f "$so" ] || gcc -O2 -shared -fPIC -I/usr/local/cuda/include tools/cupti-trace.c -L/usr/local/cuda/lib64 -lcupti \
   -o "$so" || exit 1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -n "${BATCH:-}" ]; then
+  shape=(--batch "$BATCH" -p "${P:-16}")
+else
+  shape=(-p 0 -d "${D:-0}")
+fi
 CUDA_INJECTION64_PATH=$(realpath "$so") MEMRA_TRACE_OUT="$OUT/trace.txt" "$B/examples/memra-bench" -m "$model" \
-  --device cuda:0 -p 0 -n "${N:-48}" -d "${D:-0}" -r 1 ${BENCH_ARGS:-} >"$OUT/trace-run.log" 2>&1 || { tail -5 "$OUT/trace-run.log"; exit 1; }
-grep -E "^tg|decode at" "$OUT/trace-run.log"
+  --device cuda:0 "${shape[@]}" -n "${N:-48}" -r 1 ${BENCH_ARGS:-} >"$OUT/trace-run.log" 2>&1 || { tail -5 "$OUT/trace-run.log"; exit 1; }
+grep -E "^tg|^B .*tg|decode at" "$OUT/trace-run.log"
 python3 - "$OUT/trace.txt" <<'PY'
 import sys, statistics as st, collections
 ks, cps, apis = [], [], []
