@@ -33,7 +33,9 @@
 # time against the default on the same file: e.g. "MEMRA_MOE_PACK=0
 # MEMRA_MMV_TAIL=0"; memra-bench tg$N at depth 0, one repetition each, the
 # default first and last; lines in $OUT/ab.txt) for the entries in AB_MODELS
-# (default every one).
+# (default every one); with BATCH the same switches also time the batched
+# mode (memra-bench --batch $BATCH, one repetition each: a line per switch
+# of B:tok/s pairs in $OUT/ab.txt).
 #
 #   BATCH=1,2,4,8,16,32 MODELS="qwen3.5-9b:q8_0" PEER=... scripts/bench-matrix.sh
 set -uo pipefail
@@ -187,6 +189,13 @@ for spec in $MODELS; do
       line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
     done
     echo "${line%,}" | tee -a "$OUT/ab.txt"
+    if [ -n "$BATCH" ]; then
+      for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
+        v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 --batch "$BATCH" -p "$BATCH_P" -n "$BATCH_N" \
+          -r 1 2>/dev/null | awk '$1 == "B" && $3 ~ /^tg/ {printf " %s:%s", $2, $4}')
+        echo "$tag batch ${e/MEMRA_AB_DEFAULT=1/default}:${v:- failed}" | tee -a "$OUT/ab.txt"
+      done
+    fi
   fi
   t2=$(date +%s)
   if [ -n "${PEER:-}" ]; then

@@ -12,7 +12,8 @@
    with --output-format jsonl, one JSON object per B; a B whose sequences
    do not fit -c is skipped, as there): every B is in the "batched" rows
    with memra's aggregate decode rate, the peer's S_TG and their ratio,
-   and the batched table is printed.
+   and the batched table is printed. With AB, ab.txt has the switch's
+   decode line and, with BATCH, its batched lines (every B).
 2. scripts/logits-compare.py: identical dumps pass, a shifted dump fails,
    and --baseline widens the bound to 1.5x the baseline's error.
 
@@ -87,7 +88,7 @@ BATCH = [1, 2, 4]
 env = dict(os.environ, B=os.path.join(work, "b"), PEER=os.path.join(work, "peer"), MODELS="qwen3.5-0.8b:q8_0:1",
            PP="16", N="4", DEPTHS="0,8", LONG="", REPS="1", OUT=os.path.join(work, "out"),
            DIR=os.path.join(work, "models"), REV="test", BATCH=",".join(map(str, BATCH)), BATCH_P="8",
-           BATCH_N="4")
+           BATCH_N="4", AB="MEMRA_AB_CHECK=1")
 r = subprocess.run(["bash", os.path.join(root, "scripts", "bench-matrix.sh")], env=env, capture_output=True,
                    text=True, timeout=600)
 print(r.stdout[-2000:])
@@ -120,6 +121,15 @@ for x in batched:
     line = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("qwen3.5-0.8b-q8_0-L1 ")
             and len(ln.split()) == 5 and ln.split()[1] == str(b)]
     assert line and line[0][3] == "%.1f" % (1000.0 + b) and line[0][4] == "%.2f" % x["ratio"], (b, r.stdout)
+
+# AB: the switch against the default, decode and then batched (a line per run, every B)
+ab = open(os.path.join(work, "out", "ab.txt")).read().splitlines()
+assert len(ab) == 4 and ab[0].startswith("qwen3.5-0.8b-q8_0-L1 tg4: default ") and " MEMRA_AB_CHECK=1 " in ab[0], ab
+for ln, name in zip(ab[1:], ("default", "MEMRA_AB_CHECK=1", "default")):
+    head, _, pairs = ln.partition(name + ":")
+    assert head == "qwen3.5-0.8b-q8_0-L1 batch ", ln
+    got_b = [int(x.split(":")[0]) for x in pairs.split()]
+    assert got_b == BATCH and all(float(x.split(":")[1]) > 0 for x in pairs.split()), ln
 
 # the stand-in's markdown output is the one documented (no --output-format)
 md = subprocess.run([os.path.join(work, "peer", "llama-batched-bench"), "-m", "x", "-c", "48", "-b", "2048", "-ub",
