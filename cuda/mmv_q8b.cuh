@@ -44,16 +44,16 @@ static inline size_t q8b_smem(int64_t ne0, int nr)
     return Q8B_RING + mmv_x_bytes<MEMRA_TYPE_Q8_0>(ne0, nr);
 }
 
-/* One x row against the M weight rows W (17 words each: lane's block
+/* One x row against the Q8B_M weight rows W (17 words each: lane's block
  * pair) of a segment: mmv_q8_pair's arithmetic per weight row, the x
  * loads shared. XA: the pair's first x element; SA: its block sums. */
-template <int M>
-static __device__ __forceinline__ void q8b_dot(const uint32_t (&w)[M][17], const float (&da)[M], const float (&db)[M],
-                                               bool two, uint32_t xa, uint32_t sa, float (&acc)[M])
+static __device__ __forceinline__ void q8b_dot(const uint32_t (&w)[Q8B_M][17], const float (&da)[Q8B_M],
+                                               const float (&db)[Q8B_M], bool two, uint32_t xa, uint32_t sa,
+                                               float (&acc)[Q8B_M])
 {
-    float s[M][2][4];
+    float s[Q8B_M][2][4];
 #pragma unroll
-    for (int m = 0; m < M; m++)
+    for (int m = 0; m < Q8B_M; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -68,7 +68,7 @@ static __device__ __forceinline__ void q8b_dot(const uint32_t (&w)[M][17], const
             const int i = 4 * j + c;
             const int byte = i < 32 ? 2 + i : 36 + (i - 32);
 #pragma unroll
-            for (int m = 0; m < M; m++) {
+            for (int m = 0; m < Q8B_M; m++) {
                 const uint32_t u = w[m][byte >> 2] ^ 0x80808080u;
                 s[m][i >> 5][c] = fmaf(__int_as_float(__byte_perm(u, 0u, 0x4440 + (byte & 3))), xx[c], s[m][i >> 5][c]);
             }
@@ -76,7 +76,7 @@ static __device__ __forceinline__ void q8b_dot(const uint32_t (&w)[M][17], const
     }
     const float suma = mmv_ldsf(sa), sumb = two ? mmv_ldsf(sa + 4) : 0.0f;
 #pragma unroll
-    for (int m = 0; m < M; m++) {
+    for (int m = 0; m < Q8B_M; m++) {
         const float ta = (s[m][0][0] + s[m][0][1]) + (s[m][0][2] + s[m][0][3]);
         const float tb = (s[m][1][0] + s[m][1][1]) + (s[m][1][2] + s[m][1][3]);
         float v = __fmul_rn(__fsub_rn(ta, suma), da[m]);

@@ -24,7 +24,7 @@
 #ifndef MEMRA_CUDA_MMV_Q8P_CUH
 #define MEMRA_CUDA_MMV_Q8P_CUH
 
-#include "mmv_q8b.cuh"
+#include "mmv.cuh"
 
 #define Q8P_NR 2 /* x rows a block column */
 #define Q8P_M 2  /* weight rows an item */
@@ -33,7 +33,9 @@
  * next row's): each weight byte converted once for all NR rows, each
  * (x row, weight row) with q8b_dot's arithmetic. T[r][m] += 0 + v. (NR
  * calls of q8b_dot kept every converted weight live between the calls:
- * 128 registers and spills.) */
+ * 128 registers and spills. The batched kernel keeps its own q8b_dot: the
+ * same arithmetic through this one compiles to another schedule, not
+ * measured.) */
 template <int NR, int M>
 static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const float (&da)[M], const float (&db)[M],
                                                bool two, uint32_t xa, uint32_t xs, uint32_t sa, uint32_t ss, int nr,
