@@ -14,3 +14,12 @@ fi
 [ -d /usr/local/cuda/bin ] && export PATH=/usr/local/cuda/bin:$PATH
 # NVLink multicast stays off on shared hosts (device README)
 export NCCL_NVLS_ENABLE=0
+# binaries from scripts/prebuilt.sh: the library (and a test) travel xz-compressed
+if [ -n "${PREBUILT:-}" ]; then
+  for z in "$PREBUILT"/libmemra.so.0.xz "$PREBUILT"/test/*.xz; do
+    if [ -f "$z" ] && [ ! -f "${z%.xz}" ]; then
+      xz -dk "$z" || return 2
+    fi
+  done
+fi
+:
