@@ -228,9 +228,7 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     uint32_t phase = 0;
     for (int it = 0; it < nti; it++) {
         const int slot = it % D;
-        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
+        mmv_ring_wait(bar0, slot, phase);
         issue_next();
         const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;

@@ -931,6 +931,16 @@ static __device__ __forceinline__ bool mmv_bar_try_wait(uint32_t bar, uint32_t p
     return ok != 0;
 }
 
+/* Waits for ring slot SLOT of a warp's ring (barriers from BAR0, 8 bytes
+ * apart) to fill, and flips the slot's bit of PHASE (one bit a slot: the
+ * parity its next fill completes). */
+static __device__ __forceinline__ void mmv_ring_wait(uint32_t bar0, int slot, uint32_t &phase)
+{
+    while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
+    }
+    phase ^= 1u << slot;
+}
+
 /* Rows of a grouped launch's warp GW of NWT: groups of 2^GS consecutive
  * rows gw, gw + nwt, ... of the NV rows. */
 static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw, int64_t nwt, int gs)
@@ -1082,9 +1092,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
+        mmv_ring_wait(bar0, slot, phase);
         issue(slot == 0 ? D - 1 : slot - 1);
         float part = 0.0f;
         const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64;

@@ -235,9 +235,7 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
     uint32_t phase = 0;
     int slot = 0;
     for (int k = 0; k < n_items; k++) {
-        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
+        mmv_ring_wait(bar0, slot, phase);
         issue(slot == 0 ? D - 1 : slot - 1);
         const uint32_t base = ring0 + (uint32_t)slot * S::item;
         if (a.probe) { /* MEMRA_MMV_PROBE: the bytes streamed, no dot (timing only) */

@@ -125,9 +125,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
     for (int64_t k = 0; k < n_items; k++) {
         if (cq.s == 0)
             group();
-        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
+        mmv_ring_wait(bar0, slot, phase);
         issue(slot == 0 ? D - 1 : slot - 1);
         if ((lane >> 2) < nsb - cq.s * KQ_SBS) { /* the lane's super-block is in the segment */
             const uint32_t base = ring0 + (uint32_t)slot * S::item;

@@ -185,9 +185,7 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kerne
     uint32_t phase = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        while (!mmv_bar_try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
+        mmv_ring_wait(bar0, slot, phase);
         issue(slot == 0 ? D - 1 : slot - 1);
         const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64, pb = 2 * lane;
         if (pb < nb) {

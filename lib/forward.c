@@ -38,7 +38,7 @@ void memra__set_rows_mode(int mode)
  * 2026-12-03, aggregate tok/s at 2 / 3 rows, decode kernels against the
  * fast tier: Qwen3.5-9B Q8_0 427 / 385 against 386 / 558, Gemma-4-26B-A4B
  * 352 / 365 against 344 / 440, Qwen3.6-35B-A3B 426 / 471 against 389 /
- * 530). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
+ * 530; since 189475a two rows run on mmv_q8p_kernel: the 9B 481). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
  * row, or an exact engine: the decode kernels. Both knobs are read once
  * per process. */
 int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
