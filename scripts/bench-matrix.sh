@@ -53,6 +53,7 @@ BATCH_P=${BATCH_P:-128}
 BATCH_N=${BATCH_N:-128}
 MODELS=${MODELS:-"qwen3.5-9b:q8_0 qwen3.5-9b:q4_k qwen3.6-27b:q8_0 qwen3.6-35b-a3b:q8_0 gemma-4-e4b:q8_0 gemma-4-26b-a4b:q8_0 gemma-4-31b:q8_0:20"}
 mkdir -p "$OUT" "$DIR"
+rm -f "$OUT/ab.txt" # this run's A/B lines only (the OUT of an earlier run may be reused)
 [ -x "$B/examples/memra-bench" ] || { echo "bench-matrix: no $B/examples/memra-bench (build first)"; exit 2; }
 if [ -n "${PEER:-}" ] && [ ! -x "$PEER/llama-bench" ]; then
   echo "bench-matrix: no llama-bench in $PEER"
