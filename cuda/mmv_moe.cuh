@@ -49,6 +49,7 @@ struct mmv_moe_args {
     int64_t ldy;
     const float *w, *scale, *sh_logit; /* DOWN: routing weights [n_tok][k], scale [n_expert] or NULL, [n_tok] */
     int flat;                /* DOWN: stage the h rows as one run (mmv_moe_stage_rows; MEMRA_MOE_FLAT=0: row by row) */
+    int acc;                 /* DOWN: add the sum to y's element (memra_moe_args_t.accumulate) */
     int pack;                /* Q8_0 rows of at most 32 blocks: lanes an item (a power of two below 32), several
                               * items a pass (mmv_moe_pass); 0: one item a pass */
 };
@@ -224,6 +225,14 @@ static __device__ __forceinline__ float mmv_moe_down_term(int p, int k, const do
     return routed + (float)__dadd_rn(0.0, __dmul_rn(s_ws[p], (double)yv));
 }
 
+/* DOWN: output row YROW's element V: the sum OUT, or (ACC) the sequence's
+ * elementwise ADD of it to the element. */
+static __device__ __forceinline__ void mmv_moe_down_store(const mmv_moe_args &a, int64_t yrow, int64_t v, float out)
+{
+    float *y = a.y + yrow * a.ldy + v;
+    *y = a.acc ? __fadd_rn(*y, out) : out;
+}
+
 /* DOWN: part P's dot YV of output row V into the row's sums, and the
  * row's output (lane 0) once P is its last part NP - 1. */
 static __device__ __forceinline__ void mmv_moe_down_part(const mmv_moe_args &a, int p, int np, int64_t v, int64_t yrow,
@@ -233,7 +242,7 @@ static __device__ __forceinline__ void mmv_moe_down_part(const mmv_moe_args &a, 
     const float out = mmv_moe_down_term(p, a.k, s_ws, yv, dacc, routed);
     if (p == np - 1) {
         if (lane == 0)
-            a.y[yrow * a.ldy + v] = out;
+            mmv_moe_down_store(a, yrow, v, out);
         dacc = 0.0;
     }
 }

@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                     const float out = mmv_moe_down_term(cq.p, a.k, s_ws, warp_sum(part[0][m]), dacc[m], routed[m]);
                     if (cq.p == np - 1) {
                         if (lane == 0)
-                            a.y[yrow * a.ldy + KQ_M * cq.v + m] = out;
+                            mmv_moe_down_store(a, yrow, KQ_M * cq.v + m, out);
                         dacc[m] = 0.0;
                     }
                 }

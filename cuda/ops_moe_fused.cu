@@ -2,7 +2,8 @@
  * expert included, in two launches (cuda/mmv_moe.cuh) where the sequence
  * takes four or five (the routed experts: grouped gate and up matvecs or
  * one gate_up matvec, the act, the grouped down matvec, the slot sum) plus,
- * with a shared expert, its route, sigmoid, five more and the add. The
+ * with a shared expert, its route, sigmoid, five more and the add, and
+ * with accumulate the add into out. The
  * bits are the sequence's: a launch takes the K-quant lanes
  * (cuda/mmv_moe_kq.cuh) when the sequence's grouped matvecs of all its
  * weights take the K-quant kernel (memra__cuda_grouped_kq), the generic
@@ -164,10 +165,12 @@ memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_
             m.sh_nb1[1] = 0;
             m.sh_logit = s->logit + t0;
         }
+        const int64_t ldo = a->out_stride ? a->out_stride : n_embd;
         m.rows = n_embd;
         m.x = h;
-        m.y = a->out + t0 * n_embd;
-        m.ldy = n_embd;
+        m.y = a->out + t0 * ldo;
+        m.ldy = ldo;
+        m.acc = a->accumulate;
         m.w = a->weights + t0 * k;
         m.scale = a->expert_scale;
         st = launch(be, td, m, true, nt, kq_down == 1);

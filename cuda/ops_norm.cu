@@ -5,6 +5,7 @@
  * that exactly. rope follows the reference's float32 angle recurrence step
  * by step, with the same host-computed powf, so angles are bit-identical. */
 #include <math.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 #include "math.cuh"
@@ -125,26 +126,23 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
     return MEMRA_OK;
 }
 
-/* ---- norm with add and scale (memra_norm_args_t) ---------------------------- */
+/* ---- norm with add and scale (memra_norm_args_t), chains of them ----------- */
 
-/* norm_kernel's arithmetic, then the ADD and SCALE of the sequence with
- * elementwise's float expressions (a + b, a * s: one rounding each, as the
- * CPU's float64-then-round equals), every step rounded on its own (the
- * _rn intrinsics keep nvcc from contracting them into an FMA). y may be
- * add: each thread reads add[i] before it writes y[i]. */
-__global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_args_t a, int regs)
+/* One row R of norm_ex: norm_kernel's arithmetic, then the ADD and SCALE
+ * of the sequence with elementwise's float expressions (a + b, a * s: one
+ * rounding each, as the CPU's float64-then-round equals), every step
+ * rounded on its own (the _rn intrinsics keep nvcc from contracting them
+ * into an FMA). y may be add: each thread reads add[i] before it writes
+ * y[i]. Ends in a barrier: the block may read what it wrote. */
+static __device__ __forceinline__ void norm_ex_row(const memra_norm_args_t &a, int64_t r, int regs, float *red)
 {
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    __shared__ float red[NORM_THREADS / 32 + 1];
     const bool scaled = a.scale != 1.0f;
-    for (int64_t r = blockIdx.x; r < a.rows; r += gridDim.x) {
-        const float *xr = a.x + r * a.xs;
-        const float *ar = a.add ? a.add + r * a.adds : NULL;
-        float *yr = a.y + r * a.ys;
-        if (regs && norm_regs_ok(xr, a.w, ar, yr, a.dim)) {
-            norm_row_regs(true, xr, a.w, ar, yr, a.dim, a.eps, scaled, a.scale, red);
-            continue;
-        }
+    const float *xr = a.x + r * a.xs;
+    const float *ar = a.add ? a.add + r * a.adds : NULL;
+    float *yr = a.y + r * a.ys;
+    if (regs && norm_regs_ok(xr, a.w, ar, yr, a.dim)) {
+        norm_row_regs(true, xr, a.w, ar, yr, a.dim, a.eps, scaled, a.scale, red);
+    } else {
         const float scale = (float)row_scale(true, xr, a.dim, a.eps, red);
         for (int64_t i = threadIdx.x; i < a.dim; i += NORM_THREADS) {
             float v = row_scaled(xr[i], scale, a.w, i);
@@ -152,14 +150,36 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_ex_kernel(const memra_norm_
                 v = __fadd_rn(ar[i], v);
             yr[i] = scaled ? __fmul_rn(v, a.scale) : v;
         }
-        __syncthreads();
     }
+    __syncthreads();
 }
 
-memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, bool *done)
+/* A chain's steps (memra__norm_chain): all of the same rows, sharing
+ * memory only row for row, so a block takes a row through every step. */
+struct norm_chain_args {
+    memra_norm_args_t s[MEMRA_NORM_CHAIN_MAX];
+    int n;
+};
+
+__global__ void __launch_bounds__(NORM_THREADS) norm_chain_kernel(const norm_chain_args a, int regs)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    __shared__ float red[NORM_THREADS / 32 + 1];
+    for (int64_t r = blockIdx.x; r < a.s[0].rows; r += gridDim.x)
+        for (int i = 0; i < a.n; i++)
+            norm_ex_row(a.s[i], r, regs, red);
+}
+
+memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, int n, bool *done)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(norm_ex_kernel, memra__cuda_blocks(a->rows, 1, 65535), NORM_THREADS, 0, c->stream, *a, norm_regs());
+    norm_chain_args ca;
+    memset(&ca, 0, sizeof ca);
+    for (int i = 0; i < n; i++)
+        ca.s[i] = a[i];
+    ca.n = n;
+    memra__launch(norm_chain_kernel, memra__cuda_blocks(a[0].rows, 1, 65535), NORM_THREADS, 0, c->stream, ca,
+                  norm_regs());
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;

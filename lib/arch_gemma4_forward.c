@@ -1,11 +1,11 @@
 /* gemma4 forward (model-spec §6.3), written against the backend ops only:
  * it is the numerical reference the GPU path is judged against, and reads
  * like the spec's pseudocode. Where a run of steps is a fused op's defining
- * sequence (lib/backend.h: matmul_ex, qk_norm_rope, norm_ex) the forward
- * calls the fused op: the CPU runs that very sequence, so the logits are
- * the bits of the one-op-per-step forward, and the CUDA backend runs it in
- * one launch (a decode layer of the g4-moe fixture: 32 backend ops became
- * 17, of g4-dense 22 became 10).
+ * sequence (lib/backend.h: matmul_ex, qk_norm_rope, norm_ex and its
+ * chains) the forward calls the fused op: the CPU runs that very sequence,
+ * so the logits are the bits of the one-op-per-step forward, and the CUDA
+ * backend runs it in one launch (a decode layer of the g4-moe fixture: 32
+ * backend ops became 13, of g4-dense 22 became 10).
  *
  * Carry row of a token: [ hidden x (n_embd) | pl[0] | pl[1] | ... | kv... ]
  * where pl[il] (n_pl floats, PLE models only) is layer il's per-layer input,
@@ -18,28 +18,27 @@
 
 /* ---- one-line wrappers over the ops ---------------------------------- */
 
-static memra_status_t rms(memra__run_t *r, const float *x, int64_t xs, const float *w, float *y, int64_t ys,
-                          int64_t rows, int64_t dim)
-{
-    const memra__g4_t *g = r->m->arch_data;
-    return r->ops->norm(r->be, MEMRA_NORM_RMS, x, xs, w, y, ys, rows, dim, g->eps);
-}
-
 static memra_status_t mm(memra__run_t *r, const memra_weight_t *w, const float *x, int64_t ldx, float *y,
                          int64_t ldy, int64_t rows)
 {
     return r->ops->matmul(r->be, w, x, ldx, y, ldy, rows);
 }
 
-/* y = (add + rms(x, w)) * scale, rows of n_embd: a sandwich post-norm
- * feeding the residual stream (norm_ex). x is the sequence's scratch
- * (normed in place there). */
+/* y = (add +) rms(x, w) (* scale), rows of n_embd: a sandwich post-norm
+ * feeding the residual stream, or a norm of it (norm_ex). With an add, x
+ * is the sequence's scratch (normed in place there). */
+static memra_norm_args_t g4_norm(const memra__run_t *r, float *x, int64_t xs, const float *w, const float *add,
+                                 int64_t adds, float *y, int64_t ys, float scale)
+{
+    const memra__g4_t *g = r->m->arch_data;
+    return (memra_norm_args_t){.x = x, .xs = xs, .w = w, .eps = g->eps, .add = add, .adds = adds, .scale = scale,
+                               .y = y, .ys = ys, .rows = r->n, .dim = r->m->n_embd, .tmp = add ? x : NULL};
+}
+
 static memra_status_t rms_add(memra__run_t *r, float *x, int64_t xs, const float *w, const float *add, int64_t adds,
                               float *y, int64_t ys, float scale)
 {
-    const memra__g4_t *g = r->m->arch_data;
-    const memra_norm_args_t a = {.x = x, .xs = xs, .w = w, .eps = g->eps, .add = add, .adds = adds, .scale = scale,
-                                 .y = y, .ys = ys, .rows = r->n, .dim = r->m->n_embd, .tmp = x};
+    const memra_norm_args_t a = g4_norm(r, x, xs, w, add, adds, y, ys, scale);
     return memra__norm_ex(r->be, &a);
 }
 
@@ -203,22 +202,14 @@ static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, 
     return mm(r, &L->ffn_down, act, F, out, D, n);
 }
 
-/* The routed experts of a MoE layer, before post_ffw_norm_2. resid is the
- * post-attention residual r [n][n_embd]. */
-static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const float *resid, float *out)
+/* The routed experts of a MoE layer, before post_ffw_norm_2: RN the
+ * router's input, H2 the experts' (both of the post-attention residual,
+ * [n][n_embd]: memra__g4_layer normed them in its post-attention norm's
+ * launch). */
+static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const float *rn, const float *h2, float *out)
 {
     const memra__g4_t *g = r->m->arch_data;
     const int64_t n = r->n, D = r->m->n_embd, E = g->n_expert, K = g->n_expert_used;
-
-    /* Router (HF Gemma4TextRouter): logits = gate_inp · (rms(r) ⊙ scale / sqrt(n_embd)),
-     * with a weightless rms; then softmax, top-k, renormalise. The rms
-     * with the scale as its weight is the weightless rms times the scale
-     * bit for bit (the norm rounds x·s, then that times w: the MUL), and
-     * the 1/sqrt(n_embd) is norm_ex's scale: one op. */
-    MEMRA__WS(rn, n * D);
-    const memra_norm_args_t na = {.x = resid, .xs = D, .w = L->gate_inp_scale, .eps = g->eps,
-                                  .scale = 1.0f / sqrtf((float)D), .y = rn, .ys = D, .rows = n, .dim = D};
-    MEMRA__TRY(memra__norm_ex(r->be, &na));
     MEMRA__WS(logits, n * E);
     MEMRA__TRY(mm(r, &L->gate_inp, rn, D, logits, E, n));
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
@@ -230,10 +221,8 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
     };
     MEMRA__TRY(r->ops->route(r->be, &ra));
 
-    /* Experts see rms(r, pre_ffw_norm_2); the per-expert scale multiplies
-     * each expert's output (linear, so the same as HF scaling the weight). */
-    MEMRA__WS(h2, n * D);
-    MEMRA__TRY(rms(r, resid, D, L->pre_ffw_norm_2, h2, D, n, D));
+    /* the per-expert scale multiplies each expert's output (linear, so the
+     * same as HF scaling the weight) */
     const memra_moe_args_t ma = {
         .x = h2,
         .ids = ids,
@@ -261,27 +250,54 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
     const int64_t n = r->n, D = m->n_embd, cf = m->carry_floats;
     float *x = r->carry;
 
-    /* r = x + rms(attention, post_attention_norm) */
+    /* r = x + rms(attention, post_attention_norm). On MoE layers the same
+     * launch (one norm chain) norms r twice more: the router's input
+     * (HF Gemma4TextRouter: logits = gate_inp · (rms(r) ⊙ scale /
+     * sqrt(n_embd)) with a weightless rms; the rms with the scale as its
+     * weight is the weightless rms times the scale bit for bit: the norm
+     * rounds x·s, then that times w, the MUL) and the experts' input
+     * rms(r, pre_ffw_norm_2). */
     MEMRA__WS(attn_out, n * D);
     MEMRA__WS(resid, n * D);
     MEMRA__TRY(g4_attention(r, il, x, attn_out));
-    MEMRA__TRY(rms_add(r, attn_out, D, L->post_attn_norm, x, cf, resid, D, 1.0f));
-
-    /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
-     * f = rms(f, post_ffw_norm_1) + rms(experts(r), post_ffw_norm_2) */
-    MEMRA__WS(f, n * D);
-    MEMRA__TRY(g4_dense_mlp(r, L, resid, f));
+    const memra_norm_args_t post_attn = g4_norm(r, attn_out, D, L->post_attn_norm, x, cf, resid, D, 1.0f);
+    float *rn = NULL, *h2 = NULL;
     if (L->moe) {
-        MEMRA__WS(experts, n * D);
-        MEMRA__TRY(g4_moe(r, L, resid, experts));
-        MEMRA__TRY(rms(r, f, D, L->post_ffw_norm_1, f, D, n, D));
-        MEMRA__TRY(rms_add(r, experts, D, L->post_ffw_norm_2, f, D, f, D, 1.0f));
+        rn = memra__wsf(r, n * D);
+        h2 = memra__wsf(r, n * D);
+        if (!rn || !h2)
+            return MEMRA_E_INTERNAL;
+        const memra_norm_args_t steps[3] = {
+            post_attn,
+            g4_norm(r, resid, D, L->gate_inp_scale, NULL, 0, rn, D, 1.0f / sqrtf((float)D)),
+            g4_norm(r, resid, D, L->pre_ffw_norm_2, NULL, 0, h2, D, 1.0f),
+        };
+        MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
+    } else {
+        MEMRA__TRY(memra__norm_ex(r->be, &post_attn));
     }
 
-    /* x = r + rms(f, post_ffw_norm); then PLE; layer_output_scale scales
+    /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
+     * f = rms(f, post_ffw_norm_1) + rms(experts(r), post_ffw_norm_2);
+     * x = r + rms(f, post_ffw_norm); then PLE; layer_output_scale scales
      * the whole residual stream after PLE: the last post-norm's scale */
+    MEMRA__WS(f, n * D);
+    MEMRA__TRY(g4_dense_mlp(r, L, resid, f));
     const float out_scale = L->out_scale;
-    MEMRA__TRY(rms_add(r, f, D, L->post_ffw_norm, resid, D, x, cf, g->n_pl > 0 ? 1.0f : out_scale));
+    const memra_norm_args_t post_ffw = g4_norm(r, f, D, L->post_ffw_norm, resid, D, x, cf,
+                                               g->n_pl > 0 ? 1.0f : out_scale);
+    if (L->moe) {
+        MEMRA__WS(experts, n * D);
+        MEMRA__TRY(g4_moe(r, L, rn, h2, experts));
+        const memra_norm_args_t steps[3] = {
+            g4_norm(r, f, D, L->post_ffw_norm_1, NULL, 0, f, D, 1.0f),
+            g4_norm(r, experts, D, L->post_ffw_norm_2, f, D, f, D, 1.0f),
+            post_ffw,
+        };
+        MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
+    } else {
+        MEMRA__TRY(memra__norm_ex(r->be, &post_ffw));
+    }
 
     /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm) */
     if (g->n_pl > 0) {

@@ -593,8 +593,10 @@ static memra_status_t swiglu_ffn(memra__run_t *r, const q35_layer_t *L, float *x
 }
 
 /* qwen35moe.cpp:494-548: softmax router, top-k, renormalized weights, SwiGLU
- * experts; plus the shared expert scaled by sigmoid(ffn_gate_inp_shexp · x). */
-static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float *x, float *out)
+ * experts; plus the shared expert scaled by sigmoid(ffn_gate_inp_shexp · x).
+ * Added to the residual rows RESID (carry rows) in the MoE's last launch on
+ * CUDA; SUM is the sequence's scratch for the sum. */
+static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float *x, float *resid, float *sum)
 {
     const q35_t *q = Q(r);
     const int64_t n = r->n, E = q->n_embd, X = q->n_expert, K = q->n_expert_used;
@@ -624,9 +626,9 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
     const memra_moe_shared_t sh = {.gate = &L->gate_shexp, .up = &L->up_shexp, .down = &L->down_shexp,
                                    .n_ff = q->n_ff_shexp, .logit = sg, .ids_tmp = sh_id, .w_tmp = sh_w,
                                    .out_tmp = shared};
-    memra_moe_args_t mo = {.x = x, .ids = ids, .weights = wts, .down = &L->down_exps, .out = out,
+    memra_moe_args_t mo = {.x = x, .ids = ids, .weights = wts, .down = &L->down_exps, .out = resid,
                            .n_tokens = n, .k = K, .n_embd = E, .n_ff = q->n_ff_exp, .act = MEMRA_ACT_SILU,
-                           .shared = &sh};
+                           .shared = &sh, .accumulate = true, .out_stride = r->m->carry_floats, .acc_tmp = sum};
     if (L->gate_up_exps.data) {
         mo.gate_up = &L->gate_up_exps;
     } else {
@@ -652,8 +654,7 @@ static memra_status_t q35_layer(memra__run_t *r, int32_t il)
     if (!q->moe)
         return swiglu_ffn(r, L, x, h, delta);
     MEMRA__TRY(ops->norm(r->be, MEMRA_NORM_RMS, x, cf, L->post_norm, h, E, n, E, q->eps));
-    MEMRA__TRY(moe_ffn(r, L, h, delta));
-    return memra__arch_ew(r, MEMRA_EW_ADD, x, cf, x, cf, delta, E, n, E, 0.0f);
+    return moe_ffn(r, L, h, x, delta);
 }
 
 static memra_status_t q35_head(memra__run_t *r)

@@ -311,6 +311,13 @@ typedef struct memra_moe_args {
     int64_t n_tokens, k, n_embd, n_ff;
     memra_act_t act;
     const memra_moe_shared_t *shared; /* memra__moe only; NULL: none */
+    /* memra__moe only: ACCUMULATE adds the sum (the shared expert's
+     * included) to out's rows, out_stride floats apart (0: n_embd),
+     * instead of writing it; ACC_TMP [n][n_embd] is the sequence's scratch
+     * for the sum. */
+    bool accumulate;
+    int64_t out_stride;
+    float *acc_tmp;
 } memra_moe_args_t;
 /* n_expert is down->ne[2]; ids must be in [0, n_expert) (CPU: MEMRA_E_RANGE).
  * CPU: exactly matmul(gate), matmul(up), elementwise SWIGLU/GEGLU,
@@ -322,6 +329,8 @@ typedef struct memra_moe_args {
  *   w_tmp = elementwise SIGMOID(logit);
  *   moe(x, ids_tmp, w_tmp, the shared gate/up/down, n_ff, act) into out_tmp;
  *   out = elementwise ADD(out, out_tmp).
+ * With accumulate, that sequence writes acc_tmp instead of out, then
+ *   out = elementwise ADD(out, acc_tmp) (out's rows out_stride apart).
  * A backend's fused moe must give the bits of that sequence on the same
  * backend (memra_check_kernels: moe.fused.* compare them exactly). */
 
@@ -430,7 +439,12 @@ typedef struct memra__backend_i {
                            const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
     /* (optional) the fused step of memra_norm_args_t (validated by
      * memra__norm_ex); *done = false declines the case. */
-    memra_status_t (*norm_ex)(memra__backend_t *be, const memra_norm_args_t *a, bool *done);
+    /* (optional) N steps (1..MEMRA_NORM_CHAIN_MAX) of memra_norm_args_t
+     * in order over the same rows (validated by memra__norm_chain: each
+     * row of a step touches only that row of every buffer the chain
+     * shares, so one block a row may run all steps); *done = false
+     * declines the case. */
+    memra_status_t (*norm_ex)(memra__backend_t *be, const memra_norm_args_t *a, int n, bool *done);
     memra_status_t (*elementwise)(memra__backend_t *be, const memra_ew_args_t *a);
     memra_status_t (*rope)(memra__backend_t *be, const memra_rope_args_t *a);
     /* (optional) the fused step of memra_qk_args_t (validated by
@@ -586,6 +600,16 @@ memra_status_t memra__qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *
 /* Runs A on BE: validates it, then the backend's fused norm_ex or the
  * sequence (lib/norm_ex.c). */
 memra_status_t memra__norm_ex(memra__backend_t *be, const memra_norm_args_t *a);
+
+/* N norm_ex steps (1..MEMRA_NORM_CHAIN_MAX) in order, all of the same rows:
+ * the sequence of memra__norm_ex calls, which a backend may run as one
+ * launch. Buffers that two steps share (one of them writing it: y, or
+ * tmp, which the sequence writes) must be the same rows: the same address
+ * and stride, and no step may read what an earlier one uses as tmp (its
+ * contents after a fused step are not the sequence's). Otherwise
+ * MEMRA_E_INVALID. */
+#define MEMRA_NORM_CHAIN_MAX 4
+memra_status_t memra__norm_chain(memra__backend_t *be, const memra_norm_args_t *steps, int n);
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);

@@ -2,8 +2,8 @@
  * lib/backend.h): validation, and the sequence of separate ops that
  * defines it. The CPU reference always runs the sequence; the CUDA backend
  * runs decode in two launches (the routed and shared gate/up with the act,
- * then the down dots with the slot sum and the shared expert's add) where
- * the sequence takes four to thirteen. */
+ * then the down dots with the slot sum, the shared expert's add and, with
+ * accumulate, the add into out) where the sequence takes four to fourteen. */
 #include "backend.h"
 
 static bool one_matrix(const memra_weight_t *w)
@@ -34,11 +34,32 @@ static memra_status_t check_shared(memra__backend_t *be, const memra_moe_args_t 
     return MEMRA_OK;
 }
 
-static memra_status_t sequence(memra__backend_t *be, const memra_moe_args_t *a)
+/* A's routed experts alone, into SUM: the moe slot's arguments. */
+static memra_moe_args_t routed_args(const memra_moe_args_t *a, float *sum)
 {
-    const memra__backend_i *ops = be->iface;
     memra_moe_args_t routed = *a;
     routed.shared = NULL;
+    routed.accumulate = false;
+    routed.out_stride = 0;
+    routed.acc_tmp = NULL;
+    routed.out = sum;
+    return routed;
+}
+
+/* out += SUM (rows out_stride apart; SUM's n_embd) */
+static memra_status_t accumulate(memra__backend_t *be, const memra_moe_args_t *a, const float *sum)
+{
+    const int64_t ld = a->out_stride ? a->out_stride : a->n_embd;
+    const memra_ew_args_t add = {.op = MEMRA_EW_ADD, .y = a->out, .a = a->out, .b = sum, .rows = a->n_tokens,
+                                 .cols = a->n_embd, .ys = ld, .as = ld, .bs = a->n_embd};
+    return be->iface->elementwise(be, &add);
+}
+
+/* The routed experts and the shared one, summed into SUM. */
+static memra_status_t experts(memra__backend_t *be, const memra_moe_args_t *a, float *sum)
+{
+    const memra__backend_i *ops = be->iface;
+    const memra_moe_args_t routed = routed_args(a, sum);
     memra_status_t st = ops->moe(be, &routed);
     const memra_moe_shared_t *s = a->shared;
     if (st || !s)
@@ -61,21 +82,33 @@ static memra_status_t sequence(memra__backend_t *be, const memra_moe_args_t *a)
     st = ops->moe(be, &se);
     if (st)
         return st;
-    const memra_ew_args_t add = {.op = MEMRA_EW_ADD, .y = a->out, .a = a->out, .b = s->out_tmp, .rows = n,
+    const memra_ew_args_t add = {.op = MEMRA_EW_ADD, .y = sum, .a = sum, .b = s->out_tmp, .rows = n,
                                  .cols = a->n_embd, .ys = a->n_embd, .as = a->n_embd, .bs = a->n_embd};
     return ops->elementwise(be, &add);
+}
+
+static memra_status_t sequence(memra__backend_t *be, const memra_moe_args_t *a)
+{
+    float *sum = a->accumulate ? a->acc_tmp : a->out;
+    const memra_status_t st = experts(be, a, sum);
+    return st || !a->accumulate ? st : accumulate(be, a, sum);
 }
 
 memra_status_t memra__moe(memra__backend_t *be, const memra_moe_args_t *a)
 {
     if (!a)
         return memra__fail(be->err, MEMRA_E_INVALID, "moe: no arguments");
-    memra_moe_args_t routed = *a;
-    routed.shared = NULL;
+    const memra_moe_args_t routed = routed_args(a, a->out);
     bool none;
     memra_status_t st = memra__check_moe(be, &routed, &none);
     if (!st && a->shared)
         st = check_shared(be, a);
+    if (!st && (a->out_stride < 0 || (a->out_stride && a->out_stride < a->n_embd) ||
+                (a->out_stride && !a->accumulate)))
+        st = memra__fail(be->err, MEMRA_E_INVALID, "moe: out_stride %lld (0, or from n_embd with accumulate)",
+                         (long long)a->out_stride);
+    if (!st && a->accumulate && a->n_tokens > 0 && !a->acc_tmp)
+        st = memra__fail(be->err, MEMRA_E_INVALID, "moe: accumulate without its acc_tmp scratch");
     if (st || none)
         return st;
     if (be->iface->moe_fused) {

@@ -1,9 +1,11 @@
 /* RMS norm with an add and scale epilogue (memra_norm_args_t,
- * lib/backend.h): validation, and the sequence of separate ops that defines
- * it. The CPU reference always runs the sequence; the CUDA backend runs it
- * in one launch (gemma4's post-attention, post-FFN and PLE post-norms each
- * feed a residual add, and the last one of a layer its output scale: up to
- * three launches become one). */
+ * lib/backend.h), and chains of them over the same rows: validation, and
+ * the sequence of separate ops that defines them. The CPU reference always
+ * runs the sequence; the CUDA backend runs a chain in one launch (gemma4's
+ * post-attention, post-FFN and PLE post-norms each feed a residual add,
+ * and the last one of a layer its output scale: up to three launches
+ * become one; a MoE layer's post-attention norm and the two norms of its
+ * result, or its three post-FFN norms, are one launch each). */
 #include "backend.h"
 
 static memra_status_t check(memra__backend_t *be, const memra_norm_args_t *a, bool *none)
@@ -43,17 +45,94 @@ static memra_status_t sequence(memra__backend_t *be, const memra_norm_args_t *a)
     return st;
 }
 
-memra_status_t memra__norm_ex(memra__backend_t *be, const memra_norm_args_t *a)
+/* A buffer one step of a chain touches: ROWS rows of DIM floats, STRIDE
+ * apart (0: a vector every row reads, the weight). */
+typedef struct chain_ref {
+    const float *p;
+    int64_t stride, dim;
+    bool write, tmp;
+} chain_ref;
+
+static int chain_refs(const memra_norm_args_t *a, chain_ref *r)
 {
-    bool none;
-    memra_status_t st = check(be, a, &none);
-    if (st || none)
-        return st;
+    int n = 0;
+    r[n++] = (chain_ref){a->x, a->xs, a->dim, false, false};
+    if (a->w)
+        r[n++] = (chain_ref){a->w, 0, a->dim, false, false};
+    if (a->add) {
+        r[n++] = (chain_ref){a->add, a->adds, a->dim, false, false};
+        r[n++] = (chain_ref){a->tmp, a->xs, a->dim, true, true}; /* the sequence's norm writes it */
+    }
+    r[n++] = (chain_ref){a->y, a->ys, a->dim, true, false};
+    return n;
+}
+
+static bool chain_overlap(const chain_ref *a, const chain_ref *b, int64_t rows)
+{
+    const float *ae = a->p + (a->stride ? (rows - 1) * a->stride : 0) + a->dim;
+    const float *bend = b->p + (b->stride ? (rows - 1) * b->stride : 0) + b->dim;
+    return a->p < bend && b->p < ae;
+}
+
+/* Whether step J's refs may share memory with an earlier step I's: only
+ * row for row (the same address and stride), never the weight, and never
+ * a read of I's scratch. */
+static memra_status_t chain_hazards(memra__backend_t *be, const memra_norm_args_t *steps, int i, int j)
+{
+    chain_ref ri[5], rj[5];
+    const int ni = chain_refs(&steps[i], ri), nj = chain_refs(&steps[j], rj);
+    const int64_t rows = steps[i].rows;
+    for (int u = 0; u < ni; u++)
+        for (int v = 0; v < nj; v++) {
+            const chain_ref *a = &ri[u], *b = &rj[v];
+            if (!(a->write || b->write) || !chain_overlap(a, b, rows))
+                continue;
+            if (!a->stride || !b->stride || a->p != b->p || a->stride != b->stride)
+                return memra__fail(be->err, MEMRA_E_INVALID,
+                                   "norm_chain: steps %d and %d share memory other than row for row", i, j);
+            if (a->tmp && !b->write)
+                return memra__fail(be->err, MEMRA_E_INVALID, "norm_chain: step %d reads step %d's scratch", j, i);
+        }
+    return MEMRA_OK;
+}
+
+memra_status_t memra__norm_chain(memra__backend_t *be, const memra_norm_args_t *steps, int n)
+{
+    if (!steps || n < 1 || n > MEMRA_NORM_CHAIN_MAX)
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm_chain: %d steps (1 to %d)", n, MEMRA_NORM_CHAIN_MAX);
+    bool none = false;
+    for (int i = 0; i < n; i++) {
+        memra_status_t st = check(be, &steps[i], &none);
+        if (st)
+            return st;
+        if (steps[i].rows != steps[0].rows)
+            return memra__fail(be->err, MEMRA_E_INVALID, "norm_chain: step %d has %lld rows, step 0 %lld", i,
+                               (long long)steps[i].rows, (long long)steps[0].rows);
+        for (int h = 0; h < i; h++) {
+            st = chain_hazards(be, steps, h, i);
+            if (st)
+                return st;
+        }
+    }
+    if (none)
+        return MEMRA_OK;
     if (be->iface->norm_ex) {
         bool done = false;
-        st = be->iface->norm_ex(be, a, &done);
+        memra_status_t st = be->iface->norm_ex(be, steps, n, &done);
         if (st || done)
             return st;
     }
-    return sequence(be, a);
+    for (int i = 0; i < n; i++) {
+        memra_status_t st = sequence(be, &steps[i]);
+        if (st)
+            return st;
+    }
+    return MEMRA_OK;
+}
+
+memra_status_t memra__norm_ex(memra__backend_t *be, const memra_norm_args_t *a)
+{
+    if (!a)
+        return memra__fail(be->err, MEMRA_E_INVALID, "norm_ex: no arguments");
+    return memra__norm_chain(be, a, 1);
 }

@@ -247,8 +247,9 @@ memra_status_t memra__check_moe(memra__backend_t *be, const memra_moe_args_t *a,
             return memra__fail(be->err, MEMRA_E_INVALID, "moe: gate/up weight shape does not match");
     if (a->down->ne[0] != a->n_ff || a->down->ne[1] != a->n_embd)
         return memra__fail(be->err, MEMRA_E_INVALID, "moe: down weight shape does not match");
-    if (a->shared)
-        return memra__fail(be->err, MEMRA_E_INVALID, "moe: a shared expert runs through memra__moe, not the slot");
+    if (a->shared || a->accumulate || a->out_stride)
+        return memra__fail(be->err, MEMRA_E_INVALID,
+                           "moe: a shared expert or an accumulated out runs through memra__moe, not the slot");
     *none = a->n_tokens == 0;
     if (!*none && (!a->x || !a->ids || !a->weights || !a->out))
         return memra__fail(be->err, MEMRA_E_INVALID, "moe: missing buffer");

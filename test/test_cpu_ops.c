@@ -555,6 +555,96 @@ static void test_norm_ex(void **state)
     free(w);
 }
 
+/* A norm chain is its steps' norm_ex calls in order, bit for bit (gemma4's
+ * MoE post-attention chain: r = x + rms(a), then two norms of r; and its
+ * post-FFN chain: f normed in place, f = f + rms(e), x = r + rms(f) * s),
+ * and steps sharing memory other than row for row, or reading an earlier
+ * step's scratch, are refused. */
+static void test_norm_chain(void **state)
+{
+    (void)state;
+    uint64_t rng = 4242;
+    const int64_t rows = 3, D = 80, cf = D + 7;
+    const size_t rt = (size_t)(rows * D), ct = (size_t)(rows * cf);
+    float *w[4];
+    for (int i = 0; i < 4; i++)
+        w[i] = rand_mat(&rng, 1, D, D, (size_t)D, 1.0f);
+    /* [0] the chain, [1] its steps one by one */
+    float *a[2], *x[2], *r[2], *rn[2], *h2[2], *e[2], *f[2];
+    a[0] = rand_mat(&rng, rows, D, D, rt, 2.0f);
+    x[0] = rand_mat(&rng, rows, D, cf, ct, 3.0f);
+    e[0] = rand_mat(&rng, rows, D, D, rt, 2.0f);
+    f[0] = rand_mat(&rng, rows, D, D, rt, 1.5f);
+    r[0] = sent_buf(rt);
+    rn[0] = sent_buf(rt);
+    h2[0] = sent_buf(rt);
+    float **bufs[] = {a, x, e, f, r, rn, h2};
+    const size_t lens[] = {rt, ct, rt, rt, rt, rt, rt};
+    for (size_t i = 0; i < MEMRA__ARRAY_LEN(bufs); i++) {
+        bufs[i][1] = malloc(lens[i] * sizeof(float));
+        memcpy(bufs[i][1], bufs[i][0], lens[i] * sizeof(float));
+    }
+    for (int s = 0; s < 2; s++) {
+        const memra_norm_args_t A[3] = {
+            {.x = a[s], .xs = D, .w = w[0], .eps = 1e-6f, .add = x[s], .adds = cf, .scale = 1.0f, .y = r[s], .ys = D,
+             .rows = rows, .dim = D, .tmp = a[s]},
+            {.x = r[s], .xs = D, .w = w[1], .eps = 1e-6f, .scale = 0.11f, .y = rn[s], .ys = D, .rows = rows, .dim = D},
+            {.x = r[s], .xs = D, .w = w[2], .eps = 1e-6f, .scale = 1.0f, .y = h2[s], .ys = D, .rows = rows, .dim = D},
+        };
+        const memra_norm_args_t B[3] = {
+            {.x = f[s], .xs = D, .w = w[3], .eps = 1e-6f, .scale = 1.0f, .y = f[s], .ys = D, .rows = rows, .dim = D},
+            {.x = e[s], .xs = D, .w = w[1], .eps = 1e-6f, .add = f[s], .adds = D, .scale = 1.0f, .y = f[s], .ys = D,
+             .rows = rows, .dim = D, .tmp = e[s]},
+            {.x = f[s], .xs = D, .w = w[2], .eps = 1e-6f, .add = r[s], .adds = D, .scale = 0.5f, .y = x[s], .ys = cf,
+             .rows = rows, .dim = D, .tmp = f[s]},
+        };
+        if (s == 0) {
+            assert_int_equal(memra__norm_chain(g_be, A, 3), MEMRA_OK);
+            assert_int_equal(memra__norm_chain(g_be, B, 3), MEMRA_OK);
+        } else {
+            for (int i = 0; i < 3; i++)
+                assert_int_equal(memra__norm_ex(g_be, &A[i]), MEMRA_OK);
+            for (int i = 0; i < 3; i++)
+                assert_int_equal(memra__norm_ex(g_be, &B[i]), MEMRA_OK);
+        }
+    }
+    check_bits(r[0], r[1], rt, "chain r");
+    check_bits(rn[0], rn[1], rt, "chain rn");
+    check_bits(h2[0], h2[1], rt, "chain h2");
+    check_bits(x[0], x[1], ct, "chain x");
+    check_bits(f[0], f[1], rt, "chain f");
+
+    /* refused: a stride that maps other rows, a read of an earlier
+     * step's scratch, a write over a weight, rows that differ, counts */
+    const memra_norm_args_t s0 = {.x = a[0], .xs = D, .w = w[0], .eps = 1e-6f, .add = x[0], .adds = cf,
+                                  .scale = 1.0f, .y = r[0], .ys = D, .rows = rows, .dim = D, .tmp = a[0]};
+    const memra_norm_args_t s1 = {.x = r[0], .xs = D, .w = w[1], .eps = 1e-6f, .scale = 1.0f, .y = rn[0],
+                                  .ys = D, .rows = rows, .dim = D};
+    memra_norm_args_t c[2] = {s0, s1};
+    assert_int_equal(memra__norm_chain(g_be, c, 2), MEMRA_OK);
+    c[1].xs = 2 * D;
+    assert_int_equal(memra__norm_chain(g_be, c, 2), MEMRA_E_INVALID);
+    c[1] = s1;
+    c[1].x = a[0];
+    assert_int_equal(memra__norm_chain(g_be, c, 2), MEMRA_E_INVALID);
+    c[1] = s1;
+    c[1].y = w[0];
+    c[1].rows = 1;
+    c[0].rows = 1;
+    assert_int_equal(memra__norm_chain(g_be, c, 2), MEMRA_E_INVALID);
+    c[0] = s0;
+    c[1] = s1;
+    c[1].rows = rows - 1;
+    assert_int_equal(memra__norm_chain(g_be, c, 2), MEMRA_E_INVALID);
+    assert_int_equal(memra__norm_chain(g_be, c, 0), MEMRA_E_INVALID);
+    assert_int_equal(memra__norm_chain(g_be, c, MEMRA_NORM_CHAIN_MAX + 1), MEMRA_E_INVALID);
+    for (size_t i = 0; i < MEMRA__ARRAY_LEN(bufs); i++)
+        for (int s = 0; s < 2; s++)
+            free(bufs[i][s]);
+    for (int i = 0; i < 4; i++)
+        free(w[i]);
+}
+
 /* qk_norm_rope with gemma4's three parts (q and k normed with weights and
  * roped, v normed without weight and not roped, v reading k's src) is the
  * sequence of norm and rope calls bit for bit; four parts are refused. */
@@ -1691,7 +1781,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_errors), cmocka_unit_test(test_matmul_ex),
         cmocka_unit_test(test_get_rows),    cmocka_unit_test(test_norm),
-        cmocka_unit_test(test_norm_ex),     cmocka_unit_test(test_qk_norm_rope_parts),
+        cmocka_unit_test(test_norm_ex),     cmocka_unit_test(test_norm_chain),     cmocka_unit_test(test_qk_norm_rope_parts),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values), cmocka_unit_test(test_fmath_expf),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_kv_store_values), cmocka_unit_test(test_attention_kv_types),

@@ -164,7 +164,7 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv);
 void memra__kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n);
 
-/* kc_norm.c: norm, elementwise, rope, per-head norm + rope, norm + add + scale, argmax */
+/* kc_norm.c: norm, elementwise, rope, per-head norm + rope, norm + add + scale and chains of it, argmax */
 void memra__kc_norm(kc *k, const char *name, memra_norm_kind_t kind, int64_t rows, int64_t dim, bool weight,
                     bool in_place, int64_t pad);
 bool memra__kc_ew_binary(memra_ew_op_t op);
@@ -176,6 +176,7 @@ void memra__kc_qk_norm_rope_v(kc *k, const char *name, int64_t n, int64_t H, int
                               bool ff, bool v_is_k);
 void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale,
                        bool aligned);
+void memra__kc_norm_chain(kc *k, const char *name, int64_t rows, int64_t dim, bool post_ffn, bool aligned);
 void memra__kc_argmax(kc *k, const char *name, int64_t n, int kind);
 
 /* kc_attn.c */
@@ -235,6 +236,7 @@ typedef struct kc_moe_shape {
     int64_t n_ff_shared;      /* 0: no shared expert */
     size_t gu_pad, down_pad;  /* bytes after each row of the gate/up (the shared expert's too) and down
                                * weights: rows off 16 bytes keep K-quants off the K-quant kernel */
+    bool accumulate;          /* out += the sum, out rows strided (a carry row's) */
 } kc_moe_shape;
 void memra__kc_moe_fused(kc *k, const char *name, const kc_moe_shape *m, const int64_t *ns, int n_ns);
 /* A token's expert id out of range at shape M (3 tokens, token 1's last

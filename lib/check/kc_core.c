@@ -313,7 +313,7 @@ void memra__kc_finish_exact(kc *k, memra_kernel_check_line_t *L, memra_status_t 
     memra__kc_finish(k, L, &acc);
 }
 
-/* Fused ops (matmul_ex, gdn, qk_norm_rope, norm_ex, moe) are checked twice: against the
+/* Fused ops (matmul_ex, gdn, qk_norm_rope, norm_ex and its chains, moe) are checked twice: against the
  * CPU reference within their bound, and against the GPU engine's own
  * sequence of plain ops bit for bit. kc_run_seq runs side 2 of a case on
  * the GPU engine with every fused slot removed (so the memra__ wrapper

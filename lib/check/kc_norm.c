@@ -344,6 +344,93 @@ void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool 
     memra__kc_check_fused(k, L, k->gpu, &f, 1, nx_run, &c, (double)(rows * dim * (add ? 12 : 8)));
 }
 
+/* ---- chains of norm_ex steps ------------------------------------------------- */
+
+typedef struct nc_case {
+    memra_norm_args_t s[3][3]; /* [cpu, cuda fused, cuda sequence][step] */
+} nc_case;
+
+static memra_status_t nc_run(void *c, memra__backend_t *be, int side)
+{
+    return memra__norm_chain(be, ((nc_case *)c)->s[side], 3);
+}
+
+/* memra__norm_chain as gemma4's MoE layers call it. POST_FFN false: the
+ * post-attention chain (r = x + rms(a, w0); rn = rms(r, w1) * s; h2 =
+ * rms(r, w2)); true: the post-FFN chain (f = rms(f, w0) in place; f = f +
+ * rms(e, w1); x = (r + rms(f, w2)) * s). Rows padded (ALIGNED: by whole
+ * 16-byte chunks), x's as a carry row's. Against the CPU and bit for bit
+ * against the CUDA sequence. */
+void memra__kc_norm_chain(kc *k, const char *name, int64_t rows, int64_t dim, bool post_ffn, bool aligned)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "3 rms steps %lld x %lld, %s",
+                                                  (long long)rows, (long long)dim,
+                                                  post_ffn ? "post-FFN" : "post-attention");
+    if (!L)
+        return;
+    const int64_t rs = dim + (aligned ? 4 : 3), cf = dim + (aligned ? 12 : 7);
+    const size_t rt = (size_t)(rows * rs) * 4, ct = (size_t)(rows * cf) * 4;
+    float *a = memra__kc_randf(k, (size_t)(rows * rs), -2.0f, 2.0f), *x = memra__kc_randf(k, (size_t)(rows * cf), -4.0f, 4.0f);
+    float *r = memra__kc_randf(k, (size_t)(rows * rs), -4.0f, 4.0f), *f = memra__kc_host(k, (size_t)(rows * dim) * 4);
+    float *w = memra__kc_randf(k, (size_t)(3 * dim), 0.5f, 1.5f);
+    if (!a || !x || !r || !f || !w)
+        return;
+    for (int64_t i = 0; i < rows; i++) /* f's initial rows (packed, as kc_out_new takes them) */
+        for (int64_t j = 0; j < dim; j++)
+            f[i * dim + j] = a[i * rs + (j + 7) % dim] * 0.5f;
+    void *wp[2];
+    if (!memra__kc_both(k, w, (size_t)(3 * dim) * 4, wp))
+        return;
+    const kc_out orow = {rows, dim, rs}, ocarry = {rows, dim, cf};
+    nc_case c;
+    float *out[3][3];
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const float *w0 = (const float *)wp[s ? 1 : 0], *w1 = w0 + dim, *w2 = w1 + dim;
+        /* every side its own inputs: the sequence norms its scratch in place */
+        float *ad = memra__kc_put(k, be, a, rt), *xd = memra__kc_put(k, be, x, ct), *rd = memra__kc_put(k, be, r, rt);
+        if (!ad || !xd || !rd)
+            return;
+        if (!post_ffn) {
+            float *rr = memra__kc_out_new(k, be, &orow, NULL), *rn = memra__kc_out_new(k, be, &orow, NULL);
+            float *h2 = memra__kc_out_new(k, be, &orow, NULL);
+            if (!rr || !rn || !h2)
+                return;
+            c.s[s][0] = (memra_norm_args_t){.x = ad, .xs = rs, .w = w0, .eps = 1e-6f, .add = xd, .adds = cf,
+                                            .scale = 1.0f, .y = rr, .ys = rs, .rows = rows, .dim = dim, .tmp = ad};
+            c.s[s][1] = (memra_norm_args_t){.x = rr, .xs = rs, .w = w1, .eps = 1e-6f, .scale = 0.018844f, .y = rn,
+                                            .ys = rs, .rows = rows, .dim = dim};
+            c.s[s][2] = (memra_norm_args_t){.x = rr, .xs = rs, .w = w2, .eps = 1e-6f, .scale = 1.0f, .y = h2,
+                                            .ys = rs, .rows = rows, .dim = dim};
+            out[s][0] = rr;
+            out[s][1] = rn;
+            out[s][2] = h2;
+        } else {
+            float *fd = memra__kc_out_new(k, be, &orow, f), *xo = memra__kc_out_new(k, be, &ocarry, NULL);
+            if (!fd || !xo)
+                return;
+            c.s[s][0] = (memra_norm_args_t){.x = fd, .xs = rs, .w = w0, .eps = 1e-6f, .scale = 1.0f, .y = fd,
+                                            .ys = rs, .rows = rows, .dim = dim};
+            c.s[s][1] = (memra_norm_args_t){.x = ad, .xs = rs, .w = w1, .eps = 1e-6f, .add = fd, .adds = rs,
+                                            .scale = 1.0f, .y = fd, .ys = rs, .rows = rows, .dim = dim, .tmp = ad};
+            c.s[s][2] = (memra_norm_args_t){.x = fd, .xs = rs, .w = w2, .eps = 1e-6f, .add = rd, .adds = rs,
+                                            .scale = 0.5f, .y = xo, .ys = cf, .rows = rows, .dim = dim, .tmp = fd};
+            out[s][0] = xo;
+            out[s][1] = NULL;
+        }
+    }
+    if (!post_ffn) {
+        const kc_fused_out fo[3] = {{out[0][0], out[1][0], out[2][0], &orow, "r"},
+                                    {out[0][1], out[1][1], out[2][1], &orow, "rn"},
+                                    {out[0][2], out[1][2], out[2][2], &orow, "h2"}};
+        memra__kc_check_fused(k, L, k->gpu, fo, 3, nc_run, &c, (double)(rows * dim * 20));
+    } else {
+        /* f is the sequence's scratch of the last step (normed in place there): x only */
+        const kc_fused_out fo[1] = {{out[0][0], out[1][0], out[2][0], &ocarry, "x"}};
+        memra__kc_check_fused(k, L, k->gpu, fo, 1, nc_run, &c, (double)(rows * dim * 24));
+    }
+}
+
 /* ---- argmax --------------------------------------------------------------- */
 
 void memra__kc_argmax(kc *k, const char *name, int64_t n, int kind)

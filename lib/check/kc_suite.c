@@ -503,7 +503,7 @@ static void run_suite(kc *k)
 #define MF(name, tg, td, tsh, ne, top, e, f, gu, scale, act, fsh, ns)                                                  \
     do {                                                                                                               \
         const kc_moe_shape m = {MEMRA_TYPE_##tg, MEMRA_TYPE_##td, MEMRA_TYPE_##tsh, ne, top, e, f, gu, scale,          \
-                                MEMRA_ACT_##act, fsh, 0, 0};                                                           \
+                                MEMRA_ACT_##act, fsh, 0, 0, false};                                                           \
         KC(memra__kc_moe_fused(k, name, &m, ns, (int)(sizeof ns / sizeof ns[0])));                                     \
     } while (0)
         static const int64_t n1238[] = {1, 2, 3, 8}, n18[] = {1, 8}, n3[] = {3};
@@ -533,11 +533,11 @@ static void run_suite(kc *k)
         MF("moe.fused.kq.parts16", Q4_K, Q6_K, Q6_K, 32, 15, 2048, 1024, false, false, SILU, 1024, n3);
         {
             const kc_moe_shape gp = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 16, 4, 2048, 512, false,
-                                     false, MEMRA_ACT_SILU, 512, 8, 0};
+                                     false, MEMRA_ACT_SILU, 512, 8, 0, false};
             static const int64_t n13[] = {1, 3};
             KC(memra__kc_moe_fused(k, "moe.fused.kq.gu_unaligned", &gp, n13, 2));
             const kc_moe_shape dp = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, 16, 4, 2048, 512, true,
-                                     true, MEMRA_ACT_GELU, 0, 0, 8};
+                                     true, MEMRA_ACT_GELU, 0, 0, 8, false};
             KC(memra__kc_moe_fused(k, "moe.fused.kq.down_unaligned", &dp, n13, 2));
             const kc_moe_shape b = {.tg = MEMRA_TYPE_Q4_K, .td = MEMRA_TYPE_Q6_K, .tsh = MEMRA_TYPE_Q6_K,
                                     .n_expert = 16, .top_k = 4, .n_embd = 2048, .n_ff = 512,
@@ -552,10 +552,10 @@ static void run_suite(kc *k)
         {
             static const int64_t n13[] = {1, 3};
             const kc_moe_shape po = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 12, 3, 320, 96, false, true,
-                                     MEMRA_ACT_GELU, 96, 0, 2};
+                                     MEMRA_ACT_GELU, 96, 0, 2, false};
             KC(memra__kc_moe_fused(k, "moe.fused.packed_odd", &po, n1238, 4));
             const kc_moe_shape pp = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 32, 15, 512, 1024, true, false,
-                                     MEMRA_ACT_SILU, 1024, 0, 0};
+                                     MEMRA_ACT_SILU, 1024, 0, 0, false};
             KC(memra__kc_moe_fused(k, "moe.fused.packed_parts16", &pp, n13, 2));
         }
         if (big) { /* the released shapes (docs/real-models.md) */
@@ -697,6 +697,14 @@ static void run_suite(kc *k)
     KC(memra__kc_gdn_batch(k, "gdn.batch.noconv", 8, 16, 32, 128, false, 0, false));
     KC(memra__kc_gdn_batch(k, "gdn.batch.prefill", 6, 16, 32, 128, true, 5, false));
     KC(memra__kc_gdn_batch(k, "gdn.batch.fast", 16, 16, 32, 128, true, 0, true));
+
+    /* gemma4's MoE layers: the post-attention norm with the router's and
+     * the experts' norms of its result, and the three post-FFN norms, each
+     * one launch (lib/arch_gemma4_forward.c) */
+    KC(memra__kc_norm_chain(k, "norm_chain.post_attn", 1, 2816, false, true));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_attn.rows5", 5, 2816, false, false));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_ffn", 1, 2816, true, true));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.rows8", 8, 1536, true, false));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
