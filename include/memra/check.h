@@ -40,9 +40,9 @@ MEMRA_API void memra_kernel_check_params_init(memra_kernel_check_params_t *param
 
 /* Lines of this header's report. A report may be larger or smaller: the
  * library fills as many lines as report->size holds (a program built with
- * an older header, 320 lines, keeps working; cases past the last line
+ * an older header, 320 or 512 lines, keeps working; cases past the last line
  * count in truncated). */
-#define MEMRA_KERNEL_CHECK_MAX_LINES 512
+#define MEMRA_KERNEL_CHECK_MAX_LINES 1024
 
 typedef struct memra_kernel_check_line {
     char name[48];          /* op.variant, e.g. "matmul.q8_0.decode" */
