@@ -705,6 +705,30 @@ static void run_suite(kc *k)
     KC(memra__kc_norm_chain(k, "norm_chain.post_attn.rows5", 5, 2816, false, false));
     KC(memra__kc_norm_chain(k, "norm_chain.post_ffn", 1, 2816, true, true));
     KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.rows8", 8, 1536, true, false));
+
+    /* qwen35moe's MoE added into the residual (carry) rows by its down
+     * launch: the 35B-A3B's shape, generic and K-quant lanes, and one the
+     * fused launches decline (float weights: the sequence on both) */
+    {
+        static const int64_t n128[] = {1, 2, 8}, n3[] = {3};
+        const kc_moe_shape q = {.tg = MEMRA_TYPE_Q8_0, .td = MEMRA_TYPE_Q8_0, .tsh = MEMRA_TYPE_Q8_0, .n_expert = 256,
+                                .top_k = 8, .n_embd = 2048, .n_ff = 512, .act = MEMRA_ACT_SILU, .n_ff_shared = 512,
+                                .accumulate = true};
+        KC(memra__kc_moe_fused(k, "moe.fused.acc.35b", &q, n128, 3));
+        kc_moe_shape kq = q;
+        kq.tg = kq.tsh = MEMRA_TYPE_Q4_K;
+        kq.td = MEMRA_TYPE_Q6_K;
+        kq.n_expert = 32;
+        KC(memra__kc_moe_fused(k, "moe.fused.acc.kq", &kq, n128, 3));
+        kc_moe_shape f = q;
+        f.tg = f.td = f.tsh = MEMRA_TYPE_F32;
+        f.n_expert = 8;
+        f.n_embd = 256;
+        f.n_ff = 64;
+        f.n_ff_shared = 64;
+        f.top_k = 2;
+        KC(memra__kc_moe_fused(k, "moe.fused.acc.decline", &f, n3, 1));
+    }
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
