@@ -56,15 +56,52 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
     *be_out = be;
 }
 
+/* Token T's top k of the probabilities P (all of them in shared memory)
+ * by one warp: k rounds of the best expert strictly after the previous
+ * pick in the order (prob descending, id ascending), which no partition of
+ * the experts changes, so the picks are those of rounds over the whole
+ * block; no block barrier a round, and the picks kept in shared memory
+ * (PK, k floats) so that the weights' normalisation (the picks' sum in
+ * pick order, in float64) reads no global memory back. */
+static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t &a, int64_t t, const float *p,
+                                                       float *pk, int lane)
+{
+    const int64_t ne = a.n_expert;
+    int32_t *ids = a.ids + t * a.k;
+    float *w = a.weights + t * a.k;
+    float pp = INFINITY;
+    int pe = -1;
+    double wsum = 0.0;
+    for (int64_t s = 0; s < a.k; s++) {
+        float bp;
+        int be;
+        route_best_after(p, ne, lane, 32, pp, pe, &bp, &be);
+        if (be < 0) { /* only NaN left */
+            be = 0;
+            bp = p[0];
+        }
+        if (lane == 0) {
+            ids[s] = be;
+            pk[s] = bp;
+        }
+        wsum += (double)bp;
+        pp = bp;
+        pe = be;
+    }
+    __syncwarp();
+    for (int64_t s = lane; s < a.k; s += 32)
+        w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
+}
+
+/* One block a token: the maximum and the sum of exp over the block, then
+ * warp 0 picks (route_pick_warp): a block-wide round a pick costs two
+ * barriers, and the route sits on a decode layer's critical path between
+ * the router and the experts. */
 __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
     __shared__ double r_red[ROUTE_THREADS / 32];
-    __shared__ float r_bp[ROUTE_THREADS / 32];
-    __shared__ int r_be[ROUTE_THREADS / 32];
-    __shared__ float s_prev_p;
-    __shared__ int s_prev_e;
     const int64_t ne = a.n_expert;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x) {
@@ -96,55 +133,16 @@ __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_
             sum += r_red[i];
         for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
             r_p[e] = (float)(exp((double)l[e] - mx) / sum);
-        if (threadIdx.x == 0) {
-            s_prev_p = INFINITY;
-            s_prev_e = -1;
-        }
         __syncthreads();
-        int32_t *ids = a.ids + t * a.k;
-        float *w = a.weights + t * a.k;
-        double wsum = 0.0;
-        for (int64_t s = 0; s < a.k; s++) {
-            /* the best expert strictly after the previous pick in the order
-             * (prob descending, id ascending) */
-            float bp;
-            int be;
-            route_best_after(r_p, ne, threadIdx.x, ROUTE_THREADS, s_prev_p, s_prev_e, &bp, &be);
-            if (lane == 0) {
-                r_bp[warp] = bp;
-                r_be[warp] = be;
-            }
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                for (int i = 1; i < ROUTE_THREADS / 32; i++)
-                    if (route_better(r_bp[i], r_be[i], bp, be)) {
-                        bp = r_bp[i];
-                        be = r_be[i];
-                    }
-                if (be < 0) { /* only NaN left */
-                    be = 0;
-                    bp = r_p[0];
-                }
-                ids[s] = be;
-                w[s] = bp;
-                wsum += (double)bp;
-                s_prev_p = bp;
-                s_prev_e = be;
-            }
-            __syncthreads();
-        }
-        if (threadIdx.x == 0 && a.norm)
-            for (int64_t s = 0; s < a.k; s++)
-                w[s] = (float)((double)w[s] / fmax(wsum, ROUTE_SUM_MIN));
-        __syncthreads();
+        if (warp == 0)
+            route_pick_warp(a, t, r_p, r_p + ne, lane);
+        __syncthreads(); /* r_p is rewritten by the block's next token */
     }
 }
 
 /* One warp per token (ROUTE_WARPS tokens a block), for up to
- * ROUTE_WARP_MAX experts: route_kernel's arithmetic in its order, without
- * its block barriers (two per reduction, two per pick: ~20 for top 8, the
- * 26B-A4B's and 35B-A3B's route ~12 us a layer in the decode profile).
- * Lane L plays route_kernel's thread 32w + L for each of its warps w in
+ * ROUTE_WARP_MAX experts (with the picks): route_kernel's arithmetic in
+ * its order, without its block barriers (two a reduction). Lane L plays route_kernel's thread 32w + L for each of its warps w in
  * turn: that thread's strided sum of exp, the warp's xor tree, lane 0's
  * total; the warps' totals added in order from 0. The maximum and every
  * pick (the best expert strictly after the previous one in the order prob
@@ -159,7 +157,7 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32) route_warp_kernel(const memr
     extern __shared__ float rw_p[];
     const int64_t ne = a.n_expert;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float *p = rw_p + (size_t)warp * ne;
+    float *p = rw_p + (size_t)warp * (ne + a.k); /* the probabilities, the picks */
     for (int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + warp; t < a.n_tokens; t += (int64_t)gridDim.x * ROUTE_WARPS) {
         const float *l = a.logits + t * ne;
         double mx = -INFINITY;
@@ -181,30 +179,7 @@ __global__ void __launch_bounds__(ROUTE_WARPS * 32) route_warp_kernel(const memr
         for (int64_t e = lane; e < ne; e += 32)
             p[e] = (float)(exp((double)l[e] - mx) / sum);
         __syncwarp();
-        int32_t *ids = a.ids + t * a.k;
-        float *wt = a.weights + t * a.k;
-        float pp = INFINITY;
-        int pe = -1;
-        double wsum = 0.0;
-        for (int64_t s = 0; s < a.k; s++) {
-            float bp;
-            int be;
-            route_best_after(p, ne, lane, 32, pp, pe, &bp, &be);
-            if (be < 0) { /* only NaN left */
-                be = 0;
-                bp = p[0];
-            }
-            if (lane == 0) {
-                ids[s] = be;
-                wt[s] = bp;
-            }
-            wsum += (double)bp;
-            pp = bp;
-            pe = be;
-        }
-        if (lane == 0 && a.norm)
-            for (int64_t s = 0; s < a.k; s++)
-                wt[s] = (float)((double)wt[s] / fmax(wsum, ROUTE_SUM_MIN));
+        route_pick_warp(a, t, p, p + ne, lane);
         __syncwarp(); /* p is rewritten by the warp's next token */
     }
 }
@@ -222,14 +197,14 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     static long warp_on = -1;
     if (warp_on < 0)
         warp_on = memra__cuda_env_long("MEMRA_ROUTE_WARP", 0);
-    if (warp_on && a->n_expert <= ROUTE_WARP_MAX) {
+    if (warp_on && a->n_expert + a->k <= ROUTE_WARP_MAX) {
         memra__cuda_ctx_t *c = memra__cuda_ctx(be);
         memra__launch(route_warp_kernel, memra__cuda_blocks((a->n_tokens + ROUTE_WARPS - 1) / ROUTE_WARPS, 1, 65535),
-                      ROUTE_WARPS * 32, (size_t)ROUTE_WARPS * a->n_expert * sizeof(float), c->stream, *a);
+                      ROUTE_WARPS * 32, (size_t)ROUTE_WARPS * (a->n_expert + a->k) * sizeof(float), c->stream, *a);
         MEMRA_CUDA_LAUNCHED(be);
         return MEMRA_OK;
     }
-    const size_t smem = (size_t)a->n_expert * sizeof(float);
+    const size_t smem = (size_t)(a->n_expert + a->k) * sizeof(float); /* the probabilities, the picks */
     if (smem > 200 * 1024)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
     if (smem > 48 * 1024)

@@ -729,6 +729,8 @@ static void run_suite(kc *k)
         f.top_k = 2;
         KC(memra__kc_moe_fused(k, "moe.fused.acc.decline", &f, n3, 1));
     }
+    /* route's picks by one warp: more picks than lanes, with ties */
+    KC(memra__kc_route(k, 3, 96, 40, true, true));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
