@@ -208,9 +208,20 @@ static memra_status_t cu_copy(memra__backend_t *be, void *dst, const void *src, 
     return cu_copy_kind(be, dst, src, n, cudaMemcpyDeviceToDevice);
 }
 
+/* not an op: no NVTX range or profiler pair (its events would straddle
+ * the two streams) */
+static memra_status_t cu_side(memra__backend_t *be, memra_side_t what)
+{
+    use_device(be);
+    return memra__cuda_side(be, what);
+}
+
 static memra_status_t cu_sync(memra__backend_t *be)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    memra_status_t st = memra__cuda_side_settle(be);
+    if (st)
+        return st;
     MEMRA_CUDA_TRY(be, cudaStreamSynchronize(c->stream));
     if (c->prof)
         memra__cuda_prof_flush(c);
@@ -262,6 +273,9 @@ static void cu_event_destroy(memra__backend_t *be, void *ev)
 static memra_status_t cu_event_record(memra__backend_t *be, void *ev)
 {
     use_device(be);
+    memra_status_t st = memra__cuda_side_settle(be);
+    if (st)
+        return st;
     MEMRA_CUDA_TRY(be, cudaEventRecord((cudaEvent_t)ev, memra__cuda_ctx(be)->stream));
     return MEMRA_OK;
 }
@@ -364,6 +378,9 @@ static memra_status_t cu_graph_begin(memra__backend_t *be)
     if (c->prof)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "graph: the op profiler times every op");
     use_device(be);
+    memra_status_t st = memra__cuda_side_settle(be);
+    if (st)
+        return st;
     MEMRA_CUDA_TRY(be, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
     return MEMRA_OK;
 }
@@ -376,7 +393,12 @@ static memra_status_t cu_graph_end(memra__backend_t *be, void **graph)
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     use_device(be);
     cudaGraph_t g = NULL;
+    const memra_status_t st = memra__cuda_side_settle(be); /* the branch joins inside the capture */
     const cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+    if (st && e == cudaSuccess && g) {
+        cudaGraphDestroy(g);
+        return st;
+    }
     if (e != cudaSuccess || !g) {
         cudaGetLastError();
         if (g)
@@ -474,6 +496,7 @@ static memra__backend_i make_iface(void)
     i.graph_launch = cu_graph_launch;
     i.graph_free = cu_graph_free;
     i.graph_epoch = cu_graph_epoch;
+    i.side = cu_side;
     return i;
 }
 
@@ -533,6 +556,7 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         return memra__fail(NULL, MEMRA_E_DEVICE, "cuda device %d: cublasCreate failed", device);
     }
     cublasSetStream(c->cublas, c->stream);
+    memra__cuda_side_init(c); /* optional: without it the side slot changes nothing */
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
         c->sm_count = prop.multiProcessorCount;
@@ -541,6 +565,7 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         cudaMallocHost((void **)&c->argmax_host, sizeof(int32_t)) != cudaSuccess) {
         cudaGetLastError();
         cudaFree(c->argmax_part);
+        memra__cuda_side_destroy(c);
         cublasDestroy(c->cublas);
         cudaStreamDestroy(c->stream);
         free(be);
@@ -577,7 +602,9 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
         return;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     cudaSetDevice(c->device);
+    memra__cuda_side_settle(be);
     cudaStreamSynchronize(c->stream);
+    memra__cuda_side_destroy(c);
     memra__cuda_prof_destroy(c);
     cublasDestroy(c->cublas);
     cudaStreamDestroy(c->stream);

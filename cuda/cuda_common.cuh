@@ -71,6 +71,16 @@ typedef struct memra__cuda_ctx {
      * an op may describe itself in prof_detail (e.g. weight type and shape) */
     struct memra__cuda_prof *prof;
     char prof_detail[64];
+    /* the side branch (cuda/side.cu, MEMRA_SIDE_STREAM=1; side_stream NULL:
+     * off): stream is main_stream or, on a branch, side_stream; the events
+     * at the branch's start and end; the scratch not in use (ws is the
+     * current stream's); side_state 0 none, 1 on the branch, 2 ended and
+     * not joined */
+    cudaStream_t main_stream, side_stream;
+    cudaEvent_t side_ev[2];
+    void *side_ws;
+    size_t side_ws_size;
+    int side_state;
 } memra__cuda_ctx_t;
 
 #define MEMRA_CUDA_FA_COUNTS 4096
@@ -103,6 +113,15 @@ static inline memra__cuda_ctx_t *memra__cuda_ctx(memra__backend_t *be)
  * NULL with the engine's error set when it cannot be had. Growing waits for
  * the stream (cudaFree), so earlier ops that read the old buffer finish. */
 void *memra__cuda_ws(memra__backend_t *be, size_t bytes);
+
+/* The side branch (cuda/side.cu): init after the main stream exists
+ * (false: no side stream, the slot changes nothing), destroy, the slot,
+ * and settle: the branch ended and joined (before a synchronize and around
+ * a recording). */
+bool memra__cuda_side_init(memra__cuda_ctx_t *c);
+void memra__cuda_side_destroy(memra__cuda_ctx_t *c);
+memra_status_t memra__cuda_side(memra__backend_t *be, memra_side_t what);
+memra_status_t memra__cuda_side_settle(memra__backend_t *be);
 
 /* The op profiler (cuda/profile.cu). */
 bool memra__cuda_prof_wanted(void);

@@ -202,25 +202,35 @@ static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, 
     return mm(r, &L->ffn_down, act, F, out, D, n);
 }
 
-/* The routed experts of a MoE layer, before post_ffw_norm_2: RN the
- * router's input, H2 the experts' (both of the post-attention residual,
- * [n][n_embd]: memra__g4_layer normed them in its post-attention norm's
- * launch). */
-static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const float *rn, const float *h2, float *out)
+/* The router of a MoE layer and its top-k: RN (the router's input,
+ * [n][n_embd]) into IDS and WEIGHTS [n][k], on a side branch
+ * (memra__side): it needs only RN, so it may run beside the dense MLP
+ * (CUDA: a second stream, MEMRA_SIDE_STREAM=1). */
+static memra_status_t g4_route(memra__run_t *r, const memra__g4_layer_t *L, const float *rn, int32_t *ids,
+                               float *weights)
 {
     const memra__g4_t *g = r->m->arch_data;
     const int64_t n = r->n, D = r->m->n_embd, E = g->n_expert, K = g->n_expert_used;
     MEMRA__WS(logits, n * E);
-    MEMRA__TRY(mm(r, &L->gate_inp, rn, D, logits, E, n));
-    int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
-    if (!ids)
-        return MEMRA_E_INTERNAL;
-    MEMRA__WS(weights, n * K);
-    const memra_route_args_t ra = {
-        .logits = logits, .ids = ids, .weights = weights, .n_tokens = n, .n_expert = E, .k = K, .norm = true,
-    };
-    MEMRA__TRY(r->ops->route(r->be, &ra));
+    MEMRA__TRY(memra__side(r->be, MEMRA_SIDE_BEGIN));
+    memra_status_t st = mm(r, &L->gate_inp, rn, D, logits, E, n);
+    if (!st) {
+        const memra_route_args_t ra = {
+            .logits = logits, .ids = ids, .weights = weights, .n_tokens = n, .n_expert = E, .k = K, .norm = true,
+        };
+        st = r->ops->route(r->be, &ra);
+    }
+    const memra_status_t se = memra__side(r->be, MEMRA_SIDE_END);
+    return st ? st : se;
+}
 
+/* The routed experts of a MoE layer, before post_ffw_norm_2: H2 the
+ * experts' input, IDS and WEIGHTS g4_route's (it joins their branch). */
+static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const float *h2, const int32_t *ids,
+                             const float *weights, float *out)
+{
+    const memra__g4_t *g = r->m->arch_data;
+    MEMRA__TRY(memra__side(r->be, MEMRA_SIDE_JOIN));
     /* the per-expert scale multiplies each expert's output (linear, so the
      * same as HF scaling the weight) */
     const memra_moe_args_t ma = {
@@ -233,9 +243,9 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
         .down = &L->down_exps,
         .expert_scale = L->down_exps_scale,
         .out = out,
-        .n_tokens = n,
-        .k = K,
-        .n_embd = D,
+        .n_tokens = r->n,
+        .k = g->n_expert_used,
+        .n_embd = r->m->n_embd,
         .n_ff = g->n_ff_exp,
         .act = MEMRA_ACT_GELU,
     };
@@ -261,11 +271,15 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
     MEMRA__WS(resid, n * D);
     MEMRA__TRY(g4_attention(r, il, x, attn_out));
     const memra_norm_args_t post_attn = g4_norm(r, attn_out, D, L->post_attn_norm, x, cf, resid, D, 1.0f);
-    float *rn = NULL, *h2 = NULL;
+    float *h2 = NULL, *weights = NULL;
+    int32_t *ids = NULL;
     if (L->moe) {
-        rn = memra__wsf(r, n * D);
+        const int64_t K = g->n_expert_used;
+        float *rn = memra__wsf(r, n * D);
         h2 = memra__wsf(r, n * D);
-        if (!rn || !h2)
+        weights = memra__wsf(r, n * K);
+        ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
+        if (!rn || !h2 || !weights || !ids)
             return MEMRA_E_INTERNAL;
         const memra_norm_args_t steps[3] = {
             post_attn,
@@ -273,6 +287,8 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
             g4_norm(r, resid, D, L->pre_ffw_norm_2, NULL, 0, h2, D, 1.0f),
         };
         MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
+        /* the router beside the dense MLP (it reads rn only) */
+        MEMRA__TRY(g4_route(r, L, rn, ids, weights));
     } else {
         MEMRA__TRY(memra__norm_ex(r->be, &post_attn));
     }
@@ -288,7 +304,7 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
                                                g->n_pl > 0 ? 1.0f : out_scale);
     if (L->moe) {
         MEMRA__WS(experts, n * D);
-        MEMRA__TRY(g4_moe(r, L, rn, h2, experts));
+        MEMRA__TRY(g4_moe(r, L, h2, ids, weights, experts));
         const memra_norm_args_t steps[3] = {
             g4_norm(r, f, D, L->post_ffw_norm_1, NULL, 0, f, D, 1.0f),
             g4_norm(r, experts, D, L->post_ffw_norm_2, f, D, f, D, 1.0f),

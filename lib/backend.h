@@ -382,6 +382,19 @@ typedef struct memra_mm_args {
 
 typedef struct memra__backend memra__backend_t;
 
+/* A side branch of a forward's ops (memra__side). BEGIN: the ops after it
+ * form a branch that starts once every op issued before it is done. END:
+ * the ops after it belong to the main sequence again and may run beside
+ * the branch. JOIN: the ops after it wait for the branch. The results are
+ * those of the ops in the order issued as long as the main ops between END
+ * and JOIN neither read what the branch writes nor write what it reads or
+ * writes. A BEGIN after an END without JOIN joins first. */
+typedef enum memra_side {
+    MEMRA_SIDE_BEGIN,
+    MEMRA_SIDE_END,
+    MEMRA_SIDE_JOIN,
+} memra_side_t;
+
 /* One slot per op; "(optional)" slots may be NULL. */
 typedef struct memra__backend_i {
     int api_version;
@@ -517,6 +530,10 @@ typedef struct memra__backend_i {
     memra_status_t (*graph_launch)(memra__backend_t *be, void *graph);
     void (*graph_free)(memra__backend_t *be, void *graph);
     uint64_t (*graph_epoch)(memra__backend_t *be);
+
+    /* (optional) the points of a side branch (memra_side_t, memra__side);
+     * NULL: the ops run in the order issued. */
+    memra_status_t (*side)(memra__backend_t *be, memra_side_t what);
 } memra__backend_i;
 
 struct memra__backend {
@@ -527,6 +544,13 @@ struct memra__backend {
      * backend may then run prefill matmuls with f16/bf16 inputs. */
     bool fast;
 };
+
+/* WHAT of a side branch on BE (memra_side_t): the backend's side slot, or
+ * nothing (the ops then run in the order issued). */
+static inline memra_status_t memra__side(memra__backend_t *be, memra_side_t what)
+{
+    return be->iface->side ? be->iface->side(be, what) : MEMRA_OK;
+}
 
 /* How the rows of the running step may be computed (a thread-local set by
  * the forward, lib/forward.c): ANY, the engine's own choice by row count;

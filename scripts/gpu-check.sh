@@ -92,6 +92,20 @@ if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
   done
 fi
 
+# ---- the side branch (MEMRA_SIDE_STREAM=1: gemma4's router on a second stream) ----
+# the fixtures in exact mode and the batched rows against the sequences run
+# alone with it on (the MoE check below compares its logits bit for bit)
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_SIDE_STREAM=1 \
+    $B/test/test_models >"$OUT/models-side.log" 2>&1
+  note "models exact, side stream: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-side.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-side.log") failed"
+  for mode in 1 0; do
+    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_SIDE_STREAM=1 timeout 300 \
+      $B/test/test_batch >"$OUT/test_batch-side-$mode.log" 2>&1
+    note "test_batch fast=$mode, side stream: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch-side-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch-side-$mode.log") failed"
+  done
+fi
+
 # ---- MoE prefill at released shapes (two layers): fast GPU vs CPU reference ----
 # The fixtures' experts are float32, which the fast tier runs in float32;
 # this runs the grouped tensor-core GEMMs (Q8_0 experts) through whole
@@ -112,6 +126,18 @@ if [ "${SKIP_MOE:-0}" != 1 ]; then
         --device cuda:0 --out /tmp/moe-base.f32 >/dev/null
     note "moe fast prefill vs cpu, $m (2 layers, 32 experts): $(scripts/logits-compare.py /tmp/moe-ref.f32 \
       /tmp/moe-fast.f32 --vocab 4096 --baseline /tmp/moe-base.f32 2>&1)"
+    # the side branch changes no arithmetic: the logits bit for bit as without it
+    if [ $m = gemma-4-26b-a4b ]; then
+      for mode in decode prefill; do
+        for side in 0 1; do
+          MEMRA_SIDE_STREAM=$side $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode --device cuda:0 \
+            --out /tmp/side$side.f32 >/dev/null 2>&1
+        done
+        cmp -s /tmp/side0.f32 /tmp/side1.f32 && r="bit for bit as without" || r="DIFFER (or failed)"
+        note "side stream, $m $mode logits: $r"
+      done
+      rm -f /tmp/side0.f32 /tmp/side1.f32
+    fi
     rm -f "$f" /tmp/moe-ref.f32 /tmp/moe-fast.f32 /tmp/moe-base.f32
   done
 fi
