@@ -67,11 +67,14 @@ static int chain_refs(const memra_norm_args_t *a, chain_ref *r)
     return n;
 }
 
+/* Whether A's and B's ROWS (> 0) rows share a byte (addresses compared as
+ * integers: the buffers may be unrelated objects). */
 static bool chain_overlap(const chain_ref *a, const chain_ref *b, int64_t rows)
 {
-    const float *ae = a->p + (a->stride ? (rows - 1) * a->stride : 0) + a->dim;
-    const float *bend = b->p + (b->stride ? (rows - 1) * b->stride : 0) + b->dim;
-    return a->p < bend && b->p < ae;
+    const uintptr_t a0 = (uintptr_t)a->p, b0 = (uintptr_t)b->p;
+    const uintptr_t a1 = a0 + (uintptr_t)((a->stride ? (rows - 1) * a->stride : 0) + a->dim) * sizeof(float);
+    const uintptr_t b1 = b0 + (uintptr_t)((b->stride ? (rows - 1) * b->stride : 0) + b->dim) * sizeof(float);
+    return a0 < b1 && b0 < a1;
 }
 
 /* Whether step J's refs may share memory with an earlier step I's: only
@@ -82,6 +85,8 @@ static memra_status_t chain_hazards(memra__backend_t *be, const memra_norm_args_
     chain_ref ri[5], rj[5];
     const int ni = chain_refs(&steps[i], ri), nj = chain_refs(&steps[j], rj);
     const int64_t rows = steps[i].rows;
+    if (rows <= 0)
+        return MEMRA_OK; /* nothing runs */
     for (int u = 0; u < ni; u++)
         for (int v = 0; v < nj; v++) {
             const chain_ref *a = &ri[u], *b = &rj[v];
