@@ -1664,7 +1664,8 @@ static void test_moe(void **state)
 /* memra__moe with a shared expert: the routed moe plus the one-expert moe
  * weighted by sigmoid(logit), added (the bits of that sequence); the moe
  * slot rejects a shared expert and memra__moe its bad shapes; a backend's
- * moe_fused takes the call when it accepts it. */
+ * moe_fused takes the call when it accepts it; with accumulate the sum is
+ * added into strided rows. */
 static int g_fused_calls;
 
 static memra_status_t fake_moe_fused(memra__backend_t *be, const memra_moe_args_t *a, bool *done)
@@ -1746,6 +1747,40 @@ static void test_moe_shared(void **state)
     assert_int_equal(g_fused_calls, 2);
     check_bits(out, expect, (size_t)(n * ne), "moe declined by moe_fused");
 
+    /* accumulate: the sum added into strided residual rows (ld > n_embd),
+     * the gaps untouched, through acc_tmp; its refusals */
+    const int64_t ld = ne + 3;
+    const size_t rt = (size_t)(n * ld);
+    float *res = sent_buf(rt), *res_want = sent_buf(rt), *acc = sent_buf((size_t)(n * ne));
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < ne; i++)
+            res[t * ld + i] = res_want[t * ld + i] = 0.01f * (float)(t * ne + i) - 1.0f;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t i = 0; i < ne; i++)
+            res_want[t * ld + i] += expect[t * ne + i];
+    memra_moe_args_t ac = ma;
+    ac.out = res;
+    ac.accumulate = true;
+    ac.out_stride = ld;
+    ac.acc_tmp = acc;
+    assert_int_equal(memra__moe(g_be, &ac), MEMRA_OK);
+    check_bits(res, res_want, rt, "moe accumulated into strided rows vs the sum added");
+    ac.acc_tmp = NULL; /* the sequence's scratch */
+    assert_int_equal(memra__moe(g_be, &ac), MEMRA_E_INVALID);
+    ac.acc_tmp = acc;
+    ac.out_stride = ne - 1; /* rows overlapping */
+    assert_int_equal(memra__moe(g_be, &ac), MEMRA_E_INVALID);
+    ac.out_stride = ld;
+    ac.accumulate = false; /* a stride without accumulate */
+    assert_int_equal(memra__moe(g_be, &ac), MEMRA_E_INVALID);
+    ac.accumulate = true;
+    ac.shared = NULL; /* the slot takes no accumulate either */
+    assert_int_equal(g_be->iface->moe(g_be, &ac), MEMRA_E_INVALID);
+    check_bits(res, res_want, rt, "refused calls leave the rows");
+
+    free(res);
+    free(res_want);
+    free(acc);
     free(untouched);
     free(out);
     free(expect);
