@@ -165,6 +165,19 @@ static __device__ __forceinline__ void memra_pdl_launch(void)
 #endif
 }
 
+/* Bulk-prefetches into L2 the 16-byte-aligned part of the N bytes at P: a
+ * hint that moves no data into the block, so it may run before the PDL
+ * wait (weights, or state no kernel of the step has written yet); the
+ * unaligned ends are left to the loads. */
+static __device__ __forceinline__ void memra_prefetch_l2(const void *p, int64_t n)
+{
+#if __CUDA_ARCH__ >= 900
+    const uintptr_t b = ((uintptr_t)p + 15) & ~(uintptr_t)15, e = ((uintptr_t)p + n) & ~(uintptr_t)15;
+    if (e > b)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"((unsigned)(e - b)) : "memory");
+#endif
+}
+
 #define MEMRA_PDL_ENTER()                                                                     \
     do {                                                                                      \
         memra_pdl_launch();                                                                   \

@@ -494,18 +494,25 @@ static __device__ __forceinline__ void mmv_next(mmv_pos &q, int np, int64_t nseg
     }
 }
 
-/* Weight of virtual row V and its row within that weight. */
+/* The weight holding virtual row ROW of A's weights back to back (*LROW
+ * its row in it). */
+static __device__ __forceinline__ int mmv_vweight(const mmv_args &a, int64_t row, int64_t *lrow)
+{
+    int wi = 0;
+    while (wi + 1 < a.nw && row >= a.vrow0[wi + 1])
+        wi++;
+    *lrow = row - a.vrow0[wi];
+    return wi;
+}
+
+/* Item Q's weight (GLU: gate or up) and its row within that weight. */
 static __device__ __forceinline__ int mmv_weight(const mmv_args &a, const mmv_pos &q, int64_t *lrow)
 {
     if (a.glu) {
         *lrow = q.v;
         return q.p;
     }
-    int wi = 0;
-    while (wi + 1 < a.nw && q.v >= a.vrow0[wi + 1])
-        wi++;
-    *lrow = q.v - a.vrow0[wi];
-    return wi;
+    return mmv_vweight(a, q.v, lrow);
 }
 
 /* 32-bit shared-memory loads: pointers into dynamic shared memory reach
@@ -798,15 +805,32 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
         cp_async_wait<0>();
 }
 
+/* Rows a warp of the float matvec bulk-prefetches into L2 before its wait
+ * (the first ones it takes; more would only queue ahead of the loads). */
+#define MMV_F_PREFETCH_ROWS 2
+
 /* Float weights: 16-byte loads straight from global memory when every row
  * is 16-byte aligned (VEC), else element by element. Several weights
  * (matmul_ex's STORE of float weights: a MoE router and its shared
  * expert's gate) are virtual rows back to back, each row's dot the same
- * whatever launch holds it. */
+ * whatever launch holds it. Without expert ids each warp's first rows are
+ * prefetched into L2 before the wait for the predecessor (x): a MoE
+ * router's 16-32 blocks otherwise pay a chain of round trips to HBM after
+ * it (the 26B-A4B's 2816-wide rows are six 16-byte loads a lane apart). */
 template <int T, int R>
 __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, const bool vec)
 {
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    memra_pdl_launch(); /* cuda_common.cuh: MEMRA_PDL_ENTER, split around the prefetch */
+    if (!a.ids && blockIdx.y == 0 && (threadIdx.x & 31) == 0) {
+        const int64_t nrows = a.vrow0[a.nw > 1 ? a.nw : 1], step = (int64_t)gridDim.x * MMV_WARPS;
+        int64_t row = (int64_t)blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
+        for (int i = 0; i < MMV_F_PREFETCH_ROWS && row < nrows; i++, row += step) {
+            int64_t lrow;
+            const int wi = mmv_vweight(a, row, &lrow);
+            memra_prefetch_l2(a.W[wi] + (size_t)lrow * a.nb1[wi], a.ne0 * (T == MEMRA_TYPE_F32 ? 4 : 2));
+        }
+    }
+    memra_pdl_wait();
     constexpr int EPV = T == MEMRA_TYPE_F32 ? 4 : 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const float *x;
@@ -820,10 +844,8 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
     x = mmv_stage_x<false>(a, x, nr, (float *)mmv_dyn, &xl);
     const int64_t ne0 = a.ne0, ne1 = a.vrow0[a.nw > 1 ? a.nw : 1];
     for (int64_t row = (int64_t)blockIdx.x * MMV_WARPS + warp; row < ne1; row += (int64_t)gridDim.x * MMV_WARPS) {
-        int wi = 0; /* the weight holding virtual row ROW */
-        while (wi + 1 < a.nw && row >= a.vrow0[wi + 1])
-            wi++;
-        const int64_t lrow = row - a.vrow0[wi];
+        int64_t lrow;
+        const int wi = mmv_vweight(a, row, &lrow);
         const uint8_t *wrow = a.W[wi] + woff + (size_t)lrow * a.nb1[wi];
         float acc[R];
 #pragma unroll

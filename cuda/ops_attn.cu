@@ -338,15 +338,6 @@ static __device__ void fa_merge(const fa_args &f, const fa_seq &sq, int64_t tw, 
     }
 }
 
-/* Bulk-prefetches into L2 the 16-byte-aligned part of the N bytes at P
- * (a hint: the unaligned ends are left to the loads). */
-static __device__ __forceinline__ void fa_prefetch(const char *p, int64_t n)
-{
-    const uintptr_t b = ((uintptr_t)p + 15) & ~(uintptr_t)15, e = ((uintptr_t)p + n) & ~(uintptr_t)15;
-    if (e > b)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b), "r"((unsigned)(e - b)) : "memory");
-}
-
 /* Block (head H, split S, wave token TW) of F: fa_kernel's whole work, and
  * fa_batch_kernel's for one item's block (the same arithmetic whichever
  * launch holds the block). */
@@ -371,8 +362,8 @@ static __device__ __forceinline__ void fa_block(const fa_args &f, const fa_seq &
          * kernel: a prefetch moves no data into the block, so it may run
          * before the wait) into L2 while the previous kernel finishes */
         for (int64_t r = threadIdx.x; r < 2 * (k_end - k_begin); r += NT)
-            fa_prefetch(r & 1 ? vb + (k_begin + (r >> 1)) * f.v_rs : kb + (k_begin + (r >> 1)) * f.k_rs,
-                        r & 1 ? f.v_hb : f.k_hb);
+            memra_prefetch_l2(r & 1 ? vb + (k_begin + (r >> 1)) * f.v_rs : kb + (k_begin + (r >> 1)) * f.k_rs,
+                              r & 1 ? f.v_hb : f.k_hb);
     }
     if (f.trig == 0)
         memra_pdl_launch();

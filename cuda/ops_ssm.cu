@@ -537,9 +537,8 @@ static __device__ __forceinline__ void gdn_step(const memra_gdn_args_t &g, int P
         const size_t q = (size_t)rows * d; /* floats; four parts of whole 16-byte units */
         const float *S0 = a.state + j * (size_t)d * d + (size_t)m0 * d;
         const size_t b0 = (q * threadIdx.x / 4) & ~(size_t)3, b1 = (q * (threadIdx.x + 1) / 4) & ~(size_t)3;
-        if (b1 > b0 && ((uintptr_t)S0 & 15) == 0)
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(S0 + b0),
-                         "r"((unsigned)((b1 - b0) * sizeof(float))) : "memory");
+        if (b1 > b0)
+            memra_prefetch_l2(S0 + b0, (int64_t)((b1 - b0) * sizeof(float)));
     }
     if (trig == 0)
         memra_pdl_launch();
