@@ -132,15 +132,25 @@ static __device__ __forceinline__ void mmv_moe_poison(const mmv_moe_args &a, int
         y[i] = __int_as_float(0x7fc00000);
 }
 
-/* Both fused kernels' (and their K-quant versions') start: the wait for
- * the routing and x, the problem's tables (TAB: the generic dots' decode
- * tables too, whose fill ends in a barrier), and false after poisoning the
- * output of a problem with an expert id out of range. */
+/* Both fused kernels' (and their K-quant versions') start: the problem's
+ * tables (TAB: the generic dots' decode tables too, whose fill ends in a
+ * barrier), and false after poisoning the output of a problem with an
+ * expert id out of range.
+ *
+ * GLU waits for its predecessor (the route, or what follows it) first and
+ * only then lets DOWN be scheduled, so that when DOWN runs, every kernel
+ * before GLU has completed: DOWN reads its ids and routing weights (the
+ * route's) and issues its first weight copies before its own wait, which
+ * covers only GLU's h rows (mmv_moe_x_ready, before the staging). Its
+ * weights then stream while GLU finishes instead of after it. Every path
+ * of DOWN waits before it exits, so each wait still covers the chain. */
 template <bool DOWN>
 static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, const uint8_t **s_w, size_t *s_nb1,
                                                      double *s_ws, int *s_bad, float *tab, int64_t *t, int64_t *yrow)
 {
-    MEMRA_PDL_ENTER(); /* the ids (route) and x (the previous launch) */
+    if (!DOWN)
+        memra_pdl_wait(); /* cuda_common.cuh: the ids (route) and x */
+    memra_pdl_launch();
     if (threadIdx.x == 0)
         *s_bad = 0;
     if (tab)
@@ -150,10 +160,19 @@ static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, cons
     mmv_moe_problem<DOWN>(a, s_w, s_nb1, s_ws, s_bad, t, yrow);
     __syncthreads();
     if (*s_bad) {
+        if (DOWN)
+            memra_pdl_wait();
         mmv_moe_poison(a, *yrow);
         return false;
     }
     return true;
+}
+
+/* Before staging x: DOWN's wait for GLU's h rows (mmv_moe_enter). */
+template <bool DOWN> static __device__ __forceinline__ void mmv_moe_x_ready(void)
+{
+    if (DOWN)
+        memra_pdl_wait();
 }
 
 /* DOWN's NR (> 1) h rows staged as mmv_stage_x stages them (the same
@@ -302,6 +321,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     /* DOWN stages the token's k (+1) h rows, GLU its one x row */
     const int nr = DOWN ? np : 1;
     int64_t xl;
+    mmv_moe_x_ready<DOWN>();
     const float *x = mmv_moe_stage_rows<mmv_q8x<T>::on>(a.m, a.flat, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
                                                         (float *)(mmv_dyn + (size_t)MMV_WARPS * D * NCH), &xl);
     const int64_t nbr = ne0 / 32;

@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
     /* x as mmv_kq_kernel stages it: DOWN the token's k (+1) h rows, GLU its one x row */
     const int nr = DOWN ? np : 1;
     int64_t xl;
+    mmv_moe_x_ready<DOWN>();
     const float *x = mmv_moe_stage_rows<true>(a.m, a.flat, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
                                               (float *)(kq_dyn + (size_t)MMV_WARPS * D * S::item), &xl);
     const int64_t nbr = ne0 / 32;
