@@ -731,6 +731,11 @@ static void run_suite(kc *k)
     }
     /* route's picks by one warp: more picks than lanes, with ties */
     KC(memra__kc_route(k, 3, 96, 40, true, true));
+    /* norm chains in registers at the 31B's width (eight chunks a thread),
+     * and above 4096 with rows off 16 bytes (the element path) mixed in */
+    KC(memra__kc_norm_chain(k, "norm_chain.post_attn.d5376", 1, 5376, false, true));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.d5376.rows3", 3, 5376, true, true));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_attn.d4100.rows3", 3, 4100, false, false));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
