@@ -71,8 +71,9 @@ typedef struct memra__cuda_ctx {
      * an op may describe itself in prof_detail (e.g. weight type and shape) */
     struct memra__cuda_prof *prof;
     char prof_detail[64];
-    /* the side branch (cuda/side.cu, MEMRA_SIDE_STREAM=1; side_stream NULL:
-     * off): stream is main_stream or, on a branch, side_stream; the events
+    /* the side branch (cuda/side.cu; side_stream NULL: off, with
+     * MEMRA_SIDE_STREAM=0): stream is main_stream or, on a branch,
+     * side_stream; the events
      * at the branch's start and end; the scratch not in use (ws is the
      * current stream's); side_state 0 none, 1 on the branch, 2 ended and
      * not joined */
