@@ -205,7 +205,7 @@ static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, 
 /* The router of a MoE layer and its top-k: RN (the router's input,
  * [n][n_embd]) into IDS and WEIGHTS [n][k], on a side branch
  * (memra__side): it needs only RN, so it may run beside the dense MLP
- * (CUDA: a second stream, MEMRA_SIDE_STREAM=1). */
+ * (CUDA: a second stream, unless MEMRA_SIDE_STREAM=0). */
 static memra_status_t g4_route(memra__run_t *r, const memra__g4_layer_t *L, const float *rn, int32_t *ids,
                                float *weights)
 {
