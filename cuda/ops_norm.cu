@@ -161,103 +161,13 @@ struct norm_chain_args {
     int n;
 };
 
-/* A chain's row R through every step in registers, U 4-float chunks a
- * thread (rows up to 4 U NORM_THREADS wide): norm_row_regs's arithmetic
- * and chunk map step after step, but a step's x, or its add, that is the
- * previous step's y (or its x: same row, same width) is taken from the
- * registers that step held instead of a second round trip to L2, and each
- * step's weight and add loads are issued before its reduction. The chain's
- * hazard rules (lib/norm_ex.c) allow sharing only row for row, so a thread
- * only ever reads back elements it wrote itself. gemma4's MoE chains read
- * the post-attention sum twice and the post-FFN sum once more this way. */
-template <int U>
-static __device__ __forceinline__ void norm_chain_row_regs(const norm_chain_args &a, int64_t r, float *red)
-{
-    float4 xv[U], yv[U], wv[U], av[U];
-    const float *px = NULL, *py = NULL; /* the rows xv and yv hold */
-    int64_t pdim = 0;
-    for (int i = 0; i < a.n; i++) {
-        const memra_norm_args_t &s = a.s[i];
-        const float *xr = s.x + r * s.xs, *ar = s.add ? s.add + r * s.adds : NULL;
-        float *yr = s.y + r * s.ys;
-        const int64_t nc = s.dim >> 2;
-        const bool same = s.dim == pdim, x_is_y = same && xr == py, x_is_x = same && xr == px && !x_is_y,
-                   a_is_y = same && ar && ar == py;
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            const int64_t c = threadIdx.x + j * NORM_THREADS;
-            if (x_is_y) /* past the row: zeros, as loaded */
-                xv[j] = c < nc ? yv[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            else if (!x_is_x)
-                xv[j] = c < nc ? ((const float4 *)xr)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (a_is_y)
-                av[j] = yv[j];
-            else
-                av[j] = c < nc && ar ? ((const float4 *)ar)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            wv[j] = c < nc && s.w ? ((const float4 *)s.w)[c] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        }
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            sum = row_sq_add(xv[j].x, sum);
-            sum = row_sq_add(xv[j].y, sum);
-            sum = row_sq_add(xv[j].z, sum);
-            sum = row_sq_add(xv[j].w, sum);
-        }
-        const float sc = (float)row_scale_reduce(true, sum, s.dim, s.eps, red);
-        const bool scaled = s.scale != 1.0f;
-#pragma unroll
-        for (int j = 0; j < U; j++) {
-            const int64_t c = threadIdx.x + j * NORM_THREADS;
-            float t[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};
-            const float wq[4] = {wv[j].x, wv[j].y, wv[j].z, wv[j].w}, aq[4] = {av[j].x, av[j].y, av[j].z, av[j].w};
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                t[q] = __fmul_rn(t[q], sc);
-                if (s.w)
-                    t[q] = __fmul_rn(t[q], wq[q]); /* row_scaled */
-                if (ar)
-                    t[q] = __fadd_rn(aq[q], t[q]);
-                if (scaled)
-                    t[q] = __fmul_rn(t[q], s.scale);
-            }
-            yv[j] = make_float4(t[0], t[1], t[2], t[3]);
-            if (c < nc)
-                ((float4 *)yr)[c] = yv[j];
-        }
-        px = xr;
-        py = yr;
-        pdim = s.dim;
-    }
-}
-
-/* Whether every step of row R goes through norm_chain_row_regs with U. */
-template <int U> static __device__ __forceinline__ bool norm_chain_regs_ok(const norm_chain_args &a, int64_t r)
-{
-    for (int i = 0; i < a.n; i++) {
-        const memra_norm_args_t &s = a.s[i];
-        if (s.dim > 4 * U * NORM_THREADS ||
-            !norm_regs_ok(s.x + r * s.xs, s.w, s.add ? s.add + r * s.adds : NULL, s.y + r * s.ys, s.dim))
-            return false;
-    }
-    return true;
-}
-
-/* U: the register path's chunks a thread (norm_chain_row_regs); rows it
- * does not fit (or MEMRA_NORM_REGS=0) take every step through norm_ex_row. */
-template <int U>
 __global__ void __launch_bounds__(NORM_THREADS) norm_chain_kernel(const norm_chain_args a, int regs)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     __shared__ float red[NORM_THREADS / 32 + 1];
-    for (int64_t r = blockIdx.x; r < a.s[0].rows; r += gridDim.x) {
-        if (regs && norm_chain_regs_ok<U>(a, r)) {
-            norm_chain_row_regs<U>(a, r, red);
-            continue; /* row_scale_reduce's last barrier guards red */
-        }
+    for (int64_t r = blockIdx.x; r < a.s[0].rows; r += gridDim.x)
         for (int i = 0; i < a.n; i++)
             norm_ex_row(a.s[i], r, regs, red);
-    }
 }
 
 memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, int n, bool *done)
@@ -268,13 +178,8 @@ memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t
     for (int i = 0; i < n; i++)
         ca.s[i] = a[i];
     ca.n = n;
-    int64_t dim = 0;
-    for (int i = 0; i < n; i++)
-        dim = a[i].dim > dim ? a[i].dim : dim;
-    /* four chunks a thread cover 4096-wide rows (Gemma 4's 2560 and 2816)
-     * in half the registers of NORM_U */
-    void (*k)(const norm_chain_args, int) = dim <= 4 * 4 * NORM_THREADS ? norm_chain_kernel<4> : norm_chain_kernel<NORM_U>;
-    memra__launch(k, memra__cuda_blocks(a[0].rows, 1, 65535), NORM_THREADS, 0, c->stream, ca, norm_regs());
+    memra__launch(norm_chain_kernel, memra__cuda_blocks(a[0].rows, 1, 65535), NORM_THREADS, 0, c->stream, ca,
+                  norm_regs());
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;

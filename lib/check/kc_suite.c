@@ -731,8 +731,8 @@ static void run_suite(kc *k)
     }
     /* route's picks by one warp: more picks than lanes, with ties */
     KC(memra__kc_route(k, 3, 96, 40, true, true));
-    /* norm chains in registers at the 31B's width (eight chunks a thread),
-     * and above 4096 with rows off 16 bytes (the element path) mixed in */
+    /* norm chains at the 31B's width (rows in registers, six of the eight
+     * chunks a thread), and rows off 16 bytes (the element path) mixed in */
     KC(memra__kc_norm_chain(k, "norm_chain.post_attn.d5376", 1, 5376, false, true));
     KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.d5376.rows3", 3, 5376, true, true));
     KC(memra__kc_norm_chain(k, "norm_chain.post_attn.d4100.rows3", 3, 4100, false, false));
