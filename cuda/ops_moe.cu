@@ -11,133 +11,23 @@
 
 #include "cuda_common.cuh"
 #include "math.cuh"
+#include "route.cuh"
 
-#define ROUTE_THREADS 256
-#define ROUTE_SUM_MIN 6.103515625e-5
 #define MOE_WS_CAP ((size_t)256 << 20)
 
 /* ---- route ------------------------------------------------------------------ */
 
-static __device__ __forceinline__ bool route_better(float p, int e, float bp, int be)
-{
-    if (e < 0)
-        return false;
-    if (be < 0)
-        return true;
-    return p > bp || (p == bp && e < be);
-}
-
-/* The best expert strictly after (PP, PE) in the order (prob descending,
- * id ascending) among P[E0], P[E0 + STEP], ... below NE, then the best of
- * the warp's 32 (every lane gets it): *BP, *BE (-1: none). */
-static __device__ __forceinline__ void route_best_after(const float *p, int64_t ne, int64_t e0, int64_t step, float pp,
-                                                        int pe, float *bp_out, int *be_out)
-{
-    float bp = 0.0f;
-    int be = -1;
-    for (int64_t e = e0; e < ne; e += step) {
-        const float q = p[e];
-        const bool after = q < pp || (q == pp && (int)e > pe);
-        if (after && route_better(q, (int)e, bp, be)) {
-            bp = q;
-            be = (int)e;
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-        const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-        if (route_better(op, oe, bp, be)) {
-            bp = op;
-            be = oe;
-        }
-    }
-    *bp_out = bp;
-    *be_out = be;
-}
-
-/* Token T's top k of the probabilities P (all of them in shared memory)
- * by one warp: k rounds of the best expert strictly after the previous
- * pick in the order (prob descending, id ascending), which no partition of
- * the experts changes, so the picks are those of rounds over the whole
- * block; no block barrier a round, and the picks kept in shared memory
- * (PK, k floats) so that the weights' normalisation (the picks' sum in
- * pick order, in float64) reads no global memory back. */
-static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t &a, int64_t t, const float *p,
-                                                       float *pk, int lane)
-{
-    const int64_t ne = a.n_expert;
-    int32_t *ids = a.ids + t * a.k;
-    float *w = a.weights + t * a.k;
-    float pp = INFINITY;
-    int pe = -1;
-    double wsum = 0.0;
-    for (int64_t s = 0; s < a.k; s++) {
-        float bp;
-        int be;
-        route_best_after(p, ne, lane, 32, pp, pe, &bp, &be);
-        if (be < 0) { /* only NaN left */
-            be = 0;
-            bp = p[0];
-        }
-        if (lane == 0) {
-            ids[s] = be;
-            pk[s] = bp;
-        }
-        wsum += (double)bp;
-        pp = bp;
-        pe = be;
-    }
-    __syncwarp();
-    for (int64_t s = lane; s < a.k; s += 32)
-        w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
-}
-
-/* One block a token: the maximum and the sum of exp over the block, then
- * warp 0 picks (route_pick_warp): a block-wide round a pick costs two
- * barriers, and the route sits on a decode layer's critical path between
- * the router and the experts. */
+/* One block a token (route_block_token, cuda/route.cuh): the maximum and
+ * the sum of exp over the block, then warp 0 picks: a block-wide round a
+ * pick costs two barriers, and the route sits on a decode layer's critical
+ * path between the router and the experts. */
 __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
     __shared__ double r_red[ROUTE_THREADS / 32];
-    const int64_t ne = a.n_expert;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x) {
-        const float *l = a.logits + t * ne;
-        double mx = -INFINITY;
-        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
-            mx = fmax(mx, (double)l[e]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        if (lane == 0)
-            r_red[warp] = mx;
-        __syncthreads();
-        mx = r_red[0];
-        for (int i = 1; i < ROUTE_THREADS / 32; i++)
-            mx = fmax(mx, r_red[i]);
-        __syncthreads();
-        double sum = 0.0;
-        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
-            sum += exp((double)l[e] - mx);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        if (lane == 0)
-            r_red[warp] = sum;
-        __syncthreads();
-        sum = 0.0;
-        for (int i = 0; i < ROUTE_THREADS / 32; i++)
-            sum += r_red[i];
-        for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
-            r_p[e] = (float)(exp((double)l[e] - mx) / sum);
-        __syncthreads();
-        if (warp == 0)
-            route_pick_warp(a, t, r_p, r_p + ne, lane);
-        __syncthreads(); /* r_p is rewritten by the block's next token */
-    }
+    for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x)
+        route_block_token(a, t, a.logits + t * a.n_expert, r_p, r_red);
 }
 
 /* One warp per token (ROUTE_WARPS tokens a block), for up to

@@ -1,0 +1,136 @@
+/* The route's device code (memra_route_args_t, lib/backend.h), shared by
+ * route_kernel (cuda/ops_moe.cu) and the float matvec's route epilogue
+ * (cuda/mmv.cuh: the router's last block routes its logits). route
+ * computes in float64 like the reference (lib/cpu/ops_moe.c) and rounds
+ * the probabilities once, so the selection (ties: lower id) agrees. */
+#ifndef MEMRA_CUDA_ROUTE_CUH
+#define MEMRA_CUDA_ROUTE_CUH
+
+#include <math.h>
+
+#include "cuda_common.cuh"
+#include "math.cuh"
+
+#define ROUTE_THREADS 256
+#define ROUTE_SUM_MIN 6.103515625e-5
+
+static __device__ __forceinline__ bool route_better(float p, int e, float bp, int be)
+{
+    if (e < 0)
+        return false;
+    if (be < 0)
+        return true;
+    return p > bp || (p == bp && e < be);
+}
+
+/* The best expert strictly after (PP, PE) in the order (prob descending,
+ * id ascending) among P[E0], P[E0 + STEP], ... below NE, then the best of
+ * the warp's 32 (every lane gets it): *BP, *BE (-1: none). */
+static __device__ __forceinline__ void route_best_after(const float *p, int64_t ne, int64_t e0, int64_t step, float pp,
+                                                        int pe, float *bp_out, int *be_out)
+{
+    float bp = 0.0f;
+    int be = -1;
+    for (int64_t e = e0; e < ne; e += step) {
+        const float q = p[e];
+        const bool after = q < pp || (q == pp && (int)e > pe);
+        if (after && route_better(q, (int)e, bp, be)) {
+            bp = q;
+            be = (int)e;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
+        const int oe = __shfl_xor_sync(0xffffffffu, be, o);
+        if (route_better(op, oe, bp, be)) {
+            bp = op;
+            be = oe;
+        }
+    }
+    *bp_out = bp;
+    *be_out = be;
+}
+
+/* Token T's top k of the probabilities P (all of them in shared memory)
+ * by one warp: k rounds of the best expert strictly after the previous
+ * pick in the order (prob descending, id ascending), which no partition of
+ * the experts changes, so the picks are those of rounds over the whole
+ * block; no block barrier a round, and the picks kept in shared memory
+ * (PK, k floats) so that the weights' normalisation (the picks' sum in
+ * pick order, in float64) reads no global memory back. */
+static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t &a, int64_t t, const float *p,
+                                                       float *pk, int lane)
+{
+    const int64_t ne = a.n_expert;
+    int32_t *ids = a.ids + t * a.k;
+    float *w = a.weights + t * a.k;
+    float pp = INFINITY;
+    int pe = -1;
+    double wsum = 0.0;
+    for (int64_t s = 0; s < a.k; s++) {
+        float bp;
+        int be;
+        route_best_after(p, ne, lane, 32, pp, pe, &bp, &be);
+        if (be < 0) { /* only NaN left */
+            be = 0;
+            bp = p[0];
+        }
+        if (lane == 0) {
+            ids[s] = be;
+            pk[s] = bp;
+        }
+        wsum += (double)bp;
+        pp = bp;
+        pe = be;
+    }
+    __syncwarp();
+    for (int64_t s = lane; s < a.k; s += 32)
+        w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
+}
+
+/* Token T of A in a block of ROUTE_THREADS threads: the maximum and the
+ * sum of exp over the block (thread i's experts i, i + ROUTE_THREADS, ...,
+ * the warps' xor trees, the warps' partials in order), the probabilities
+ * into P (shared memory: n_expert floats, then k for the picks), then warp
+ * 0 picks (route_pick_warp). L: the token's logits. RED: ROUTE_THREADS / 32
+ * doubles of shared memory. Ends in a barrier (P and RED may be reused). */
+static __device__ __forceinline__ void route_block_token(const memra_route_args_t &a, int64_t t, const float *l,
+                                                         float *p, double *red)
+{
+    const int64_t ne = a.n_expert;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    double mx = -INFINITY;
+    for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+        mx = fmax(mx, (double)l[e]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0)
+        red[warp] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int i = 1; i < ROUTE_THREADS / 32; i++)
+        mx = fmax(mx, red[i]);
+    __syncthreads();
+    double sum = 0.0;
+    for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+        sum += exp((double)l[e] - mx);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0)
+        red[warp] = sum;
+    __syncthreads();
+    sum = 0.0;
+    for (int i = 0; i < ROUTE_THREADS / 32; i++)
+        sum += red[i];
+    for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+        p[e] = (float)(exp((double)l[e] - mx) / sum);
+    __syncthreads();
+    if (warp == 0)
+        route_pick_warp(a, t, p, p + ne, lane);
+    __syncthreads();
+}
+
+#endif
