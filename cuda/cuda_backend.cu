@@ -108,6 +108,7 @@ struct on_device<NAME, F> {
 #define OP_NAME(x) static constexpr char op_##x[] = #x
 OP_NAME(matmul);
 OP_NAME(matmul_ex);
+OP_NAME(router);
 OP_NAME(get_rows);
 OP_NAME(norm);
 OP_NAME(norm_ex);
@@ -485,6 +486,7 @@ static memra__backend_i make_iface(void)
     i.route = on_device<op_route, memra__cuda_route>::call;
     i.moe = on_device<op_moe, memra__cuda_moe>::call;
     i.moe_fused = on_device<op_moe_fused, memra__cuda_moe_fused>::call;
+    i.router = on_device<op_router, memra__cuda_router>::call;
     i.argmax = on_device<op_argmax, memra__cuda_argmax>::call;
     i.copy_peer = cu_copy_peer;
     i.event_create = cu_event_create;
@@ -579,6 +581,13 @@ extern "C" memra_status_t memra__cuda_backend_create(int device, memra__backend_
         cudaFree(c->fa_count);
         c->fa_count = NULL;
     }
+    /* optional: without it the router's route is a launch of its own */
+    if (cudaMalloc((void **)&c->route_ticket, sizeof(unsigned)) != cudaSuccess ||
+        cudaMemsetAsync(c->route_ticket, 0, sizeof(unsigned), c->stream) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(c->route_ticket);
+        c->route_ticket = NULL;
+    }
     /* optional: without it uploads synchronize */
     if (cudaMallocHost(&c->up_host, CU_UP_STAGE) != cudaSuccess ||
         cudaEventCreateWithFlags(&c->up_done, cudaEventDisableTiming) != cudaSuccess) {
@@ -612,6 +621,7 @@ extern "C" void memra__cuda_backend_destroy(memra__backend_t *be)
     cudaFree(c->argmax_part);
     cudaFreeHost(c->argmax_host);
     cudaFree(c->fa_count);
+    cudaFree(c->route_ticket);
     cudaFree(c->gs_count);
     cudaFree(c->map_tmp);
     if (c->up_host) {

@@ -39,6 +39,10 @@ typedef struct memra__cuda_ctx {
      * between launches (cuda/ops_attn.cu); optional: NULL merges in a
      * second kernel */
     int *fa_count;
+    /* the router's route (cuda/mmv.cuh: mmv_f_route): the blocks of a
+     * launch finished, zero between launches; optional: NULL routes in
+     * route_kernel */
+    unsigned *route_ticket;
     /* the skinny GEMM's split-K: per row tile, the slices finished (zero
      * between launches; cuda/gemm_s.cu), gs_count_n of them */
     int *gs_count;
@@ -259,6 +263,8 @@ memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_arg
 memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t *a);
 memra_status_t memra__cuda_moe(memra__backend_t *be, const memra_moe_args_t *a);
 memra_status_t memra__cuda_moe_fused(memra__backend_t *be, const memra_moe_args_t *a, bool *done);
+memra_status_t memra__cuda_router(memra__backend_t *be, const memra_mm_args_t *m, const memra_route_args_t *rt,
+                                  bool *done);
 memra_status_t memra__cuda_argmax(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
 
 /* Grouped matvec shared by matmul and moe (cuda/ops_matmul.cu): problem p

@@ -34,6 +34,7 @@
 #include "fmath.h"
 #include "math.cuh"
 #include "quant.cuh"
+#include "route.cuh"
 
 #define MMV_WARPS 8
 #define MMV_THREADS (MMV_WARPS * 32)
@@ -91,6 +92,9 @@ struct mmv_args {
     int q8_slot;        /* Q8_0 fast path: bytes between ring slots, MMV_Q8D_SEG, or
                          * MMV_Q8D_SLOT_OFF when some row starts off 16 bytes */
     int slot_nch;       /* fused MoE (mmv_moe.cuh): 16-byte chunks per ring slot */
+    unsigned *route_ticket; /* float matvec of one x row: the blocks finished (zero between launches);
+                             * the last one routes y[0] with ROUTE (memra__router); NULL: no route */
+    memra_route_args_t route;
 };
 
 #ifdef MEMRA_MMV_TIMELINE
@@ -805,6 +809,39 @@ template <int T, int R, bool TMA> __global__ void __launch_bounds__(MMV_THREADS,
         cp_async_wait<0>();
 }
 
+/* The router's route (memra__router: a float matvec of one x row, no
+ * expert ids, a.route_ticket set): every block takes a ticket once its
+ * rows are stored, and the last one routes the logits (y[0]) with
+ * route_kernel's code (route_block_token) from shared memory, read from
+ * L2 after the others' stores; it leaves the ticket at zero for the next
+ * launch. The ids and weights are route_kernel's bits: the same block of
+ * ROUTE_THREADS, the same sums, the same picks. */
+static_assert(MMV_THREADS == ROUTE_THREADS, "the router's route runs route_kernel's block");
+static __device__ __forceinline__ void mmv_f_route(const mmv_args &a)
+{
+    extern __shared__ __align__(16) uint4 mmv_dyn[];
+    __shared__ int last;
+    __shared__ double red[ROUTE_THREADS / 32];
+    __threadfence(); /* this thread's stores, before the block's ticket */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(a.route_ticket, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int64_t ne = a.route.n_expert;
+    float *l = (float *)mmv_dyn, *p = l + ne; /* x is no longer read: its staging space */
+    for (int64_t t = 0; t < a.route.n_tokens; t++) {
+        for (int64_t e = threadIdx.x; e < ne; e += MMV_THREADS)
+            l[e] = __ldcg(a.route.logits + t * ne + e);
+        __syncthreads();
+        route_block_token(a.route, t, l, p, red);
+    }
+    if (threadIdx.x == 0)
+        atomicExch(a.route_ticket, 0u);
+}
+
 /* Rows a warp of the float matvec bulk-prefetches into L2 before its wait
  * (the first ones it takes; more would only queue ahead of the loads). */
 #define MMV_F_PREFETCH_ROWS 2
@@ -928,6 +965,8 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
                 mmv_store(a, wi, lrow, yrow, r, s, 0.0f);
         }
     }
+    if (a.route_ticket)
+        mmv_f_route(a);
 }
 
 /* Q8_0 one-row matvec (decode), the fast path of mmv_q_kernel<Q8_0, 1>: the

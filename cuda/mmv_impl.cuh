@@ -65,7 +65,11 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
     }
     a.ring = mmv_ring_depth<T>(xbytes);
     a.xsm = xbytes > 0;
+    /* the router's route (mmv_f_route) reuses the dynamic shared memory:
+     * the logits and the probabilities with the picks */
+    const size_t rbytes = a.route_ticket ? (size_t)(2 * a.route.n_expert + a.route.k) * sizeof(float) : 0;
     size_t smem = mmv_ring_bytes<T>(a.ring) + xbytes;
+    smem = smem > rbytes ? smem : rbytes;
     int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0) {
         if (!xbytes || a.norm)
@@ -73,6 +77,7 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
         a.xsm = 0; /* x from global memory, then */
         a.ring = mmv_ring_depth<T>(0);
         smem = mmv_ring_bytes<T>(a.ring);
+        smem = smem > rbytes ? smem : rbytes;
         occ = mmv_occupancy(kernel, smem, cache);
         if (occ == 0)
             return false;

@@ -202,6 +202,48 @@ static bool x_fits(memra_type_t type, int64_t ne0, int R)
     return fits;
 }
 
+/* The matvec arguments of M's weights I0 .. I0 + *NW - 1: the run of
+ * weights of one type from I0, their epilogues and x. */
+static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
+{
+    mmv_args a;
+    memset(&a, 0, sizeof a);
+    const memra_type_t t = m->w[i0]->type;
+    int nw = 0;
+    while (i0 + nw < m->n_w && m->w[i0 + nw]->type == t) {
+        const memra_weight_t *w = m->w[i0 + nw];
+        a.W[nw] = (const uint8_t *)w->data;
+        a.nb1[nw] = w->nb1;
+        a.y[nw] = m->y[i0 + nw];
+        a.ldy[nw] = m->ldy[i0 + nw];
+        a.post[nw] = (int)m->post[i0 + nw];
+        a.post_b[nw] = m->post_b[i0 + nw];
+        a.post_aux[nw] = m->post_aux[i0 + nw];
+        a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
+        nw++;
+    }
+    if (m->epi == MEMRA_MM_GLU)
+        a.vrow0[1] = m->w[0]->ne[1];
+    a.nw = nw;
+    if (i0 == 0 && m->conv_w) {
+        a.conv_w = m->conv_w;
+        a.conv_state = m->conv_state;
+        a.conv_k = (int)m->conv_k;
+    }
+    a.glu = m->epi == MEMRA_MM_GLU;
+    a.gelu = m->act == MEMRA_ACT_GELU;
+    a.add = m->epi == MEMRA_MM_ADD;
+    a.norm = m->norm;
+    a.norm_w = m->norm_w;
+    a.eps = m->eps;
+    a.ne0 = m->w[0]->ne[0];
+    a.x = m->x;
+    a.ldx = m->ldx;
+    a.xdiv = 1;
+    *nw_out = nw;
+    return a;
+}
+
 /* Fuses what the matvec kernel can: quantized weights of one type, decode
  * or exact-mode rows (fast prefill runs the sequence, whose GEMMs win
  * there), x within shared memory when it is normalized on the way in.
@@ -240,40 +282,9 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
                            (long long)m->w[0]->ne[1], m->n_w, (long long)m->n_rows, m->norm ? " norm" : "",
                            m->epi == MEMRA_MM_ADD ? " add" : m->epi == MEMRA_MM_GLU ? " glu" : "");
     for (int i0 = 0; i0 < m->n_w;) {
-        mmv_args a;
-        memset(&a, 0, sizeof a);
+        int nw;
+        const mmv_args a = mm_run_args(m, i0, &nw);
         const memra_type_t t = m->w[i0]->type;
-        int nw = 0;
-        while (i0 + nw < m->n_w && m->w[i0 + nw]->type == t) {
-            const memra_weight_t *w = m->w[i0 + nw];
-            a.W[nw] = (const uint8_t *)w->data;
-            a.nb1[nw] = w->nb1;
-            a.y[nw] = m->y[i0 + nw];
-            a.ldy[nw] = m->ldy[i0 + nw];
-            a.post[nw] = (int)m->post[i0 + nw];
-            a.post_b[nw] = m->post_b[i0 + nw];
-            a.post_aux[nw] = m->post_aux[i0 + nw];
-            a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
-            nw++;
-        }
-        if (m->epi == MEMRA_MM_GLU)
-            a.vrow0[1] = m->w[0]->ne[1];
-        a.nw = nw;
-        if (i0 == 0 && m->conv_w) {
-            a.conv_w = m->conv_w;
-            a.conv_state = m->conv_state;
-            a.conv_k = (int)m->conv_k;
-        }
-        a.glu = m->epi == MEMRA_MM_GLU;
-        a.gelu = m->act == MEMRA_ACT_GELU;
-        a.add = m->epi == MEMRA_MM_ADD;
-        a.norm = m->norm;
-        a.norm_w = m->norm_w;
-        a.eps = m->eps;
-        a.ne0 = ne0;
-        a.x = m->x;
-        a.ldx = m->ldx;
-        a.xdiv = 1;
         memra_status_t st = matvec_rows(be, t, a, m->n_rows);
         if (st)
             return st;
@@ -281,6 +292,47 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     }
     *done = true;
     return MEMRA_OK;
+}
+
+/* The router slot (lib/router.c): one decode row of float weights of one
+ * type (a MoE router, with qwen35moe's shared-expert gate) in one matvec
+ * launch whose last block routes the first weight's outputs
+ * (cuda/mmv.cuh: mmv_f_route). The logits are the launch matmul_ex makes,
+ * the ids and weights route_kernel's. Declined (the sequence runs): more
+ * than one row, other weights or epilogues, logits in mapped memory, more
+ * than ROUTER_FUSE_MAX experts, no ticket, and MEMRA_ROUTE_FUSE=0, the
+ * default until the launch is checked and timed on the H200. */
+#define ROUTER_FUSE_MAX 4096
+
+memra_status_t memra__cuda_router(memra__backend_t *be, const memra_mm_args_t *m, const memra_route_args_t *rt,
+                                  bool *done)
+{
+    *done = false;
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_ROUTE_FUSE", 0);
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    const memra_type_t t = m->w[0]->type;
+    if (!on || !c->route_ticket || m->n_rows != 1 || m->epi != MEMRA_MM_STORE || m->norm || m->conv_w ||
+        !is_float_type(t) || rt->n_expert > ROUTER_FUSE_MAX || memra__cuda_fast_rows(be, 1) ||
+        memra__cuda_mapped(c, m->y[0]))
+        return MEMRA_OK;
+    for (int i = 0; i < m->n_w; i++) {
+        memra_status_t st = memra__check_weight(be, m->w[i], "router");
+        if (st)
+            return st;
+        if (m->w[i]->type != t)
+            return MEMRA_OK;
+    }
+    int nw;
+    mmv_args a = mm_run_args(m, 0, &nw);
+    a.route_ticket = c->route_ticket;
+    a.route = *rt;
+    MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld x%d route %lld of %lld", memra_type_name(t), (long long)a.ne0,
+                           (long long)m->w[0]->ne[1], m->n_w, (long long)rt->k, (long long)rt->n_expert);
+    memra_status_t st = matvec_rows(be, t, a, 1);
+    *done = st == MEMRA_OK;
+    return st;
 }
 
 /* ---- fast prefill: f16/bf16 tiles + cuBLAS ---------------------------------- */

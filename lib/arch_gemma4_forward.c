@@ -213,13 +213,12 @@ static memra_status_t g4_route(memra__run_t *r, const memra__g4_layer_t *L, cons
     const int64_t n = r->n, D = r->m->n_embd, E = g->n_expert, K = g->n_expert_used;
     MEMRA__WS(logits, n * E);
     MEMRA__TRY(memra__side(r->be, MEMRA_SIDE_BEGIN));
-    memra_status_t st = mm(r, &L->gate_inp, rn, D, logits, E, n);
-    if (!st) {
-        const memra_route_args_t ra = {
-            .logits = logits, .ids = ids, .weights = weights, .n_tokens = n, .n_expert = E, .k = K, .norm = true,
-        };
-        st = r->ops->route(r->be, &ra);
-    }
+    const memra_mm_args_t mm = {.x = rn, .ldx = D, .n_rows = n, .n_w = 1, .w = {&L->gate_inp}, .y = {logits},
+                                .ldy = {E}};
+    const memra_route_args_t ra = {
+        .logits = logits, .ids = ids, .weights = weights, .n_tokens = n, .n_expert = E, .k = K, .norm = true,
+    };
+    const memra_status_t st = memra__router(r->be, &mm, &ra);
     const memra_status_t se = memra__side(r->be, MEMRA_SIDE_END);
     return st ? st : se;
 }

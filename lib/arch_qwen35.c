@@ -600,7 +600,6 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
 {
     const q35_t *q = Q(r);
     const int64_t n = r->n, E = q->n_embd, X = q->n_expert, K = q->n_expert_used;
-    const memra__backend_i *ops = r->ops;
 
     MEMRA__WS(logits, n * X);
     int32_t *ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
@@ -616,13 +615,13 @@ static memra_status_t moe_ffn(memra__run_t *r, const q35_layer_t *L, const float
      * token: memra__moe weighs the shared expert's output by its sigmoid
      * and adds it to the routed sum, as a one-expert MoE, lib/moe_ex.c; one
      * launch pair on CUDA), both of x: one matmul_ex (on CUDA one float
-     * matvec launch in decode) */
+     * matvec launch in decode), and the route of the logits (memra__router:
+     * on CUDA that launch's last block, with MEMRA_ROUTE_FUSE=1) */
     const memra_mm_args_t ra = {.x = x, .ldx = E, .n_rows = n, .n_w = 2, .w = {&L->gate_inp, &L->gate_inp_shexp},
                                 .y = {logits, sg}, .ldy = {X, 1}};
-    MEMRA__TRY(memra__matmul_ex(r->be, &ra));
-    memra_route_args_t rt = {.logits = logits, .ids = ids, .weights = wts, .n_tokens = n, .n_expert = X, .k = K,
-                             .norm = true};
-    MEMRA__TRY(ops->route(r->be, &rt));
+    const memra_route_args_t rt = {.logits = logits, .ids = ids, .weights = wts, .n_tokens = n, .n_expert = X,
+                                   .k = K, .norm = true};
+    MEMRA__TRY(memra__router(r->be, &ra, &rt));
     const memra_moe_shared_t sh = {.gate = &L->gate_shexp, .up = &L->up_shexp, .down = &L->down_shexp,
                                    .n_ff = q->n_ff_shexp, .logit = sg, .ids_tmp = sh_id, .w_tmp = sh_w,
                                    .out_tmp = shared};

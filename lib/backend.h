@@ -491,6 +491,13 @@ typedef struct memra__backend_i {
      * expert's add in another), validated by memra__moe; *done = false
      * declines the case, which then runs as the sequence. */
     memra_status_t (*moe_fused)(memra__backend_t *be, const memra_moe_args_t *a, bool *done);
+    /* (optional) a MoE router's matmul_ex and the route of its first
+     * weight's outputs as one step (CUDA decode: the matvec's last block
+     * routes), validated by memra__router; *done = false declines the
+     * case, which then runs as the sequence (matmul_ex, then route). The
+     * logits, ids and weights must be the sequence's bits. */
+    memra_status_t (*router)(memra__backend_t *be, const memra_mm_args_t *m, const memra_route_args_t *rt,
+                             bool *done);
     /* (optional) index of the max of x[0..n) into *out (host). Ties: the
      * lowest index; NaN entries never win (all NaN: 0). */
     memra_status_t (*argmax)(memra__backend_t *be, const float *x, int64_t n, int32_t *out);
@@ -634,6 +641,12 @@ memra_status_t memra__norm_ex(memra__backend_t *be, const memra_norm_args_t *a);
  * MEMRA_E_INVALID. */
 #define MEMRA_NORM_CHAIN_MAX 4
 memra_status_t memra__norm_chain(memra__backend_t *be, const memra_norm_args_t *steps, int n);
+
+/* A MoE router (lib/router.c): M's matmul_ex, then the route RT of its
+ * first weight's outputs (RT's logits are M's y[0], n_rows tokens of
+ * n_expert = the first weight's rows, packed), in one step where the
+ * backend has one (the router slot), else as the two ops. */
+memra_status_t memra__router(memra__backend_t *be, const memra_mm_args_t *m, const memra_route_args_t *rt);
 
 /* The CPU reference backend (lib/cpu/). n_threads 0 = all cores. */
 memra_status_t memra__cpu_backend_create(int n_threads, memra__backend_t **out);

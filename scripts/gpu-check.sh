@@ -107,6 +107,17 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
   done
 fi
 
+# ---- the router's route in its own launch (MEMRA_ROUTE_FUSE=1, off by default) ----
+# its kernel-check cases and the fixtures in exact mode with it on (the MoE
+# check below compares both MoE models' decode logits with and without it)
+if [ "${SKIP_MODELS:-0}" != 1 ]; then
+  MEMRA_ROUTE_FUSE=1 timeout 120 $B/probes/memra-kernel-check --test=router >"$OUT/kc-router-fused.log" 2>&1
+  note "kernel-check router, MEMRA_ROUTE_FUSE=1: rc $?, $(tail -1 "$OUT/kc-router-fused.log")"
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_ROUTE_FUSE=1 \
+    $B/test/test_models >"$OUT/models-routefuse.log" 2>&1
+  note "models exact, MEMRA_ROUTE_FUSE=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-routefuse.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-routefuse.log") failed"
+fi
+
 # ---- MoE prefill at released shapes (two layers): fast GPU vs CPU reference ----
 # The fixtures' experts are float32, which the fast tier runs in float32;
 # this runs the grouped tensor-core GEMMs (Q8_0 experts) through whole
@@ -127,6 +138,14 @@ if [ "${SKIP_MOE:-0}" != 1 ]; then
         --device cuda:0 --out /tmp/moe-base.f32 >/dev/null
     note "moe fast prefill vs cpu, $m (2 layers, 32 experts): $(scripts/logits-compare.py /tmp/moe-ref.f32 \
       /tmp/moe-fast.f32 --vocab 4096 --baseline /tmp/moe-base.f32 2>&1)"
+    # the router's route in its launch changes no arithmetic either
+    MEMRA_ROUTE_FUSE=0 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
+      --out /tmp/rf0.f32 >/dev/null 2>&1
+    MEMRA_ROUTE_FUSE=1 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
+      --out /tmp/rf1.f32 >/dev/null 2>&1
+    cmp -s /tmp/rf0.f32 /tmp/rf1.f32 && r="bit for bit as without" || r="DIFFER (or failed)"
+    note "router's route in its launch (MEMRA_ROUTE_FUSE=1), $m decode logits: $r"
+    rm -f /tmp/rf0.f32 /tmp/rf1.f32
     # the side branch changes no arithmetic: the logits bit for bit as without it
     if [ $m = gemma-4-26b-a4b ]; then
       for mode in decode prefill; do

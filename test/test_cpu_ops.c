@@ -645,6 +645,70 @@ static void test_norm_chain(void **state)
         free(w[i]);
 }
 
+/* memra__router is matmul_ex and then route, bit for bit (qwen35moe's
+ * shape: the router and the shared expert's one-row gate in one call), and
+ * refuses a route that does not take the first weight's packed outputs. */
+static void test_router(void **state)
+{
+    (void)state;
+    uint64_t rng = 777;
+    const int64_t n = 3, E = 48, X = 16, K = 4;
+    tw r, g;
+    tw_make(&r, MEMRA_TYPE_F32, E, X, 1, 0, 0, 1.0f, &rng);
+    tw_make(&g, MEMRA_TYPE_F32, E, 1, 1, 0, 0, 1.0f, &rng);
+    float *x = rand_mat(&rng, n, E, E, (size_t)(n * E), 1.0f);
+    float *logits[2], *sg[2], *wts[2];
+    int32_t *ids[2];
+    memra_mm_args_t m[2];
+    memra_route_args_t rt[2];
+    for (int s = 0; s < 2; s++) {
+        logits[s] = sent_buf((size_t)(n * X));
+        sg[s] = sent_buf((size_t)n);
+        wts[s] = sent_buf((size_t)(n * K));
+        ids[s] = calloc((size_t)(n * K), sizeof(int32_t));
+        m[s] = (memra_mm_args_t){.x = x, .ldx = E, .n_rows = n, .n_w = 2, .w = {&r.w, &g.w}, .y = {logits[s], sg[s]},
+                                 .ldy = {X, 1}};
+        rt[s] = (memra_route_args_t){.logits = logits[s], .ids = ids[s], .weights = wts[s], .n_tokens = n,
+                                     .n_expert = X, .k = K, .norm = true};
+    }
+    assert_int_equal(memra__router(g_be, &m[0], &rt[0]), MEMRA_OK);
+    assert_int_equal(memra__matmul_ex(g_be, &m[1]), MEMRA_OK);
+    assert_int_equal(g_be->iface->route(g_be, &rt[1]), MEMRA_OK);
+    check_bits(logits[0], logits[1], (size_t)(n * X), "router logits");
+    check_bits(sg[0], sg[1], (size_t)n, "router shared gate");
+    check_bits(wts[0], wts[1], (size_t)(n * K), "router weights");
+    assert_memory_equal(ids[0], ids[1], (size_t)(n * K) * sizeof(int32_t));
+
+    /* refused: the route on another buffer, other token or expert counts,
+     * strided logits; no arguments */
+    memra_route_args_t bad = rt[0];
+    bad.logits = logits[1];
+    assert_int_equal(memra__router(g_be, &m[0], &bad), MEMRA_E_INVALID);
+    bad = rt[0];
+    bad.n_tokens = n - 1;
+    assert_int_equal(memra__router(g_be, &m[0], &bad), MEMRA_E_INVALID);
+    bad = rt[0];
+    bad.n_expert = X - 1;
+    assert_int_equal(memra__router(g_be, &m[0], &bad), MEMRA_E_INVALID);
+    bad = rt[0];
+    bad.k = X + 1;
+    assert_int_equal(memra__router(g_be, &m[0], &bad), MEMRA_E_INVALID);
+    memra_mm_args_t mb = m[0];
+    mb.ldy[0] = X + 1;
+    assert_int_equal(memra__router(g_be, &mb, &rt[0]), MEMRA_E_INVALID);
+    assert_int_equal(memra__router(g_be, NULL, &rt[0]), MEMRA_E_INVALID);
+    assert_true(memra_last_error()[0] != '\0');
+    for (int s = 0; s < 2; s++) {
+        free(logits[s]);
+        free(sg[s]);
+        free(wts[s]);
+        free(ids[s]);
+    }
+    free(x);
+    tw_free(&r);
+    tw_free(&g);
+}
+
 /* qk_norm_rope with gemma4's three parts (q and k normed with weights and
  * roped, v normed without weight and not roped, v reading k's src) is the
  * sequence of norm and rope calls bit for bit; four parts are refused. */
@@ -1816,7 +1880,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_errors), cmocka_unit_test(test_matmul_ex),
         cmocka_unit_test(test_get_rows),    cmocka_unit_test(test_norm),
-        cmocka_unit_test(test_norm_ex),     cmocka_unit_test(test_norm_chain),     cmocka_unit_test(test_qk_norm_rope_parts),
+        cmocka_unit_test(test_norm_ex),     cmocka_unit_test(test_norm_chain),     cmocka_unit_test(test_router),     cmocka_unit_test(test_qk_norm_rope_parts),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_gelu_values), cmocka_unit_test(test_fmath_expf),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_kv_store_values), cmocka_unit_test(test_attention_kv_types),

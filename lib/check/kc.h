@@ -214,6 +214,7 @@ void memra__kc_gdn_batch(kc *k, const char *name, int n, int64_t n_k, int64_t n_
 
 /* kc_moe.c */
 void memra__kc_route(kc *k, int64_t n, int64_t n_expert, int64_t top_k, bool norm, bool ties);
+void memra__kc_router(kc *k, const char *name, int64_t n_embd, int64_t n_expert, int64_t top_k, bool shared);
 /* Expert choice of the MoE cases: uniform, or skewed (every token's first
  * slot on expert 0, the rest among the next top_k + 2 experts: most
  * experts get no token, a few nearly all: ragged buckets). fast runs the

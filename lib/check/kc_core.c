@@ -327,6 +327,7 @@ static bool kc_run_seq(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void 
     seq_i.qk_norm_rope = NULL;
     seq_i.norm_ex = NULL;
     seq_i.moe_fused = NULL;
+    seq_i.router = NULL;
     memra__backend_t seq = *gb;
     seq.iface = &seq_i;
     return kc_run_gpu(k, L, run, c, &seq, 2, "cuda sequence");

@@ -59,6 +59,65 @@ void memra__kc_route(kc *k, int64_t n, int64_t n_expert, int64_t top_k, bool nor
     memra__kc_bench(k, L, rt_run, &c, k->gpu, 0);
 }
 
+/* ---- router ------------------------------------------------------------- */
+
+typedef struct ro_case {
+    memra_weight_t r[2], g[2];
+    memra_mm_args_t m[3];
+    memra_route_args_t rt[3];
+} ro_case;
+
+static memra_status_t ro_run(void *c, memra__backend_t *be, int side)
+{
+    ro_case *r = c;
+    return memra__router(be, &r->m[side], &r->rt[side]);
+}
+
+/* memra__router on one decode token: float32 router rows (and with SHARED
+ * qwen35moe's one-row shared-expert gate after them) and the route of the
+ * logits (on CUDA one launch whose last block routes, MEMRA_ROUTE_FUSE=1).
+ * The logits, ids, weights (and gate) against the CPU and bit for bit
+ * against the CUDA sequence (matmul_ex, then route). */
+void memra__kc_router(kc *k, const char *name, int64_t n_embd, int64_t n_expert, int64_t top_k, bool shared)
+{
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "nmse", TOL_F32, "router f32 %lld -> %lld%s, top %lld, 1 tok (ids exact)",
+                       (long long)n_embd, (long long)n_expert, shared ? " + gate" : "", (long long)top_k);
+    if (!L)
+        return;
+    ro_case c;
+    memset(&c, 0, sizeof c);
+    if (!memra__kc_weight(k, MEMRA_TYPE_F32, n_embd, n_expert, 1, 0, c.r) ||
+        (shared && !memra__kc_weight(k, MEMRA_TYPE_F32, n_embd, 1, 1, 0, c.g)))
+        return;
+    float *x = memra__kc_randf(k, (size_t)n_embd, -1.0f, 1.0f);
+    void *xp[2];
+    if (!x || !memra__kc_both(k, x, (size_t)n_embd * 4, xp))
+        return;
+    const kc_out ol = {1, n_expert, n_expert}, og = {1, 1, 1}, ok = {1, top_k, top_k};
+    float *lo[3], *so[3], *io[3], *wo[3];
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        lo[s] = memra__kc_out_new(k, be, &ol, NULL);
+        so[s] = shared ? memra__kc_out_new(k, be, &og, NULL) : NULL;
+        io[s] = memra__kc_out_new(k, be, &ok, NULL);
+        wo[s] = memra__kc_out_new(k, be, &ok, NULL);
+        if (!lo[s] || (shared && !so[s]) || !io[s] || !wo[s])
+            return;
+        c.m[s] = (memra_mm_args_t){.x = xp[i], .ldx = n_embd, .n_rows = 1, .n_w = shared ? 2 : 1,
+                                   .w = {&c.r[i], &c.g[i]}, .y = {lo[s], so[s]}, .ldy = {n_expert, 1}};
+        c.rt[s] = (memra_route_args_t){.logits = lo[s], .ids = (int32_t *)io[s], .weights = wo[s], .n_tokens = 1,
+                                       .n_expert = n_expert, .k = top_k, .norm = true};
+    }
+    const kc_fused_out fo[4] = {{lo[0], lo[1], lo[2], &ol, "logits"},
+                                {io[0], io[1], io[2], &ok, "ids"},
+                                {wo[0], wo[1], wo[2], &ok, "weights"},
+                                {so[0], so[1], so[2], &og, "gate"}};
+    memra__kc_check_fused(k, L, k->gpu, fo, shared ? 4 : 3, ro_run, &c,
+                          (double)(n_embd * (n_expert + (shared ? 1 : 0)) * 4));
+}
+
 /* ---- moe ------------------------------------------------------------------ */
 
 typedef struct mo_case {

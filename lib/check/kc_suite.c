@@ -736,6 +736,12 @@ static void run_suite(kc *k)
     KC(memra__kc_norm_chain(k, "norm_chain.post_attn.d5376", 1, 5376, false, true));
     KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.d5376.rows3", 3, 5376, true, true));
     KC(memra__kc_norm_chain(k, "norm_chain.post_attn.d4100.rows3", 3, 4100, false, false));
+    /* the router and its route (on CUDA one launch with MEMRA_ROUTE_FUSE=1):
+     * the 35B-A3B's with its shared gate, the 26B-A4B's, and more experts
+     * than the block's threads */
+    KC(memra__kc_router(k, "router.35b", 2048, 256, 8, true));
+    KC(memra__kc_router(k, "router.26b", 2816, 128, 8, false));
+    KC(memra__kc_router(k, "router.e512_k10", 1000, 512, 10, true));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
