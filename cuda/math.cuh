@@ -136,4 +136,16 @@ static __device__ __forceinline__ float row_scaled(float x, float s, const float
     return w ? __fmul_rn(t, w[i]) : t;
 }
 
+/* (v, i) beats (w, j) in the order value descending, index ascending,
+ * index -1 being none (it never beats, and anything beats it): argmax and
+ * the route's top-k. A NaN value never beats a number. */
+static __device__ __forceinline__ bool d_better(float v, int32_t i, float w, int32_t j)
+{
+    if (i < 0)
+        return false;
+    if (j < 0)
+        return true;
+    return v > w || (v == w && i < j);
+}
+
 #endif

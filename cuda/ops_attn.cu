@@ -977,15 +977,6 @@ struct am_pair {
     int32_t i;
 };
 
-/* (v, i) beats (w, j): larger value, then lower index; NaN never wins. */
-static __device__ __forceinline__ bool am_better(float v, int32_t i, float w, int32_t j)
-{
-    if (i < 0)
-        return false;
-    if (j < 0)
-        return true;
-    return v > w || (v == w && i < j);
-}
 
 static __device__ __forceinline__ void am_block(float &bv, int32_t &bi, am_pair *red)
 {
@@ -993,7 +984,7 @@ static __device__ __forceinline__ void am_block(float &bv, int32_t &bi, am_pair 
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
         const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (am_better(ov, oi, bv, bi)) {
+        if (d_better(ov, oi, bv, bi)) {
             bv = ov;
             bi = oi;
         }
@@ -1003,7 +994,7 @@ static __device__ __forceinline__ void am_block(float &bv, int32_t &bi, am_pair 
     __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-            if (am_better(red[w].v, red[w].i, bv, bi)) {
+            if (d_better(red[w].v, red[w].i, bv, bi)) {
                 bv = red[w].v;
                 bi = red[w].i;
             }
@@ -1018,7 +1009,7 @@ __global__ void argmax_part_kernel(const float *x, int64_t n, am_pair *part)
     int32_t bi = -1;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const float v = x[i];
-        if (!isnan(v) && am_better(v, (int32_t)i, bv, bi)) {
+        if (!isnan(v) && d_better(v, (int32_t)i, bv, bi)) {
             bv = v;
             bi = (int32_t)i;
         }
@@ -1035,7 +1026,7 @@ __global__ void argmax_final_kernel(const am_pair *part, int n_part, int32_t *ou
     float bv = -INFINITY;
     int32_t bi = -1;
     for (int i = threadIdx.x; i < n_part; i += blockDim.x)
-        if (am_better(part[i].v, part[i].i, bv, bi)) {
+        if (d_better(part[i].v, part[i].i, bv, bi)) {
             bv = part[i].v;
             bi = part[i].i;
         }

@@ -14,15 +14,6 @@
 #define ROUTE_THREADS 256
 #define ROUTE_SUM_MIN 6.103515625e-5
 
-static __device__ __forceinline__ bool route_better(float p, int e, float bp, int be)
-{
-    if (e < 0)
-        return false;
-    if (be < 0)
-        return true;
-    return p > bp || (p == bp && e < be);
-}
-
 /* The best expert strictly after (PP, PE) in the order (prob descending,
  * id ascending) among P[E0], P[E0 + STEP], ... below NE, then the best of
  * the warp's 32 (every lane gets it): *BP, *BE (-1: none). */
@@ -34,7 +25,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
     for (int64_t e = e0; e < ne; e += step) {
         const float q = p[e];
         const bool after = q < pp || (q == pp && (int)e > pe);
-        if (after && route_better(q, (int)e, bp, be)) {
+        if (after && d_better(q, (int)e, bp, be)) {
             bp = q;
             be = (int)e;
         }
@@ -43,7 +34,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
     for (int o = 16; o > 0; o >>= 1) {
         const float op = __shfl_xor_sync(0xffffffffu, bp, o);
         const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-        if (route_better(op, oe, bp, be)) {
+        if (d_better(op, oe, bp, be)) {
             bp = op;
             be = oe;
         }
