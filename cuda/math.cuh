@@ -148,4 +148,19 @@ static __device__ __forceinline__ bool d_better(float v, int32_t i, float w, int
     return v > w || (v == w && i < j);
 }
 
+/* The best (d_better) of a warp's 32 pairs, in every lane: the xor
+ * butterfly. */
+static __device__ __forceinline__ void d_warp_best(float &v, int32_t &i)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int32_t oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (d_better(ov, oi, v, i)) {
+            v = ov;
+            i = oi;
+        }
+    }
+}
+
 #endif

@@ -980,15 +980,7 @@ struct am_pair {
 
 static __device__ __forceinline__ void am_block(float &bv, int32_t &bi, am_pair *red)
 {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (d_better(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-        }
-    }
+    d_warp_best(bv, bi);
     if ((threadIdx.x & 31) == 0)
         red[threadIdx.x >> 5] = {bv, bi};
     __syncthreads();

@@ -21,7 +21,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
                                                         int pe, float *bp_out, int *be_out)
 {
     float bp = 0.0f;
-    int be = -1;
+    int32_t be = -1;
     for (int64_t e = e0; e < ne; e += step) {
         const float q = p[e];
         const bool after = q < pp || (q == pp && (int)e > pe);
@@ -30,15 +30,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
             be = (int)e;
         }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float op = __shfl_xor_sync(0xffffffffu, bp, o);
-        const int oe = __shfl_xor_sync(0xffffffffu, be, o);
-        if (d_better(op, oe, bp, be)) {
-            bp = op;
-            be = oe;
-        }
-    }
+    d_warp_best(bp, be);
     *bp_out = bp;
     *be_out = be;
 }
