@@ -107,7 +107,7 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
   done
 fi
 
-# ---- the router's route in its own launch (MEMRA_ROUTE_FUSE=1, off by default) ----
+# ---- the route in the router's launch (MEMRA_ROUTE_FUSE=1, off by default) ----
 # its kernel-check cases and the fixtures in exact mode with it on (the MoE
 # check below compares both MoE models' decode logits with and without it)
 if [ "${SKIP_MODELS:-0}" != 1 ]; then
