@@ -587,6 +587,252 @@ template <bool VEC, int NT, int KT, int VT> __global__ void __launch_bounds__(NT
     fa_block<VEC, NT, KT, VT>(f, fa_seq_of(f), blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
+/* The G heads' maxima (IS_MAX) or sums of V over the block, head u's in
+ * RED[32 u + OFF, ...): block_max's and block_sum's arithmetic for each
+ * head (the warp's xor tree, the warps' partials in order from 0), the G
+ * heads behind one barrier. */
+template <int NT, int G, bool IS_MAX>
+static __device__ __forceinline__ void block_red_g(float (&v)[G], float *red, int off)
+{
+#pragma unroll
+    for (int u = 0; u < G; u++) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float x = __shfl_xor_sync(0xffffffffu, v[u], o);
+            v[u] = IS_MAX ? fmaxf(v[u], x) : v[u] + x;
+        }
+        if ((threadIdx.x & 31) == 0)
+            red[32 * u + off + (threadIdx.x >> 5)] = v[u];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < G; u++) {
+        float r = red[32 * u + off];
+#pragma unroll
+        for (int i = 1; i < NT / 32; i++)
+            r = IS_MAX ? fmaxf(r, red[32 * u + off + i]) : r + red[32 * u + off + i];
+        v[u] = r;
+    }
+}
+
+/* Block (heads H0 .. H0 + G - 1 of one KV head, split S, wave token TW)
+ * of F on the wide vector path: fa_block's work for G heads of a GQA
+ * group, each K and V row loaded once for the G queries. Each head's sums
+ * are fa_block's in its order (a key's score over the lane's columns, then
+ * the warp's xor tree; the tile's max and sum; P·V in key order per
+ * column; the key groups in order), so its bits do not depend on how many
+ * heads share the block; fewer keys a round than fa_block (the same sums)
+ * leave room for G accumulators. The partials are merged by
+ * fa_combine_kernel (no split counters). */
+#define FA_HEADS_NT FA_WIDE
+
+template <int KT, int G>
+static __device__ __forceinline__ void fa_block_heads(const fa_args &f, const fa_seq &sq, int64_t h0, int64_t s,
+                                                      int64_t tw)
+{
+    constexpr int NT = FA_HEADS_NT, NW = NT / 32;
+    constexpr int QK = FA_QK_KEYS / 2, PV = FA_PV_KEYS / 2;
+    extern __shared__ __align__(16) float fa_smem[];
+    const memra_attn_args_t &a = f.a;
+    const int hd = (int)a.head_dim;
+    const int64_t t = f.t0 + tw;
+    int64_t lo, len, nsplit, chunk;
+    fa_range(f, sq, t, &lo, &len, &nsplit, &chunk);
+    if (s >= nsplit)
+        return;
+    const int64_t k_begin = lo + s * chunk, k_end = min(lo + len, k_begin + chunk);
+    const int64_t kvh = h0 / (a.n_head / a.n_kv_head);
+    const char *kb = (const char *)sq.k_cache + kvh * f.k_hb, *vb = (const char *)sq.v_cache + kvh * f.v_hb;
+    for (int64_t r = threadIdx.x; r < 2 * (k_end - k_begin); r += NT) /* as fa_block */
+        memra_prefetch_l2(r & 1 ? vb + (k_begin + (r >> 1)) * f.v_rs : kb + (k_begin + (r >> 1)) * f.k_rs,
+                          r & 1 ? f.v_hb : f.k_hb);
+    if (f.trig == 0)
+        memra_pdl_launch();
+    memra_pdl_wait();
+    const int nc4 = hd / 4;
+    const int kg = nc4 >= NT ? 1 : NT / nc4; /* P·V: thread = (key group g, float4 column) */
+    float *q_s = fa_smem;          /* G hd */
+    float *sc = q_s + G * hd;      /* G FA_TILE */
+    float *red = sc + G * FA_TILE; /* 32 G: head u's tile max in [32 u, 32 u + 16), its sum after */
+    float *accr = red + 32 * G;    /* the key groups' sums: G kg hd */
+    const float *q = sq.q + t * a.q_stride + h0 * hd; /* the G heads' queries, adjacent */
+    for (int i = threadIdx.x; i < G * hd; i += NT)
+        q_s[i] = q[i];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = nc4 >= NT ? 0 : threadIdx.x / nc4;
+    const int c4_0 = nc4 >= NT ? threadIdx.x : threadIdx.x % nc4;
+    const bool pv_on = g < kg;
+    float4 acc[G][FA_MAX_C4];
+    float m[G], l[G];
+#pragma unroll
+    for (int u = 0; u < G; u++) {
+#pragma unroll
+        for (int i = 0; i < FA_MAX_C4; i++)
+            acc[u][i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        m[u] = -INFINITY;
+        l[u] = 0.0f;
+    }
+    __syncthreads();
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += FA_TILE) {
+        const int nt = (int)min((int64_t)FA_TILE, k_end - k0);
+        /* scores: a warp per key, QK keys and two of a lane's columns a
+         * round, for the G queries */
+        for (int kb0 = warp; kb0 < nt; kb0 += QK * NW) {
+            float d[G][QK];
+            const char *kr[QK];
+#pragma unroll
+            for (int j = 0; j < QK; j++) {
+#pragma unroll
+                for (int u = 0; u < G; u++)
+                    d[u][j] = 0.0f;
+                kr[j] = kb + (k0 + min(kb0 + j * NW, nt - 1)) * f.k_rs;
+            }
+            for (int c = lane; c < nc4; c += 64) {
+                const bool c2 = c + 32 < nc4;
+                float4 kv[QK][2];
+#pragma unroll
+                for (int j = 0; j < QK; j++) {
+                    kv[j][0] = kv_load4<KT>(kr[j], c);
+                    kv[j][1] = c2 ? kv_load4<KT>(kr[j], c + 32) : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int w = 0; w < 2; w++) {
+                    if (w == 1 && !c2)
+                        break;
+#pragma unroll
+                    for (int u = 0; u < G; u++) {
+                        const float4 qv = ((const float4 *)(q_s + u * hd))[c + 32 * w];
+#pragma unroll
+                        for (int j = 0; j < QK; j++) {
+                            d[u][j] = fmaf(qv.x, kv[j][w].x, d[u][j]);
+                            d[u][j] = fmaf(qv.y, kv[j][w].y, d[u][j]);
+                            d[u][j] = fmaf(qv.z, kv[j][w].z, d[u][j]);
+                            d[u][j] = fmaf(qv.w, kv[j][w].w, d[u][j]);
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < G; u++)
+#pragma unroll
+                for (int j = 0; j < QK; j++) {
+#pragma unroll
+                    for (int o = 16; o > 0; o >>= 1)
+                        d[u][j] += __shfl_xor_sync(0xffffffffu, d[u][j], o);
+                    if (lane == 0 && kb0 + j * NW < nt)
+                        sc[u * FA_TILE + kb0 + j * NW] = a.scale * d[u][j];
+                }
+        }
+        __syncthreads();
+        float mt[G], ps[G], alpha[G];
+#pragma unroll
+        for (int u = 0; u < G; u++) {
+            mt[u] = -INFINITY;
+            for (int kk = threadIdx.x; kk < nt; kk += NT)
+                mt[u] = fmaxf(mt[u], sc[u * FA_TILE + kk]);
+        }
+        block_red_g<NT, G, true>(mt, red, 0); /* red's max slots: read only before the next tile's */
+#pragma unroll
+        for (int u = 0; u < G; u++) {
+            const float m_new = fmaxf(m[u], mt[u]);
+            ps[u] = 0.0f;
+            for (int kk = threadIdx.x; kk < nt; kk += NT) {
+                const float p = expf(sc[u * FA_TILE + kk] - m_new);
+                sc[u * FA_TILE + kk] = p;
+                ps[u] += p;
+            }
+            alpha[u] = expf(m[u] - m_new);
+            m[u] = m_new;
+        }
+        block_red_g<NT, G, false>(ps, red, 16); /* its barrier also publishes sc */
+#pragma unroll
+        for (int u = 0; u < G; u++)
+            l[u] = l[u] * alpha[u] + ps[u];
+        if (pv_on) {
+#pragma unroll
+            for (int u = 0; u < G; u++) {
+#pragma unroll
+                for (int i = 0; i < FA_MAX_C4; i++) {
+                    acc[u][i].x *= alpha[u];
+                    acc[u][i].y *= alpha[u];
+                    acc[u][i].z *= alpha[u];
+                    acc[u][i].w *= alpha[u];
+                }
+            }
+            /* PV keys' V rows loaded together, then accumulated in key
+             * order for each query */
+#pragma unroll
+            for (int i = 0; i < FA_MAX_C4; i++) {
+                const int c4 = c4_0 + i * NT;
+                if (c4 >= nc4)
+                    continue;
+                for (int kb0 = g; kb0 < nt; kb0 += PV * kg) {
+                    float4 v[PV];
+#pragma unroll
+                    for (int j = 0; j < PV; j++)
+                        v[j] = kv_load4<KT>(vb + (k0 + min(kb0 + j * kg, nt - 1)) * f.v_rs, c4);
+#pragma unroll
+                    for (int j = 0; j < PV; j++) {
+                        if (kb0 + j * kg < nt) {
+#pragma unroll
+                            for (int u = 0; u < G; u++) {
+                                const float p = sc[u * FA_TILE + kb0 + j * kg];
+                                acc[u][i].x = fmaf(p, v[j].x, acc[u][i].x);
+                                acc[u][i].y = fmaf(p, v[j].y, acc[u][i].y);
+                                acc[u][i].z = fmaf(p, v[j].z, acc[u][i].z);
+                                acc[u][i].w = fmaf(p, v[j].w, acc[u][i].w);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (k0 + FA_TILE < k_end)
+            __syncthreads(); /* sc is rewritten by the next tile (after the last, only accr is written) */
+    }
+    if (f.trig == 1)
+        memra_pdl_launch();
+    /* the key groups merged in a fixed order, then each head's output or partial */
+    if (pv_on) {
+#pragma unroll
+        for (int u = 0; u < G; u++)
+#pragma unroll
+            for (int i = 0; i < FA_MAX_C4; i++) {
+                const int c4 = c4_0 + i * NT;
+                if (c4 < nc4)
+                    ((float4 *)(accr + (u * kg + g) * hd))[c4] = acc[u][i];
+            }
+    }
+    __syncthreads();
+    const bool direct = nsplit == 1;
+    for (int e = threadIdx.x; e < G * hd; e += NT) {
+        const int u = e / hd, d = e - u * hd;
+        const int64_t h = h0 + u;
+        float v = accr[u * kg * hd + d];
+        for (int gg = 1; gg < kg; gg++)
+            v += accr[(u * kg + gg) * hd + d];
+        if (direct)
+            sq.out[t * a.n_head * hd + h * hd + d] = fa_out(a, sq, t, h, d, v / l[u]);
+        else
+            sq.part[((tw * a.n_head + h) * sq.max_splits + s) * (int64_t)(hd + 2) + d] = v;
+    }
+    if (!direct && threadIdx.x == 0) {
+#pragma unroll
+        for (int u = 0; u < G; u++) {
+            float *o = sq.part + ((tw * a.n_head + h0 + u) * sq.max_splits + s) * (int64_t)(hd + 2);
+            o[hd] = m[u];
+            o[hd + 1] = l[u];
+        }
+    }
+}
+
+/* two blocks an SM: at most 128 registers a thread, which the G
+ * accumulators fit without spills */
+template <int KT, int G> __global__ void __launch_bounds__(FA_HEADS_NT, 2) fa_heads_kernel(const fa_args f)
+{
+    fa_block_heads<KT, G>(f, fa_seq_of(f), (int64_t)blockIdx.x * G, blockIdx.y, blockIdx.z);
+}
+
 template <int NT> __global__ void __launch_bounds__(NT) fa_combine_kernel(const fa_args f)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
@@ -664,17 +910,31 @@ static void (*fa_pick(bool vec, bool wide, int kt, int vt))(fa_args)
     return vec ? fa_pick_k<true, FA_NARROW>(kt, vt) : fa_pick_k<false, FA_NARROW>(kt, vt);
 }
 
+/* The kernel of G heads a block, K and V of one type (the mixed pairs run
+ * one head a block: fewer instantiations). */
+template <int G> static void (*fa_pick_heads(int kt))(fa_args)
+{
+    switch (kt) {
+    case KV_F16: return fa_heads_kernel<KV_F16, G>;
+    case KV_BF16: return fa_heads_kernel<KV_BF16, G>;
+    case KV_Q8_0: return fa_heads_kernel<KV_Q8_0, G>;
+    default: return fa_heads_kernel<KV_F32, G>;
+    }
+}
+
 /* The tuning knobs, read once: MEMRA_FA_SPLIT (splits per query, 0 = by
  * FA_SPLIT_KEYS), MEMRA_FA_FUSE (0: merge in a second kernel, for
- * experiments), MEMRA_FA_TRIGGER (fa_args.trig). */
+ * experiments), MEMRA_FA_TRIGGER (fa_args.trig), MEMRA_FA_HEADS (at most
+ * this many heads of a GQA group a block: 4, 2 or 1; fa_heads). */
 struct fa_knobs {
-    long fixed, fuse, trig, cap;
+    long fixed, fuse, trig, cap, heads;
 };
 
 static fa_knobs fa_knobs_get(void)
 {
-    static fa_knobs k = {-2, 1, 0, FA_SPLITS_MAX};
+    static fa_knobs k = {-2, 1, 0, FA_SPLITS_MAX, 4};
     if (k.fixed == -2) {
+        k.heads = memra__cuda_env_long("MEMRA_FA_HEADS", 4);
         k.cap = memra__cuda_env_long("MEMRA_FA_SPLITS", FA_SPLITS_MAX);
         k.fuse = memra__cuda_env_long("MEMRA_FA_FUSE", 1);
         k.trig = memra__cuda_env_long("MEMRA_FA_TRIGGER", 1);
@@ -744,6 +1004,27 @@ static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args
     return true;
 }
 
+/* Heads a block for the one-item op (fa_block_heads' G): the largest of 4
+ * and 2 (at most MEMRA_FA_HEADS) that divides the GQA group, on the wide
+ * vector kernel with K and V of one type, for calls of more than
+ * FA_MERGE_FEW splits; else 1. Sharing the group's K and V loads cuts the
+ * blocks (and the L2 reads) of a long decode by G: at 16384 keys the
+ * Qwen3.5-9B's 16 heads x 64 splits were four waves of two blocks an SM,
+ * each re-reading its KV head's rows. Shorter calls keep fa_block, whose
+ * last split merges in registers without a second launch (the bits are the
+ * same either way). */
+static int fa_heads(const memra_attn_args_t *a, const fa_plan &p, int64_t max_splits)
+{
+    const long cap = fa_knobs_get().heads;
+    const int64_t group = a->n_head / a->n_kv_head;
+    if (!p.vec || p.nthr != FA_WIDE || p.kt != p.vt || max_splits <= FA_MERGE_FEW)
+        return 1;
+    for (int g = 4; g > 1; g /= 2)
+        if (g <= cap && group % g == 0)
+            return g;
+    return 1;
+}
+
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a)
 {
     bool none;
@@ -779,15 +1060,21 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     }
     if (wave > 65535)
         wave = 65535;
-    void (*kernel)(fa_args) = fa_pick(p.vec, nthr == FA_WIDE, p.kt, p.vt);
+    const int heads = fa_heads(a, p, max_splits);
+    void (*kernel)(fa_args) = heads == 4   ? fa_pick_heads<4>(p.kt)
+                              : heads == 2 ? fa_pick_heads<2>(p.kt)
+                                           : fa_pick(p.vec, nthr == FA_WIDE, p.kt, p.vt);
+    p.smem *= (size_t)heads; /* q, scores, reduction slots and key-group sums a head */
     if (p.smem > 48 * 1024)
         MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p.smem));
     for (int64_t t0 = 0; t0 < a->n_tokens; t0 += wave) {
         const int64_t nt = a->n_tokens - t0 < wave ? a->n_tokens - t0 : wave;
         f.t0 = t0;
         /* the splits merge themselves when the wave's counters fit */
-        f.count = c->fa_count && nt * a->n_head <= MEMRA_CUDA_FA_COUNTS && fa_knobs_get().fuse ? c->fa_count : NULL;
-        const dim3 grid((unsigned)a->n_head, (unsigned)max_splits, (unsigned)nt);
+        f.count = heads == 1 && c->fa_count && nt * a->n_head <= MEMRA_CUDA_FA_COUNTS && fa_knobs_get().fuse
+                      ? c->fa_count
+                      : NULL;
+        const dim3 grid((unsigned)(a->n_head / heads), (unsigned)max_splits, (unsigned)nt);
         memra__launch(kernel, grid, nthr, p.smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (max_splits > 1 && !f.count) {

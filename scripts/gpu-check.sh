@@ -118,6 +118,24 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
   note "models exact, MEMRA_ROUTE_FUSE=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-routefuse.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-routefuse.log") failed"
 fi
 
+# ---- one head a block (MEMRA_FA_HEADS=1) against a GQA group's heads a block ----
+# the attention cases print the same errors both ways (the same bits: the
+# heads' sums do not depend on how many share a block), and the fixtures
+# in exact mode pass with one head a block
+if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
+  for h in 1 4; do
+    MEMRA_FA_HEADS=$h timeout 120 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-heads$h.log" 2>&1
+  done
+  grep -E "^attention" "$OUT/kc-attn-heads1.log" >/tmp/kc-h1.txt
+  grep -E "^attention" "$OUT/kc-attn-heads4.log" >/tmp/kc-h4.txt
+  cmp -s /tmp/kc-h1.txt /tmp/kc-h4.txt && r="the same errors ($(wc -l </tmp/kc-h4.txt) cases)" ||
+    r="DIFFER: $(diff /tmp/kc-h1.txt /tmp/kc-h4.txt | grep -c '^>') lines"
+  note "kernel-check attention, MEMRA_FA_HEADS=1 against 4: $r; $(tail -1 "$OUT/kc-attn-heads1.log")"
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_FA_HEADS=1 \
+    $B/test/test_models >"$OUT/models-heads1.log" 2>&1
+  note "models exact, MEMRA_FA_HEADS=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-heads1.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-heads1.log") failed"
+fi
+
 # ---- MoE prefill at released shapes (two layers): fast GPU vs CPU reference ----
 # The fixtures' experts are float32, which the fast tier runs in float32;
 # this runs the grouped tensor-core GEMMs (Q8_0 experts) through whole
