@@ -925,7 +925,7 @@ template <int G> static void (*fa_pick_heads(int kt))(fa_args)
 /* The tuning knobs, read once: MEMRA_FA_SPLIT (splits per query, 0 = by
  * FA_SPLIT_KEYS), MEMRA_FA_FUSE (0: merge in a second kernel, for
  * experiments), MEMRA_FA_TRIGGER (fa_args.trig), MEMRA_FA_HEADS (at most
- * this many heads of a GQA group a block: 4, 2 or 1; fa_heads). */
+ * this many heads of a GQA group a block: 4, 3, 2 or 1; fa_heads). */
 struct fa_knobs {
     long fixed, fuse, trig, cap, heads;
 };
@@ -1004,7 +1004,7 @@ static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args
     return true;
 }
 
-/* Heads a block for the one-item op (fa_block_heads' G): the largest of 4
+/* Heads a block for the one-item op (fa_block_heads' G): the first of 4, 3
  * and 2 (at most MEMRA_FA_HEADS) that divides the GQA group, on the wide
  * vector kernel with K and V of one type, for calls of more than
  * FA_MERGE_FEW splits; else 1. Sharing the group's K and V loads cuts the
@@ -1019,7 +1019,8 @@ static int fa_heads(const memra_attn_args_t *a, const fa_plan &p, int64_t max_sp
     const int64_t group = a->n_head / a->n_kv_head;
     if (!p.vec || p.nthr != FA_WIDE || p.kt != p.vt || max_splits <= FA_MERGE_FEW)
         return 1;
-    for (int g = 4; g > 1; g /= 2)
+    static const int g_try[] = {4, 3, 2};
+    for (int g : g_try)
         if (g <= cap && group % g == 0)
             return g;
     return 1;
@@ -1062,6 +1063,7 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
         wave = 65535;
     const int heads = fa_heads(a, p, max_splits);
     void (*kernel)(fa_args) = heads == 4   ? fa_pick_heads<4>(p.kt)
+                              : heads == 3 ? fa_pick_heads<3>(p.kt)
                               : heads == 2 ? fa_pick_heads<2>(p.kt)
                                            : fa_pick(p.vec, nthr == FA_WIDE, p.kt, p.vt);
     p.smem *= (size_t)heads; /* q, scores, reduction slots and key-group sums a head */

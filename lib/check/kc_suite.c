@@ -743,17 +743,17 @@ static void run_suite(kc *k)
     KC(memra__kc_router(k, "router.26b", 2816, 128, 8, false));
     KC(memra__kc_router(k, "router.e512_k10", 1000, 512, 10, true));
     /* CUDA: the heads of a GQA group in one block beyond 1024 keys
-     * (cuda/ops_attn.cu's fa_heads): four (16/2 and 32/4 heads) or two
-     * (24/4, 32/16) a block, merged by the combine kernel; decode and exact
-     * prefill, each KV type */
+     * (cuda/ops_attn.cu's fa_heads): four (16/2 and 32/4 heads), three
+     * (24/4, 12/2) or two (32/16) a block, merged by the combine kernel;
+     * decode and exact prefill, each KV type */
     KC(memra__kc_attention(k, "attention.heads4.35b.gated", 1, 9000, 16, 2, 256, 0, true));
-    KC(memra__kc_attention(k, "attention.heads2.27b.gated", 1, 5000, 24, 4, 256, 0, true));
-    KC(memra__kc_attention(k, "attention.heads2.27b.prefill", 5, 1500, 24, 4, 256, 0, true));
+    KC(memra__kc_attention(k, "attention.heads3.27b.gated", 1, 5000, 24, 4, 256, 0, true));
+    KC(memra__kc_attention(k, "attention.heads3.27b.prefill", 5, 1500, 24, 4, 256, 0, true));
     KC(memra__kc_attention(k, "attention.heads4.31b.hd512", 1, 3000, 32, 4, 512, 0, false));
     KC(memra__kc_attention(k, "attention.heads2.swa4096", 1, 6000, 32, 16, 256, 4096, false));
     KC(memra__kc_attention_kv(k, "attention.heads4.kv.f16.long", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 1, 16384, 16, 4, 256, 0));
     KC(memra__kc_attention_kv(k, "attention.heads4.kv.q8_0.long", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 16384, 16, 4, 256, 0));
-    KC(memra__kc_attention_kv(k, "attention.heads2.kv.bf16", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 3, 2000, 12, 2, 128, 0));
+    KC(memra__kc_attention_kv(k, "attention.heads3.kv.bf16", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 3, 2000, 12, 2, 128, 0));
     KC(memra__kc_attention_rowinv(k, "attention.heads4.rowinv", 6, 1100, 16, 4, 256));
 }
 
