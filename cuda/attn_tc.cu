@@ -55,17 +55,17 @@ static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const _
  * N_ROWS read as zero; elements of cache type T, rows SRC_BYTES apart) into f16 shared rows LD halves apart; with LO, the
  * remainder x - f16(x) rounded to f16 as well (hi + lo carries about 22
  * bits of x). */
-template <int ROWS, int W, int LD, bool SPLIT, int T>
+template <int ROWS, int W, int LD, bool SPLIT, int T, int NTH = TC_THREADS>
 static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, const char *src, size_t src_bytes,
                                                     int n_rows)
 {
-    constexpr int C4 = W / 4, N = ROWS * C4 / TC_THREADS, U = N < 8 ? N : 8;
-    static_assert(N * TC_THREADS == ROWS * C4 && N % U == 0, "tile shape");
+    constexpr int C4 = W / 4, N = ROWS * C4 / NTH, U = N < 8 ? N : 8;
+    static_assert(N * NTH == ROWS * C4 && N % U == 0, "tile shape");
     float4 v[U];
     for (int i0 = 0; i0 < N; i0 += U) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
+            const int i = (i0 + u) * NTH + threadIdx.x, r = i / C4, c = i % C4;
             if (T == KV_F16) { /* already f16: the bytes as they are (an f16 k has no remainder) */
                 const uint2 h = r < n_rows ? __ldg((const uint2 *)(src + r * src_bytes) + c) : make_uint2(0u, 0u);
                 v[u] = make_float4(__uint_as_float(h.x), __uint_as_float(h.y), 0.f, 0.f);
@@ -75,7 +75,7 @@ static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, con
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const int i = (i0 + u) * TC_THREADS + threadIdx.x, r = i / C4, c = i % C4;
+            const int i = (i0 + u) * NTH + threadIdx.x, r = i / C4, c = i % C4;
             if (T == KV_F16) {
                 *(uint2 *)(dst + r * LD + c * 4) = make_uint2(__float_as_uint(v[u].x), __float_as_uint(v[u].y));
                 continue;
@@ -290,12 +290,259 @@ template <int HD, int DV, int BK> static memra_status_t tc_launch(memra__backend
     }
 }
 
+/* ---- wide heads: the scores shared by the output slices ---------------------- */
+
+/* fa_tc_kernel recomputes a wide head's scores for each 128-column output
+ * slice (256: twice, two q·k products each on an f16 cache, three on the
+ * others). Here a block of 4 x NSL warps owns 64 queries and the whole
+ * head: warps w and w + 4, w + 8, ... share the same 16 query rows; each
+ * computes the scores of its own part of a key tile (BK / NSL keys), the
+ * parts' row maxima are exchanged through shared memory (a barrier per
+ * pair of warps, named 1 + w), each writes its part of P (f16) and then
+ * multiplies the whole tile's P by V for its 128 output columns. The row
+ * sums are kept per part and added in part order at the end. The same
+ * tiles and masks as fa_tc_kernel (key tiles at multiples of BK), so a
+ * query's output still depends only on its position and the cache; its
+ * sums are not fa_tc_kernel's (fast tier: kernel-check attention.fast.*).
+ * MEMRA_FA_TC_PAIRS=0 keeps fa_tc_kernel. */
+static __device__ __forceinline__ void tc_rows_sync(int id)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(64) : "memory");
+}
+
+template <int HD, int BK, int T> struct tc_pair_shape {
+    static constexpr int NSL = HD / 128, DV = 128, NTH = 128 * NSL, KH = BK / NSL;
+    static constexpr int LQ = HD + 8, LV = HD + 8, LP = BK + 8;
+    static constexpr size_t smem = ((size_t)2 * TC_BQ * LQ + (size_t)(T != KV_F16 ? 2 : 1) * BK * LQ +
+                                    (size_t)BK * LV + (size_t)TC_BQ * LP) * sizeof(__half) +
+                                   (size_t)2 * NSL * TC_BQ * sizeof(float);
+};
+
+template <int HD, int BK, int T>
+__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kernel(const tc_args f)
+{
+    using S = tc_pair_shape<HD, BK, T>;
+    constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP;
+    static_assert(NSL == 2, "pairs of warps: a named barrier of 64 threads");
+    static_assert(KH % 16 == 0, "a warp's part of a key tile: whole k16 chunks");
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    __half *Qs = (__half *)tc_smem;                     /* [TC_BQ][LQ] */
+    __half *Ql = Qs + TC_BQ * LQ;                       /* [TC_BQ][LQ]: q - f16(q) */
+    __half *Ks = Ql + TC_BQ * LQ;                       /* [BK][LQ] */
+    __half *Kl = Ks + BK * LQ;                          /* [BK][LQ]: k - f16(k) (not on an f16 cache) */
+    __half *Vs = Kl + (T != KV_F16 ? BK * LQ : 0);      /* [BK][LV]: every column */
+    __half *Ps = Vs + BK * LV;                          /* [TC_BQ][LP]: the tile's P */
+    float *xm = (float *)(Ps + TC_BQ * LP);             /* [NSL][TC_BQ]: each part's row maxima */
+    float *xl = xm + NSL * TC_BQ;                       /* [NSL][TC_BQ]: each part's row sums */
+    const memra_attn_args_t &a = f.a;
+    const int64_t qt = f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
+    const int64_t h = blockIdx.y;
+    const int64_t t0 = qt * TC_BQ;
+    const int nq = (int)min((int64_t)TC_BQ, a.n_tokens - t0);
+    const int64_t kvh = h / (a.n_head / a.n_kv_head);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    const int rg = warp & 3, cs = warp >> 2; /* rows rg*16 .. rg*16+15; key part and output slice cs */
+    MEMRA_PDL_ENTER();
+
+    tc_load_rows<TC_BQ, HD, LQ, true, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
+                                                  (size_t)a.q_stride * sizeof(float), nq);
+
+    const int64_t p_first = a.pos0 + t0, k_end = a.pos0 + t0 + nq;
+    int64_t k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
+    k_lo -= k_lo % BK;
+    const int r0 = rg * 16 + g;
+    const int64_t p0 = a.pos0 + t0 + r0, p1 = p0 + 8;
+    const bool v0 = r0 < nq, v1 = r0 + 8 < nq;
+    const int64_t wp_lo = a.pos0 + t0 + rg * 16;
+    const int64_t wp_hi = a.pos0 + t0 + min(rg * 16 + 15, nq - 1);
+
+    float o[DV / 8][4];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
+    const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD);
+    const int mi = lane >> 3, r = lane & 7;
+    for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
+        const int nk = (int)min((int64_t)BK, k_end - k0);
+        __syncthreads(); /* the previous tile's K, V, P and maxima are read */
+        tc_load_rows<BK, HD, LQ, T != KV_F16, T, NTH>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
+        tc_load_rows<BK, HD, LV, false, T, NTH>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
+        __syncthreads();
+        /* the same for both warps of a pair (their rows) */
+        const bool seen = rg * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + BK - 1 > wp_lo - a.n_swa);
+        if (!seen)
+            continue;
+        /* S = Q·Kᵀ for this warp's part: 16 rows x KH keys */
+        float s[KH / 8][4];
+#pragma unroll
+        for (int j = 0; j < KH / 8; j++)
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 4
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t qa[4], ql[4];
+            const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+            gq_ldmatrix_x4(qa, Qs + qo);
+            gq_ldmatrix_x4(ql, Ql + qo);
+#pragma unroll
+            for (int jj = 0; jj < KH / 16; jj++) {
+                uint32_t kf[4], kl[4];
+                const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+                gq_ldmatrix_x4(kf, Ks + ko);
+                if (T != KV_F16)
+                    gq_ldmatrix_x4(kl, Kl + ko);
+                /* hi·hi + hi·lo + lo·hi, as fa_tc_kernel */
+                gq_mma(s[2 * jj], ql, kf);
+                if (T != KV_F16)
+                    gq_mma(s[2 * jj], qa, kl);
+                gq_mma(s[2 * jj], qa, kf);
+                gq_mma(s[2 * jj + 1], ql, kf + 2);
+                if (T != KV_F16)
+                    gq_mma(s[2 * jj + 1], qa, kl + 2);
+                gq_mma(s[2 * jj + 1], qa, kf + 2);
+            }
+        }
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < KH / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int64_t key = k0 + cs * KH + j * 8 + tig * 2 + (e & 1);
+                const int64_t p = e < 2 ? p0 : p1;
+                const bool ok = (e < 2 ? v0 : v1) && key <= p && (a.n_swa <= 0 || p - key < a.n_swa);
+                s[j][e] = ok ? s[j][e] * f.scale_log2 : -INFINITY;
+                if (e < 2)
+                    mx0 = fmaxf(mx0, s[j][e]);
+                else
+                    mx1 = fmaxf(mx1, s[j][e]);
+            }
+#pragma unroll
+        for (int x = 1; x <= 2; x <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+        }
+        /* the tile's row maxima over both parts (the max does not depend on the order) */
+        if (tig == 0) {
+            xm[cs * TC_BQ + r0] = mx0;
+            xm[cs * TC_BQ + r0 + 8] = mx1;
+        }
+        tc_rows_sync(1 + rg);
+#pragma unroll
+        for (int q = 0; q < NSL; q++) {
+            mx0 = fmaxf(mx0, xm[q * TC_BQ + r0]);
+            mx1 = fmaxf(mx1, xm[q * TC_BQ + r0 + 8]);
+        }
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
+        m0 = mn0;
+        m1 = mn1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < KH / 8; j++) {
+            s[j][0] = exp2f(s[j][0] - ref0);
+            s[j][1] = exp2f(s[j][1] - ref0);
+            s[j][2] = exp2f(s[j][2] - ref1);
+            s[j][3] = exp2f(s[j][3] - ref1);
+            ps0 += s[j][0] + s[j][1];
+            ps1 += s[j][2] + s[j][3];
+            /* this part of P, f16, for both warps' P·V */
+            *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
+            *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
+        }
+        l0 = l0 * al0 + ps0; /* this part's sums; the parts are added at the end */
+        l1 = l1 * al1 + ps1;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            o[j][0] *= al0;
+            o[j][1] *= al0;
+            o[j][2] *= al1;
+            o[j][3] *= al1;
+        }
+        tc_rows_sync(1 + rg); /* both parts of P written */
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            uint32_t pa[4];
+            gq_ldmatrix_x4(pa, Ps + (rg * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
+#pragma unroll
+            for (int jj = 0; jj < DV / 16; jj++) {
+                uint32_t vf[4];
+                tc_ldmatrix_x4_trans(vf, Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + cs * DV + jj * 16 + (mi >> 1) * 8);
+                gq_mma(o[2 * jj], pa, vf);
+                gq_mma(o[2 * jj + 1], pa, vf + 2);
+            }
+        }
+    }
+#pragma unroll
+    for (int x = 1; x <= 2; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+    if (tig == 0) {
+        xl[cs * TC_BQ + r0] = l0;
+        xl[cs * TC_BQ + r0 + 8] = l1;
+    }
+    tc_rows_sync(1 + rg);
+    float L0 = 0.0f, L1 = 0.0f; /* the parts in order */
+#pragma unroll
+    for (int q = 0; q < NSL; q++) {
+        L0 += xl[q * TC_BQ + r0];
+        L1 += xl[q * TC_BQ + r0 + 8];
+    }
+    const float inv0 = 1.0f / L0, inv1 = 1.0f / L1;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+        if (!(hf ? v1 : v0))
+            continue;
+        const int64_t t = t0 + r0 + hf * 8;
+        float *out = a.out + t * a.n_head * HD + h * HD + cs * DV;
+        const float inv = hf ? inv1 : inv0;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            const int d = j * 8 + tig * 2;
+            float x0 = o[j][2 * hf] * inv, x1 = o[j][2 * hf + 1] * inv;
+            if (a.gate) { /* elementwise MUL_SIGMOID's arithmetic (cuda/ops_norm.cu) */
+                const float *gp = a.gate + t * a.gate_stride + h * a.gate_head_stride + cs * DV + d;
+                x0 = (float)((double)x0 * d_sigmoid((double)gp[0]));
+                x1 = (float)((double)x1 * d_sigmoid((double)gp[1]));
+            }
+            *(float2 *)(out + d) = make_float2(x0, x1);
+        }
+    }
+}
+
+template <int HD, int BK, int T> static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f)
+{
+    using S = tc_pair_shape<HD, BK, T>;
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)S::smem));
+    const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, 1);
+    memra__launch(fa_tc_pair_kernel<HD, BK, T>, grid, S::NTH, S::smem, memra__cuda_ctx(be)->stream, f);
+    MEMRA_CUDA_LAUNCHED(be);
+    memra__cuda_ctx(be)->after_step = true;
+    return MEMRA_OK;
+}
+
+template <int HD, int BK> static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int t)
+{
+    switch (t) {
+    case KV_F16: return tc_pair_launch_t<HD, BK, KV_F16>(be, f);
+    case KV_BF16: return tc_pair_launch_t<HD, BK, KV_BF16>(be, f);
+    case KV_Q8_0: return tc_pair_launch_t<HD, BK, KV_Q8_0>(be, f);
+    default: return tc_pair_launch_t<HD, BK, KV_F32>(be, f);
+    }
+}
+
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1;
-    if (on < 0)
+    static long on = -1, pairs = -1;
+    if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
+        pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
+    }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
     const int t = kv_code(a->k_type);
@@ -321,7 +568,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
      * blocks an SM), 512 208 KB */
     case 64: st = tc_launch<64, 64, 64>(be, f, t); break;
     case 128: st = tc_launch<128, 128, 64>(be, f, t); break;
-    case 256: st = tc_launch<256, 128, 32>(be, f, t); break;
+    case 256: st = pairs ? tc_pair_launch<256, 32>(be, f, t) : tc_launch<256, 128, 32>(be, f, t); break;
     case 512: st = tc_launch<512, 128, 32>(be, f, t); break;
     default: return MEMRA_OK;
     }
