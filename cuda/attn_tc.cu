@@ -538,10 +538,13 @@ template <int HD, int BK> static memra_status_t tc_pair_launch(memra__backend_t 
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1;
+    static long on = -1, pairs = -1, pair_bk = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
+        /* keys a tile of the paired kernel: 32 (two blocks an SM on an
+         * f16 cache) or 64 (one, half the tile barriers) */
+        pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 32);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -568,7 +571,11 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
      * blocks an SM), 512 208 KB */
     case 64: st = tc_launch<64, 64, 64>(be, f, t); break;
     case 128: st = tc_launch<128, 128, 64>(be, f, t); break;
-    case 256: st = pairs ? tc_pair_launch<256, 32>(be, f, t) : tc_launch<256, 128, 32>(be, f, t); break;
+    case 256:
+        st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
+             : pair_bk == 64 ? tc_pair_launch<256, 64>(be, f, t)
+                             : tc_pair_launch<256, 32>(be, f, t);
+        break;
     case 512: st = tc_launch<512, 128, 32>(be, f, t); break;
     default: return MEMRA_OK;
     }
