@@ -134,6 +134,25 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_FA_HEADS=1 \
     $B/test/test_models >"$OUT/models-heads1.log" 2>&1
   note "models exact, MEMRA_FA_HEADS=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-heads1.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-heads1.log") failed"
+  # the fixtures stay far below 1024 keys: a whole forward past them (a 4-layer
+  # Qwen3.6-27B shape, one attention layer, 24/4 heads), decode and exact
+  # prefill logits bit for bit with one and with shared heads a block
+  f=/tmp/heads-check.gguf
+  toks=$(python3 -c 'import random; random.seed(2); print(" ".join(str(random.randrange(4096)) for _ in range(1300)))')
+  if $B/examples/memra-synth --model qwen3.6-27b --type q8_0 --layers 4 --vocab 4096 --out "$f" >/dev/null 2>&1; then
+    for mode in decode prefill; do
+      for h in 1 4; do
+        MEMRA_FAST=0 MEMRA_FA_HEADS=$h $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode --device cuda:0 \
+          --out /tmp/heads$h.f32 >/dev/null 2>&1 || rm -f /tmp/heads$h.f32
+      done
+      [ -s /tmp/heads1.f32 ] && cmp -s /tmp/heads1.f32 /tmp/heads4.f32 && r="bit for bit" || r="DIFFER (or failed)"
+      note "shared heads against one head a block, 1300 tokens, $mode logits (exact): $r"
+      rm -f /tmp/heads1.f32 /tmp/heads4.f32
+    done
+  else
+    note "shared heads check: memra-synth failed"
+  fi
+  rm -f "$f"
 fi
 
 # ---- MoE prefill at released shapes (two layers): fast GPU vs CPU reference ----
