@@ -120,8 +120,8 @@ fi
 
 # ---- one head a block (MEMRA_FA_HEADS=1) against a GQA group's heads a block ----
 # the attention cases print the same errors both ways (the same bits: the
-# heads' sums do not depend on how many share a block), and the fixtures
-# in exact mode pass with one head a block
+# heads' sums do not depend on how many share a block), and so does a whole
+# forward past 1024 keys (the fixtures never reach the shared-heads kernel)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   for h in 1 4; do
     MEMRA_FA_HEADS=$h timeout 120 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-heads$h.log" 2>&1
@@ -131,12 +131,8 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   cmp -s /tmp/kc-h1.txt /tmp/kc-h4.txt && r="the same errors ($(wc -l </tmp/kc-h4.txt) cases)" ||
     r="DIFFER: $(diff /tmp/kc-h1.txt /tmp/kc-h4.txt | grep -c '^>') lines"
   note "kernel-check attention, MEMRA_FA_HEADS=1 against 4: $r; $(tail -1 "$OUT/kc-attn-heads1.log")"
-  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_FA_HEADS=1 \
-    $B/test/test_models >"$OUT/models-heads1.log" 2>&1
-  note "models exact, MEMRA_FA_HEADS=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-heads1.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-heads1.log") failed"
-  # the fixtures stay far below 1024 keys: a whole forward past them (a 4-layer
-  # Qwen3.6-27B shape, one attention layer, 24/4 heads), decode and exact
-  # prefill logits bit for bit with one and with shared heads a block
+  # a 4-layer Qwen3.6-27B shape (one attention layer, 24/4 heads): decode and
+  # exact prefill logits bit for bit with one and with shared heads a block
   f=/tmp/heads-check.gguf
   toks=$(python3 -c 'import random; random.seed(2); print(" ".join(str(random.randrange(4096)) for _ in range(1300)))')
   if $B/examples/memra-synth --model qwen3.6-27b --type q8_0 --layers 4 --vocab 4096 --out "$f" >/dev/null 2>&1; then
