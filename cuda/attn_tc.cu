@@ -542,9 +542,11 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
-        /* keys a tile of the paired kernel: 32 (two blocks an SM on an
-         * f16 cache) or 64 (one, half the tile barriers) */
-        pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 32);
+        /* keys a tile of the paired kernel: 64 (one block an SM, half the
+         * tile barriers; 9B pp512 at depth 16384 8270 tok/s against 7580
+         * with 32 and 7830 unpaired, H200 2026-12-04) or 32 (two blocks
+         * an SM on an f16 cache) */
+        pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 64);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -573,8 +575,8 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 128: st = tc_launch<128, 128, 64>(be, f, t); break;
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
-             : pair_bk == 64 ? tc_pair_launch<256, 64>(be, f, t)
-                             : tc_pair_launch<256, 32>(be, f, t);
+             : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
+                             : tc_pair_launch<256, 64>(be, f, t);
         break;
     case 512: st = tc_launch<512, 128, 32>(be, f, t); break;
     default: return MEMRA_OK;
