@@ -156,6 +156,122 @@ template <> struct gq_raw<MEMRA_TYPE_Q8_0> {
 #define GQ_SMEM_B (GQ_BN * GQ_LD)
 #define GQ_SMEM_BYTES ((size_t)2 * (GQ_SMEM_A + GQ_SMEM_B) * sizeof(__half) + 2 * GQ_BN * sizeof(int))
 
+/* Weight row of smem tile row S in block row R0 (NULL past M): with a GLU
+ * pair, warp-row S/32's 32 rows are 16 gate rows, then the same 16 up
+ * rows, so the thread holding a gate output also holds its up output. */
+static __device__ __forceinline__ const uint8_t *gq_weight_row(const gq_args &a, int expert, int64_t r0, int s)
+{
+    int64_t r;
+    const uint8_t *base = a.W;
+    if (a.W2) {
+        r = r0 + (s >> 5) * 16 + (s & 15);
+        if (s & 16)
+            base = a.W2;
+    } else {
+        r = r0 + s;
+    }
+    return r < a.M ? base + (size_t)expert * a.nb2 + (size_t)r * a.nb1 : NULL;
+}
+
+/* The tensor-core work of one k tile: warp (wm, wn) multiplies its 32
+ * weight rows by its 32 x rows. An 8-row group of x past the tile's COUNT
+ * entries is skipped (its outputs are never written; every other output's
+ * sums are the same). */
+static __device__ __forceinline__ void gq_tile_mma(float (&acc)[2][4][4], const __half *As, const __half *Bs, int wm,
+                                                   int wn, int lane, int count)
+{
+    const int nv = count - wn * 32; /* valid x rows of this warp's 32 */
+    if (nv <= 0)
+        return;
+#pragma unroll
+    for (int ks = 0; ks < GQ_BK; ks += 16) {
+        uint32_t af[2][4], bf[4][2];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+            gq_ldmatrix_x4(af[m], As + (wm * 32 + m * 16 + (lane & 15)) * GQ_LD + ks + (lane >> 4) * 8);
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+            if (np * 16 >= nv)
+                break;
+            uint32_t r[4];
+            gq_ldmatrix_x4(r, Bs + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * GQ_LD + ks +
+                                  ((lane >> 3) & 1) * 8);
+            bf[2 * np][0] = r[0];
+            bf[2 * np][1] = r[1];
+            bf[2 * np + 1][0] = r[2];
+            bf[2 * np + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int n = 0; n < 4; n++)
+                if (n * 8 < nv)
+                    gq_mma(acc[m][n], af[m], bf[n]);
+    }
+}
+
+/* c0/c1 at (row lane/4, x rows 2·(lane%4) + 0/1), c2/c3 eight rows down;
+ * S_Y: the output row of each x row of the tile (-1: none). */
+static __device__ __forceinline__ void gq_epilogue(const gq_args &a, const float (&acc)[2][4][4], const int *s_y,
+                                                   int64_t r0, int wm, int wn, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < 4; n++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const int col = wn * 32 + n * 8 + (lane & 3) * 2 + (c & 1);
+            const int p = s_y[col];
+            if (p < 0)
+                continue;
+            const int lr = (lane >> 2) + (c >> 1) * 8;
+            if (a.W2) {
+                const int64_t r = r0 + wm * 16 + lr;
+                if (r >= a.M)
+                    continue;
+                const float h = (float)(gq_act(a.gelu, (double)acc[0][n][c]) * (double)acc[1][n][c]);
+                if (a.Yh)
+                    a.Yh[(size_t)p * a.ldy + r] = __float2half_rn(h);
+                if (a.Y)
+                    a.Y[(size_t)p * a.ldy + r] = h;
+            } else {
+#pragma unroll
+                for (int m = 0; m < 2; m++) {
+                    const int64_t r = r0 + wm * 32 + m * 16 + lr;
+                    if (r < a.M)
+                        a.Y[(size_t)p * a.ldy + r] = acc[m][n][c];
+                }
+            }
+        }
+}
+
+/* The block's tile (grouped: from the device list; false: past its end)
+ * and its x rows (S_X) and output rows (S_Y), -1 past COUNT. */
+static __device__ __forceinline__ bool gq_block_tile(const gq_args &a, int *expert, int *first, int *count, int *s_x,
+                                                     int *s_y)
+{
+    *expert = 0;
+    if (a.tiles) {
+        if ((int)blockIdx.x >= *a.n_tiles)
+            return false;
+        const gq_tile t = a.tiles[blockIdx.x];
+        *expert = t.expert;
+        *first = t.first;
+        *count = t.count;
+    } else {
+        *first = (int)blockIdx.x * GQ_BN;
+        *count = (int)(a.n_rows - *first < GQ_BN ? a.n_rows - *first : GQ_BN);
+    }
+    const int tid = threadIdx.x;
+    if (tid < GQ_BN) {
+        int64_t p = -1;
+        if (tid < *count)
+            p = a.slots ? (int64_t)a.slots[*first + tid] : (int64_t)*first + tid;
+        s_y[tid] = (int)p;
+        s_x[tid] = p < 0 ? -1 : (int)(p / a.xdiv);
+    }
+    return true;
+}
+
 template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(const gq_args a)
 {
     extern __shared__ __align__(16) uint8_t gq_smem[];
@@ -164,45 +280,15 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
     int *const s_x = reinterpret_cast<int *>(Bs0 + 2 * GQ_SMEM_B), *const s_y = s_x + GQ_BN;
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
 
-    int expert = 0, first, count;
-    if (a.tiles) {
-        if ((int)blockIdx.x >= *a.n_tiles)
-            return;
-        const gq_tile t = a.tiles[blockIdx.x];
-        expert = t.expert;
-        first = t.first;
-        count = t.count;
-    } else {
-        first = (int)blockIdx.x * GQ_BN;
-        count = (int)(a.n_rows - first < GQ_BN ? a.n_rows - first : GQ_BN);
-    }
+    int expert, first, count;
+    if (!gq_block_tile(a, &expert, &first, &count, s_x, s_y))
+        return;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    if (tid < GQ_BN) {
-        int64_t p = -1;
-        if (tid < count)
-            p = a.slots ? (int64_t)a.slots[first + tid] : (int64_t)first + tid;
-        s_y[tid] = (int)p;
-        s_x[tid] = p < 0 ? -1 : (int)(p / a.xdiv);
-    }
 
     /* loader: smem row s, half `sub` of the k tile */
-    const bool glu = a.W2 != NULL;
-    const int64_t r0 = (int64_t)blockIdx.y * (glu ? GQ_BM / 2 : GQ_BM);
+    const int64_t r0 = (int64_t)blockIdx.y * (a.W2 ? GQ_BM / 2 : GQ_BM);
     const int s = tid >> 1, sub = tid & 1;
-    const uint8_t *wrow = NULL;
-    {
-        int64_t r;
-        const uint8_t *base = a.W;
-        if (glu) { /* warp-row wm's 32 rows: 16 gate rows, then the same 16 up rows */
-            r = r0 + (s >> 5) * 16 + (s & 15);
-            if (s & 16)
-                base = a.W2;
-        } else {
-            r = r0 + s;
-        }
-        if (r < a.M)
-            wrow = base + (size_t)expert * a.nb2 + (size_t)r * a.nb1;
-    }
+    const uint8_t *const wrow = gq_weight_row(a, expert, r0, s);
     __syncthreads();
 
     const int wm = warp & 3, wn = warp >> 2; /* warp tile: 32 rows x 32 x rows */
@@ -262,64 +348,167 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
         const int buf = (int)(kt & 1);
         if (kt + 1 < nk)
             fetch((kt + 1) * GQ_BK); /* in flight during the tensor-core work below */
-        const __half *As = As0 + buf * GQ_SMEM_A, *Bs = Bs0 + buf * GQ_SMEM_B;
-#pragma unroll
-        for (int ks = 0; ks < GQ_BK; ks += 16) {
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-                gq_ldmatrix_x4(af[m], As + (wm * 32 + m * 16 + (lane & 15)) * GQ_LD + ks + (lane >> 4) * 8);
-#pragma unroll
-            for (int np = 0; np < 2; np++) {
-                uint32_t r[4];
-                gq_ldmatrix_x4(r, Bs + (wn * 32 + np * 16 + (lane >> 4) * 8 + (lane & 7)) * GQ_LD + ks +
-                                      ((lane >> 3) & 1) * 8);
-                bf[2 * np][0] = r[0];
-                bf[2 * np][1] = r[1];
-                bf[2 * np + 1][0] = r[2];
-                bf[2 * np + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int n = 0; n < 4; n++)
-                    gq_mma(acc[m][n], af[m], bf[n]);
-        }
+        gq_tile_mma(acc, As0 + buf * GQ_SMEM_A, Bs0 + buf * GQ_SMEM_B, wm, wn, lane, count);
         /* the other buffer was last read before the previous barrier */
         if (kt + 1 < nk)
             stash(buf ^ 1);
         __syncthreads();
     }
 
-    /* epilogue: c0/c1 at (row lane/4, x rows 2·(lane%4) + 0/1), c2/c3 eight rows down */
+    gq_epilogue(a, acc, s_y, r0, wm, wn, lane);
+}
+
+/* ---- gq2: the same tiles, raw weights staged by asynchronous copies ----
+ *
+ * gq_kernel's loads give each thread one 32-element sub-block: a warp's
+ * load instruction touches 16 rows (16 cache lines for a few bytes each),
+ * and the load count, not the bytes, paces its k loop (the 35B-A3B's
+ * experts at 512 tokens moved ~0.6 TB/s). Here consecutive threads copy
+ * consecutive 4-byte words of a row's raw k tile (cp.async, no registers),
+ * GQ2_STAGES tiles ahead; each k tile is then decoded from shared memory
+ * into the f16 tile the tensor cores read, as gq_kernel's. The products
+ * and their order are gq_kernel's, so are the outputs, bit for bit.
+ * Formats of 32-element blocks whose k tile of a row is whole 4-byte words
+ * at 4-byte aligned addresses (gq2_ok), K a multiple of GQ_BK. */
+#define GQ2_STAGES 3
+
+template <int T> struct gq2_shape {
+    static constexpr int RB = GQ_BK / 32 * mq_traits<T>::bytes; /* raw bytes of a row's k tile */
+    static constexpr int RW = RB / 4;                            /* in words */
+    static constexpr int RP = RW % 2 ? RW : RW + 1;              /* smem row stride in words (odd) */
+    static constexpr size_t stage = (size_t)GQ_BM * RP * 4 + (size_t)GQ_SMEM_B * sizeof(__half);
+    static constexpr size_t smem = GQ2_STAGES * stage + (size_t)GQ_SMEM_A * sizeof(__half) + 2 * GQ_BN * sizeof(int) +
+                                   GQ_BM * sizeof(void *);
+};
+
+static __device__ __forceinline__ void gq2_copy4(void *smem, const void *gmem, bool ok)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(gmem), "r"(ok ? 4 : 0) : "memory");
+}
+
+static __device__ __forceinline__ void gq2_copy16(void *smem, const void *gmem, bool ok)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+
+/* Q8_0 from shared memory: the scale and 16 halfwords of quants (a
+ * sub-block starts 2-byte aligned); the values of mq_deq32. */
+template <int T> static __device__ __forceinline__ void gq2_decode(const uint8_t *b, float *v)
+{
+    mq_deq32<T>(b, 0, v);
+}
+
+template <> __device__ __forceinline__ void gq2_decode<MEMRA_TYPE_Q8_0>(const uint8_t *b, float *v)
+{
+    const unsigned short *h = reinterpret_cast<const unsigned short *>(b);
+    const float d = __half2float(__ushort_as_half(h[0]));
 #pragma unroll
-    for (int n = 0; n < 4; n++)
+    for (int j = 0; j < 16; j++) {
+        const unsigned short q = h[1 + j];
+        v[2 * j] = __fmul_rn((float)(int8_t)(q & 0xFF), d);
+        v[2 * j + 1] = __fmul_rn((float)(int8_t)(q >> 8), d);
+    }
+}
+
+template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq2_kernel(const gq_args a)
+{
+    typedef gq2_shape<T> sh;
+    extern __shared__ __align__(16) uint8_t gq_smem[];
+    __half *const As = reinterpret_cast<__half *>(gq_smem);
+    uint8_t *const st0 = gq_smem + (size_t)GQ_SMEM_A * sizeof(__half);
+    int *const s_x = reinterpret_cast<int *>(st0 + GQ2_STAGES * sh::stage), *const s_y = s_x + GQ_BN;
+    const uint8_t **const s_w = reinterpret_cast<const uint8_t **>(s_y + GQ_BN); /* weight row of each tile row */
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+
+    int expert, first, count;
+    if (!gq_block_tile(a, &expert, &first, &count, s_x, s_y))
+        return;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t r0 = (int64_t)blockIdx.y * (a.W2 ? GQ_BM / 2 : GQ_BM);
+    if (tid < GQ_BM)
+        s_w[tid] = gq_weight_row(a, expert, r0, tid);
+    __syncthreads();
+
+    /* stage kt: raw rows (RP words apart), then the x tile (f16) */
+    auto issue = [&](int64_t kt) {
+        uint8_t *const st = st0 + (size_t)(kt % GQ2_STAGES) * sh::stage;
+        uint32_t *const raw = reinterpret_cast<uint32_t *>(st);
+        const size_t koff = (size_t)kt * sh::RB;
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const int col = wn * 32 + n * 8 + (lane & 3) * 2 + (c & 1);
-            const int p = s_y[col];
-            if (p < 0)
-                continue;
-            const int lr = (lane >> 2) + (c >> 1) * 8;
-            if (glu) {
-                const int64_t r = r0 + wm * 16 + lr;
-                if (r >= a.M)
-                    continue;
-                const float h = (float)(gq_act(a.gelu, (double)acc[0][n][c]) * (double)acc[1][n][c]);
-                if (a.Yh)
-                    a.Yh[(size_t)p * a.ldy + r] = __float2half_rn(h);
-                if (a.Y)
-                    a.Y[(size_t)p * a.ldy + r] = h;
-            } else {
-#pragma unroll
-                for (int m = 0; m < 2; m++) {
-                    const int64_t r = r0 + wm * 32 + m * 16 + lr;
-                    if (r < a.M)
-                        a.Y[(size_t)p * a.ldy + r] = acc[m][n][c];
-                }
+        for (int i = 0; i < (GQ_BM * sh::RW + GQ_THREADS - 1) / GQ_THREADS; i++) {
+            const int w = tid + i * GQ_THREADS;
+            if (w < GQ_BM * sh::RW) {
+                const int row = w / sh::RW, col = w % sh::RW;
+                const uint8_t *wr = s_w[row];
+                gq2_copy4(raw + row * sh::RP + col, wr ? wr + koff + 4 * col : a.W, wr != NULL);
             }
         }
+        __half *const xs = reinterpret_cast<__half *>(st + (size_t)GQ_BM * sh::RP * 4);
+#pragma unroll
+        for (int i = 0; i < (GQ_BN * GQ_BK / 8) / GQ_THREADS; i++) {
+            const int c = tid + i * GQ_THREADS, n = c >> 3, kc = (c & 7) * 8;
+            const int xr = s_x[n];
+            gq2_copy16(xs + n * GQ_LD + kc, xr >= 0 ? a.X + (size_t)xr * a.ldx + kt * GQ_BK + kc : a.X, xr >= 0);
+        }
+    };
+
+    const int wm = warp & 3, wn = warp >> 2; /* warp tile: 32 rows x 32 x rows */
+    float acc[2][4][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[m][n][c] = 0.0f;
+
+    const int64_t nk = a.K / GQ_BK;
+#pragma unroll
+    for (int j = 0; j < GQ2_STAGES - 1; j++) {
+        if (j < nk)
+            issue(j);
+        cp_async_commit();
+    }
+    const int s = tid >> 1, sub = tid & 1; /* decoder: smem row s, half `sub` of the k tile */
+    for (int64_t kt = 0; kt < nk; kt++) {
+        cp_async_wait<GQ2_STAGES - 2>();
+        /* tile kt landed for every thread; every warp is past tile kt - 1's
+         * tensor-core work, so its stage and the f16 tile are free */
+        __syncthreads();
+        if (kt + GQ2_STAGES - 1 < nk)
+            issue(kt + GQ2_STAGES - 1);
+        cp_async_commit();
+        const uint8_t *const st = st0 + (size_t)(kt % GQ2_STAGES) * sh::stage;
+        float v[32];
+        gq2_decode<T>(st + (size_t)s * sh::RP * 4 + sub * mq_traits<T>::bytes, v);
+        uint4 *dst = reinterpret_cast<uint4 *>(As + s * GQ_LD + sub * 32);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            dst[j] = make_uint4(gq_pack(v[8 * j], v[8 * j + 1]), gq_pack(v[8 * j + 2], v[8 * j + 3]),
+                                gq_pack(v[8 * j + 4], v[8 * j + 5]), gq_pack(v[8 * j + 6], v[8 * j + 7]));
+        __syncthreads();
+        gq_tile_mma(acc, As, reinterpret_cast<const __half *>(st + (size_t)GQ_BM * sh::RP * 4), wm, wn, lane, count);
+    }
+    cp_async_wait<0>();
+
+    gq_epilogue(a, acc, s_y, r0, wm, wn, lane);
 }
+
+/* Launches gq2_kernel<T> as gq_launch does gq_kernel. */
+template <int T> bool gq2_launch(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
+
+#define GQ2_INSTANTIATE(T, _)                                                                                          \
+    template <> bool gq2_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s)                             \
+    {                                                                                                                  \
+        const int bytes = (int)gq2_shape<T>::smem;                                                                     \
+        if (cudaFuncSetAttribute(gq2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess)    \
+            return false;                                                                                              \
+        const int64_t per = a.W2 ? GQ_BM / 2 : GQ_BM;                                                                  \
+        const dim3 grid(n_tiles_max, (unsigned)((a.M + per - 1) / per));                                              \
+        return memra__launch(gq2_kernel<T>, grid, GQ_THREADS, (size_t)bytes, s, a) == cudaSuccess;                     \
+    }
 
 /* Launches gq_kernel<T> over N_TILES_MAX tile slots (grouped: the device
  * list decides; dense: ceil(n_rows / GQ_BN)). false: no instance. */

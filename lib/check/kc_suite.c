@@ -755,6 +755,12 @@ static void run_suite(kc *k)
     KC(memra__kc_attention_kv(k, "attention.heads4.kv.q8_0.long", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 1, 16384, 16, 4, 256, 0));
     KC(memra__kc_attention_kv(k, "attention.heads3.kv.bf16", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 3, 2000, 12, 2, 128, 0));
     KC(memra__kc_attention_rowinv(k, "attention.heads4.rowinv", 6, 1100, 16, 4, 256));
+    /* the grouped GEMM with raw tiles by asynchronous copies (cuda/gemm_q.cuh's
+     * gq2_kernel) on its other block formats, experts with 1..64+ entries */
+    KC(memra__kc_moe_ex(k, "moe.fast.gq2.q5_1_q5_0", MEMRA_TYPE_Q5_1, MEMRA_TYPE_Q5_0, 70, 8, 2, 128, 128, false, false,
+                        MEMRA_ACT_SILU, true, KC_MOE_SKEWED));
+    KC(memra__kc_moe_ex(k, "moe.fast.gq2.q4_1_iq4_nl", MEMRA_TYPE_Q4_1, MEMRA_TYPE_IQ4_NL, 90, 16, 4, 192, 128, true, true,
+                        MEMRA_ACT_GELU, true, KC_MOE_UNIFORM));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
