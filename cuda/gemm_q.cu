@@ -42,12 +42,15 @@ GQ2_EXTERN(MEMRA_TYPE_IQ4_NL)
 /* Whether gq2_kernel takes the grouped GEMM over W (and W2): a format of
  * 32-element blocks with an instance, K a multiple of GQ_BK, a row's k
  * tile whole 4-byte words at 4-byte aligned addresses.
- * MEMRA_MOE_GQ2=0 keeps gq_kernel (the same bits). */
+ * Off by default (MEMRA_MOE_GQ2=1 takes it; the same bits either way):
+ * kernel check --bench on an H200, 2026-12-04, gq_kernel against gq2:
+ * the 35B-A3B's experts at 512 tokens 937 -> 872 us, the 26B-A4B's
+ * 862 -> 905 us, its skewed 300 tokens 328 -> 355 us. */
 static bool gq2_ok(memra_type_t type, const gq_args &a)
 {
     static long on = -1;
     if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MOE_GQ2", 1);
+        on = memra__cuda_env_long("MEMRA_MOE_GQ2", 0);
     size_t bytes;
     switch (type) {
     case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16: bytes = 64; break;
