@@ -28,16 +28,7 @@ GQ_EXTERN(MEMRA_TYPE_Q5_K, _)
 GQ_EXTERN(MEMRA_TYPE_Q6_K, _)
 GQ_EXTERN(MEMRA_TYPE_IQ4_XS, _)
 
-#define GQ2_EXTERN(T) template <> bool gq2_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
-GQ2_EXTERN(MEMRA_TYPE_F16)
-GQ2_EXTERN(MEMRA_TYPE_BF16)
-GQ2_EXTERN(MEMRA_TYPE_Q8_0)
-GQ2_EXTERN(MEMRA_TYPE_Q4_0)
-GQ2_EXTERN(MEMRA_TYPE_Q4_1)
-GQ2_EXTERN(MEMRA_TYPE_Q5_0)
-GQ2_EXTERN(MEMRA_TYPE_Q5_1)
-GQ2_EXTERN(MEMRA_TYPE_IQ4_NL)
-#undef GQ2_EXTERN
+GQ2_TYPES(GQ2_EXTERN)
 
 /* Whether gq2_kernel takes the grouped GEMM over W (and W2): a format of
  * 32-element blocks with an instance, K a multiple of GQ_BK, a row's k
@@ -46,44 +37,27 @@ GQ2_EXTERN(MEMRA_TYPE_IQ4_NL)
  * kernel check --bench on an H200, 2026-12-04, gq_kernel against gq2:
  * the 35B-A3B's experts at 512 tokens 937 -> 872 us, the 26B-A4B's
  * 862 -> 905 us, its skewed 300 tokens 328 -> 355 us. */
-static bool gq2_ok(memra_type_t type, const gq_args &a)
+static bool gq2_ok(const gq_args &a)
 {
     static long on = -1;
     if (on < 0)
         on = memra__cuda_env_long("MEMRA_MOE_GQ2", 0);
-    size_t bytes;
-    switch (type) {
-    case MEMRA_TYPE_F16: case MEMRA_TYPE_BF16: bytes = 64; break;
-    case MEMRA_TYPE_Q8_0: bytes = 34; break;
-    case MEMRA_TYPE_Q4_0: case MEMRA_TYPE_IQ4_NL: bytes = 18; break;
-    case MEMRA_TYPE_Q4_1: bytes = 20; break;
-    case MEMRA_TYPE_Q5_0: bytes = 22; break;
-    case MEMRA_TYPE_Q5_1: bytes = 24; break;
-    default: return false;
-    }
-    return on && a.tiles && a.K % GQ_BK == 0 && (GQ_BK / 32 * bytes) % 4 == 0 && a.nb1 % 4 == 0 && a.nb2 % 4 == 0 &&
-           (uintptr_t)a.W % 4 == 0 && (uintptr_t)a.W2 % 4 == 0;
+    return on && a.tiles && a.K % GQ_BK == 0 && a.nb1 % 4 == 0 && a.nb2 % 4 == 0 && (uintptr_t)a.W % 4 == 0 &&
+           (uintptr_t)a.W2 % 4 == 0;
 }
 
 static bool gq_run(memra_type_t type, const gq_args &a, unsigned n_tiles_max, cudaStream_t s)
 {
-    bool ok = false;
-    if (gq2_ok(type, a)) {
-#define GQ2_CASE(T) ok = gq2_launch<T>(a, n_tiles_max, s)
+    if (gq2_ok(a)) {
+#define GQ2_CASE(T)                                                                                                    \
+    case T: return gq2_launch<T>(a, n_tiles_max, s);
         switch (type) {
-        case MEMRA_TYPE_F16: GQ2_CASE(MEMRA_TYPE_F16); break;
-        case MEMRA_TYPE_BF16: GQ2_CASE(MEMRA_TYPE_BF16); break;
-        case MEMRA_TYPE_Q8_0: GQ2_CASE(MEMRA_TYPE_Q8_0); break;
-        case MEMRA_TYPE_Q4_0: GQ2_CASE(MEMRA_TYPE_Q4_0); break;
-        case MEMRA_TYPE_Q4_1: GQ2_CASE(MEMRA_TYPE_Q4_1); break;
-        case MEMRA_TYPE_Q5_0: GQ2_CASE(MEMRA_TYPE_Q5_0); break;
-        case MEMRA_TYPE_Q5_1: GQ2_CASE(MEMRA_TYPE_Q5_1); break;
-        case MEMRA_TYPE_IQ4_NL: GQ2_CASE(MEMRA_TYPE_IQ4_NL); break;
-        default: break;
+            GQ2_TYPES(GQ2_CASE)
+        default: break; /* no instance: gq_kernel */
         }
 #undef GQ2_CASE
-        return ok;
     }
+    bool ok = false;
 #define GQ_CASE(T) ok = gq_launch<T>(a, n_tiles_max, s)
     MQ_DISPATCH(type, GQ_CASE)
 #undef GQ_CASE

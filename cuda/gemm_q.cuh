@@ -173,6 +173,27 @@ static __device__ __forceinline__ const uint8_t *gq_weight_row(const gq_args &a,
     return r < a.M ? base + (size_t)expert * a.nb2 + (size_t)r * a.nb1 : NULL;
 }
 
+static __device__ __forceinline__ void gq_zero_acc(float (&acc)[2][4][4])
+{
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int n = 0; n < 4; n++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                acc[m][n][c] = 0.0f;
+}
+
+/* 32 decoded weights of a row's sub-block into the f16 tile (16-byte stores) */
+static __device__ __forceinline__ void gq_stash_f16(__half *p, const float *v)
+{
+    uint4 *dst = reinterpret_cast<uint4 *>(p);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        dst[j] = make_uint4(gq_pack(v[8 * j], v[8 * j + 1]), gq_pack(v[8 * j + 2], v[8 * j + 3]),
+                            gq_pack(v[8 * j + 4], v[8 * j + 5]), gq_pack(v[8 * j + 6], v[8 * j + 7]));
+}
+
 /* The tensor-core work of one k tile: warp (wm, wn) multiplies its 32
  * weight rows by its 32 x rows. An 8-row group of x past the tile's COUNT
  * entries is skipped (its outputs are never written; every other output's
@@ -293,13 +314,7 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
 
     const int wm = warp & 3, wn = warp >> 2; /* warp tile: 32 rows x 32 x rows */
     float acc[2][4][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < 4; n++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[m][n][c] = 0.0f;
+    gq_zero_acc(acc);
 
     /* stage = this thread's share of one k tile: its weight sub-block
      * (raw) and two 16-byte chunks of x */
@@ -328,11 +343,7 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
             for (int i = 0; i < 32; i++)
                 v[i] = 0.0f;
         }
-        uint4 *dst = reinterpret_cast<uint4 *>(As0 + buf * GQ_SMEM_A + s * GQ_LD + sub * 32);
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            dst[j] = make_uint4(gq_pack(v[8 * j], v[8 * j + 1]), gq_pack(v[8 * j + 2], v[8 * j + 3]),
-                                gq_pack(v[8 * j + 4], v[8 * j + 5]), gq_pack(v[8 * j + 6], v[8 * j + 7]));
+        gq_stash_f16(As0 + buf * GQ_SMEM_A + s * GQ_LD + sub * 32, v);
 #pragma unroll
         for (int i = 0; i < (GQ_BN * GQ_BK / 8) / GQ_THREADS; i++) {
             const int c = tid + i * GQ_THREADS, n = c >> 3, kc = (c & 7) * 8;
@@ -372,8 +383,14 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
  * at 4-byte aligned addresses (gq2_ok), K a multiple of GQ_BK. */
 #define GQ2_STAGES 3
 
+/* the formats with a gq2_kernel instance (cuda/gemm_q2.cu) */
+#define GQ2_TYPES(X)                                                                                                   \
+    X(MEMRA_TYPE_F16) X(MEMRA_TYPE_BF16) X(MEMRA_TYPE_Q8_0) X(MEMRA_TYPE_Q4_0) X(MEMRA_TYPE_Q4_1) X(MEMRA_TYPE_Q5_0)   \
+        X(MEMRA_TYPE_Q5_1) X(MEMRA_TYPE_IQ4_NL)
+
 template <int T> struct gq2_shape {
     static constexpr int RB = GQ_BK / 32 * mq_traits<T>::bytes; /* raw bytes of a row's k tile */
+    static_assert(RB % 4 == 0, "gq2: a row's k tile must be whole 4-byte words");
     static constexpr int RW = RB / 4;                            /* in words */
     static constexpr int RP = RW % 2 ? RW : RW + 1;              /* smem row stride in words (odd) */
     static constexpr size_t stage = (size_t)GQ_BM * RP * 4 + (size_t)GQ_SMEM_B * sizeof(__half);
@@ -456,13 +473,7 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq2_kernel(con
 
     const int wm = warp & 3, wn = warp >> 2; /* warp tile: 32 rows x 32 x rows */
     float acc[2][4][4];
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int n = 0; n < 4; n++)
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                acc[m][n][c] = 0.0f;
+    gq_zero_acc(acc);
 
     const int64_t nk = a.K / GQ_BK;
 #pragma unroll
@@ -483,11 +494,7 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq2_kernel(con
         const uint8_t *const st = st0 + (size_t)(kt % GQ2_STAGES) * sh::stage;
         float v[32];
         gq2_decode<T>(st + (size_t)s * sh::RP * 4 + sub * mq_traits<T>::bytes, v);
-        uint4 *dst = reinterpret_cast<uint4 *>(As + s * GQ_LD + sub * 32);
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            dst[j] = make_uint4(gq_pack(v[8 * j], v[8 * j + 1]), gq_pack(v[8 * j + 2], v[8 * j + 3]),
-                                gq_pack(v[8 * j + 4], v[8 * j + 5]), gq_pack(v[8 * j + 6], v[8 * j + 7]));
+        gq_stash_f16(As + s * GQ_LD + sub * 32, v);
         __syncthreads();
         gq_tile_mma(acc, As, reinterpret_cast<const __half *>(st + (size_t)GQ_BM * sh::RP * 4), wm, wn, lane, count);
     }
@@ -498,8 +505,9 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq2_kernel(con
 
 /* Launches gq2_kernel<T> as gq_launch does gq_kernel. */
 template <int T> bool gq2_launch(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
+#define GQ2_EXTERN(T) template <> bool gq2_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
 
-#define GQ2_INSTANTIATE(T, _)                                                                                          \
+#define GQ2_INSTANTIATE(T)                                                                                          \
     template <> bool gq2_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s)                             \
     {                                                                                                                  \
         const int bytes = (int)gq2_shape<T>::smem;                                                                     \
