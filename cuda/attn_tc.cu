@@ -96,6 +96,42 @@ static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, con
     }
 }
 
+/* A block's keys and one thread's two query rows: keys [k_lo, k_end)
+ * (k_lo a multiple of BK), rows r0 and r0 + 8 of the 16 from row `base`,
+ * and those 16 rows' positions [wp_lo, wp_hi], to skip tiles they cannot
+ * see (the same for every warp that holds them). */
+struct tc_rows {
+    int64_t k_lo, k_end, p0, p1, wp_lo, wp_hi;
+    int r0;
+    bool v0, v1, any;
+    __device__ __forceinline__ tc_rows(const memra_attn_args_t &a, int64_t t0, int nq, int bk, int base, int g)
+    {
+        const int64_t p_first = a.pos0 + t0;
+        k_end = p_first + nq;
+        k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
+        k_lo -= k_lo % bk;
+        r0 = base + g;
+        p0 = p_first + r0;
+        p1 = p0 + 8;
+        v0 = r0 < nq;
+        v1 = r0 + 8 < nq;
+        any = base < nq;
+        wp_lo = p_first + base;
+        wp_hi = p_first + min(base + 15, nq - 1);
+    }
+    /* whether the 16 rows see any key of [k0, k0 + bk) */
+    __device__ __forceinline__ bool seen(const memra_attn_args_t &a, int64_t k0, int bk) const
+    {
+        return any && k0 <= wp_hi && (a.n_swa <= 0 || k0 + bk - 1 > wp_lo - a.n_swa);
+    }
+    /* whether row e < 2 ? r0 : r0 + 8 sees KEY */
+    __device__ __forceinline__ bool sees(const memra_attn_args_t &a, int e, int64_t key) const
+    {
+        const int64_t p = e < 2 ? p0 : p1;
+        return (e < 2 ? v0 : v1) && key <= p && (a.n_swa <= 0 || p - key < a.n_swa);
+    }
+};
+
 template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 {
     constexpr int LQ = HD + 8, LV = DV + 8; /* padded rows: ldmatrix rows land in distinct banks */
@@ -117,17 +153,8 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
     tc_load_rows<TC_BQ, HD, LQ, true, KV_F32>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
                                              (size_t)a.q_stride * sizeof(float), nq);
 
-    /* the block's keys: [k_lo, k_end), k_lo a multiple of BK */
-    const int64_t p_first = a.pos0 + t0, k_end = a.pos0 + t0 + nq;
-    int64_t k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
-    k_lo -= k_lo % BK;
-    /* this thread's two query rows (r0, r0 + 8 of the warp's 16) */
-    const int r0 = warp * 16 + g;
-    const int64_t p0 = a.pos0 + t0 + r0, p1 = p0 + 8;
-    const bool v0 = r0 < nq, v1 = r0 + 8 < nq;
-    /* the warp's visible key range, to skip tiles it cannot see */
-    const int64_t wp_lo = a.pos0 + t0 + warp * 16;
-    const int64_t wp_hi = a.pos0 + t0 + min(warp * 16 + 15, nq - 1);
+    const tc_rows rw(a, t0, nq, BK, warp * 16, g); /* this warp's 16 rows */
+    const int r0 = rw.r0;
 
     float o[DV / 8][4];
 #pragma unroll
@@ -137,14 +164,13 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
 
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD + dv0);
-    for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
-        const int nk = (int)min((int64_t)BK, k_end - k0);
+    for (int64_t k0 = rw.k_lo; k0 < rw.k_end; k0 += BK) {
+        const int nk = (int)min((int64_t)BK, rw.k_end - k0);
         __syncthreads(); /* the previous tile's K and V are read */
         tc_load_rows<BK, HD, LQ, T != KV_F16, T>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
         tc_load_rows<BK, DV, LV, false, T>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
         __syncthreads();
-        const bool seen = warp * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + BK - 1 > wp_lo - a.n_swa);
-        if (!seen)
+        if (!rw.seen(a, k0, BK))
             continue;
         /* S = Q·Kᵀ: 16 rows x 64 keys per warp */
         float s[BK / 8][4];
@@ -185,9 +211,7 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t key = k0 + j * 8 + tig * 2 + (e & 1);
-                const int64_t p = e < 2 ? p0 : p1;
-                const bool ok = (e < 2 ? v0 : v1) && key <= p && (a.n_swa <= 0 || p - key < a.n_swa);
-                s[j][e] = ok ? s[j][e] * f.scale_log2 : -INFINITY;
+                s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;
                 if (e < 2)
                     mx0 = fmaxf(mx0, s[j][e]);
                 else
@@ -249,7 +273,7 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
     const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-        if (!(hf ? v1 : v0))
+        if (!(hf ? rw.v1 : rw.v0))
             continue;
         const int64_t t = t0 + r0 + hf * 8;
         float *out = a.out + t * a.n_head * HD + h * HD + dv0;
@@ -347,14 +371,8 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     tc_load_rows<TC_BQ, HD, LQ, true, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
                                                   (size_t)a.q_stride * sizeof(float), nq);
 
-    const int64_t p_first = a.pos0 + t0, k_end = a.pos0 + t0 + nq;
-    int64_t k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
-    k_lo -= k_lo % BK;
-    const int r0 = rg * 16 + g;
-    const int64_t p0 = a.pos0 + t0 + r0, p1 = p0 + 8;
-    const bool v0 = r0 < nq, v1 = r0 + 8 < nq;
-    const int64_t wp_lo = a.pos0 + t0 + rg * 16;
-    const int64_t wp_hi = a.pos0 + t0 + min(rg * 16 + 15, nq - 1);
+    const tc_rows rw(a, t0, nq, BK, rg * 16, g); /* this warp pair's 16 rows */
+    const int r0 = rw.r0;
 
     float o[DV / 8][4];
 #pragma unroll
@@ -365,15 +383,14 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const int mi = lane >> 3, r = lane & 7;
-    for (int64_t k0 = k_lo; k0 < k_end; k0 += BK) {
-        const int nk = (int)min((int64_t)BK, k_end - k0);
+    for (int64_t k0 = rw.k_lo; k0 < rw.k_end; k0 += BK) {
+        const int nk = (int)min((int64_t)BK, rw.k_end - k0);
         __syncthreads(); /* the previous tile's K, V, P and maxima are read */
         tc_load_rows<BK, HD, LQ, T != KV_F16, T, NTH>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
         tc_load_rows<BK, HD, LV, false, T, NTH>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
         __syncthreads();
         /* the same for both warps of a pair (their rows) */
-        const bool seen = rg * 16 < nq && k0 <= wp_hi && (a.n_swa <= 0 || k0 + BK - 1 > wp_lo - a.n_swa);
-        if (!seen)
+        if (!rw.seen(a, k0, BK))
             continue;
         /* S = Q·Kᵀ for this warp's part: 16 rows x KH keys */
         float s[KH / 8][4];
@@ -410,9 +427,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int64_t key = k0 + cs * KH + j * 8 + tig * 2 + (e & 1);
-                const int64_t p = e < 2 ? p0 : p1;
-                const bool ok = (e < 2 ? v0 : v1) && key <= p && (a.n_swa <= 0 || p - key < a.n_swa);
-                s[j][e] = ok ? s[j][e] * f.scale_log2 : -INFINITY;
+                s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;
                 if (e < 2)
                     mx0 = fmaxf(mx0, s[j][e]);
                 else
@@ -494,7 +509,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     const float inv0 = 1.0f / L0, inv1 = 1.0f / L1;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
-        if (!(hf ? v1 : v0))
+        if (!(hf ? rw.v1 : rw.v0))
             continue;
         const int64_t t = t0 + r0 + hf * 8;
         float *out = a.out + t * a.n_head * HD + h * HD + cs * DV;
