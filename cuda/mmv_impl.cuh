@@ -184,7 +184,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     static long on = -1, bps = -1, split_on = -1, deep = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 1); /* 0: three slots at any width (A/B) */
+        deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
@@ -214,11 +214,14 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (occ == 0)
         return false;
     if (occ < 3 && deep) {
-        /* x of 16384 floats and more leaves one block an SM: 8 warps with
-         * two items in flight each kept ~35 KB an SM in flight (the 31B's
-         * 21504-wide down at 2.2 TB/s, against ~4 at three blocks an SM);
-         * what the SM's shared memory has left at the same occupancy (one
-         * block, or two: E4B's 10240-wide down) deepens the ring */
+        /* what the SM's shared memory has left at the same occupancy (one
+         * block, or two: E4B's 10240-wide down) deepens the ring. Off by
+         * default: tools/mmv-lab.cu on an H200 (2026-12-04) had the rings
+         * of 4-5 at two blocks an SM 1-10 % slower than three (6144 x 4224
+         * 12.28 against 11.10 us, 10240 x 2112 11.50 against 10.67) and
+         * none faster; in decode within 1 % either way (85eda5b). The
+         * one-block widths (16384 floats and more) stay at three here: the
+         * budget's ring is over MMV_SMEM_MAX. */
         static std::atomic<size_t> budgets[3][3][64]; /* per mode, occupancy and device */
         a.ring = mmv_ring_deepen(kernels[mode], occ, mmv_x_bytes<T>(a.ne0, 1), (size_t)MMV_WARPS * a.q8_slot,
                                  MMV_Q8D_RING, budgets[mode][occ], caches[mode], &smem);

@@ -218,7 +218,7 @@ static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uin
 {
     if (sh.ne0 % (2048 * PPL))
         return;
-    void (*k)(const mmv_args) = kx ? kx : q8d ? mmv_q8d_kernel<MEMRA_TYPE_Q8_0> : wr_kernel<D, PPL>;
+    void (*k)(const mmv_args) = kx ? kx : q8d ? mmv_q8d_kernel<MEMRA_TYPE_Q8_0, MMV_Q8D_DEFAULT> : wr_kernel<D, PPL>;
     const size_t smem = (size_t)8 * D * PPL * UB + mmv_x_bytes<MEMRA_TYPE_Q8_0>(sh.ne0, 1);
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -313,11 +313,28 @@ static void run_ring(const char *tag, const shape &sh, mmv_args a, std::vector<u
 int main(void)
 {
     CK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
-    const shape shapes[] = {{"ffn_up 4096x12288", 4096, 12288},
-                            {"ffn_down 12288x4096", 12288, 4096},
-                            {"gate+up 4096x24576", 4096, 24576},
-                            {"out 4096x4096", 4096, 4096},
-                            {"head 4096x248320", 4096, 248320}};
+    std::vector<shape> shapes = {{"ffn_up 4096x12288", 4096, 12288},
+                                 {"ffn_down 12288x4096", 12288, 4096},
+                                 {"gate+up 4096x24576", 4096, 24576},
+                                 {"out 4096x4096", 4096, 4096},
+                                 {"head 4096x248320", 4096, 248320}};
+    /* MMV_LAB_SHAPES="NE0xROWS,...": other shapes instead (names kept for the printout) */
+    static char names[16][32];
+    if (const char *env = getenv("MMV_LAB_SHAPES")) {
+        shapes.clear();
+        for (const char *p = env; *p && shapes.size() < 16;) {
+            long long ne0, rows;
+            int used = 0;
+            if (sscanf(p, "%lldx%lld%n", &ne0, &rows, &used) != 2)
+                break;
+            char *nm = names[shapes.size()];
+            snprintf(nm, sizeof names[0], "%lldx%lld", ne0, rows);
+            shapes.push_back({nm, (int64_t)ne0, (int64_t)rows});
+            p += used;
+            if (*p == ',')
+                p++;
+        }
+    }
     unsigned *sink;
     CK(cudaMalloc(&sink, 4));
     for (const shape &sh : shapes) {
