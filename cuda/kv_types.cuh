@@ -1,5 +1,5 @@
 /* KV cache element types on the device: loads that convert a cache row's
- * elements to float (exact: every F16, BF16 and Q8_0 element is a float;
+ * elements to float (exact: every F16, BF16, Q8_0 and Q4_0 element is a float;
  * the values of lib/quant.c's dequantize_row), and the stores of
  * cuda/ops_kv.cu that round floats into them with the bits of
  * lib/fp16.c and lib/quant.c (the CPU reference). */
@@ -11,12 +11,16 @@
 
 #include "memra/gguf.h"
 
-/* Template codes of the four cache types. */
-enum { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2, KV_Q8_0 = 3 };
+/* Template codes of the cache types (Q4_0: V rows only, lib/op_check.c). */
+enum { KV_F32 = 0, KV_F16 = 1, KV_BF16 = 2, KV_Q8_0 = 3, KV_Q4_0 = 4 };
 
 static inline int kv_code(memra_type_t t)
 {
-    return t == MEMRA_TYPE_F16 ? KV_F16 : t == MEMRA_TYPE_BF16 ? KV_BF16 : t == MEMRA_TYPE_Q8_0 ? KV_Q8_0 : KV_F32;
+    return t == MEMRA_TYPE_F16    ? KV_F16
+           : t == MEMRA_TYPE_BF16 ? KV_BF16
+           : t == MEMRA_TYPE_Q8_0 ? KV_Q8_0
+           : t == MEMRA_TYPE_Q4_0 ? KV_Q4_0
+                                  : KV_F32;
 }
 
 /* Bytes of HD elements (one head: a Q8_0 head is whole blocks); host and
@@ -27,16 +31,17 @@ static __host__ __device__ __forceinline__ size_t kv_head_bytes(int code, int64_
     case KV_F16:
     case KV_BF16: return (size_t)hd * 2;
     case KV_Q8_0: return (size_t)hd / 32 * 34;
+    case KV_Q4_0: return (size_t)hd / 32 * 18;
     default: return (size_t)hd * 4;
     }
 }
 
 /* Whether rows at BASE, ROW_BYTES apart, take kv_load4's vector loads
  * (head_dim % 4 == 0 checked by the caller): 16-byte float4 for F32,
- * 8-byte for F16/BF16, 2-byte halves for Q8_0's blocks. */
+ * 8-byte for F16/BF16, 2-byte halves for Q8_0's and Q4_0's blocks. */
 static inline bool kv_vec_ok(int code, const void *base, size_t row_bytes)
 {
-    const size_t al = code == KV_F32 ? 16 : code == KV_Q8_0 ? 2 : 8;
+    const size_t al = code == KV_F32 ? 16 : code == KV_Q8_0 || code == KV_Q4_0 ? 2 : 8;
     return (uintptr_t)base % al == 0 && row_bytes % al == 0;
 }
 
@@ -59,6 +64,20 @@ template <int T> static __device__ __forceinline__ float4 kv_load4(const char *r
                                __half2float(__ushort_as_half(h[2])), __half2float(__ushort_as_half(h[3])));
         return make_float4(kv_bf16(h[0]), kv_bf16(h[1]), kv_bf16(h[2]), kv_bf16(h[3]));
     }
+    if (T == KV_Q4_0) {
+        /* block 4c/32 of 18 bytes (f16 d, 16 bytes: element j's nibble low
+         * in byte j, element j+16's high); (q - 8)·d as lib/quant.c's
+         * deq_q4_0. The four nibbles' bytes at an even offset: two 16-bit
+         * loads */
+        const int e = 4 * c, j = e & 31;
+        const char *b = row + (e >> 5) * 18;
+        const float d = __half2float(__ushort_as_half(__ldg((const unsigned short *)b)));
+        const unsigned lo = __ldg((const unsigned short *)(b + 2 + (j & 15)));
+        const unsigned hi = __ldg((const unsigned short *)(b + 4 + (j & 15)));
+        const unsigned w = (lo | hi << 16) >> (j & 16 ? 4 : 0); /* nibble k of byte k in bits 8k..8k+3 */
+        return make_float4((float)((int)(w & 0xF) - 8) * d, (float)((int)((w >> 8) & 0xF) - 8) * d,
+                           (float)((int)((w >> 16) & 0xF) - 8) * d, (float)((int)((w >> 24) & 0xF) - 8) * d);
+    }
     /* Q8_0: block 4c/32 of 34 bytes (f16 d, 32 int8), the four quants at
      * an even offset: two 16-bit loads */
     const int e = 4 * c;
@@ -79,6 +98,12 @@ template <int T> static __device__ __forceinline__ float kv_load1(const char *ro
         return __half2float(__ushort_as_half(__ldg((const unsigned short *)row + e)));
     if (T == KV_BF16)
         return kv_bf16(__ldg((const unsigned short *)row + e));
+    if (T == KV_Q4_0) {
+        const char *b = row + (e >> 5) * 18;
+        const float d = __half2float(__ushort_as_half(__ldg((const unsigned short *)b)));
+        const unsigned q = (unsigned char)__ldg((const signed char *)b + 2 + (e & 15));
+        return (float)((int)((e & 16 ? q >> 4 : q) & 0xF) - 8) * d;
+    }
     const char *b = row + (e >> 5) * 34;
     const float d = __half2float(__ushort_as_half(__ldg((const unsigned short *)b)));
     return (float)(int8_t)__ldg((const signed char *)b + 2 + (e & 31)) * d;

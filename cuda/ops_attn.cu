@@ -626,7 +626,7 @@ static __device__ __forceinline__ void block_red_g(float (&v)[G], float *red, in
  * fa_combine_kernel (no split counters). */
 #define FA_HEADS_NT FA_WIDE
 
-template <int KT, int G>
+template <int KT, int VT, int G>
 static __device__ __forceinline__ void fa_block_heads(const fa_args &f, const fa_seq &sq, int64_t h0, int64_t s,
                                                       int64_t tw)
 {
@@ -770,7 +770,7 @@ static __device__ __forceinline__ void fa_block_heads(const fa_args &f, const fa
                     float4 v[PV];
 #pragma unroll
                     for (int j = 0; j < PV; j++)
-                        v[j] = kv_load4<KT>(vb + (k0 + min(kb0 + j * kg, nt - 1)) * f.v_rs, c4);
+                        v[j] = kv_load4<VT>(vb + (k0 + min(kb0 + j * kg, nt - 1)) * f.v_rs, c4);
 #pragma unroll
                     for (int j = 0; j < PV; j++) {
                         if (kb0 + j * kg < nt) {
@@ -828,9 +828,9 @@ static __device__ __forceinline__ void fa_block_heads(const fa_args &f, const fa
 
 /* two blocks an SM: at most 128 registers a thread, which the G
  * accumulators fit without spills */
-template <int KT, int G> __global__ void __launch_bounds__(FA_HEADS_NT, 2) fa_heads_kernel(const fa_args f)
+template <int KT, int VT, int G> __global__ void __launch_bounds__(FA_HEADS_NT, 2) fa_heads_kernel(const fa_args f)
 {
-    fa_block_heads<KT, G>(f, fa_seq_of(f), (int64_t)blockIdx.x * G, blockIdx.y, blockIdx.z);
+    fa_block_heads<KT, VT, G>(f, fa_seq_of(f), (int64_t)blockIdx.x * G, blockIdx.y, blockIdx.z);
 }
 
 template <int NT> __global__ void __launch_bounds__(NT) fa_combine_kernel(const fa_args f)
@@ -881,14 +881,15 @@ static int fa_tl_note(unsigned heads, unsigned splits, int64_t n_tokens)
 }
 #endif
 
-/* The kernel for (VEC, width, K type, V type): the 4 x 4 type pairs of
- * both widths and paths. */
+/* The kernel for (VEC, width, K type, V type): the 4 x 5 type pairs (Q4_0
+ * holds V rows only) of both widths and paths. */
 template <bool VEC, int NT, int KT> static void (*fa_pick_v(int vt))(fa_args)
 {
     switch (vt) {
     case KV_F16: return fa_kernel<VEC, NT, KT, KV_F16>;
     case KV_BF16: return fa_kernel<VEC, NT, KT, KV_BF16>;
     case KV_Q8_0: return fa_kernel<VEC, NT, KT, KV_Q8_0>;
+    case KV_Q4_0: return fa_kernel<VEC, NT, KT, KV_Q4_0>;
     default: return fa_kernel<VEC, NT, KT, KV_F32>;
     }
 }
@@ -910,15 +911,23 @@ static void (*fa_pick(bool vec, bool wide, int kt, int vt))(fa_args)
     return vec ? fa_pick_k<true, FA_NARROW>(kt, vt) : fa_pick_k<false, FA_NARROW>(kt, vt);
 }
 
-/* The kernel of G heads a block, K and V of one type (the mixed pairs run
- * one head a block: fewer instantiations). */
-template <int G> static void (*fa_pick_heads(int kt))(fa_args)
+/* The kernel of G heads a block: K and V of one type, or Q4_0 V under
+ * Q8_0 or F16 K (fa_heads_pair; the other mixed pairs run one head a
+ * block: fewer instantiations). */
+static bool fa_heads_pair(int kt, int vt)
 {
+    return kt == vt || (vt == KV_Q4_0 && (kt == KV_Q8_0 || kt == KV_F16));
+}
+
+template <int G> static void (*fa_pick_heads(int kt, int vt))(fa_args)
+{
+    if (vt == KV_Q4_0)
+        return kt == KV_Q8_0 ? fa_heads_kernel<KV_Q8_0, KV_Q4_0, G> : fa_heads_kernel<KV_F16, KV_Q4_0, G>;
     switch (kt) {
-    case KV_F16: return fa_heads_kernel<KV_F16, G>;
-    case KV_BF16: return fa_heads_kernel<KV_BF16, G>;
-    case KV_Q8_0: return fa_heads_kernel<KV_Q8_0, G>;
-    default: return fa_heads_kernel<KV_F32, G>;
+    case KV_F16: return fa_heads_kernel<KV_F16, KV_F16, G>;
+    case KV_BF16: return fa_heads_kernel<KV_BF16, KV_BF16, G>;
+    case KV_Q8_0: return fa_heads_kernel<KV_Q8_0, KV_Q8_0, G>;
+    default: return fa_heads_kernel<KV_F32, KV_F32, G>;
     }
 }
 
@@ -1006,7 +1015,7 @@ static bool fa_prepare(memra__backend_t *be, const memra_attn_args_t *a, fa_args
 
 /* Heads a block for the one-item op (fa_block_heads' G): the first of 4, 3
  * and 2 (at most MEMRA_FA_HEADS) that divides the GQA group, on the wide
- * vector kernel with K and V of one type, for calls of more than
+ * vector kernel with a pair of fa_pick_heads', for calls of more than
  * FA_MERGE_FEW splits; else 1. Sharing the group's K and V loads cuts the
  * blocks (and the L2 reads) of a long decode by G: at 16384 keys the
  * Qwen3.5-9B's 16 heads x 64 splits were four waves of two blocks an SM,
@@ -1017,7 +1026,7 @@ static int fa_heads(const memra_attn_args_t *a, const fa_plan &p, int64_t max_sp
 {
     const long cap = fa_knobs_get().heads;
     const int64_t group = a->n_head / a->n_kv_head;
-    if (!p.vec || p.nthr != FA_WIDE || p.kt != p.vt || max_splits <= FA_MERGE_FEW)
+    if (!p.vec || p.nthr != FA_WIDE || !fa_heads_pair(p.kt, p.vt) || max_splits <= FA_MERGE_FEW)
         return 1;
     static const int g_try[] = {4, 3, 2};
     for (int g : g_try)
@@ -1062,9 +1071,9 @@ memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args
     if (wave > 65535)
         wave = 65535;
     const int heads = fa_heads(a, p, max_splits);
-    void (*kernel)(fa_args) = heads == 4   ? fa_pick_heads<4>(p.kt)
-                              : heads == 3 ? fa_pick_heads<3>(p.kt)
-                              : heads == 2 ? fa_pick_heads<2>(p.kt)
+    void (*kernel)(fa_args) = heads == 4   ? fa_pick_heads<4>(p.kt, p.vt)
+                              : heads == 3 ? fa_pick_heads<3>(p.kt, p.vt)
+                              : heads == 2 ? fa_pick_heads<2>(p.kt, p.vt)
                                            : fa_pick(p.vec, nthr == FA_WIDE, p.kt, p.vt);
     p.smem *= (size_t)heads; /* q, scores, reduction slots and key-group sums a head */
     if (p.smem > 48 * 1024)
@@ -1128,6 +1137,7 @@ template <int KT> static void (*fa_batch_pick_v(int vt))(fa_batch)
     case KV_F16: return fa_batch_kernel<KT, KV_F16>;
     case KV_BF16: return fa_batch_kernel<KT, KV_BF16>;
     case KV_Q8_0: return fa_batch_kernel<KT, KV_Q8_0>;
+    case KV_Q4_0: return fa_batch_kernel<KT, KV_Q4_0>;
     default: return fa_batch_kernel<KT, KV_F32>;
     }
 }

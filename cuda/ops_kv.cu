@@ -1,7 +1,7 @@
 /* Rows written into a KV cache (memra_kv_store_args_t): float rows
  * converted to the cache's type with the CPU reference's bits
- * (cuda/kv_types.cuh for F16/BF16; Q8_0 below as lib/quant.c's
- * quant_q8_0). */
+ * (cuda/kv_types.cuh for F16/BF16; Q8_0 and Q4_0 below as lib/quant.c's
+ * quant_q8_0 and quant_legacy). */
 #include <math.h>
 
 #include "cuda_common.cuh"
@@ -29,6 +29,39 @@ static __device__ __forceinline__ void kv_q8_0_block(const float *x, char *b, in
     b[2 + lane] = (char)(signed char)roundf(v * id);
 }
 
+/* Q4_0 of one 32-element block per warp, lane j element j, as
+ * quant_legacy(4 bits, no min): the signed element of the largest |x|,
+ * the first in index order on ties (the reference's strict compare from
+ * 0, which also skips NaN and zeros: none found leaves +0), d = max/-8,
+ * q = (int8)(x·(1/d) + 8.5) capped at 15 (no contraction into an FMA:
+ * the reference rounds the product), byte j = q_j | q_{j+16} << 4. */
+static __device__ __forceinline__ void kv_q4_0_block(const float *x, char *b, int lane)
+{
+    const float v = x[lane];
+    float ab = fabsf(v) > 0.0f ? fabsf(v) : -1.0f;
+    int at = lane;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, ab, o);
+        const int oat = __shfl_xor_sync(0xffffffffu, at, o);
+        if (ob > ab || (ob == ab && oat < at)) {
+            ab = ob;
+            at = oat;
+        }
+    }
+    const float vmax = __shfl_sync(0xffffffffu, v, at);
+    const float max = ab > 0.0f ? vmax : 0.0f;
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int q = (int)(signed char)__float2int_rz(__fadd_rn(__fmul_rn(v, id), 8.5f));
+    q = q < 15 ? q : 15;
+    const int q_hi = __shfl_down_sync(0xffffffffu, q, 16);
+    if (lane == 0)
+        *(unsigned short *)b = kv_to_f16(d);
+    if (lane < 16)
+        b[2 + lane] = (char)((q & 0xF) | ((q_hi & 0xF) << 4));
+}
+
 /* Row R of A converted by the block (the one-item and the batched kernel
  * share it, so a row gets the same bits whichever launch holds it). */
 static __device__ __forceinline__ void kv_store_row(const memra_kv_store_args_t &a, int code, int64_t r)
@@ -37,10 +70,14 @@ static __device__ __forceinline__ void kv_store_row(const memra_kv_store_args_t 
     /* a replay's rows go where its step's position says (memra_kv_store_args_t) */
     const int64_t at = a.pos_dev ? r + ((int64_t)*a.pos_dev - a.pos) : r;
     char *y = (char *)a.dst + at * (int64_t)a.dst_row_bytes;
-    if (code == KV_Q8_0) {
+    if (code == KV_Q8_0 || code == KV_Q4_0) {
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        for (int64_t blk = warp; blk < a.cols / 32; blk += KV_THREADS / 32)
-            kv_q8_0_block(x + blk * 32, y + blk * 34, lane);
+        for (int64_t blk = warp; blk < a.cols / 32; blk += KV_THREADS / 32) {
+            if (code == KV_Q8_0)
+                kv_q8_0_block(x + blk * 32, y + blk * 34, lane);
+            else
+                kv_q4_0_block(x + blk * 32, y + blk * 18, lane);
+        }
         return;
     }
     for (int64_t i = threadIdx.x; i < a.cols; i += KV_THREADS) {
@@ -65,10 +102,11 @@ __global__ void __launch_bounds__(KV_THREADS) kv_store_kernel(const memra_kv_sto
 static const char *kv_misaligned(const memra_kv_store_args_t *a)
 {
     const int code = kv_code(a->type);
-    if (code != KV_Q8_0 && (uintptr_t)a->dst % (code == KV_F32 ? 4 : 2) != 0)
+    const bool blocks = code == KV_Q8_0 || code == KV_Q4_0;
+    if (!blocks && (uintptr_t)a->dst % (code == KV_F32 ? 4 : 2) != 0)
         return "dst is not aligned to its elements";
-    if (code == KV_Q8_0 && ((uintptr_t)a->dst % 2 || a->dst_row_bytes % 2))
-        return "q8_0 rows must start at even addresses";
+    if (blocks && ((uintptr_t)a->dst % 2 || a->dst_row_bytes % 2))
+        return "q8_0 and q4_0 rows must start at even addresses";
     return NULL;
 }
 

@@ -127,7 +127,7 @@ static const cli_opt_t k_opts[] = {
                                      "(default: off)"},
     {OPT_CACHE_TYPE_K, "cache-type-k", "TYPE", "KV cache type of K (also -ctk): f32, f16, bf16 or q8_0\n"
                                                "(default: f16, as llama-bench)"},
-    {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16 or q8_0\n"
+    {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16, q8_0 or q4_0\n"
                                                "(default: f16)"},
     {OPT_KV_POOL, "kv-pool", "MIB", "a paged KV pool of this many MiB per stage (docs/BATCHING.md), 0 = none\n"
                                      "(default: 0)"},

@@ -273,11 +273,12 @@ int32_t cli_cache_type(const cli_t *c, const char *s)
         memra_type_t type;
     } k_types[] = {
         {"f32", MEMRA_TYPE_F32}, {"f16", MEMRA_TYPE_F16}, {"bf16", MEMRA_TYPE_BF16}, {"q8_0", MEMRA_TYPE_Q8_0},
+        {"q4_0", MEMRA_TYPE_Q4_0},
     };
     for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++)
         if (!strcmp(s, k_types[i].name))
             return (int32_t)k_types[i].type;
-    cli_fail(c, "%s: bad cache type '%s' (f32, f16, bf16 or q8_0)", c->cur, s);
+    cli_fail(c, "%s: bad cache type '%s' (f32, f16, bf16, q8_0 or q4_0)", c->cur, s);
 }
 
 void cli_cache_type_aliases(int argc, char **argv)

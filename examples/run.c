@@ -63,7 +63,7 @@ static const cli_opt_t k_opts[] = {
                               "else 512) (default: 0)"},
     {OPT_CACHE_TYPE_K, "cache-type-k", "TYPE", "KV cache type of K (also -ctk): f32, f16, bf16 or q8_0\n"
                                                "(default: f16)"},
-    {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16 or q8_0\n"
+    {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16, q8_0 or q4_0\n"
                                                "(default: f16)"},
 };
 

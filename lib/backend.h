@@ -147,10 +147,14 @@ typedef struct memra_norm_args {
 
 /* KV cache storage: a cache row is one token's K (or V) of one layer,
  * n_kv_head*head_dim elements of the cache's type (memra__kv_type_ok:
- * F32, F16, BF16 or Q8_0; ggml's block_q8_0 layout, 32 elements a block,
- * which then never straddles a head: head_dim % 32 == 0), rows a stride
- * in bytes apart. */
-bool memra__kv_type_ok(memra_type_t type);
+ * F32, F16, BF16 or Q8_0, and Q4_0 for V rows; ggml's block_q8_0 and
+ * block_q4_0 layouts, 32 elements a block, which then never straddles a
+ * head: head_dim % 32 == 0), rows a stride in bytes apart. V: whether the
+ * type holds V rows (K rows keep 8 bits or more: 4-bit keys would move
+ * every score). */
+bool memra__kv_type_ok(memra_type_t type, bool v);
+/* Whether TYPE stores 32-element blocks (Q8_0, Q4_0: head_dim % 32 == 0). */
+bool memra__kv_type_blocks(memra_type_t type);
 
 /* Causal attention of n_tokens queries at positions pos0 .. pos0+n-1 over
  * cached keys/values 0 .. pos0+n-1 of one sequence. q: [n][n_head*head_dim]

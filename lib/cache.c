@@ -161,18 +161,20 @@ static memra_status_t fits(memra_model_t *m, const char *fn, int32_t n_ctx, memr
     return MEMRA_OK;
 }
 
-/* A storage type every layer of M can hold: one of the four, and for
- * Q8_0 heads of whole 32-element blocks. */
-static memra_status_t check_kv_type(memra_model_t *m, const char *fn, const char *which, memra_type_t type)
+/* A storage type every layer of M can hold: one of the four (q4_0 too
+ * for V), and for the block types heads of whole 32-element blocks. */
+static memra_status_t check_kv_type(memra_model_t *m, const char *fn, const char *which, memra_type_t type, bool v)
 {
-    if (!memra__kv_type_ok(type))
-        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s %d (%s) is not a KV cache type (f32, f16, bf16, "
-                                 "q8_0)", fn, which, (int)type, memra_type_name(type));
-    for (int32_t il = 0; il < m->n_layer && type == MEMRA_TYPE_Q8_0; il++) {
+    if (!memra__kv_type_ok(type, v))
+        return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s %d (%s) is not a KV cache type of %s rows (f32, f16, "
+                                 "bf16, q8_0%s)", fn, which, (int)type, memra_type_name(type), v ? "V" : "K",
+                                 v ? ", q4_0" : "");
+    for (int32_t il = 0; il < m->n_layer && memra__kv_type_blocks(type); il++) {
         const memra__layer_cache_t *lc = &m->layer_cache[il];
         if (lc->k_floats && lc->kv_head_dim % 32)
-            return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s q8_0 needs KV heads of a multiple of 32 "
-                                     "elements; layer %d's have %lld", fn, which, il, (long long)lc->kv_head_dim);
+            return memra__model_fail(m, MEMRA_E_UNSUPPORTED, "%s: %s %s needs KV heads of a multiple of 32 "
+                                     "elements; layer %d's have %lld", fn, which, memra_type_name(type), il,
+                                     (long long)lc->kv_head_dim);
     }
     return MEMRA_OK;
 }
@@ -189,9 +191,9 @@ static memra_status_t cache_create(memra_model_t *m, const char *fn, int32_t n_c
         return memra__model_fail(m, MEMRA_E_INVALID, "%s: n_ctx %d < 0", fn, n_ctx);
     if (n_ctx == 0)
         n_ctx = m->n_ctx_train > 0 && m->n_ctx_train < 4096 ? m->n_ctx_train : 4096;
-    memra_status_t st = check_kv_type(m, fn, "type_k", type_k);
+    memra_status_t st = check_kv_type(m, fn, "type_k", type_k, false);
     if (!st)
-        st = check_kv_type(m, fn, "type_v", type_v);
+        st = check_kv_type(m, fn, "type_v", type_v, true);
     if (!st)
         st = fits(m, fn, n_ctx, type_k, type_v);
     if (st)

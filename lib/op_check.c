@@ -130,12 +130,12 @@ memra_status_t memra__check_attention(memra__backend_t *be, const memra_attn_arg
         const char *what;
     } kv[2] = {{a->k_type, a->k_row_bytes, "K"}, {a->v_type, a->v_row_bytes, "V"}};
     for (int i = 0; i < 2; i++) {
-        if (!memra__kv_type_ok(kv[i].type))
+        if (!memra__kv_type_ok(kv[i].type, i == 1))
             return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: %s cache type %s is not one of f32, f16, "
-                               "bf16, q8_0", kv[i].what, memra_type_name(kv[i].type));
-        if (kv[i].type == MEMRA_TYPE_Q8_0 && a->head_dim % 32)
-            return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: a q8_0 %s cache needs head_dim %% 32 == 0 "
-                               "(head_dim %lld)", kv[i].what, (long long)a->head_dim);
+                               "bf16, q8_0%s", kv[i].what, memra_type_name(kv[i].type), i ? ", q4_0" : "");
+        if (memra__kv_type_blocks(kv[i].type) && a->head_dim % 32)
+            return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "attention: a %s %s cache needs head_dim %% 32 == 0 "
+                               "(head_dim %lld)", memra_type_name(kv[i].type), kv[i].what, (long long)a->head_dim);
         if (kv[i].type != MEMRA_TYPE_F32 && kv[i].row_bytes < memra__row_bytes(kv[i].type, kvw))
             return memra__fail(be->err, MEMRA_E_INVALID, "attention: %s row stride %zu bytes below the %zu of a %s row",
                                kv[i].what, kv[i].row_bytes, memra__row_bytes(kv[i].type, kvw),
@@ -147,9 +147,15 @@ memra_status_t memra__check_attention(memra__backend_t *be, const memra_attn_arg
     return MEMRA_OK;
 }
 
-bool memra__kv_type_ok(memra_type_t type)
+bool memra__kv_type_ok(memra_type_t type, bool v)
 {
-    return type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16 || type == MEMRA_TYPE_Q8_0;
+    return type == MEMRA_TYPE_F32 || type == MEMRA_TYPE_F16 || type == MEMRA_TYPE_BF16 || type == MEMRA_TYPE_Q8_0 ||
+           (v && type == MEMRA_TYPE_Q4_0);
+}
+
+bool memra__kv_type_blocks(memra_type_t type)
+{
+    return type == MEMRA_TYPE_Q8_0 || type == MEMRA_TYPE_Q4_0;
 }
 
 size_t memra__attn_k_row_bytes(const memra_attn_args_t *a)
@@ -166,12 +172,12 @@ memra_status_t memra__check_kv_store(memra__backend_t *be, const memra_kv_store_
 {
     if (!a || a->rows < 0 || a->cols <= 0)
         return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: bad shape");
-    if (!memra__kv_type_ok(a->type))
-        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "kv_store: cache type %s is not one of f32, f16, bf16, q8_0",
-                           memra_type_name(a->type));
-    if (a->type == MEMRA_TYPE_Q8_0 && a->cols % 32)
-        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: %lld columns are not whole q8_0 blocks of 32",
-                           (long long)a->cols);
+    if (!memra__kv_type_ok(a->type, true))
+        return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "kv_store: cache type %s is not one of f32, f16, bf16, q8_0, "
+                           "q4_0", memra_type_name(a->type));
+    if (memra__kv_type_blocks(a->type) && a->cols % 32)
+        return memra__fail(be->err, MEMRA_E_INVALID, "kv_store: %lld columns are not whole %s blocks of 32",
+                           (long long)a->cols, memra_type_name(a->type));
     *none = a->rows == 0;
     if (*none)
         return MEMRA_OK;

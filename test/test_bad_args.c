@@ -387,11 +387,28 @@ static void test_model(void **state)
         badp = cp;
         badp.type_k = not_kv[i];
         ERR_IS(memra_cache_create_ex(m, &badp, &c), MEMRA_E_UNSUPPORTED);
+        if (not_kv[i] == MEMRA_TYPE_Q4_0) /* V rows only (below) */
+            continue;
         badp = cp;
         badp.type_v = not_kv[i];
         ERR_IS(memra_cache_create_ex(m, &badp, &c), MEMRA_E_UNSUPPORTED);
     }
     assert_null(c);
+    /* q4_0 V rows: taken where the KV heads are whole blocks of 32 */
+    badp = cp;
+    badp.n_ctx = 8;
+    badp.type_k = MEMRA_TYPE_Q8_0;
+    badp.type_v = MEMRA_TYPE_Q4_0;
+    memra_status_t q4 = memra_cache_create_ex(m, &badp, &c);
+    if (q4 == MEMRA_OK) {
+        assert_int_equal(memra_cache_type_v(c), MEMRA_TYPE_Q4_0);
+        assert_int_equal(memra_cache_free(c), MEMRA_OK);
+        c = NULL;
+    } else {
+        assert_int_equal(q4, MEMRA_E_UNSUPPORTED);
+        assert_non_null(strstr(memra_last_error(), "multiple of 32"));
+        assert_null(c);
+    }
     /* an older caller's struct of just size and n_ctx: default types */
     struct {
         uint32_t size;

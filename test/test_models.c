@@ -326,6 +326,7 @@ static const kv_case k_kv_cases[] = {
     {"bf16", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 2.5e-2, 2.5},
     {"q8_0", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 5e-2, 2.0},
     {"q8_0/f16", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 3e-2, 2.0},
+    {"q8_0/q4_0", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 0.8, 4.0},
 };
 
 /* Q8_0 rows need KV heads of whole 32-element blocks (llama-dense's are 16). */
@@ -398,7 +399,7 @@ static void check_fixture_kv(const fixture *f)
         snprintf(what, sizeof what, "%s kv %s", f->name, kc->name);
         cp.type_k = kc->k;
         cp.type_v = kc->v;
-        if ((kc->k == MEMRA_TYPE_Q8_0 || kc->v == MEMRA_TYPE_Q8_0) && !kv_heads_q8_ok(m)) {
+        if ((kc->k == MEMRA_TYPE_Q8_0 || kc->v == MEMRA_TYPE_Q8_0 || kc->v == MEMRA_TYPE_Q4_0) && !kv_heads_q8_ok(m)) {
             /* refused up front, naming the layer, and the model stays usable */
             memra_cache_t *c = (memra_cache_t *)&cp;
             cp.n_ctx = 8;

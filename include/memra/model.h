@@ -145,6 +145,10 @@ MEMRA_API memra_status_t memra_cache_create(memra_model_t *model, int32_t n_ctx,
  *   MEMRA_TYPE_Q8_0  34 bytes per 32 elements: ggml's block_q8_0 as
  *                    quantize_row_q8_0_ref makes it; needs KV heads of a
  *                    multiple of 32 elements
+ *   MEMRA_TYPE_Q4_0  V rows only: 18 bytes per 32 elements, ggml's
+ *                    block_q4_0 as quantize_row_q4_0_ref makes it; the
+ *                    same head rule. With q8_0 K the most sequences a
+ *                    device holds (docs/BATCHING.md)
  * Every engine stores the same bits and attends over the exactly
  * dequantized rows. K and V may differ. Measured accuracy per type:
  * docs/ACCURACY.md. */
@@ -163,9 +167,9 @@ MEMRA_API void memra_cache_params_init(memra_cache_params_t *params, uint32_t si
 /* memra_cache_create with PARAMS (required: start from
  * memra_cache_default_params). Errors as memra_cache_create's, and
  * MEMRA_E_INVALID for a NULL or unsized PARAMS, MEMRA_E_UNSUPPORTED for a
- * type that is none of the four or Q8_0 on a model whose KV heads are not
- * whole blocks of 32; the message names the field. On failure *out is
- * NULL and nothing leaks. Thread-safety: one thread at a time per model. */
+ * type that is none of the above (Q4_0 for K) or Q8_0/Q4_0 on a model whose
+ * KV heads are not whole blocks of 32; the message names the field. On
+ * failure *out is NULL and nothing leaks. Thread-safety: one thread at a time per model. */
 MEMRA_API memra_status_t memra_cache_create_ex(memra_model_t *model, const memra_cache_params_t *params,
                                                memra_cache_t **out);
 /* The storage types of the cache's K and V rows (MEMRA_TYPE_COUNT for

@@ -761,6 +761,32 @@ static void run_suite(kc *k)
                         MEMRA_ACT_SILU, true, KC_MOE_SKEWED));
     KC(memra__kc_moe_ex(k, "moe.fast.gq2.q4_1_iq4_nl", MEMRA_TYPE_Q4_1, MEMRA_TYPE_IQ4_NL, 90, 16, 4, 192, 128, true, true,
                         MEMRA_ACT_GELU, true, KC_MOE_UNIFORM));
+    /* Q4_0 V rows (under Q8_0 or F16 K): the store against lib/quant.c's
+     * bits, decode on one head a block and on a GQA group's heads a block
+     * (bf16 K: one head a block at any length),
+     * prefill, a window, 512-wide heads, the batched step and the fast
+     * engine (no tensor-core pair: it takes K and V of one type) */
+    KC(memra__kc_kv_store(k, "kv_store.q4_0", MEMRA_TYPE_Q4_0, 9, 1024));
+    KC(memra__kc_attention_kv(k, "attention.kv.q8_0_q4_0.decode", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 1, 3000, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.f16_q4_0.prefill", MEMRA_TYPE_F16, MEMRA_TYPE_Q4_0, 9, 600, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.q8_0_q4_0.swa", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 9, 500, 8, 4, 256, 128));
+    KC(memra__kc_attention_kv(k, "attention.kv.q8_0_q4_0.hd512", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 3, 700, 8, 1, 512, 0));
+    KC(memra__kc_attention_kv(k, "attention.heads4.kv.q8_0_q4_0.long", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 1, 16384, 16, 4,
+                              256, 0));
+    KC(memra__kc_attention_kv(k, "attention.heads3.kv.f16_q4_0", MEMRA_TYPE_F16, MEMRA_TYPE_Q4_0, 3, 2000, 12, 2, 128, 0));
+    KC(memra__kc_attention_kv(k, "attention.heads2.kv.q8_0_q4_0", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 1, 4000, 8, 4, 256, 0));
+    KC(memra__kc_attention_kv(k, "attention.kv.bf16_q4_0.long", MEMRA_TYPE_BF16, MEMRA_TYPE_Q4_0, 1, 4000, 8, 4, 256, 0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_q4_0.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 20, 100, 8, 4, 256,
+                                   0));
+    {
+        static const memra_type_t q4[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q8_0};
+        static const int64_t one[1] = {1};
+        KC(memra__kc_kv_store_batch(k, "kv_store.batch.q4_0", 16, q4, 2, one, 1, 1024));
+    }
+    KC(memra__kc_attention_batch(k, "attention.batch.q8_0_q4_0", 8, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0, 3000, 16, 4, 256, 0,
+                                 true, 0, false, false));
+    KC(memra__kc_attention_batch(k, "attention.batch.f16_q4_0", 6, MEMRA_TYPE_F16, MEMRA_TYPE_Q4_0, 2000, 8, 2, 128, 0,
+                                 false, 0, false, false));
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
