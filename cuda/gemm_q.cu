@@ -32,23 +32,28 @@ GQ2_TYPES(GQ2_EXTERN)
 
 /* Whether gq2_kernel takes the grouped GEMM over W (and W2): a format of
  * 32-element blocks with an instance, K a multiple of GQ_BK, a row's k
- * tile whole 4-byte words at 4-byte aligned addresses.
- * Off by default (MEMRA_MOE_GQ2=1 takes it; the same bits either way):
- * kernel check --bench on an H200, 2026-12-04, gq_kernel against gq2:
- * the 35B-A3B's experts at 512 tokens 937 -> 872 us, the 26B-A4B's
- * 862 -> 905 us, its skewed 300 tokens 328 -> 355 us. */
-static bool gq2_ok(const gq_args &a)
+ * tile whole 4-byte words at 4-byte aligned addresses, and a SPARSE pass:
+ * at most GQ2_SPARSE entries an expert on average (the bits are the same
+ * either way). Likely why: with few entries a tile the weight loads pace
+ * the GEMM and gq2's copies help; with more, its extra trip through
+ * shared memory costs more than they save. memra-bench pp512 on an H200, 2026-12-04 (2a06568,
+ * MEMRA_MOE_GQ2=1 against 0, twice each): the 35B-A3B (16 entries an
+ * expert) 7205 / 7216 against 6939 / 6930 tok/s, the 26B-A4B (32) 12133 /
+ * 12138 against 12562 / 12618. MEMRA_MOE_GQ2=1 takes it for every pass,
+ * 0 for none. */
+#define GQ2_SPARSE 16
+static bool gq2_ok(const gq_args &a, bool sparse)
 {
-    static long on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MOE_GQ2", 0);
-    return on && a.tiles && a.K % GQ_BK == 0 && a.nb1 % 4 == 0 && a.nb2 % 4 == 0 && (uintptr_t)a.W % 4 == 0 &&
-           (uintptr_t)a.W2 % 4 == 0;
+    static long on = -2;
+    if (on == -2)
+        on = memra__cuda_env_long("MEMRA_MOE_GQ2", -1);
+    return (on > 0 || (on < 0 && sparse)) && a.tiles && a.K % GQ_BK == 0 && a.nb1 % 4 == 0 && a.nb2 % 4 == 0 &&
+           (uintptr_t)a.W % 4 == 0 && (uintptr_t)a.W2 % 4 == 0;
 }
 
-static bool gq_run(memra_type_t type, const gq_args &a, unsigned n_tiles_max, cudaStream_t s)
+static bool gq_run(memra_type_t type, const gq_args &a, unsigned n_tiles_max, cudaStream_t s, bool sparse = false)
 {
-    if (gq2_ok(a)) {
+    if (gq2_ok(a, sparse)) {
 #define GQ2_CASE(T)                                                                                                    \
     case T: return gq2_launch<T>(a, n_tiles_max, s);
         switch (type) {
@@ -247,6 +252,7 @@ memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t
                       (int)n_expert, sorted, tiles, n_tiles);
         MEMRA_CUDA_LAUNCHED(be);
         const unsigned tmax = (unsigned)(np / GQ_BN + (np < n_expert ? np : n_expert) + 1);
+        const bool sparse = np <= GQ2_SPARSE * n_expert;
         gq_args g;
         memset(&g, 0, sizeof g);
         g.W = (const uint8_t *)wg->data;
@@ -264,7 +270,7 @@ memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t
         g.Yh = hh;
         g.ldy = n_ff;
         g.gelu = a->act == MEMRA_ACT_GELU;
-        if (!gq_run(wg->type, g, tmax, c->stream))
+        if (!gq_run(wg->type, g, tmax, c->stream, sparse))
             return memra__fail(be->err, MEMRA_E_DEVICE, "moe: grouped GEMM launch failed");
         MEMRA_CUDA_LAUNCHED(be);
         gq_args d;
@@ -282,7 +288,7 @@ memra_status_t memra__cuda_moe_fast(memra__backend_t *be, const memra_moe_args_t
         d.n_tiles = n_tiles;
         d.Y = y;
         d.ldy = n_embd;
-        if (!gq_run(a->down->type, d, tmax, c->stream))
+        if (!gq_run(a->down->type, d, tmax, c->stream, sparse))
             return memra__fail(be->err, MEMRA_E_DEVICE, "moe: grouped GEMM launch failed");
         MEMRA_CUDA_LAUNCHED(be);
         st = memra__cuda_moe_sum(be, y, ids, a->weights + t0 * k, a->expert_scale, n_expert, a->out + t0 * n_embd, nt,
