@@ -1139,7 +1139,7 @@ static void test_kv_store_values(void **state)
     a.cols = 20;
     assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_E_INVALID); /* not whole q8_0 blocks */
     a.cols = 32;
-    a.type = MEMRA_TYPE_Q4_0;
+    a.type = MEMRA_TYPE_Q4_K; /* not a cache type (q4_0 is, for V rows) */
     assert_int_equal(g_be->iface->kv_store(g_be, &a), MEMRA_E_UNSUPPORTED);
     a.type = MEMRA_TYPE_F16;
     a.dst = NULL;
