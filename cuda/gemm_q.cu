@@ -36,11 +36,11 @@ GQ2_TYPES(GQ2_EXTERN)
  * at most GQ2_SPARSE entries an expert on average (the bits are the same
  * either way). Likely why: with few entries a tile the weight loads pace
  * the GEMM and gq2's copies help; with more, its extra trip through
- * shared memory costs more than they save. memra-bench pp512 on an H200, 2026-12-04 (2a06568,
- * MEMRA_MOE_GQ2=1 against 0, twice each): the 35B-A3B (16 entries an
- * expert) 7205 / 7216 against 6939 / 6930 tok/s, the 26B-A4B (32) 12133 /
- * 12138 against 12562 / 12618. MEMRA_MOE_GQ2=1 takes it for every pass,
- * 0 for none. */
+ * shared memory costs more than they save. memra-bench pp512 on an H200,
+ * 2026-12-04 (2a06568, MEMRA_MOE_GQ2=1 against 0, twice each): the
+ * 35B-A3B (16 entries an expert) 7205 / 7216 against 6939 / 6930 tok/s,
+ * the 26B-A4B (32) 12133 / 12138 against 12562 / 12618. MEMRA_MOE_GQ2=1
+ * takes it for every pass, 0 for none. */
 #define GQ2_SPARSE 16
 static bool gq2_ok(const gq_args &a, bool sparse)
 {

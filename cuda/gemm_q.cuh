@@ -507,7 +507,7 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq2_kernel(con
 template <int T> bool gq2_launch(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
 #define GQ2_EXTERN(T) template <> bool gq2_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
 
-#define GQ2_INSTANTIATE(T)                                                                                          \
+#define GQ2_INSTANTIATE(T)                                                                                             \
     template <> bool gq2_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s)                             \
     {                                                                                                                  \
         const int bytes = (int)gq2_shape<T>::smem;                                                                     \
