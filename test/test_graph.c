@@ -34,14 +34,14 @@
 
 static memra_engine_t *g_engine;
 
-static const memra_type_t k_types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0};
+static const int k_types[] = {MEMRA_TYPE_F32, MEMRA_TYPE_F16, MEMRA_TYPE_Q8_0, TU_KV_Q8_Q4};
 
 static memra_model_t *load(const char *name)
 {
     return tu_load_fixture(name, g_engine, 0, 0);
 }
 
-static memra_cache_t *create(memra_model_t *m, memra_type_t type, int32_t n_ctx)
+static memra_cache_t *create(memra_model_t *m, int type, int32_t n_ctx)
 {
     return tu_cache_typed(m, type, n_ctx);
 }
@@ -78,7 +78,7 @@ static void test_replay(void **state)
     assert_true(ref && got && alt);
     const uint64_t replays0 = m->stages[0].graph_replays;
     for (size_t ti = 0; ti < sizeof k_types / sizeof k_types[0]; ti++) {
-        const memra_type_t type = k_types[ti];
+        const int type = k_types[ti];
         memra_cache_t *a = create(m, type, N_P + N_D + 1);
         if (!a)
             continue;
@@ -102,7 +102,7 @@ static void test_replay(void **state)
                 step(m, c[k], tok + N_P + i, 1, out);
                 if (memcmp(out, ref + (size_t)(i + 1) * V, V * sizeof *out) != 0)
                     fail_msg("%s, %s cache %d: logits of decode step %d (position %d) differ from the direct run",
-                             fc->name, memra_type_name(type), k, i, N_P + i);
+                             fc->name, tu_kv_name(type), k, i, N_P + i);
             }
         }
         memra_cache_free(c[0]);

@@ -274,17 +274,26 @@ memra_model_t *tu_load_fixture_pool(const char *name, memra_engine_t *engine, in
     return m;
 }
 
+const char *tu_kv_name(int type)
+{
+    return type == TU_KV_Q8_Q4 ? "q8_0/q4_0" : memra_type_name((memra_type_t)type);
+}
+
 memra_cache_t *tu_cache_typed(memra_model_t *m, int type, int32_t n_ctx)
 {
     memra_cache_params_t p;
     memra_cache_default_params(&p);
     p.n_ctx = n_ctx;
     p.type_k = p.type_v = (memra_type_t)type;
+    if (type == TU_KV_Q8_Q4) {
+        p.type_k = MEMRA_TYPE_Q8_0;
+        p.type_v = MEMRA_TYPE_Q4_0;
+    }
     memra_cache_t *c = NULL;
     memra_status_t st = memra_cache_create_ex(m, &p, &c);
-    if (st == MEMRA_E_UNSUPPORTED && type == MEMRA_TYPE_Q8_0)
+    if (st == MEMRA_E_UNSUPPORTED && (type == MEMRA_TYPE_Q8_0 || type == TU_KV_Q8_Q4))
         return NULL;
     if (st)
-        fail_msg("cache %s: %s (%s)", memra_type_name((memra_type_t)type), memra_strerror(st), memra_last_error());
+        fail_msg("cache %s: %s (%s)", tu_kv_name(type), memra_strerror(st), memra_last_error());
     return c;
 }

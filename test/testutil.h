@@ -63,10 +63,13 @@ struct memra_model *tu_load_fixture(const char *name, memra_engine_t *engine, in
  * PAGE_BYTES (model.h: kv_pool_bytes, kv_page_bytes). */
 struct memra_model *tu_load_fixture_pool(const char *name, memra_engine_t *engine, int32_t chunk, int32_t stages,
                                          int64_t pool_bytes, int64_t page_bytes);
-/* A cache of N_CTX tokens whose K and V rows are of TYPE (a memra_type_t),
- * or NULL when the model cannot store it (q8_0 with KV heads that are not
- * whole blocks of 32); any other failure fails the current test. */
+/* A cache of N_CTX tokens whose K and V rows are of TYPE (a memra_type_t,
+ * or TU_KV_Q8_Q4: q8_0 K rows and q4_0 V rows), or NULL when the model
+ * cannot store it (q8_0 or q4_0 with KV heads that are not whole blocks of
+ * 32); any other failure fails the current test. tu_kv_name names TYPE. */
+#define TU_KV_Q8_Q4 (-2)
 struct memra_cache *tu_cache_typed(struct memra_model *m, int type, int32_t n_ctx);
+const char *tu_kv_name(int type);
 
 /* Fails the current test unless N rows of V logits are the same bits
  * (memcmp), naming WHAT and the first row that differs. */
