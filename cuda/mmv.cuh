@@ -48,6 +48,12 @@
 /* ... and up to this many where x leaves room for one block an SM only
  * (mmv_launch_q8d): rows of 16384 floats and more */
 #define MMV_Q8D_RING_MAX 8
+/* warps of the fast path's blocks where one 8-warp block fills an SM's
+ * shared memory (x of 16384 floats and more): 16 share x, and the
+ * dynamic shared memory they may take (the H200's 227 KB a block, less
+ * the static barriers) */
+#define MMV_Q8D_WIDE_NW 16
+#define MMV_Q8D_WIDE_SMEM_MAX (225 * 1024)
 /* A slot for rows that start 4, 8 or 12 bytes off a 16-byte boundary (the
  * 26B-A4B's 2112-wide rows are 2244 bytes): the copy starts at the boundary
  * below and ends on the one above the segment */
@@ -256,18 +262,18 @@ static __device__ __forceinline__ void mmv_scaled4(float t[4], float4 w, float s
 
 /* One x row into XR_S (its block sums into SUMS): U chunks in flight per
  * thread, with NORM (scale S) their norm weight chunks too. */
-template <bool SCALE, int U, bool NORM>
+template <bool SCALE, int U, bool NORM, int NT = MMV_THREADS>
 static __device__ __forceinline__ void mmv_stage_row(const float *xr, const float *nw, float s, int64_t ne0, bool vec,
                                                      float *xr_s, float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
     const int lane = threadIdx.x & 31;
     /* c0: the warp's first chunk, so that the loop and the shuffles are warp-uniform */
-    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * MMV_THREADS) {
+    for (int64_t c0 = threadIdx.x - lane; c0 < nc; c0 += U * NT) {
         float4 v[U], w[U];
 #pragma unroll
         for (int j = 0; j < U; j++) {
-            const int64_t c = c0 + lane + j * MMV_THREADS;
+            const int64_t c = c0 + lane + j * NT;
             v[j] = c < nc ? mmv_ld4(xr, 4 * c, ne0, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (NORM)
                 w[j] = c < nc && nw ? mmv_ld4(nw, 4 * c, ne0, vec) : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
@@ -277,7 +283,7 @@ static __device__ __forceinline__ void mmv_stage_row(const float *xr, const floa
             float t[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
             if (NORM)
                 mmv_scaled4(t, w[j], s);
-            mmv_stage_put<SCALE>(t, c0 + lane + j * MMV_THREADS, nc, ne0, c0 + j * MMV_THREADS < nc, xr_s, sums);
+            mmv_stage_put<SCALE>(t, c0 + lane + j * NT, nc, ne0, c0 + j * NT < nc, xr_s, sums);
         }
     }
 }
@@ -376,6 +382,22 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
         else
             mmv_stage_row<SCALE, 4, false>(xr, NULL, 1.0f, ne0, vec, xs + r * ld, sums);
     }
+    __syncthreads();
+    *xl = ld;
+    return xs;
+}
+
+/* mmv_stage_x for a block of NT threads other than MMV_THREADS (the
+ * Q8_0 fast path's wide blocks): one x row, never normalized (the norm's
+ * block reduction is MEMRA_NORM_BLOCK threads'), the same chunks and sums
+ * element by element, so the same staged bits. */
+template <bool SCALE, int NT>
+static __device__ __forceinline__ const float *mmv_stage_x_plain(const mmv_args &a, const float *x, float *xs,
+                                                                 int64_t *xl)
+{
+    const int64_t ld = mmv_xld<SCALE>(a.ne0), ne0 = a.ne0;
+    const bool vec = (ne0 & 3) == 0 && ((uintptr_t)x & 15) == 0;
+    mmv_stage_row<SCALE, 4, false, NT>(x, NULL, 1.0f, ne0, vec, xs, xs + ld);
     __syncthreads();
     *xl = ld;
     return xs;
@@ -1042,15 +1064,16 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * 033baf5) each measured 3-8 % slower per token although each launch
  * ran less code, and so did loading a row's epilogue inputs when the row
  * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
-template <int T, int MODE>
-__global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args a)
+template <int T, int MODE, int NW = MMV_WARPS>
+__global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
+    static_assert(NW == MMV_WARPS || MODE == MMV_Q8D_DEFAULT, "wide blocks walk the default rows");
     constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
     constexpr int SEG = MMV_Q8D_SEG;
     const int D = a.ring; /* MMV_Q8D_RING, deeper at one block an SM */
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
-    __shared__ __align__(8) uint64_t bars[MMV_WARPS][MMV_Q8D_RING_MAX];
+    __shared__ __align__(8) uint64_t bars[NW][MMV_Q8D_RING_MAX];
 #ifdef MEMRA_MMV_TIMELINE
     const unsigned long long tl0 = mmv_tl_now();
 #endif
@@ -1061,7 +1084,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
     const int64_t nbr = a.ne0 / 32;
     const int nseg = (int)((nbr + 63) / 64), np = a.glu ? 2 : 1;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t nwt = (int64_t)gridDim.x * MMV_WARPS, gw = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int64_t nwt = (int64_t)gridDim.x * NW, gw = (int64_t)blockIdx.x * NW + warp;
     const int SL = a.q8_slot; /* bytes between slots */
     /* GROUPED walks v = 0, 1, ... over the warp's own rows (vrow); SPLIT
      * walks its pair's rows, one segment of each */
@@ -1120,7 +1143,7 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
         issue(d);
     /* the norm weight (no kernel writes it) into the ring's free slots,
      * asynchronously: the copies overlap the wait */
-    const bool wpark = a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
+    const bool wpark = NW == MMV_WARPS && a.norm && a.norm_w && (a.ne0 & 3) == 0 && ((uintptr_t)a.norm_w & 15) == 0 &&
                        a.ne0 <= 4 * MMV_WPARK_CHUNKS * MMV_WARPS && SL == SEG && D == MMV_Q8D_RING;
     if (wpark) {
         for (int64_t c = threadIdx.x; 4 * c < a.ne0; c += MMV_THREADS)
@@ -1137,8 +1160,12 @@ __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_q8d_kernel(const mmv_args 
 #endif
     cp_async_wait<0>(); /* this thread's parked chunks (the staging's barriers publish them) */
     int64_t xl;
-    float *xs = (float *)(mmv_q8d_dyn + (size_t)MMV_WARPS * D * SL);
-    const float *x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
+    float *xs = (float *)(mmv_q8d_dyn + (size_t)NW * D * SL);
+    const float *x;
+    if constexpr (NW == MMV_WARPS)
+        x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
+    else
+        x = mmv_stage_x_plain<true, NW * 32>(a, a.x, xs, &xl);
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 2, mmv_tl_now());
 #endif

@@ -181,9 +181,10 @@ static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, 
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1;
+    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+        wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WIDE", 1); /* 0: one-block launches keep 8 warps (A/B) */
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
@@ -243,6 +244,30 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 o2 = (int)bps;
             if (o2 == occ)
                 mode = MMV_Q8D_SPLIT;
+        }
+    }
+    if (mode == MMV_Q8D_DEFAULT && occ == 1 && !a.norm && wide && a.ring == MMV_Q8D_RING) {
+        /* one block an SM (x of 16384 floats and more: the 27B's and 31B's
+         * ffn down, gemma4's 16384-wide attention out): MMV_Q8D_WIDE_NW
+         * warps share the staged x, twice the items in flight an SM.
+         * Each row's dot and sum are the default's, only the warp walking
+         * the row differs, so the bits are the same. */
+        const void *kw = (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>;
+        static std::atomic<uint64_t> cache_w[64][8];
+        const size_t smem_w = (size_t)MMV_Q8D_WIDE_NW * a.ring * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
+        if (smem_w <= MMV_Q8D_WIDE_SMEM_MAX &&
+            mmv_occupancy(kw, smem_w, cache_w, MMV_Q8D_WIDE_SMEM_MAX, MMV_Q8D_WIDE_NW * 32) >= 1) {
+            const int64_t need = (nv + MMV_Q8D_WIDE_NW - 1) / MMV_Q8D_WIDE_NW;
+            const int64_t cap = bps > 0 ? (int64_t)bps * sm_count : sm_count > 0 ? sm_count : 132;
+            const unsigned grid_w = (unsigned)(need < cap ? need : cap);
+            if (mmv_debug())
+                fprintf(stderr, "mmv q8d wide: %lld x %lld (%d weights%s), grid %u, %d warps a block, smem %zu\n",
+                        (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grid_w, MMV_Q8D_WIDE_NW, smem_w);
+#ifdef MEMRA_MMV_TIMELINE
+            mmv_tl_note(a, grid_w, nv);
+#endif
+            return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>, dim3(grid_w),
+                                 MMV_Q8D_WIDE_NW * 32, smem_w, s, a) == cudaSuccess;
         }
     }
     if (grouped) { /* the largest group (up to 32 rows) whose busiest warp has the fewest rows */

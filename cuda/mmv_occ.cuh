@@ -9,11 +9,11 @@
 
 #include "mmv.cuh"
 
-/* Blocks of KERNEL resident per SM with SMEM bytes of dynamic shared
- * memory, cached per device and size (pipeline stages launch on several
+/* Blocks of KERNEL (THREADS a block) resident per SM with SMEM bytes of
+ * dynamic shared memory, cached per device and size (pipeline stages launch on several
  * GPUs from several threads: entries are single atomic words). */
 static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8],
-                         size_t smem_max = MMV_SMEM_MAX)
+                         size_t smem_max = MMV_SMEM_MAX, int threads = MMV_THREADS)
 {
     int dev = 0;
     cudaGetDevice(&dev);
@@ -33,7 +33,7 @@ static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> 
             cudaSuccess)
         cudaGetLastError();
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MMV_THREADS, smem) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }

@@ -787,6 +787,21 @@ static void run_suite(kc *k)
                                  true, 0, false, false));
     KC(memra__kc_attention_batch(k, "attention.batch.f16_q4_0", 6, MEMRA_TYPE_F16, MEMRA_TYPE_Q4_0, 2000, 8, 2, 128, 0,
                                  false, 0, false, false));
+    if (big) {
+        /* the fast path's wide blocks (one 8-warp block fills an SM's
+         * shared memory: x of 16384 floats and more): the 27B's ff down,
+         * gemma4 31B's global attention out (32 heads of 512), both
+         * downs with the residual add, and a row count no block divides */
+        static const memra_type_t q8[1] = {MEMRA_TYPE_Q8_0};
+        static const int64_t h27[1] = {5120}, h31[1] = {5376};
+        KC(memra__kc_matmul(k, "matmul.q8_0.27b_down", MEMRA_TYPE_Q8_0, 17408, 5120, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.g31_attn_out", MEMRA_TYPE_Q8_0, 16384, 5376, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.wide_odd_rows", MEMRA_TYPE_Q8_0, 16384, 1999, 1, false, 0, 0));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.27b_down_add", 1, q8, 17408, h27, 1, false, MEMRA_MM_ADD,
+                               MEMRA_ACT_SILU, false, false));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.g31_down_add", 1, q8, 21504, h31, 1, false, MEMRA_MM_ADD,
+                               MEMRA_ACT_SILU, false, false));
+    }
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
