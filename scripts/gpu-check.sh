@@ -151,35 +151,40 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   rm -f "$f"
 fi
 
-# ---- the Q8_0 fast path's wide blocks (MEMRA_MMV_Q8D_WIDE) against 8-warp blocks ----
-# one-block-an-SM launches (x of 16384 floats and more: the 27B's ff down,
-# the 31B's down and global attention out) on 16 warps a block change
-# only which warp walks a row: their kernel-check lines and a 31B- and a
-# 27B-shaped forward's decode logits must be the same bits either way
+# ---- the Q8_0 fast path's row maps against the plain one ----------------
+# wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384
+# floats and more, on 16 warps) and packed tails (MEMRA_MMV_Q8D_PACK: rows
+# with a short last segment, several tails a pass) change only which warp
+# and lanes compute a row's pair dots: the kernel check's matmul lines and
+# whole forwards' decode logits must be the same bits with each off and on
+# (SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it takes)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
-  for w in 0 1; do
-    MEMRA_MMV_Q8D_WIDE=$w timeout 200 $B/probes/memra-kernel-check --test=matmul >"$OUT/kc-matmul-wide$w.log" 2>&1
-  done
-  grep -E "^matmul" "$OUT/kc-matmul-wide0.log" >/tmp/kc-w0.txt
-  grep -E "^matmul" "$OUT/kc-matmul-wide1.log" >/tmp/kc-w1.txt
-  cmp -s /tmp/kc-w0.txt /tmp/kc-w1.txt && r="the same lines ($(wc -l </tmp/kc-w1.txt) cases)" ||
-    r="DIFFER: $(diff /tmp/kc-w0.txt /tmp/kc-w1.txt | grep -c '^>') lines"
-  note "kernel-check matmul, MEMRA_MMV_Q8D_WIDE=0 against 1: $r; $(tail -1 "$OUT/kc-matmul-wide1.log")"
   toks=$(python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
-  for m in gemma-4-31b qwen3.6-27b; do
-    f=/tmp/wide-check.gguf
-    if $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --out "$f" >/dev/null 2>&1; then
-      for w in 0 1; do
-        MEMRA_FAST=0 MEMRA_MMV_Q8D_WIDE=$w MEMRA_MMV_DEBUG=$w $B/examples/memra-logits -m "$f" --tokens "$toks" \
-          --mode decode --device cuda:0 --out /tmp/wide$w.f32 >/dev/null 2>"$OUT/wide-$m-$w.err" || rm -f /tmp/wide$w.f32
-      done
-      nw=$(grep -c "q8d wide" "$OUT/wide-$m-1.err")
-      [ -s /tmp/wide0.f32 ] && cmp -s /tmp/wide0.f32 /tmp/wide1.f32 && r="bit for bit" || r="DIFFER (or failed)"
-      note "wide blocks against 8 warps, $m (6 layers), 40 decode steps' logits: $r ($nw wide launches)"
-      rm -f /tmp/wide0.f32 /tmp/wide1.f32 "$f"
-    else
-      note "wide check: memra-synth $m failed"
-    fi
+  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b" \
+            "MEMRA_MMV_Q8D_PACK:packed tails:gemma-4-e4b gemma-4-26b-a4b qwen3.6-27b"; do
+    IFS=: read -r var marker models <<<"$sw"
+    for w in 0 1; do
+      env $var=$w timeout 200 $B/probes/memra-kernel-check --test=matmul >"$OUT/kc-matmul-$var$w.log" 2>&1
+      grep -E "^matmul" "$OUT/kc-matmul-$var$w.log" >/tmp/kc-w$w.txt
+    done
+    cmp -s /tmp/kc-w0.txt /tmp/kc-w1.txt && r="the same lines ($(wc -l </tmp/kc-w1.txt) cases)" ||
+      r="DIFFER: $(diff /tmp/kc-w0.txt /tmp/kc-w1.txt | grep -c '^>') lines"
+    note "kernel-check matmul, $var=0 against 1: $r; $(tail -1 "$OUT/kc-matmul-${var}1.log")"
+    for m in $models; do
+      f=/tmp/rowmap-check.gguf
+      if $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --out "$f" >/dev/null 2>&1; then
+        for w in 0 1; do
+          env MEMRA_FAST=0 $var=$w MEMRA_MMV_DEBUG=$w $B/examples/memra-logits -m "$f" --tokens "$toks" \
+            --mode decode --device cuda:0 --out /tmp/rm$w.f32 >/dev/null 2>"$OUT/rowmap-$var-$m-$w.err" || rm -f /tmp/rm$w.f32
+        done
+        nw=$(grep -c "$marker" "$OUT/rowmap-$var-$m-1.err")
+        [ -s /tmp/rm0.f32 ] && cmp -s /tmp/rm0.f32 /tmp/rm1.f32 && r="bit for bit" || r="DIFFER (or failed)"
+        note "$var=1 against 0, $m (6 layers), 40 decode steps' logits: $r ($nw launches take it)"
+        rm -f /tmp/rm0.f32 /tmp/rm1.f32 "$f"
+      else
+        note "$var check: memra-synth $m failed"
+      fi
+    done
   done
 fi
 

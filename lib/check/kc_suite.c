@@ -801,6 +801,25 @@ static void run_suite(kc *k)
                                MEMRA_ACT_SILU, false, false));
         KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.g31_down_add", 1, q8, 21504, h31, 1, false, MEMRA_MM_ADD,
                                MEMRA_ACT_SILU, false, false));
+        /* the fast path's packed tails (cuda/mmv_q8t.cuh): gemma4 E4B's
+         * 2560-wide rows (tails of 16 blocks, four a pass; a GLU's two
+         * rows, three weights' rows in one group), its per-layer
+         * projection (256 wide: tails only, eight a pass, with the add),
+         * its 262144-row head, the 27B's 5120-wide GLU (tails of 32
+         * blocks, two a pass), a 1024-wide row count no group divides */
+        static const memra_type_t q8x3[3] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
+        static const int64_t e4b_ff[2] = {10240, 10240}, e4b_qkv[3] = {2048, 512, 512}, e4b_h[1] = {2560},
+                             f27[2] = {17408, 17408};
+        KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.e4b_geglu", 2, q8x3, 2560, e4b_ff, 1, true, MEMRA_MM_GLU,
+                               MEMRA_ACT_GELU, false, false));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.e4b_qkv", 3, q8x3, 2560, e4b_qkv, 1, true, MEMRA_MM_STORE,
+                               MEMRA_ACT_SILU, false, false));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.e4b_ple_add", 1, q8, 256, e4b_h, 1, false, MEMRA_MM_ADD,
+                               MEMRA_ACT_SILU, false, false));
+        KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.27b_swiglu", 2, q8x3, 5120, f27, 1, true, MEMRA_MM_GLU,
+                               MEMRA_ACT_SILU, false, false));
+        KC(memra__kc_matmul(k, "matmul.q8_0.e4b_head", MEMRA_TYPE_Q8_0, 2560, 262144, 1, false, 0, 0));
+        KC(memra__kc_matmul(k, "matmul.q8_0.w1024_odd_rows", MEMRA_TYPE_Q8_0, 1024, 999, 1, false, 0, 0));
     }
 }
 
