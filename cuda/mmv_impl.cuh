@@ -11,7 +11,6 @@
 #include "mmv_moe.cuh"
 #include "mmv_q8b.cuh"
 #include "mmv_q8p.cuh"
-#include "mmv_q8t.cuh"
 
 /* Items per warp in the ring for a block that also stages XBYTES of x: as
  * many as fit MMV_SMEM_TARGET, within the ring limits. Measured on the H200
@@ -182,11 +181,10 @@ static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, 
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1, pack_on = -1;
+    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
         wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WIDE", 1); /* 0: one-block launches keep 8 warps (A/B) */
-        pack_on = memra__cuda_env_long("MEMRA_MMV_Q8D_PACK", 1); /* 0: a pass per tail (A/B) */
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
@@ -248,19 +246,14 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 mode = MMV_Q8D_SPLIT;
         }
     }
-    /* rows with a short last segment: their tails packed (cuda/mmv_q8t.cuh) */
-    const bool pack = mode == MMV_Q8D_DEFAULT && pack_on && a.q8_slot == MMV_Q8D_SEG &&
-                      q8t_tail_lanes(a.ne0 / 32, a.glu ? 2 : 1) > 0;
     if (mode == MMV_Q8D_DEFAULT && occ == 1 && !a.norm && wide && a.ring == MMV_Q8D_RING) {
         /* one block an SM (x of 16384 floats and more: the 27B's and 31B's
          * ffn down, gemma4's 16384-wide attention out): MMV_Q8D_WIDE_NW
          * warps share the staged x, twice the items in flight an SM.
          * Each row's dot and sum are the default's, only the warp walking
          * the row differs, so the bits are the same. */
-        const void *kw = pack ? (const void *)mmv_q8t_kernel<T, MMV_Q8D_WIDE_NW>
-                              : (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>;
-        static std::atomic<uint64_t> caches_w[2][64][8];
-        auto cache_w = caches_w[pack];
+        const void *kw = (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>;
+        static std::atomic<uint64_t> cache_w[64][8];
         const size_t smem_w = (size_t)MMV_Q8D_WIDE_NW * a.ring * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
         if (smem_w <= MMV_Q8D_WIDE_SMEM_MAX &&
             mmv_occupancy(kw, smem_w, cache_w, MMV_Q8D_WIDE_SMEM_MAX, MMV_Q8D_WIDE_NW * 32) >= 1) {
@@ -268,15 +261,11 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
             const int64_t cap = bps > 0 ? (int64_t)bps * sm_count : sm_count > 0 ? sm_count : 132;
             const unsigned grid_w = (unsigned)(need < cap ? need : cap);
             if (mmv_debug())
-                fprintf(stderr, "mmv q8d wide%s: %lld x %lld (%d weights%s), grid %u, %d warps a block, smem %zu\n",
-                        pack ? " packed tails" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "",
-                        grid_w, MMV_Q8D_WIDE_NW, smem_w);
+                fprintf(stderr, "mmv q8d wide: %lld x %lld (%d weights%s), grid %u, %d warps a block, smem %zu\n",
+                        (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grid_w, MMV_Q8D_WIDE_NW, smem_w);
 #ifdef MEMRA_MMV_TIMELINE
             mmv_tl_note(a, grid_w, nv);
 #endif
-            if (pack)
-                return memra__launch(mmv_q8t_kernel<T, MMV_Q8D_WIDE_NW>, dim3(grid_w), MMV_Q8D_WIDE_NW * 32, smem_w,
-                                     s, a) == cudaSuccess;
             return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>, dim3(grid_w),
                                  MMV_Q8D_WIDE_NW * 32, smem_w, s, a) == cudaSuccess;
         }
@@ -296,14 +285,6 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
-    if (pack) {
-        static std::atomic<uint64_t> cache_t[64][8];
-        if (mmv_occupancy((const void *)mmv_q8t_kernel<T, MMV_WARPS>, smem, cache_t) == occ) {
-            if (mmv_debug())
-                fprintf(stderr, "mmv q8d: packed tails of %lld blocks\n", (long long)(a.ne0 / 32 % 64));
-            return memra__launch(mmv_q8t_kernel<T, MMV_WARPS>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
-        }
-    }
     switch (mode) {
     case MMV_Q8D_GROUPED:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_GROUPED>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
