@@ -10,8 +10,9 @@
 #include "mmv.cuh"
 
 /* Blocks of KERNEL (THREADS a block) resident per SM with SMEM bytes of
- * dynamic shared memory, cached per device and size (pipeline stages launch on several
- * GPUs from several threads: entries are single atomic words). */
+ * dynamic shared memory, cached per device and size (pipeline stages
+ * launch on several GPUs from several threads: entries are single atomic
+ * words). */
 static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8],
                          size_t smem_max = MMV_SMEM_MAX, int threads = MMV_THREADS)
 {

@@ -153,15 +153,13 @@ fi
 
 # ---- the Q8_0 fast path's row maps against the plain one ----------------
 # wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384
-# floats and more, on 16 warps) and packed tails (MEMRA_MMV_Q8D_PACK: rows
-# with a short last segment, several tails a pass) change only which warp
-# and lanes compute a row's pair dots: the kernel check's matmul lines and
-# whole forwards' decode logits must be the same bits with each off and on
-# (SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it takes)
+# floats and more, on 16 warps) change only which warp computes a row's
+# pair dots: the kernel check's matmul lines and whole forwards' decode
+# logits must be the same bits with it off and on (entries
+# SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it takes)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
-  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b" \
-            "MEMRA_MMV_Q8D_PACK:packed tails:gemma-4-e4b gemma-4-26b-a4b qwen3.6-27b"; do
+  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
     IFS=: read -r var marker models <<<"$sw"
     for w in 0 1; do
       env $var=$w timeout 200 $B/probes/memra-kernel-check --test=matmul >"$OUT/kc-matmul-$var$w.log" 2>&1

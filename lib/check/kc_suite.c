@@ -801,12 +801,11 @@ static void run_suite(kc *k)
                                MEMRA_ACT_SILU, false, false));
         KC(memra__kc_matmul_ex(k, "matmul_ex.q8_0.g31_down_add", 1, q8, 21504, h31, 1, false, MEMRA_MM_ADD,
                                MEMRA_ACT_SILU, false, false));
-        /* the fast path's packed tails (cuda/mmv_q8t.cuh): gemma4 E4B's
-         * 2560-wide rows (tails of 16 blocks, four a pass; a GLU's two
-         * rows, three weights' rows in one group), its per-layer
-         * projection (256 wide: tails only, eight a pass, with the add),
-         * its 262144-row head, the 27B's 5120-wide GLU (tails of 32
-         * blocks, two a pass), a 1024-wide row count no group divides */
+        /* the fast path on rows with a short last segment at released
+         * shapes: gemma4 E4B's 2560-wide GeGLU, qkv (three weights) and
+         * 262144-row head, its per-layer projection (256 wide: one short
+         * segment, with the add), the 27B's 5120-wide SwiGLU, a
+         * 1024-wide odd row count */
         static const memra_type_t q8x3[3] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
         static const int64_t e4b_ff[2] = {10240, 10240}, e4b_qkv[3] = {2048, 512, 512}, e4b_h[1] = {2560},
                              f27[2] = {17408, 17408};
