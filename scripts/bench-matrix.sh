@@ -38,6 +38,15 @@
 # of B:tok/s pairs in $OUT/ab.txt).
 #
 #   BATCH=1,2,4,8,16,32 MODELS="qwen3.5-9b:q8_0" PEER=... scripts/bench-matrix.sh
+#
+# PEER may also name the llama.cpp .tar.xz of ../shared/peers (carried to the
+# device machine): it is unpacked under /tmp once. FIT=1 (with PEER) also
+# reads the KV memory a 32768-token sequence takes in each engine's default
+# cache: llama-batched-bench -c 32768 -npl 1 -v's cache lines (f16 K and V;
+# recurrent state; sliding-window layers at their window plus a ubatch)
+# into $OUT/llfit-TAG.txt, and memra-bench's kv_bytes_per_token, state
+# bytes and `fit` (sequences of 4096 and 32768 tokens in the free memory
+# after the weights) of its depth-0 run; the lines print after the tables.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-/tmp/build-gpu}
@@ -53,7 +62,14 @@ BATCH_P=${BATCH_P:-128}
 BATCH_N=${BATCH_N:-128}
 MODELS=${MODELS:-"qwen3.5-9b:q8_0 qwen3.5-9b:q4_k qwen3.6-27b:q8_0 qwen3.6-35b-a3b:q8_0 gemma-4-e4b:q8_0 gemma-4-26b-a4b:q8_0 gemma-4-31b:q8_0:20"}
 mkdir -p "$OUT" "$DIR"
-rm -f "$OUT/ab.txt" # this run's A/B lines only (the OUT of an earlier run may be reused)
+rm -f "$OUT/ab.txt" "$OUT"/llfit-*.txt # this run's lines only (the OUT of an earlier run may be reused)
+if [[ "${PEER:-}" == *.tar.xz ]]; then
+  pe=/tmp/peer-$(basename "$PEER" .tar.xz)
+  if [ ! -d "$pe" ]; then
+    mkdir -p "$pe.part" && tar xf "$PEER" -C "$pe.part" && mv "$pe.part" "$pe" || { echo "bench-matrix: cannot unpack $PEER"; exit 2; }
+  fi
+  PEER=$(dirname "$(find "$pe" -name llama-bench -type f | head -1)")
+fi
 [ -x "$B/examples/memra-bench" ] || { echo "bench-matrix: no $B/examples/memra-bench (build first)"; exit 2; }
 if [ -n "${PEER:-}" ] && [ ! -x "$PEER/llama-bench" ]; then
   echo "bench-matrix: no llama-bench in $PEER"
@@ -218,9 +234,20 @@ for spec in $MODELS; do
         echo "== $tag: llama-batched-bench failed: $(tail -1 "$OUT/llama-batch-$tag.err")"
     fi
   fi
+  if [ "${FIT:-0}" = 1 ] && [ -n "${PEER:-}" ]; then
+    timeout 120 "$PEER/llama-batched-bench" -m "$f" -c 32768 -b 2048 -ub 512 -npp 128 -ntg 4 -npl 1 -v \
+      >"$OUT/llfit-$tag.log" 2>&1
+    { echo "$tag llama.cpp:"
+      grep -E "llama_kv_cache: size =|llama_memory_recurrent: size =|creating .*KV cache|free" "$OUT/llfit-$tag.log" |
+        sed 's/^[0-9.]* [A-Z] /  /'
+      echo "$tag memra: $(grep -m1 -o '"kv_bytes_per_token":[0-9]*' "$OUT/memra-$tag.jsonl") \
+$(grep -m1 -o '"fit":{[^}]*}' "$OUT/memra-$tag.jsonl")"; } >"$OUT/llfit-$tag.txt"
+  fi
   echo "== $tag: synth $((t1 - t0)) s, memra $((t2 - t1)) s, llama.cpp $((t3 - t2)) s${BATCH:+, batched $(( $(date +%s) - t3 )) s}"
   [ "${KEEP:-0}" = 1 ] || rm -f "$f"
   summarize quiet # bench-matrix.json holds every finished model, should a later one not finish
 done
 summarize print
-
+rc=$?
+cat "$OUT"/llfit-*.txt 2>/dev/null
+exit $rc
