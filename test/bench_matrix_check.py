@@ -13,7 +13,9 @@
    do not fit -c is skipped, as there): every B is in the "batched" rows
    with memra's aggregate decode rate, the peer's S_TG and their ratio,
    and the batched table is printed. With AB, ab.txt has the switch's
-   decode line and, with BATCH, its batched lines (every B).
+   decode line and, with BATCH, its batched lines (every B). With FIT,
+   llfit-TAG.txt has the peer's 32768-token cache line (a stand-in
+   verbose log) and memra's bytes a token, printed after the tables.
 2. scripts/logits-compare.py: identical dumps pass, a shifted dump fails,
    and --baseline widens the bound to 1.5x the baseline's error.
 
@@ -59,6 +61,10 @@ if missing:
 jsonl = opt.get("--output-format", "md") == "jsonl"
 n_kv_max = int(opt["-c"])
 print("llama_model_loader: loaded meta data from %s" % opt["-m"], file=sys.stderr)
+if "-v" in a:  # the cache lines of a verbose run (llama.cpp's log format, with the timestamp)
+    print("0.03.306.887 I llama_kv_cache:      CUDA0 KV buffer size =   768.00 MiB", file=sys.stderr)
+    print("0.03.307.136 I llama_kv_cache: size =  768.00 MiB (%6d cells,   3 layers,  1/1 seqs), "
+          "K (f16):  384.00 MiB, V (f16):  384.00 MiB" % n_kv_max, file=sys.stderr)
 if not jsonl:
     print("|%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |" %
           ("PP", "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s"))
@@ -88,7 +94,7 @@ BATCH = [1, 2, 4]
 env = dict(os.environ, B=os.path.join(work, "b"), PEER=os.path.join(work, "peer"), MODELS="qwen3.5-0.8b:q8_0:1",
            PP="16", N="4", DEPTHS="0,8", LONG="", REPS="1", OUT=os.path.join(work, "out"),
            DIR=os.path.join(work, "models"), REV="test", BATCH=",".join(map(str, BATCH)), BATCH_P="8",
-           BATCH_N="4", AB="MEMRA_AB_CHECK=1")
+           BATCH_N="4", AB="MEMRA_AB_CHECK=1", FIT="1")
 r = subprocess.run(["bash", os.path.join(root, "scripts", "bench-matrix.sh")], env=env, capture_output=True,
                    text=True, timeout=600)
 print(r.stdout[-2000:])
@@ -130,6 +136,11 @@ for ln, name in zip(ab[1:], ("default", "MEMRA_AB_CHECK=1", "default")):
     assert head == "qwen3.5-0.8b-q8_0-L1 batch ", ln
     got_b = [int(x.split(":")[0]) for x in pairs.split()]
     assert got_b == BATCH and all(float(x.split(":")[1]) > 0 for x in pairs.split()), ln
+
+# FIT: the peer's cache line of a 32768-token sequence and memra's bytes a token, printed last
+fit = open(os.path.join(work, "out", "llfit-qwen3.5-0.8b-q8_0-L1.txt")).read()
+assert "llama_kv_cache: size =  768.00 MiB ( 32768 cells," in fit and "KV buffer" not in fit, fit
+assert '"kv_bytes_per_token":' in fit and fit in r.stdout, (fit, r.stdout[-1000:])
 
 # the stand-in's markdown output is the one documented (no --output-format)
 md = subprocess.run([os.path.join(work, "peer", "llama-batched-bench"), "-m", "x", "-c", "48", "-b", "2048", "-ub",
