@@ -132,7 +132,8 @@ struct tc_rows {
     }
 };
 
-template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
+template <int HD, int DV, int BK, int T, bool QLO = true>
+__global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 {
     constexpr int LQ = HD + 8, LV = DV + 8; /* padded rows: ldmatrix rows land in distinct banks */
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -150,8 +151,8 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     MEMRA_PDL_ENTER();
 
-    tc_load_rows<TC_BQ, HD, LQ, true, KV_F32>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
-                                             (size_t)a.q_stride * sizeof(float), nq);
+    tc_load_rows<TC_BQ, HD, LQ, QLO, KV_F32>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
+                                            (size_t)a.q_stride * sizeof(float), nq);
 
     const tc_rows rw(a, t0, nq, BK, warp * 16, g); /* this warp's 16 rows */
     const int r0 = rw.r0;
@@ -183,7 +184,8 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
             const int mi = lane >> 3, r = lane & 7;
             const int qo = (warp * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
             gq_ldmatrix_x4(qa, Qs + qo);
-            gq_ldmatrix_x4(ql, Ql + qo);
+            if (QLO)
+                gq_ldmatrix_x4(ql, Ql + qo);
 #pragma unroll
             for (int jj = 0; jj < BK / 16; jj++) {
                 uint32_t kf[4], kl[4];
@@ -194,11 +196,13 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
                 /* q·k as hi·hi + hi·lo + lo·hi: scores to about float32's
                  * precision (gemma4's unscaled scores reach tens: f16 q and
                  * k alone moved its fixtures' logits by 5e-3) */
-                gq_mma(s[2 * jj], ql, kf);
+                if (QLO)
+                    gq_mma(s[2 * jj], ql, kf);
                 if (T != KV_F16) /* an f16 cache's k is exact in f16: no lo part */
                     gq_mma(s[2 * jj], qa, kl);
                 gq_mma(s[2 * jj], qa, kf);
-                gq_mma(s[2 * jj + 1], ql, kf + 2);
+                if (QLO)
+                    gq_mma(s[2 * jj + 1], ql, kf + 2);
                 if (T != KV_F16)
                     gq_mma(s[2 * jj + 1], qa, kl + 2);
                 gq_mma(s[2 * jj + 1], qa, kf + 2);
@@ -292,25 +296,28 @@ template <int HD, int DV, int BK, int T> __global__ void __launch_bounds__(TC_TH
     }
 }
 
-template <int HD, int DV, int BK, int T> static memra_status_t tc_launch_t(memra__backend_t *be, const tc_args &f)
+template <int HD, int DV, int BK, int T, bool QLO>
+static memra_status_t tc_launch_t(memra__backend_t *be, const tc_args &f)
 {
     const size_t smem = ((size_t)2 * (TC_BQ + BK) * (HD + 8) + (size_t)BK * (DV + 8)) * sizeof(__half);
     /* per device (pipeline stages run on several) */
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV, BK, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_kernel<HD, DV, BK, T, QLO>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)(HD / DV));
-    memra__launch(fa_tc_kernel<HD, DV, BK, T>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
+    memra__launch(fa_tc_kernel<HD, DV, BK, T, QLO>, grid, TC_THREADS, smem, memra__cuda_ctx(be)->stream, f);
     MEMRA_CUDA_LAUNCHED(be);
     memra__cuda_ctx(be)->after_step = true;
     return MEMRA_OK;
 }
 
-template <int HD, int DV, int BK> static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f, int t)
+template <int HD, int DV, int BK, bool QLO = true>
+static memra_status_t tc_launch(memra__backend_t *be, const tc_args &f, int t)
 {
     switch (t) {
-    case KV_F16: return tc_launch_t<HD, DV, BK, KV_F16>(be, f);
-    case KV_BF16: return tc_launch_t<HD, DV, BK, KV_BF16>(be, f);
-    case KV_Q8_0: return tc_launch_t<HD, DV, BK, KV_Q8_0>(be, f);
-    default: return tc_launch_t<HD, DV, BK, KV_F32>(be, f);
+    case KV_F16: return tc_launch_t<HD, DV, BK, KV_F16, QLO>(be, f);
+    case KV_BF16: return tc_launch_t<HD, DV, BK, KV_BF16, QLO>(be, f);
+    case KV_Q8_0: return tc_launch_t<HD, DV, BK, KV_Q8_0, QLO>(be, f);
+    default: return tc_launch_t<HD, DV, BK, KV_F32, QLO>(be, f);
     }
 }
 
@@ -342,7 +349,7 @@ template <int HD, int BK, int T> struct tc_pair_shape {
                                    (size_t)2 * NSL * TC_BQ * sizeof(float);
 };
 
-template <int HD, int BK, int T>
+template <int HD, int BK, int T, bool QLO = true>
 __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kernel(const tc_args f)
 {
     using S = tc_pair_shape<HD, BK, T>;
@@ -368,8 +375,8 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     const int rg = warp & 3, cs = warp >> 2; /* rows rg*16 .. rg*16+15; key part and output slice cs */
     MEMRA_PDL_ENTER();
 
-    tc_load_rows<TC_BQ, HD, LQ, true, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
-                                                  (size_t)a.q_stride * sizeof(float), nq);
+    tc_load_rows<TC_BQ, HD, LQ, QLO, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
+                                                 (size_t)a.q_stride * sizeof(float), nq);
 
     const tc_rows rw(a, t0, nq, BK, rg * 16, g); /* this warp pair's 16 rows */
     const int r0 = rw.r0;
@@ -402,7 +409,8 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
             uint32_t qa[4], ql[4];
             const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
             gq_ldmatrix_x4(qa, Qs + qo);
-            gq_ldmatrix_x4(ql, Ql + qo);
+            if (QLO)
+                gq_ldmatrix_x4(ql, Ql + qo);
 #pragma unroll
             for (int jj = 0; jj < KH / 16; jj++) {
                 uint32_t kf[4], kl[4];
@@ -411,11 +419,13 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
                 if (T != KV_F16)
                     gq_ldmatrix_x4(kl, Kl + ko);
                 /* hi·hi + hi·lo + lo·hi, as fa_tc_kernel */
-                gq_mma(s[2 * jj], ql, kf);
+                if (QLO)
+                    gq_mma(s[2 * jj], ql, kf);
                 if (T != KV_F16)
                     gq_mma(s[2 * jj], qa, kl);
                 gq_mma(s[2 * jj], qa, kf);
-                gq_mma(s[2 * jj + 1], ql, kf + 2);
+                if (QLO)
+                    gq_mma(s[2 * jj + 1], ql, kf + 2);
                 if (T != KV_F16)
                     gq_mma(s[2 * jj + 1], qa, kl + 2);
                 gq_mma(s[2 * jj + 1], qa, kf + 2);
@@ -528,32 +538,33 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     }
 }
 
-template <int HD, int BK, int T> static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f)
+template <int HD, int BK, int T, bool QLO> static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f)
 {
     using S = tc_pair_shape<HD, BK, T>;
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)S::smem));
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
     const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, 1);
-    memra__launch(fa_tc_pair_kernel<HD, BK, T>, grid, S::NTH, S::smem, memra__cuda_ctx(be)->stream, f);
+    memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO>, grid, S::NTH, S::smem, memra__cuda_ctx(be)->stream, f);
     MEMRA_CUDA_LAUNCHED(be);
     memra__cuda_ctx(be)->after_step = true;
     return MEMRA_OK;
 }
 
-template <int HD, int BK> static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int t)
+template <int HD, int BK, bool QLO = true>
+static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int t)
 {
     switch (t) {
-    case KV_F16: return tc_pair_launch_t<HD, BK, KV_F16>(be, f);
-    case KV_BF16: return tc_pair_launch_t<HD, BK, KV_BF16>(be, f);
-    case KV_Q8_0: return tc_pair_launch_t<HD, BK, KV_Q8_0>(be, f);
-    default: return tc_pair_launch_t<HD, BK, KV_F32>(be, f);
+    case KV_F16: return tc_pair_launch_t<HD, BK, KV_F16, QLO>(be, f);
+    case KV_BF16: return tc_pair_launch_t<HD, BK, KV_BF16, QLO>(be, f);
+    case KV_Q8_0: return tc_pair_launch_t<HD, BK, KV_Q8_0, QLO>(be, f);
+    default: return tc_pair_launch_t<HD, BK, KV_F32, QLO>(be, f);
     }
 }
 
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -562,6 +573,13 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * with 32 and 7830 unpaired, H200 2026-12-04) or 32 (two blocks
          * an SM on an f16 cache) */
         pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 64);
+        /* MEMRA_FA_TC_QLO=0: scores from f16 q alone (hi·hi, and hi·lo of
+         * a non-f16 cache's k) where the scale is at most 1/8, in the
+         * 128-wide kernel and the 256-wide pairs of 64-key tiles: one mma
+         * of two on an f16 cache. An experiment, off by default: not yet
+         * run on a GPU (its kernel-check and speed are scripts/gpu-check.sh's
+         * and the next device run's) */
+        qlo = memra__cuda_env_long("MEMRA_FA_TC_QLO", 1);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -582,15 +600,17 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     f.scale_log2 = a->scale * 1.4426950408889634f;
     if (f.n_qt > INT32_MAX)
         return MEMRA_OK;
+    const bool no_qlo = !qlo && fabsf(a->scale) <= 0.125f;
     memra_status_t st;
     switch (hd) {
     /* shared memory: q and k in two f16 parts; 256 takes 110 KB (two
      * blocks an SM), 512 208 KB */
     case 64: st = tc_launch<64, 64, 64>(be, f, t); break;
-    case 128: st = tc_launch<128, 128, 64>(be, f, t); break;
+    case 128: st = no_qlo ? tc_launch<128, 128, 64, false>(be, f, t) : tc_launch<128, 128, 64>(be, f, t); break;
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
+             : no_qlo        ? tc_pair_launch<256, 64, false>(be, f, t)
                              : tc_pair_launch<256, 64>(be, f, t);
         break;
     case 512: st = tc_launch<512, 128, 32>(be, f, t); break;
