@@ -35,7 +35,8 @@
 # default first and last; lines in $OUT/ab.txt) for the entries in AB_MODELS
 # (default every one); with BATCH the same switches also time the batched
 # mode (memra-bench --batch $BATCH, one repetition each: a line per switch
-# of B:tok/s pairs in $OUT/ab.txt).
+# of B:tok/s pairs in $OUT/ab.txt), and with AB_PP=P@D (e.g. 512@16384) a
+# prefill of P tokens at depth D (a line "TAG ppP@D: default ..., SWITCH ...").
 #
 #   BATCH=1,2,4,8,16,32 MODELS="qwen3.5-9b:q8_0" PEER=... scripts/bench-matrix.sh
 #
@@ -206,6 +207,17 @@ for spec in $MODELS; do
       line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
     done
     echo "${line%,}" | tee -a "$OUT/ab.txt"
+    if [ -n "${AB_PP:-}" ]; then
+      ap=${AB_PP%@*} ad=0
+      [[ "$AB_PP" == *@* ]] && ad=${AB_PP#*@}
+      line="$tag pp$ap@$ad:"
+      for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
+        v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 -p "$ap" -n 0 -d "$ad" -r 1 2>/dev/null |
+          awk -v t="pp$ap" '$1 == t {print $2}')
+        line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
+      done
+      echo "${line%,}" | tee -a "$OUT/ab.txt"
+    fi
     if [ -n "$BATCH" ]; then
       for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
         v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 --batch "$BATCH" -p "$BATCH_P" -n "$BATCH_N" \
