@@ -94,6 +94,21 @@ done
 rev=${REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "bench-matrix: memra $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
+# One A/B line into ab.txt: LABEL, then memra-bench's figure for its test
+# TEST (run with the remaining arguments, one repetition) under the
+# default, each AB switch and the default again.
+ab_line() {
+  local label=$1 test=$2 line e v
+  shift 2
+  line="$label:"
+  for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
+    v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 "$@" -r 1 2>/dev/null |
+      awk -v t="$test" '$1 == t {print $2}')
+    line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
+  done
+  echo "${line%,}" | tee -a "$OUT/ab.txt"
+}
+
 summarize() {
 BATCH_P=$BATCH_P BATCH_N=$BATCH_N python3 - "$OUT" "$rev" "$1" $MODELS <<'PY'
 import json, os, sys
@@ -200,23 +215,11 @@ for spec in $MODELS; do
       >>"$OUT/memra-$tag.jsonl" 2>>"$OUT/memra-$tag.err" || echo "== $tag: memra-bench at depth $LONG failed"
   fi
   if [ -n "${AB:-}" ] && { [ -z "${AB_MODELS:-}" ] || [[ " $AB_MODELS " == *" $spec "* ]]; }; then
-    line="$tag tg$N:"
-    for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
-      v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 -p 0 -n "$N" -r 1 2>/dev/null |
-        awk -v t="tg$N" '$1 == t {print $2}')
-      line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
-    done
-    echo "${line%,}" | tee -a "$OUT/ab.txt"
+    ab_line "$tag tg$N" "tg$N" -p 0 -n "$N"
     if [ -n "${AB_PP:-}" ]; then
       ap=${AB_PP%@*} ad=0
       [[ "$AB_PP" == *@* ]] && ad=${AB_PP#*@}
-      line="$tag pp$ap@$ad:"
-      for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
-        v=$(env "$e" $B/examples/memra-bench -m "$f" --device cuda:0 -p "$ap" -n 0 -d "$ad" -r 1 2>/dev/null |
-          awk -v t="pp$ap" '$1 == t {print $2}')
-        line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
-      done
-      echo "${line%,}" | tee -a "$OUT/ab.txt"
+      ab_line "$tag pp$ap@$ad" "pp$ap" -p "$ap" -n 0 -d "$ad"
     fi
     if [ -n "$BATCH" ]; then
       for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
