@@ -36,12 +36,12 @@ template <int T> static int mmv_ring_depth(size_t xbytes, int nch = mmv_seg<T>::
     }
 }
 
-/* Blocks along x of a resident grid: enough for one virtual row per warp,
- * at most OCC blocks per SM over the GY problems. */
-static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy)
+/* Blocks along x of a resident grid: enough for one virtual row per warp
+ * (WARPS a block), at most OCC blocks per SM over the GY problems. */
+static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy, int warps = MMV_WARPS)
 {
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t need = (nv + MMV_WARPS - 1) / MMV_WARPS;
+    const int64_t need = (nv + warps - 1) / warps;
     int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
     if (cap < 1)
         cap = 1;
@@ -257,9 +257,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         const size_t smem_w = (size_t)MMV_Q8D_WIDE_NW * a.ring * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
         if (smem_w <= MMV_Q8D_WIDE_SMEM_MAX &&
             mmv_occupancy(kw, smem_w, cache_w, MMV_Q8D_WIDE_SMEM_MAX, MMV_Q8D_WIDE_NW * 32) >= 1) {
-            const int64_t need = (nv + MMV_Q8D_WIDE_NW - 1) / MMV_Q8D_WIDE_NW;
-            const int64_t cap = bps > 0 ? (int64_t)bps * sm_count : sm_count > 0 ? sm_count : 132;
-            const unsigned grid_w = (unsigned)(need < cap ? need : cap);
+            const unsigned grid_w = mmv_grid_x(a, 1, sm_count, 1, MMV_Q8D_WIDE_NW);
             if (mmv_debug())
                 fprintf(stderr, "mmv q8d wide: %lld x %lld (%d weights%s), grid %u, %d warps a block, smem %zu\n",
                         (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grid_w, MMV_Q8D_WIDE_NW, smem_w);
