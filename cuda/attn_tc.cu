@@ -22,6 +22,16 @@
  * the chunking or on the other queries of its block (kernel-check
  * attention.fast.chunkinv compares chunkings bit for bit).
  *
+ * Key splits (256-wide heads, fa_tc_pair_kernel): a query tile's keys are
+ * cut at multiples of MEMRA_FA_TC_SPLIT keys (default 4096) of the
+ * absolute key index, one block a split, and tc_merge_kernel combines the
+ * splits' partials in split order. At depth 16384 a 512-token chunk of the
+ * Qwen3.5-9B is 640 blocks instead of 128, two an SM on an f16 cache
+ * (pp512 there 8045 -> 9172 tok/s, the 27B's 2847 -> 2974; H200,
+ * 2026-12-04). A query's splits depend on its tile's key range only, and
+ * a tile whose keys lie in one split is written as before (the same
+ * bits), so the invariance below holds (attention.fast.chunkinv.split).
+ *
  * Exactness: the fast tier only (f16 operands, the tensor core's sums).
  * Exact mode and decode-sized calls keep the float32 flash-decoding kernel
  * (cuda/ops_attn.cu). MEMRA_FA_TC=0 turns this path off. */
@@ -41,6 +51,14 @@ struct tc_args {
     size_t k_rs, v_rs; /* bytes between cached K rows, V rows */
     int64_t n_qt;     /* query tiles */
     float scale_log2; /* scale · log2(e): the softmax in base 2 */
+    /* key splits (fa_tc_pair_kernel): split_keys > 0 cuts each query
+     * tile's keys at multiples of split_keys (absolute key indices); a
+     * tile with keys in several splits writes one partial a split into
+     * part ([token - qt0 * TC_BQ][head][split - the tile's first][hd + 2]:
+     * o unnormalized, the row max in base 2, the row sum) and tc_merge_kernel
+     * writes its output. Tiles qt0 .. qt0 + n_qt - 1 of the call. */
+    int64_t split_keys, qt0, max_splits;
+    float *part;
 };
 
 static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const __half *p)
@@ -107,9 +125,7 @@ struct tc_rows {
     __device__ __forceinline__ tc_rows(const memra_attn_args_t &a, int64_t t0, int nq, int bk, int base, int g)
     {
         const int64_t p_first = a.pos0 + t0;
-        k_end = p_first + nq;
-        k_lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
-        k_lo -= k_lo % bk;
+        tile_keys(a, t0, nq, bk, &k_lo, &k_end);
         r0 = base + g;
         p0 = p_first + r0;
         p1 = p0 + 8;
@@ -118,6 +134,15 @@ struct tc_rows {
         any = base < nq;
         wp_lo = p_first + base;
         wp_hi = p_first + min(base + 15, nq - 1);
+    }
+    /* the tile's key range (every row of it) */
+    static __device__ __forceinline__ void tile_keys(const memra_attn_args_t &a, int64_t t0, int nq, int bk,
+                                                     int64_t *lo, int64_t *end)
+    {
+        const int64_t p_first = a.pos0 + t0;
+        *end = p_first + nq;
+        *lo = a.n_swa > 0 && p_first - a.n_swa + 1 > 0 ? p_first - a.n_swa + 1 : 0;
+        *lo -= *lo % bk;
     }
     /* whether the 16 rows see any key of [k0, k0 + bk) */
     __device__ __forceinline__ bool seen(const memra_attn_args_t &a, int64_t k0, int bk) const
@@ -341,38 +366,57 @@ static __device__ __forceinline__ void tc_rows_sync(int id)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(64) : "memory");
 }
 
-template <int HD, int BK, int T> struct tc_pair_shape {
+template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
     static constexpr int NSL = HD / 128, DV = 128, NTH = 128 * NSL, KH = BK / NSL;
     static constexpr int LQ = HD + 8, LV = HD + 8, LP = BK + 8;
-    static constexpr size_t smem = ((size_t)2 * TC_BQ * LQ + (size_t)(T != KV_F16 ? 2 : 1) * BK * LQ +
+    static constexpr size_t smem = ((size_t)(QLO ? 2 : 1) * TC_BQ * LQ + (size_t)(T != KV_F16 ? 2 : 1) * BK * LQ +
                                     (size_t)BK * LV + (size_t)TC_BQ * LP) * sizeof(__half) +
                                    (size_t)2 * NSL * TC_BQ * sizeof(float);
+    /* two blocks an SM where their shared memory fits (an f16 cache
+     * without q's remainder: 109 KB each), so that one block's loads
+     * overlap the other's tensor-core work; 128 registers then */
+    static constexpr int MINB = 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
 };
 
 template <int HD, int BK, int T, bool QLO = true>
-__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kernel(const tc_args f)
+__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_shape<HD, BK, T, QLO>::MINB)
+    fa_tc_pair_kernel(const tc_args f)
 {
-    using S = tc_pair_shape<HD, BK, T>;
+    using S = tc_pair_shape<HD, BK, T, QLO>;
     constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP;
     static_assert(NSL == 2, "pairs of warps: a named barrier of 64 threads");
     static_assert(KH % 16 == 0, "a warp's part of a key tile: whole k16 chunks");
     extern __shared__ __align__(16) unsigned char tc_smem[];
     __half *Qs = (__half *)tc_smem;                     /* [TC_BQ][LQ] */
-    __half *Ql = Qs + TC_BQ * LQ;                       /* [TC_BQ][LQ]: q - f16(q) */
-    __half *Ks = Ql + TC_BQ * LQ;                       /* [BK][LQ] */
+    __half *Ql = Qs + TC_BQ * LQ;                       /* [TC_BQ][LQ]: q - f16(q) (with QLO) */
+    __half *Ks = Ql + (QLO ? TC_BQ * LQ : 0);           /* [BK][LQ] */
     __half *Kl = Ks + BK * LQ;                          /* [BK][LQ]: k - f16(k) (not on an f16 cache) */
     __half *Vs = Kl + (T != KV_F16 ? BK * LQ : 0);      /* [BK][LV]: every column */
     __half *Ps = Vs + BK * LV;                          /* [TC_BQ][LP]: the tile's P */
     float *xm = (float *)(Ps + TC_BQ * LP);             /* [NSL][TC_BQ]: each part's row maxima */
     float *xl = xm + NSL * TC_BQ;                       /* [NSL][TC_BQ]: each part's row sums */
     const memra_attn_args_t &a = f.a;
-    const int64_t qt = f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
+    const int64_t qt = f.qt0 + f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
     const int64_t h = blockIdx.y;
     const int64_t t0 = qt * TC_BQ;
     const int nq = (int)min((int64_t)TC_BQ, a.n_tokens - t0);
     const int64_t kvh = h / (a.n_head / a.n_kv_head);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     const int rg = warp & 3, cs = warp >> 2; /* rows rg*16 .. rg*16+15; key part and output slice cs */
+    /* this block's keys: the tile's, or one split of them (blockIdx.z) */
+    int64_t ks_lo, ks_end;
+    tc_rows::tile_keys(a, t0, nq, BK, &ks_lo, &ks_end);
+    const int64_t s_lo = f.split_keys > 0 ? ks_lo / f.split_keys : 0;
+    const bool split = f.split_keys > 0 && (ks_end - 1) / f.split_keys > s_lo;
+    if (split) {
+        const int64_t s = s_lo + blockIdx.z;
+        if (s * f.split_keys >= ks_end)
+            return; /* past the tile's keys */
+        ks_lo = max(ks_lo, s * f.split_keys);
+        ks_end = min(ks_end, (s + 1) * f.split_keys);
+    } else if (blockIdx.z > 0) {
+        return; /* one split: block 0 writes the output */
+    }
     MEMRA_PDL_ENTER();
 
     tc_load_rows<TC_BQ, HD, LQ, QLO, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
@@ -390,7 +434,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const int mi = lane >> 3, r = lane & 7;
-    for (int64_t k0 = rw.k_lo; k0 < rw.k_end; k0 += BK) {
+    for (int64_t k0 = ks_lo; k0 < ks_end; k0 += BK) {
         const int nk = (int)min((int64_t)BK, rw.k_end - k0);
         __syncthreads(); /* the previous tile's K, V, P and maxima are read */
         tc_load_rows<BK, HD, LQ, T != KV_F16, T, NTH>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
@@ -516,6 +560,21 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
         L0 += xl[q * TC_BQ + r0];
         L1 += xl[q * TC_BQ + r0 + 8];
     }
+    if (split) { /* this split's partial: o as it is, the max and the sum */
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            if (!(hf ? rw.v1 : rw.v0))
+                continue;
+            const int64_t t = t0 + r0 + hf * 8 - f.qt0 * TC_BQ;
+            float *pp = f.part + ((t * a.n_head + h) * f.max_splits + blockIdx.z) * (int64_t)(HD + 2);
+#pragma unroll
+            for (int j = 0; j < DV / 8; j++)
+                *(float2 *)(pp + cs * DV + j * 8 + tig * 2) = make_float2(o[j][2 * hf], o[j][2 * hf + 1]);
+            if (cs == 0 && tig == 0)
+                *(float2 *)(pp + HD) = make_float2(hf ? m1 : m0, hf ? L1 : L0);
+        }
+        return;
+    }
     const float inv0 = 1.0f / L0, inv1 = 1.0f / L1;
 #pragma unroll
     for (int hf = 0; hf < 2; hf++) {
@@ -538,15 +597,98 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T>::NTH) fa_tc_pair_kern
     }
 }
 
-template <int HD, int BK, int T, bool QLO> static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f)
+/* The output of the tokens of tiles qt0 .. qt0 + n_qt - 1 whose tile has
+ * keys in several splits (one block a token and head, a thread two
+ * columns): the splits' maxima, then each split's sum and o weighted by
+ * exp2(its max - the max), in split order. A split a row sees no key of
+ * has max -inf, sum 0 and o 0: its weight is 0 and it adds nothing, so a
+ * row whose keys lie in one split gets the bits the unsplit kernel writes
+ * (weight 1). A query's splits depend only on its tile's key range, and
+ * adding empty ones changes nothing: its output still depends only on its
+ * position and the cache. */
+template <int HD> __global__ void __launch_bounds__(HD / 2) tc_merge_kernel(const tc_args f)
 {
-    using S = tc_pair_shape<HD, BK, T>;
+    const memra_attn_args_t &a = f.a;
+    const int64_t tw = blockIdx.x, h = blockIdx.y, t = f.qt0 * TC_BQ + tw;
+    MEMRA_PDL_ENTER();
+    if (t >= a.n_tokens)
+        return;
+    const int64_t t0 = t - t % TC_BQ;
+    int64_t lo, end;
+    tc_rows::tile_keys(a, t0, (int)min((int64_t)TC_BQ, a.n_tokens - t0), 1, &lo, &end);
+    const int64_t s_lo = lo / f.split_keys, ns = (end - 1) / f.split_keys - s_lo + 1;
+    if (ns < 2)
+        return; /* written by the attention kernel */
+    const float *p = f.part + (tw * a.n_head + h) * f.max_splits * (int64_t)(HD + 2);
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < ns; s++)
+        mx = fmaxf(mx, p[s * (HD + 2) + HD]);
+    const int d = threadIdx.x * 2;
+    float l = 0.0f, o0 = 0.0f, o1 = 0.0f;
+    for (int64_t s = 0; s < ns; s++) {
+        const float *q = p + s * (HD + 2);
+        const float w = exp2f(q[HD] - mx);
+        const float2 v = *(const float2 *)(q + d);
+        l = fmaf(w, q[HD + 1], l);
+        o0 = fmaf(w, v.x, o0);
+        o1 = fmaf(w, v.y, o1);
+    }
+    const float inv = 1.0f / l;
+    float x0 = o0 * inv, x1 = o1 * inv;
+    if (a.gate) { /* elementwise MUL_SIGMOID's arithmetic (cuda/ops_norm.cu) */
+        const float *gp = a.gate + t * a.gate_stride + h * a.gate_head_stride + d;
+        x0 = (float)((double)x0 * d_sigmoid((double)gp[0]));
+        x1 = (float)((double)x1 * d_sigmoid((double)gp[1]));
+    }
+    *(float2 *)(a.out + t * a.n_head * HD + h * HD + d) = make_float2(x0, x1);
+}
+
+/* bytes of partials a launch may take (its tiles in waves below that) */
+#define TC_PART_BYTES ((size_t)64 << 20)
+
+template <int HD, int BK, int T, bool QLO> static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
+{
+    using S = tc_pair_shape<HD, BK, T, QLO>;
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
-    const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, 1);
-    memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO>, grid, S::NTH, S::smem, memra__cuda_ctx(be)->stream, f);
-    MEMRA_CUDA_LAUNCHED(be);
-    memra__cuda_ctx(be)->after_step = true;
+    tc_args f = f0;
+    /* the most splits a tile's keys fall in (the tiles' ranges as the kernel's) */
+    f.max_splits = 1;
+    if (f.split_keys > 0)
+        for (int64_t qt = 0; qt < f.n_qt; qt++) {
+            const int64_t p_first = f.a.pos0 + qt * TC_BQ, nq = min((int64_t)TC_BQ, f.a.n_tokens - qt * TC_BQ);
+            const int64_t lo = f.a.n_swa > 0 && p_first - f.a.n_swa + 1 > 0 ? p_first - f.a.n_swa + 1 : 0;
+            const int64_t ns = (p_first + nq - 1) / f.split_keys - lo / f.split_keys + 1;
+            f.max_splits = ns > f.max_splits ? ns : f.max_splits;
+        }
+    if (f.max_splits > 65535)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: %lld key splits", (long long)f.max_splits);
+    if (f.max_splits == 1)
+        f.split_keys = 0;
+    const size_t tile_bytes = (size_t)TC_BQ * (size_t)f.a.n_head * (size_t)f.max_splits * (HD + 2) * sizeof(float);
+    int64_t wave = f.n_qt;
+    if (f.split_keys > 0) {
+        wave = (int64_t)(TC_PART_BYTES / tile_bytes);
+        wave = wave < 1 ? 1 : wave > f.n_qt ? f.n_qt : wave;
+        f.part = (float *)memra__cuda_ws(be, (size_t)wave * tile_bytes);
+        if (!f.part)
+            return be->err ? be->err->status : MEMRA_E_NOMEM;
+    }
+    const int64_t n_qt = f.n_qt;
+    for (int64_t qt0 = 0; qt0 < n_qt; qt0 += wave) {
+        f.qt0 = qt0;
+        f.n_qt = n_qt - qt0 < wave ? n_qt - qt0 : wave;
+        const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)f.max_splits);
+        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO>, grid, S::NTH, S::smem, c->stream, f);
+        MEMRA_CUDA_LAUNCHED(be);
+        if (f.split_keys > 0) {
+            memra__launch(tc_merge_kernel<HD>, dim3((unsigned)(f.n_qt * TC_BQ), (unsigned)f.a.n_head, 1), HD / 2, 0,
+                          c->stream, f);
+            MEMRA_CUDA_LAUNCHED(be);
+        }
+    }
+    c->after_step = true;
     return MEMRA_OK;
 }
 
@@ -564,7 +706,7 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -573,13 +715,18 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * with 32 and 7830 unpaired, H200 2026-12-04) or 32 (two blocks
          * an SM on an f16 cache) */
         pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 64);
-        /* MEMRA_FA_TC_QLO=0: scores from f16 q alone (hi·hi, and hi·lo of
-         * a non-f16 cache's k) where the scale is at most 1/8, in the
-         * 128-wide kernel and the 256-wide pairs of 64-key tiles: one mma
-         * of two on an f16 cache. An experiment, off by default: not yet
-         * run on a GPU (its kernel-check and speed are scripts/gpu-check.sh's
-         * and the next device run's) */
-        qlo = memra__cuda_env_long("MEMRA_FA_TC_QLO", 1);
+        /* scores from f16 q alone (hi·hi, and hi·lo of a non-f16 cache's
+         * k) where the scale is at most 1/8 (it divides q's rounding error
+         * by 8-16), in the 128-wide kernel and the 256-wide pairs of 64-key
+         * tiles: one mma of two on an f16 cache, and no q remainder in
+         * shared memory (two pair blocks an SM). MEMRA_FA_TC_QLO=1 keeps
+         * q's remainder everywhere (H200 2026-12-04, 9B pp512 at depth
+         * 16384: 8361 tok/s with it, 8809 without; kernel check's errors
+         * within 1.3x) */
+        qlo = memra__cuda_env_long("MEMRA_FA_TC_QLO", 0);
+        /* keys a split of the paired kernel (a multiple of 64; 0: none) */
+        split_keys = memra__cuda_env_long("MEMRA_FA_TC_SPLIT", 4096);
+        split_keys = split_keys > 0 ? (split_keys + 63) / 64 * 64 : 0;
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -598,6 +745,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     f.v_rs = v_rs;
     f.n_qt = (a->n_tokens + TC_BQ - 1) / TC_BQ;
     f.scale_log2 = a->scale * 1.4426950408889634f;
+    f.split_keys = pair_bk == 64 ? split_keys : 0; /* the splits are multiples of the tile */
+    f.qt0 = 0;
+    f.max_splits = 1;
+    f.part = NULL;
     if (f.n_qt > INT32_MAX)
         return MEMRA_OK;
     const bool no_qlo = !qlo && fabsf(a->scale) <= 0.125f;

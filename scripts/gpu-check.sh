@@ -151,20 +151,21 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   rm -f "$f"
 fi
 
-# ---- experiment (off by default): MEMRA_FA_TC_QLO=0 ---------------------
-# fast-prefill scores from f16 q alone where the scale is at most 1/8 (the
-# 128-wide kernel and the 256-wide pairs): the attention cases against the
-# CPU (the fast cases' bound) and the fixtures in fast mode with it on
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  MEMRA_FA_TC_QLO=0 timeout 120 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-noqlo.log" 2>&1
-  note "kernel-check attention, MEMRA_FA_TC_QLO=0: rc $?, $(tail -1 "$OUT/kc-attn-noqlo.log")"
-  grep -E "^attention(\.kv\.[a-z0-9_]+)?\.fast" "$OUT/kc-attn-noqlo.log" | awk '{print "  qlo=0:", $1, $(NF-4), $(NF-3)}'
-fi
-if [ "${SKIP_MODELS:-0}" != 1 ]; then
-  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_QLO=0 \
-    MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-noqlo.log" 2>&1
-  note "models fast, MEMRA_FA_TC_QLO=0: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-noqlo.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-noqlo.log") failed"
-fi
+# ---- fast prefill attention's other paths: q's f16 remainder kept ----
+# (MEMRA_FA_TC_QLO=1) and the paired kernel's keys unsplit
+# (MEMRA_FA_TC_SPLIT=0): the attention cases against the CPU (the fast
+# cases' bound) and the fixtures in fast mode with each
+for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0; do
+  if [ "${SKIP_KC:-0}" != 1 ]; then
+    env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$sw.log" 2>&1
+    note "kernel-check attention, $sw: rc $?, $(tail -1 "$OUT/kc-attn-$sw.log")"
+  fi
+  if [ "${SKIP_MODELS:-0}" != 1 ]; then
+    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 $sw \
+      MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-$sw.log" 2>&1
+    note "models fast, $sw: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-$sw.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-$sw.log") failed"
+  fi
+done
 
 # ---- the Q8_0 fast path's row maps against the plain one ----------------
 # wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384

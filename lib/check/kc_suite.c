@@ -417,6 +417,13 @@ static void run_suite(kc *k)
     KC(memra__kc_attention_fast(k, "attention.fast.odd_hd", 20, 5, 4, 2, 80, 0, false));
     KC(memra__kc_attention_chunkinv(k, "attention.fast.chunkinv", 300, 100, 50, 8, 2, 256, 0));
     KC(memra__kc_attention_chunkinv(k, "attention.fast.chunkinv.swa", 300, 77, 1000, 8, 4, 512, 300));
+    /* 256-wide heads' keys in splits of 4096 (MEMRA_FA_TC_SPLIT): tiles
+     * across one split boundary, tiles over three splits (the 27B's 24/4
+     * heads), a window across a boundary, and chunkings across one */
+    KC(memra__kc_attention_fast(k, "attention.fast.split", 150, 4000, 16, 4, 256, 0, true));
+    KC(memra__kc_attention_fast(k, "attention.fast.split.deep", 130, 9000, 24, 4, 256, 0, true));
+    KC(memra__kc_attention_fast(k, "attention.fast.split.swa", 100, 4050, 8, 4, 256, 1024, false));
+    KC(memra__kc_attention_chunkinv(k, "attention.fast.chunkinv.split", 300, 100, 4000, 8, 2, 256, 0));
 
     KC(memra__kc_conv(k, "conv.fixture", 7, 96, 4));
     KC(memra__kc_conv(k, "conv.decode", 1, 8192, 4));
@@ -603,6 +610,9 @@ static void run_suite(kc *k)
     KC(memra__kc_attention_kv_fast(k, "attention.kv.bf16.fast", MEMRA_TYPE_BF16, MEMRA_TYPE_BF16, 100, 0, 8, 8, 128, 0));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0.fast.swa", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 130, 700, 16, 8, 256, 512));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.hd512", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 96, 300, 16, 2, 512, 0));
+    /* the f16 cache's paired blocks (two an SM) over key splits */
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.split", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 200, 8100, 16, 4, 256, 0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0.fast.split", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 70, 4090, 8, 2, 256, 0));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_f16.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 20, 100, 8, 4, 256, 0));
 
     /* gemma4's decode fusions (lib/arch_gemma4_forward.c): the post-norms
