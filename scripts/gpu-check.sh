@@ -17,7 +17,9 @@
 #
 # Env: KC_ARGS (extra memra-kernel-check arguments, e.g. "--bench"),
 # FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
-# SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SYNTH=path (reuse a model),
+# SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SKIP_SWITCHES=1 (not the
+# bit-for-bit comparisons of the side stream, the fused route, shared heads and
+# row maps against their other settings), SYNTH=path (reuse a model),
 # BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
 # built elsewhere, laid out as a build folder: scripts/prebuilt.sh; no build).
@@ -96,7 +98,7 @@ fi
 # the fixtures in exact mode and the batched rows against the sequences run
 # alone with it off (the runs above have it on, the default; the MoE check
 # below compares the 26B-A4B's logits with and without it bit for bit)
-if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_SIDE_STREAM=0 \
     $B/test/test_models >"$OUT/models-noside.log" 2>&1
   note "models exact, side stream off: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-noside.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-noside.log") failed"
@@ -110,7 +112,7 @@ fi
 # ---- the route in the router's launch (MEMRA_ROUTE_FUSE=1, off by default) ----
 # its kernel-check cases and the fixtures in exact mode with it on (the MoE
 # check below compares both MoE models' decode logits with and without it)
-if [ "${SKIP_MODELS:-0}" != 1 ]; then
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   MEMRA_ROUTE_FUSE=1 timeout 120 $B/probes/memra-kernel-check --test=router >"$OUT/kc-router-fused.log" 2>&1
   note "kernel-check router, MEMRA_ROUTE_FUSE=1: rc $?, $(tail -1 "$OUT/kc-router-fused.log")"
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_ROUTE_FUSE=1 \
@@ -122,7 +124,7 @@ fi
 # the attention cases print the same errors both ways (the same bits: the
 # heads' sums do not depend on how many share a block), and so does a whole
 # forward past 1024 keys (the fixtures never reach the shared-heads kernel)
-if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
+if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   for h in 1 4; do
     MEMRA_FA_HEADS=$h timeout 120 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-heads$h.log" 2>&1
   done
@@ -173,7 +175,7 @@ done
 # pair dots: the kernel check's matmul lines and whole forwards' decode
 # logits must be the same bits with it off and on (entries
 # SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it takes)
-if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
+if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
   for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
     IFS=: read -r var marker models <<<"$sw"
