@@ -114,6 +114,24 @@ static __device__ __forceinline__ void tc_load_rows(__half *dst, __half *lo, con
     }
 }
 
+/* ROWS x W f16 elements (rows SRC_BYTES apart, 16-byte aligned) into shared
+ * rows LD halves apart by 16-byte cp.async copies, rows at or past N_ROWS
+ * zero-filled; the caller commits and waits. */
+template <int ROWS, int W, int LD, int NTH>
+static __device__ __forceinline__ void tc_async_rows(__half *dst, const char *src, size_t src_bytes, int n_rows)
+{
+    constexpr int C16 = W * 2 / 16, N = ROWS * C16 / NTH;
+    static_assert(N * NTH == ROWS * C16, "tile shape");
+#pragma unroll
+    for (int u = 0; u < N; u++) {
+        const int i = u * NTH + threadIdx.x, r = i / C16, c = i % C16;
+        const unsigned d = (unsigned)__cvta_generic_to_shared(dst + r * LD + c * 8);
+        const char *g = src + (r < n_rows ? r : 0) * src_bytes + c * 16; /* read nothing past the rows */
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(r < n_rows ? 16 : 0)
+                     : "memory");
+    }
+}
+
 /* A block's keys and one thread's two query rows: keys [k_lo, k_end)
  * (k_lo a multiple of BK), rows r0 and r0 + 8 of the 16 from row `base`,
  * and those 16 rows' positions [wp_lo, wp_hi], to skip tiles they cannot
@@ -378,11 +396,16 @@ template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
     static constexpr int MINB = 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
 };
 
-template <int HD, int BK, int T, bool QLO = true>
+/* PIPE (an f16 cache, 16-byte aligned rows): K and V tiles by cp.async,
+ * the next tile's K issued once this tile's scores are done and its V once
+ * its P·V is, so the loads run under the softmax and the next scores; the
+ * same arithmetic in the same order (MEMRA_FA_TC_PIPE=1, off by default). */
+template <int HD, int BK, int T, bool QLO = true, bool PIPE = false>
 __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_shape<HD, BK, T, QLO>::MINB)
     fa_tc_pair_kernel(const tc_args f)
 {
     using S = tc_pair_shape<HD, BK, T, QLO>;
+    static_assert(!PIPE || T == KV_F16, "cp.async copies the cache's f16 bytes as they are");
     constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP;
     static_assert(NSL == 2, "pairs of warps: a named barrier of 64 threads");
     static_assert(KH % 16 == 0, "a warp's part of a key tile: whole k16 chunks");
@@ -434,114 +457,152 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const int mi = lane >> 3, r = lane & 7;
+    if constexpr (PIPE) { /* the first tile's K, then its V: two groups */
+        tc_async_rows<BK, HD, LQ, NTH>(Ks, kb + ks_lo * f.k_rs, f.k_rs, (int)min((int64_t)BK, rw.k_end - ks_lo));
+        cp_async_commit();
+        tc_async_rows<BK, HD, LV, NTH>(Vs, vb + ks_lo * f.v_rs, f.v_rs, (int)min((int64_t)BK, rw.k_end - ks_lo));
+        cp_async_commit();
+    }
     for (int64_t k0 = ks_lo; k0 < ks_end; k0 += BK) {
         const int nk = (int)min((int64_t)BK, rw.k_end - k0);
-        __syncthreads(); /* the previous tile's K, V, P and maxima are read */
-        tc_load_rows<BK, HD, LQ, T != KV_F16, T, NTH>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
-        tc_load_rows<BK, HD, LV, false, T, NTH>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
-        __syncthreads();
+        const bool more = k0 + BK < ks_end; /* a next tile (PIPE) */
+        if constexpr (PIPE) {
+            cp_async_wait<1>(); /* this tile's K (its V may still be in flight) */
+            __syncthreads();
+        } else {
+            __syncthreads(); /* the previous tile's K, V, P and maxima are read */
+            tc_load_rows<BK, HD, LQ, T != KV_F16, T, NTH>(Ks, Kl, kb + k0 * f.k_rs, f.k_rs, nk);
+            tc_load_rows<BK, HD, LV, false, T, NTH>(Vs, NULL, vb + k0 * f.v_rs, f.v_rs, nk);
+            __syncthreads();
+        }
         /* the same for both warps of a pair (their rows) */
-        if (!rw.seen(a, k0, BK))
+        const bool seen = rw.seen(a, k0, BK);
+        if (!PIPE && !seen)
             continue;
         /* S = Q·Kᵀ for this warp's part: 16 rows x KH keys */
         float s[KH / 8][4];
+        if (PIPE ? seen : true) {
 #pragma unroll
-        for (int j = 0; j < KH / 8; j++)
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+            for (int j = 0; j < KH / 8; j++)
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll 4
-        for (int kk = 0; kk < HD / 16; kk++) {
-            uint32_t qa[4], ql[4];
-            const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
-            gq_ldmatrix_x4(qa, Qs + qo);
-            if (QLO)
-                gq_ldmatrix_x4(ql, Ql + qo);
-#pragma unroll
-            for (int jj = 0; jj < KH / 16; jj++) {
-                uint32_t kf[4], kl[4];
-                const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
-                gq_ldmatrix_x4(kf, Ks + ko);
-                if (T != KV_F16)
-                    gq_ldmatrix_x4(kl, Kl + ko);
-                /* hi·hi + hi·lo + lo·hi, as fa_tc_kernel */
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t qa[4], ql[4];
+                const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+                gq_ldmatrix_x4(qa, Qs + qo);
                 if (QLO)
-                    gq_mma(s[2 * jj], ql, kf);
-                if (T != KV_F16)
-                    gq_mma(s[2 * jj], qa, kl);
-                gq_mma(s[2 * jj], qa, kf);
-                if (QLO)
-                    gq_mma(s[2 * jj + 1], ql, kf + 2);
-                if (T != KV_F16)
-                    gq_mma(s[2 * jj + 1], qa, kl + 2);
-                gq_mma(s[2 * jj + 1], qa, kf + 2);
+                    gq_ldmatrix_x4(ql, Ql + qo);
+#pragma unroll
+                for (int jj = 0; jj < KH / 16; jj++) {
+                    uint32_t kf[4], kl[4];
+                    const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+                    gq_ldmatrix_x4(kf, Ks + ko);
+                    if (T != KV_F16)
+                        gq_ldmatrix_x4(kl, Kl + ko);
+                    /* hi·hi + hi·lo + lo·hi, as fa_tc_kernel */
+                    if (QLO)
+                        gq_mma(s[2 * jj], ql, kf);
+                    if (T != KV_F16)
+                        gq_mma(s[2 * jj], qa, kl);
+                    gq_mma(s[2 * jj], qa, kf);
+                    if (QLO)
+                        gq_mma(s[2 * jj + 1], ql, kf + 2);
+                    if (T != KV_F16)
+                        gq_mma(s[2 * jj + 1], qa, kl + 2);
+                    gq_mma(s[2 * jj + 1], qa, kf + 2);
+                }
             }
         }
-        float mx0 = -INFINITY, mx1 = -INFINITY;
+        if constexpr (PIPE) { /* every warp's scores are done with K: the next tile's K */
+            __syncthreads();
+            if (more)
+                tc_async_rows<BK, HD, LQ, NTH>(Ks, kb + (k0 + BK) * f.k_rs, f.k_rs,
+                                               (int)min((int64_t)BK, rw.k_end - k0 - BK));
+            cp_async_commit();
+        }
+        if (PIPE ? seen : true) {
+            float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < KH / 8; j++)
+            for (int j = 0; j < KH / 8; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t key = k0 + cs * KH + j * 8 + tig * 2 + (e & 1);
-                s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;
-                if (e < 2)
-                    mx0 = fmaxf(mx0, s[j][e]);
-                else
-                    mx1 = fmaxf(mx1, s[j][e]);
+                for (int e = 0; e < 4; e++) {
+                    const int64_t key = k0 + cs * KH + j * 8 + tig * 2 + (e & 1);
+                    s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;
+                    if (e < 2)
+                        mx0 = fmaxf(mx0, s[j][e]);
+                    else
+                        mx1 = fmaxf(mx1, s[j][e]);
+                }
+#pragma unroll
+            for (int x = 1; x <= 2; x <<= 1) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
             }
-#pragma unroll
-        for (int x = 1; x <= 2; x <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-        }
-        /* the tile's row maxima over both parts (the max does not depend on the order) */
-        if (tig == 0) {
-            xm[cs * TC_BQ + r0] = mx0;
-            xm[cs * TC_BQ + r0 + 8] = mx1;
-        }
-        tc_rows_sync(1 + rg);
-#pragma unroll
-        for (int q = 0; q < NSL; q++) {
-            mx0 = fmaxf(mx0, xm[q * TC_BQ + r0]);
-            mx1 = fmaxf(mx1, xm[q * TC_BQ + r0 + 8]);
-        }
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
-        m0 = mn0;
-        m1 = mn1;
-        float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < KH / 8; j++) {
-            s[j][0] = exp2f(s[j][0] - ref0);
-            s[j][1] = exp2f(s[j][1] - ref0);
-            s[j][2] = exp2f(s[j][2] - ref1);
-            s[j][3] = exp2f(s[j][3] - ref1);
-            ps0 += s[j][0] + s[j][1];
-            ps1 += s[j][2] + s[j][3];
-            /* this part of P, f16, for both warps' P·V */
-            *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
-            *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
-        }
-        l0 = l0 * al0 + ps0; /* this part's sums; the parts are added at the end */
-        l1 = l1 * al1 + ps1;
-#pragma unroll
-        for (int j = 0; j < DV / 8; j++) {
-            o[j][0] *= al0;
-            o[j][1] *= al0;
-            o[j][2] *= al1;
-            o[j][3] *= al1;
-        }
-        tc_rows_sync(1 + rg); /* both parts of P written */
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-            uint32_t pa[4];
-            gq_ldmatrix_x4(pa, Ps + (rg * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
-#pragma unroll
-            for (int jj = 0; jj < DV / 16; jj++) {
-                uint32_t vf[4];
-                tc_ldmatrix_x4_trans(vf, Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + cs * DV + jj * 16 + (mi >> 1) * 8);
-                gq_mma(o[2 * jj], pa, vf);
-                gq_mma(o[2 * jj + 1], pa, vf + 2);
+            /* the tile's row maxima over both parts (the max does not depend on the order) */
+            if (tig == 0) {
+                xm[cs * TC_BQ + r0] = mx0;
+                xm[cs * TC_BQ + r0 + 8] = mx1;
             }
+            tc_rows_sync(1 + rg);
+#pragma unroll
+            for (int q = 0; q < NSL; q++) {
+                mx0 = fmaxf(mx0, xm[q * TC_BQ + r0]);
+                mx1 = fmaxf(mx1, xm[q * TC_BQ + r0 + 8]);
+            }
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
+            const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
+            m0 = mn0;
+            m1 = mn1;
+            float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < KH / 8; j++) {
+                s[j][0] = exp2f(s[j][0] - ref0);
+                s[j][1] = exp2f(s[j][1] - ref0);
+                s[j][2] = exp2f(s[j][2] - ref1);
+                s[j][3] = exp2f(s[j][3] - ref1);
+                ps0 += s[j][0] + s[j][1];
+                ps1 += s[j][2] + s[j][3];
+                /* this part of P, f16, for both warps' P·V */
+                *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
+                *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
+            }
+            l0 = l0 * al0 + ps0; /* this part's sums; the parts are added at the end */
+            l1 = l1 * al1 + ps1;
+#pragma unroll
+            for (int j = 0; j < DV / 8; j++) {
+                o[j][0] *= al0;
+                o[j][1] *= al0;
+                o[j][2] *= al1;
+                o[j][3] *= al1;
+            }
+            tc_rows_sync(1 + rg); /* both parts of P written */
+        }
+        if constexpr (PIPE) { /* this tile's V */
+            cp_async_wait<1>();
+            __syncthreads();
+        }
+        if (PIPE ? seen : true) {
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                uint32_t pa[4];
+                gq_ldmatrix_x4(pa, Ps + (rg * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
+#pragma unroll
+                for (int jj = 0; jj < DV / 16; jj++) {
+                    uint32_t vf[4];
+                    tc_ldmatrix_x4_trans(vf,
+                                         Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + cs * DV + jj * 16 + (mi >> 1) * 8);
+                    gq_mma(o[2 * jj], pa, vf);
+                    gq_mma(o[2 * jj + 1], pa, vf + 2);
+                }
+            }
+        }
+        if constexpr (PIPE) { /* every warp is done with V, P and the maxima: the next tile's V */
+            __syncthreads();
+            if (more)
+                tc_async_rows<BK, HD, LV, NTH>(Vs, vb + (k0 + BK) * f.v_rs, f.v_rs,
+                                               (int)min((int64_t)BK, rw.k_end - k0 - BK));
+            cp_async_commit();
         }
     }
 #pragma unroll
@@ -646,11 +707,12 @@ template <int HD> __global__ void __launch_bounds__(HD / 2) tc_merge_kernel(cons
 /* bytes of partials a launch may take (its tiles in waves below that) */
 #define TC_PART_BYTES ((size_t)64 << 20)
 
-template <int HD, int BK, int T, bool QLO> static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
+template <int HD, int BK, int T, bool QLO, bool PIPE = false>
+static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
 {
     using S = tc_pair_shape<HD, BK, T, QLO>;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO>,
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
     tc_args f = f0;
     /* the most splits a tile's keys fall in (the tiles' ranges as the kernel's) */
@@ -680,7 +742,7 @@ template <int HD, int BK, int T, bool QLO> static memra_status_t tc_pair_launch_
         f.qt0 = qt0;
         f.n_qt = n_qt - qt0 < wave ? n_qt - qt0 : wave;
         const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)f.max_splits);
-        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO>, grid, S::NTH, S::smem, c->stream, f);
+        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>, grid, S::NTH, S::smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (f.split_keys > 0) {
             memra__launch(tc_merge_kernel<HD>, dim3((unsigned)(f.n_qt * TC_BQ), (unsigned)f.a.n_head, 1), HD / 2, 0,
@@ -706,7 +768,7 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -727,6 +789,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         /* keys a split of the paired kernel (a multiple of 64; 0: none) */
         split_keys = memra__cuda_env_long("MEMRA_FA_TC_SPLIT", 4096);
         split_keys = split_keys > 0 ? (split_keys + 63) / 64 * 64 : 0;
+        /* MEMRA_FA_TC_PIPE=1: the paired f16 kernel's K and V tiles by
+         * cp.async under the softmax and the scores (fa_tc_pair_kernel's
+         * PIPE). An experiment, off by default: not yet run on a GPU */
+        pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 0);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -752,6 +818,8 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     if (f.n_qt > INT32_MAX)
         return MEMRA_OK;
     const bool no_qlo = !qlo && fabsf(a->scale) <= 0.125f;
+    const bool al16 = (uintptr_t)a->k_cache % 16 == 0 && (uintptr_t)a->v_cache % 16 == 0 && k_rs % 16 == 0 &&
+                      v_rs % 16 == 0;
     memra_status_t st;
     switch (hd) {
     /* shared memory: q and k in two f16 parts; 256 takes 110 KB (two
@@ -761,8 +829,9 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
-             : no_qlo        ? tc_pair_launch<256, 64, false>(be, f, t)
-                             : tc_pair_launch<256, 64>(be, f, t);
+             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f)
+             : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
+                                                     : tc_pair_launch<256, 64>(be, f, t);
         break;
     case 512: st = tc_launch<512, 128, 32>(be, f, t); break;
     default: return MEMRA_OK;

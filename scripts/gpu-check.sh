@@ -169,6 +169,25 @@ for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0; do
   fi
 done
 
+# ---- experiment (off by default): MEMRA_FA_TC_PIPE=1 ----------------------
+# the paired f16 kernel's K and V tiles by cp.async: the same arithmetic in
+# the same order, so the attention cases must print the same errors as the
+# default's (bit for bit), and the fixtures stay within their fast bound
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for pv in 0 1; do
+    MEMRA_FA_TC_PIPE=$pv timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-pipe$pv.log" 2>&1
+    grep -E "^attention" "$OUT/kc-attn-pipe$pv.log" >/tmp/kc-p$pv.txt
+  done
+  cmp -s /tmp/kc-p0.txt /tmp/kc-p1.txt && r="the same errors ($(wc -l </tmp/kc-p1.txt) cases)" ||
+    r="DIFFER: $(diff /tmp/kc-p0.txt /tmp/kc-p1.txt | grep -c '^>') lines"
+  note "kernel-check attention, MEMRA_FA_TC_PIPE=1 against 0: $r; $(tail -1 "$OUT/kc-attn-pipe1.log")"
+fi
+if [ "${SKIP_MODELS:-0}" != 1 ]; then
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=1 \
+    MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-pipe.log" 2>&1
+  note "models fast, MEMRA_FA_TC_PIPE=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-pipe.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-pipe.log") failed"
+fi
+
 # ---- the Q8_0 fast path's row maps against the plain one ----------------
 # wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384
 # floats and more, on 16 warps) change only which warp computes a row's

@@ -613,6 +613,8 @@ static void run_suite(kc *k)
     /* the f16 cache's paired blocks (two an SM) over key splits */
     KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.split", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 200, 8100, 16, 4, 256, 0));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0.fast.split", MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, 70, 4090, 8, 2, 256, 0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.split.swa", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 100, 4050, 8, 4, 256,
+                                   1024));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_f16.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 20, 100, 8, 4, 256, 0));
 
     /* gemma4's decode fusions (lib/arch_gemma4_forward.c): the post-norms
