@@ -175,6 +175,28 @@ struct tc_rows {
     }
 };
 
+/* In a kernel with s[NJ][4] (a thread's scores of two rows), rw, a, f and
+ * tig: the scores (keys KEY0 + j * 8 + tig * 2 + (e & 1)) scaled to base 2,
+ * -inf where the row cannot see the key, and each row's maximum over its
+ * four threads declared as mx0 and mx1. A macro: as a function it changed
+ * both kernels' PTX, which is what the kernel check verified. */
+#define TC_MASK_MAX(NJ, KEY0)                                                                      \
+    float mx0 = -INFINITY, mx1 = -INFINITY;                                                        \
+    _Pragma("unroll") for (int j = 0; j < (NJ); j++) _Pragma("unroll") for (int e = 0; e < 4; e++) \
+    {                                                                                              \
+        const int64_t key = (KEY0) + j * 8 + tig * 2 + (e & 1);                                    \
+        s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;                         \
+        if (e < 2)                                                                                 \
+            mx0 = fmaxf(mx0, s[j][e]);                                                             \
+        else                                                                                       \
+            mx1 = fmaxf(mx1, s[j][e]);                                                             \
+    }                                                                                              \
+    _Pragma("unroll") for (int x = 1; x <= 2; x <<= 1)                                             \
+    {                                                                                              \
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));                                   \
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));                                   \
+    }
+
 template <int HD, int DV, int BK, int T, bool QLO = true>
 __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 {
@@ -252,23 +274,7 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
             }
         }
         /* mask, scale, online softmax (base 2), per row */
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int64_t key = k0 + j * 8 + tig * 2 + (e & 1);
-                s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;
-                if (e < 2)
-                    mx0 = fmaxf(mx0, s[j][e]);
-                else
-                    mx1 = fmaxf(mx1, s[j][e]);
-            }
-#pragma unroll
-        for (int x = 1; x <= 2; x <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-        }
+        TC_MASK_MAX(BK / 8, k0)
         const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
         /* a row that has seen no key yet keeps -inf: its reference is 0 */
         const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
@@ -521,23 +527,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
             cp_async_commit();
         }
         if (PIPE ? seen : true) {
-            float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < KH / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int64_t key = k0 + cs * KH + j * 8 + tig * 2 + (e & 1);
-                    s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;
-                    if (e < 2)
-                        mx0 = fmaxf(mx0, s[j][e]);
-                    else
-                        mx1 = fmaxf(mx1, s[j][e]);
-                }
-#pragma unroll
-            for (int x = 1; x <= 2; x <<= 1) {
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-            }
+            TC_MASK_MAX(KH / 8, k0 + cs * KH)
             /* the tile's row maxima over both parts (the max does not depend on the order) */
             if (tig == 0) {
                 xm[cs * TC_BQ + r0] = mx0;
