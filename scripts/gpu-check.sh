@@ -18,8 +18,9 @@
 # Env: KC_ARGS (extra memra-kernel-check arguments, e.g. "--bench"),
 # FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
 # SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SKIP_SWITCHES=1 (not the
-# bit-for-bit comparisons of the side stream, the fused route, shared heads and
-# row maps against their other settings), SYNTH=path (reuse a model),
+# bit-for-bit comparisons of the side stream, the fused route and shared heads
+# against their other settings), ROWMAPS (the Q8_0 row-map switches compared,
+# default all), SYNTH=path (reuse a model),
 # BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
 # built elsewhere, laid out as a build folder: scripts/prebuilt.sh; no build).
@@ -188,15 +189,20 @@ if [ "${SKIP_MODELS:-0}" != 1 ]; then
   note "models fast, MEMRA_FA_TC_PIPE=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-pipe.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-pipe.log") failed"
 fi
 
-# ---- the Q8_0 fast path's row maps against the plain one ----------------
+# ---- the Q8_0 fast path's row maps and items against the plain ones --------
 # wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384
 # floats and more, on 16 warps) change only which warp computes a row's
-# pair dots: the kernel check's matmul lines and whole forwards' decode
-# logits must be the same bits with it off and on (entries
-# SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it takes)
-if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
+# pair dots, and row items (MEMRA_MMV_Q8D_ROWI, an experiment off by
+# default: one ring item a row for Gemma 4's 2560- and 2816-wide rows) only
+# how its bytes arrive: the kernel check's matmul lines and whole forwards'
+# decode logits must be the same bits with each off and on (entries
+# SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it
+# takes; ROWMAPS picks entries by switch name, default all)
+if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
-  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
+  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b" \
+    "MEMRA_MMV_Q8D_ROWI:q8d rowi:gemma-4-e4b gemma-4-26b-a4b"; do
+    [ -n "${ROWMAPS:-}" ] && [[ " $ROWMAPS " != *" ${sw%%:*} "* ]] && continue
     IFS=: read -r var marker models <<<"$sw"
     for w in 0 1; do
       env $var=$w timeout 200 $B/probes/memra-kernel-check --test=matmul >"$OUT/kc-matmul-$var$w.log" 2>&1
