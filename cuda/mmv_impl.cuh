@@ -177,6 +177,18 @@ static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, 
     return dd;
 }
 
+/* The grouped rows' group (2^shift rows, up to 32) of NV rows on NWT warps:
+ * the largest whose busiest warp has the fewest rows. */
+static int mmv_q8d_group_shift(int64_t nv, int64_t nwt)
+{
+    auto busiest = [&](int gs) { return ((((nv + (1 << gs) - 1) >> gs) + nwt - 1) / nwt) << gs; };
+    int best = 5;
+    for (int gs = 4; gs >= 1; gs--)
+        if (busiest(gs) < busiest(best))
+            best = gs;
+    return best;
+}
+
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
@@ -285,14 +297,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
             ar.q8_slot = slr;
             ar.ring = MMV_Q8D_RING;
             const unsigned grid_r = mmv_grid_x(ar, occ_r, sm_count, 1);
-            if (grouped) { /* as below, for this grid */
-                const int64_t nwt = (int64_t)grid_r * MMV_WARPS;
-                auto busiest = [&](int gs) { return ((((nv + (1 << gs) - 1) >> gs) + nwt - 1) / nwt) << gs; };
-                ar.ymap = 5;
-                for (int gs = 4; gs >= 1; gs--)
-                    if (busiest(gs) < busiest(ar.ymap))
-                        ar.ymap = gs;
-            }
+            if (grouped)
+                ar.ymap = mmv_q8d_group_shift(nv, (int64_t)grid_r * MMV_WARPS);
             if (mmv_debug())
                 fprintf(stderr, "mmv q8d rowi: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, slot %d, smem %zu\n",
                         (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grouped ? " grouped" : "", grid_r,
@@ -304,14 +310,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                                  s, ar) == cudaSuccess;
         }
     }
-    if (grouped) { /* the largest group (up to 32 rows) whose busiest warp has the fewest rows */
-        const int64_t nwt = (int64_t)grid * MMV_WARPS;
-        auto busiest = [&](int gs) { return ((((nv + (1 << gs) - 1) >> gs) + nwt - 1) / nwt) << gs; };
-        a.ymap = 5;
-        for (int gs = 4; gs >= 1; gs--)
-            if (busiest(gs) < busiest(a.ymap))
-                a.ymap = gs;
-    }
+    if (grouped)
+        a.ymap = mmv_q8d_group_shift(nv, (int64_t)grid * MMV_WARPS);
     if (mmv_debug())
         fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
                 (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, a.ring,
