@@ -1056,7 +1056,7 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * instead of eight (the busiest warps' chain of items sets a small
  * launch's time). */
 /* ROWI (DEFAULT or GROUPED, rows of two or more segments whose last one is
- * short, 16-byte aligned): one bulk copy and ring item a row instead of
+ * short, 16-byte aligned; the launcher takes rows of two): one bulk copy and ring item a row instead of
  * one a segment, its segments' dots in order from the one slot (slots of
  * the row's bytes), so the same partials in the same order: the same
  * bits. Fewer, larger copies in flight for Gemma 4's 2560- and 2816-wide
@@ -1189,7 +1189,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     mmv_pos cq = {v0, 0, SPLIT ? half : 0};
     /* the compute side's row start modulo 16 (rows off 16 bytes only) */
     auto row_off = [&](const mmv_pos &q) { return SL == SEG ? 0u : (uint32_t)((uintptr_t)row_src(q) & 15); };
-    uint32_t coff = n_items ? row_off(cq) : 0u;
+    uint32_t coff = !ROWI && n_items ? row_off(cq) : 0u; /* ROWI: aligned rows, segments at SEG apart */
     float acc0 = 0.0f, acc1 = 0.0f, yg = 0.0f;
     uint32_t phase = 0;
     int slot = 0;

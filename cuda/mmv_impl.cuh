@@ -289,9 +289,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         const int slr = (int)(((nbr * 34 + 15) / 16 * 16 + 64 + 127) / 128 * 128);
         const size_t smem_r = (size_t)MMV_WARPS * MMV_Q8D_RING * slr + mmv_x_bytes<T>(a.ne0, 1);
         static std::atomic<uint64_t> cache_r[2][64][8];
-        const void *kr = grouped ? (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED, MMV_WARPS, true>
-                                 : (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>;
-        const int occ_r = smem_r <= MMV_SMEM_MAX ? mmv_occupancy(kr, smem_r, cache_r[grouped]) : 0;
+        void (*const kr)(mmv_args) = grouped ? mmv_q8d_kernel<T, MMV_Q8D_GROUPED, MMV_WARPS, true>
+                                             : mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>;
+        const int occ_r = smem_r <= MMV_SMEM_MAX ? mmv_occupancy((const void *)kr, smem_r, cache_r[grouped]) : 0;
         if (occ_r > 0) {
             mmv_args ar = a;
             ar.q8_slot = slr;
@@ -303,11 +303,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 fprintf(stderr, "mmv q8d rowi: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, slot %d, smem %zu\n",
                         (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grouped ? " grouped" : "", grid_r,
                         occ_r, slr, smem_r);
-            if (grouped)
-                return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_GROUPED, MMV_WARPS, true>, dim3(grid_r), MMV_THREADS,
-                                     smem_r, s, ar) == cudaSuccess;
-            return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>, dim3(grid_r), MMV_THREADS, smem_r,
-                                 s, ar) == cudaSuccess;
+#ifdef MEMRA_MMV_TIMELINE
+            mmv_tl_note(ar, grid_r, nv);
+#endif
+            return memra__launch(kr, dim3(grid_r), MMV_THREADS, smem_r, s, ar) == cudaSuccess;
         }
     }
     if (grouped)
