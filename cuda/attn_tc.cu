@@ -175,6 +175,26 @@ struct tc_rows {
     }
 };
 
+/* In a kernel with s[][4], q's fragments qa (f16) and ql (its remainder,
+ * with QLO) and k's kf and kl (its remainder, not on an f16 cache): the
+ * scores of key chunk JJ's two 8-key halves, as hi·hi + hi·lo + lo·hi:
+ * about float32's precision (gemma4's unscaled scores reach tens: f16 q and
+ * k alone moved its fixtures' logits by 5e-3; an f16 cache's k is exact in
+ * f16). A macro, as TC_MASK_MAX below. */
+#define TC_QK_MMA(JJ)                                                                                                  \
+    {                                                                                                                  \
+        if (QLO)                                                                                                       \
+            gq_mma(s[2 * (JJ)], ql, kf);                                                                               \
+        if (T != KV_F16)                                                                                               \
+            gq_mma(s[2 * (JJ)], qa, kl);                                                                               \
+        gq_mma(s[2 * (JJ)], qa, kf);                                                                                   \
+        if (QLO)                                                                                                       \
+            gq_mma(s[2 * (JJ) + 1], ql, kf + 2);                                                                       \
+        if (T != KV_F16)                                                                                               \
+            gq_mma(s[2 * (JJ) + 1], qa, kl + 2);                                                                       \
+        gq_mma(s[2 * (JJ) + 1], qa, kf + 2);                                                                           \
+    }
+
 /* In a kernel with s[NJ][4] (a thread's scores of two rows), rw, a, f and
  * tig: the scores (keys KEY0 + j * 8 + tig * 2 + (e & 1)) scaled to base 2,
  * -inf where the row cannot see the key, and each row's maximum over its
@@ -258,19 +278,7 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
                 gq_ldmatrix_x4(kf, Ks + ko);
                 if (T != KV_F16)
                     gq_ldmatrix_x4(kl, Kl + ko);
-                /* q·k as hi·hi + hi·lo + lo·hi: scores to about float32's
-                 * precision (gemma4's unscaled scores reach tens: f16 q and
-                 * k alone moved its fixtures' logits by 5e-3) */
-                if (QLO)
-                    gq_mma(s[2 * jj], ql, kf);
-                if (T != KV_F16) /* an f16 cache's k is exact in f16: no lo part */
-                    gq_mma(s[2 * jj], qa, kl);
-                gq_mma(s[2 * jj], qa, kf);
-                if (QLO)
-                    gq_mma(s[2 * jj + 1], ql, kf + 2);
-                if (T != KV_F16)
-                    gq_mma(s[2 * jj + 1], qa, kl + 2);
-                gq_mma(s[2 * jj + 1], qa, kf + 2);
+                TC_QK_MMA(jj)
             }
         }
         /* mask, scale, online softmax (base 2), per row */
@@ -505,17 +513,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
                     gq_ldmatrix_x4(kf, Ks + ko);
                     if (T != KV_F16)
                         gq_ldmatrix_x4(kl, Kl + ko);
-                    /* hi·hi + hi·lo + lo·hi, as fa_tc_kernel */
-                    if (QLO)
-                        gq_mma(s[2 * jj], ql, kf);
-                    if (T != KV_F16)
-                        gq_mma(s[2 * jj], qa, kl);
-                    gq_mma(s[2 * jj], qa, kf);
-                    if (QLO)
-                        gq_mma(s[2 * jj + 1], ql, kf + 2);
-                    if (T != KV_F16)
-                        gq_mma(s[2 * jj + 1], qa, kl + 2);
-                    gq_mma(s[2 * jj + 1], qa, kf + 2);
+                    TC_QK_MMA(jj)
                 }
             }
         }
