@@ -537,10 +537,82 @@ __global__ void deq_h_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t 
     }
 }
 
+/* Q8_0 rows [o0, o0+nrow) of W into OUT, steadily: each warp walks groups
+ * of 32 blocks of a row (1088 bytes, 16-byte aligned: the host checks the
+ * rows are), the next group's bytes in registers while it converts the
+ * current one; lane l converts block l as mq_deq32 does (the same values,
+ * then pack2's one rounding). deq_hq_kernel's warps take one row each
+ * (two items) and leave: its launch was one wave of ramps, ~2 TB/s
+ * (26 % of the 9B's pp512 in it, CUPTI, 2026-12-04). */
+#define DEQ_Q8_GB 32 /* blocks a group */
+template <typename H>
+__global__ void __launch_bounds__(MMV_THREADS)
+    deq_q8_kernel(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    constexpr int CH = DEQ_Q8_GB * 34 / 16; /* 68 16-byte chunks a whole group */
+    __shared__ __align__(16) uint4 smem[MMV_WARPS][CH];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    uint8_t *sm = (uint8_t *)smem[warp];
+    const int64_t nblk = ne0 / 32, gpr = (nblk + DEQ_Q8_GB - 1) / DEQ_Q8_GB, ng = nrow * gpr;
+    const int64_t gstride = (int64_t)gridDim.x * MMV_WARPS;
+    W += (size_t)o0 * nb1;
+    int64_t g = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    uint4 buf[3];
+    auto issue = [&](int64_t gi) {
+        const int64_t r = gi / gpr, b0 = gi % gpr * DEQ_Q8_GB;
+        const int64_t nb = nblk - b0 < DEQ_Q8_GB ? nblk - b0 : DEQ_Q8_GB;
+        const uint4 *src = (const uint4 *)(W + (size_t)r * nb1 + (size_t)b0 * 34);
+        const int nch = (int)(nb * 34 / 16);
+#pragma unroll
+        for (int j = 0; j < 3; j++)
+            if (lane + 32 * j < nch)
+                buf[j] = ld_stream(src + lane + 32 * j);
+    };
+    if (g < ng)
+        issue(g);
+    for (; g < ng; g += gstride) {
+#pragma unroll
+        for (int j = 0; j < 3; j++)
+            if (lane + 32 * j < CH)
+                ((uint4 *)sm)[lane + 32 * j] = buf[j];
+        __syncwarp();
+        if (g + gstride < ng)
+            issue(g + gstride);
+        const int64_t r = g / gpr, b0 = g % gpr * DEQ_Q8_GB;
+        if (b0 + lane < nblk) {
+            const uint8_t *b = sm + 34 * lane;
+            const float d = mq_fp16(b);
+            uint32_t w[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const uint32_t q2 = mq_rd16(b + 2 + 2 * j);
+                w[j] = pack2(H(), __fmul_rn((float)(int8_t)(q2 & 0xff), d), __fmul_rn((float)(int8_t)(q2 >> 8), d));
+            }
+            uint4 *o = (uint4 *)(out + r * ne0 + (b0 + lane) * 32);
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                o[q] = make_uint4(w[4 * q], w[4 * q + 1], w[4 * q + 2], w[4 * q + 3]);
+        }
+        __syncwarp();
+    }
+}
+
 template <int T, typename H>
 void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t nrow, H *out, int sm_count,
                  cudaStream_t s)
 {
+    static long q8 = -1;
+    if (q8 < 0)
+        q8 = memra__cuda_env_long("MEMRA_DEQ_Q8", 1); /* 0: deq_hq_kernel for Q8_0 too (A/B) */
+    if constexpr (T == MEMRA_TYPE_Q8_0) {
+        if (q8 && nb1 % 16 == 0 && ((uintptr_t)W + (size_t)o0 * nb1) % 16 == 0 && (uintptr_t)out % 16 == 0) {
+            const int64_t ng = nrow * ((ne0 / 32 + DEQ_Q8_GB - 1) / DEQ_Q8_GB);
+            memra__launch(deq_q8_kernel<H>, memra__cuda_blocks(ng, MMV_WARPS, 8 * (int64_t)sm_count), MMV_THREADS, 0,
+                          s, W, nb1, ne0, o0, nrow, out);
+            return;
+        }
+    }
     if constexpr (mq_is_float<T>::value)
         memra__launch(deq_h_kernel<T, H>, memra__cuda_blocks(nrow * ne0, 256, 65535), 256, 0, s, W, nb1, ne0, o0, nrow, out);
     else

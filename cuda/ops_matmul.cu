@@ -358,6 +358,50 @@ __global__ void x_to_h_kernel<__nv_bfloat16>(const float *x, int64_t ldx, int64_
         out[i] = __float2bfloat16_rn(x[(i / ne0) * ldx + i % ne0]);
 }
 
+/* x_to_h_kernel four elements a thread: rows on the grid's y, 16-byte loads
+ * of x and 8-byte stores (ne0 and ldx multiples of 4, x 16-byte aligned,
+ * OUT 8-byte aligned: the host checks). The same rounding per element. */
+static __device__ __forceinline__ uint32_t h2_bits(__half, float a, float b)
+{
+    const __half2 h = __floats2half2_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+static __device__ __forceinline__ uint32_t h2_bits(__nv_bfloat16, float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+template <typename H>
+__global__ void x_to_h4_kernel(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    const int64_t n4 = ne0 >> 2;
+    for (int64_t r = blockIdx.y; r < n_rows; r += gridDim.y) {
+        const float4 *xr = (const float4 *)(x + r * ldx);
+        uint2 *o = (uint2 *)(out + r * ne0);
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < n4; c += (int64_t)gridDim.x * blockDim.x) {
+            const float4 v = xr[c];
+            o[c] = make_uint2(h2_bits(H(), v.x, v.y), h2_bits(H(), v.z, v.w));
+        }
+    }
+}
+
+/* X (N_ROWS rows of NE0 floats, LDX apart) to dense H rows in OUT. */
+template <typename H>
+static void x_to_h(memra__cuda_ctx_t *c, const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out)
+{
+    if (ne0 % 4 == 0 && ldx % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)out % 8 == 0) {
+        const unsigned bx = memra__cuda_blocks(ne0 / 4, 256, 64);
+        memra__launch(x_to_h4_kernel<H>, dim3(bx, memra__cuda_blocks(n_rows, 1, 65535)), 256, 0, c->stream, x, ldx,
+                      n_rows, ne0, out);
+    } else {
+        memra__launch(x_to_h_kernel<H>, memra__cuda_blocks(n_rows * ne0, 256, 65535), 256, 0, c->stream, x, ldx,
+                      n_rows, ne0, out);
+    }
+}
+
 template <typename H>
 static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w, const float *x, int64_t ldx, float *y,
                                   int64_t ldy, int64_t n_rows, cudaDataType_t dt)
@@ -374,7 +418,7 @@ static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w,
     if (!ws)
         return MEMRA_E_NOMEM;
     H *xh = (H *)ws, *wh = (H *)(ws + xbytes);
-    memra__launch(x_to_h_kernel<H>, memra__cuda_blocks(n_rows * ne0, 256, 65535), 256, 0, c->stream, x, ldx, n_rows, ne0, xh);
+    x_to_h<H>(c, x, ldx, n_rows, ne0, xh);
     MEMRA_CUDA_LAUNCHED(be);
     const float one = 1.0f, zero = 0.0f;
     for (int64_t o0 = 0; o0 < ne1; o0 += tile) {
@@ -396,8 +440,7 @@ static memra_status_t gemm_fast_t(memra__backend_t *be, const memra_weight_t *w,
 memra_status_t memra__cuda_to_f16(memra__backend_t *be, const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
                                   __half *out)
 {
-    memra__launch(x_to_h_kernel<__half>, memra__cuda_blocks(n_rows * ne0, 256, 65535), 256, 0,
-                  memra__cuda_ctx(be)->stream, x, ldx, n_rows, ne0, out);
+    x_to_h<__half>(memra__cuda_ctx(be), x, ldx, n_rows, ne0, out);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }

@@ -112,6 +112,46 @@ __global__ void __launch_bounds__(NORM_THREADS)
     }
 }
 
+/* Rows of at most 4 NORM_THREADS elements (a head's 128 or 256 in the Gated
+ * DeltaNet's L2 and gated norms of prefill, 16384 rows a chunk at the 9B),
+ * a warp each: norm_kernel's block of 256 threads gives such a row at most
+ * one 4-element chunk a thread, so lane l of "warp" v takes chunk l + 32 v,
+ * sums its squares in element order, the warp's butterfly makes warp v's
+ * sum, and the sums are added in order from 0.0f: row_scale_reduce's
+ * arithmetic term for term (warps past the row add +0.0f, which changes no
+ * sum of squares: those are skipped). A block of 256 threads per 128-wide
+ * row left 7/8 of it idle behind two barriers: 20 % of the 9B's pp512 in
+ * norm_kernel (CUPTI, 2026-12-04). */
+#define NORM_WARP_MAX (4 * NORM_THREADS)
+
+__global__ void __launch_bounds__(NORM_THREADS)
+    norm_warp_kernel(int kind, const float *x, int64_t xs, const float *w, float *y, int64_t ys, int64_t n_rows,
+                     int64_t dim, float eps)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    const int lane = threadIdx.x & 31;
+    const int64_t nv = (dim + 127) / 128; /* the block version's warps that hold chunks */
+    for (int64_t r = (int64_t)blockIdx.x * (NORM_THREADS / 32) + (threadIdx.x >> 5); r < n_rows;
+         r += (int64_t)gridDim.x * (NORM_THREADS / 32)) {
+        const float *xr = x + r * xs;
+        float *yr = y + r * ys;
+        float t = 0.0f;
+        for (int64_t v = 0; v < nv; v++) {
+            const int64_t c = lane + 32 * v;
+            float p = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                if (4 * c + q < dim)
+                    p = row_sq_add(xr[4 * c + q], p);
+            t += warp_sum(p);
+        }
+        const float scale = (float)row_scale_of(kind == MEMRA_NORM_RMS, (double)t, dim, eps);
+        __syncwarp(); /* in place: every lane's reads before any write */
+        for (int64_t i = lane; i < dim; i += 32)
+            yr[i] = row_scaled(xr[i], scale, w, i);
+    }
+}
+
 memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
                                 const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps)
 {
@@ -120,8 +160,15 @@ memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, co
     if (st || none)
         return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(norm_kernel, memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream, (int)kind, x, xs, w, y, ys, n_rows, dim, eps,
-                  norm_regs());
+    static long warp_rows = -1;
+    if (warp_rows < 0)
+        warp_rows = memra__cuda_env_long("MEMRA_NORM_WARP", 1); /* 0: a block a row (A/B) */
+    if (warp_rows && dim <= NORM_WARP_MAX)
+        memra__launch(norm_warp_kernel, memra__cuda_blocks(n_rows, NORM_THREADS / 32, 65535), NORM_THREADS, 0,
+                      c->stream, (int)kind, x, xs, w, y, ys, n_rows, dim, eps);
+    else
+        memra__launch(norm_kernel, memra__cuda_blocks(n_rows, 1, 65535), NORM_THREADS, 0, c->stream, (int)kind, x, xs,
+                      w, y, ys, n_rows, dim, eps, norm_regs());
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
@@ -245,19 +292,67 @@ __global__ void ew_kernel(const memra_ew_args_t a)
     }
 }
 
-memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a)
+/* ew_kernel four columns a thread, in 16-byte loads and stores (the host
+ * checks: every pointer read or written 16-byte aligned, cols and every
+ * stride whole multiples of four). The same ew_one per element. */
+__global__ void ew4_kernel(const memra_ew_args_t a)
+{
+    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
+    const bool rb = ew_reads_b(a.op), ra = a.op != MEMRA_EW_FILL;
+    const int64_t c4n = a.cols >> 2;
+    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
+        const float4 *ar = (const float4 *)(a.a + r * a.as);
+        const float4 *br = rb ? (const float4 *)(a.b + r * a.bs) : NULL;
+        float4 *yr = (float4 *)(a.y + r * a.ys);
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < c4n;
+             c += (int64_t)gridDim.x * blockDim.x) {
+            const float4 av = ra ? ar[c] : z, bv = rb ? br[c] : z;
+            const float4 xv = a.op == MEMRA_EW_SOFTPLUS_MUL ? ((const float4 *)a.aux)[c] : z;
+            yr[c] = make_float4(ew_one(a.op, av.x, bv.x, xv.x, a.s), ew_one(a.op, av.y, bv.y, xv.y, a.s),
+                                ew_one(a.op, av.z, bv.z, xv.z, a.s), ew_one(a.op, av.w, bv.w, xv.w, a.s));
+        }
+    }
+}
+
+memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a0)
 {
     bool none;
-    memra_status_t st = memra__check_ew(be, a, &none);
+    memra_status_t st = memra__check_ew(be, a0, &none);
     if (st || none)
         return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const unsigned bx = memra__cuda_blocks(a->cols, 256, 4096);
-    unsigned by = memra__cuda_blocks(a->rows, 1, 65535);
+    memra_ew_args_t a = *a0;
+    static long fast = -1;
+    if (fast < 0)
+        fast = memra__cuda_env_long("MEMRA_EW_FLAT", 1); /* 0: a row a grid line, one column a thread (A/B) */
+    const bool rb = memra__ew_reads_b(a.op), ra = a.op != MEMRA_EW_FILL, rx = a.op == MEMRA_EW_SOFTPLUS_MUL;
+    bool vec = false;
+    if (fast) {
+        /* rows that follow each other in every operand are one long row
+         * (a prefill's many short head rows fill the grid); not with a
+         * per-column vector */
+        if (a.rows == 1) { /* one row: its strides are never used */
+            a.ys = a.as = a.cols;
+            a.bs = rb ? a.cols : 0;
+        }
+        if (a.rows > 1 && !rx && a.ys == a.cols && (!ra || a.as == a.cols) && (!rb || a.bs == a.cols)) {
+            a.cols *= a.rows;
+            a.rows = 1;
+        }
+        const uintptr_t al = (uintptr_t)a.y | (ra ? (uintptr_t)a.a : 0) | (rb ? (uintptr_t)a.b : 0) |
+                             (rx ? (uintptr_t)a.aux : 0);
+        vec = al % 16 == 0 && a.cols % 4 == 0 && a.ys % 4 == 0 && (!ra || a.as % 4 == 0) && (!rb || a.bs % 4 == 0);
+    }
+    const unsigned bx = memra__cuda_blocks(vec ? a.cols / 4 : a.cols, 256, 4096);
+    unsigned by = memra__cuda_blocks(a.rows, 1, 65535);
     /* keep the grid bounded for many short rows */
     while ((uint64_t)bx * by > (1u << 20) && by > 1)
         by = (by + 1) / 2;
-    memra__launch(ew_kernel, dim3(bx, by), 256, 0, c->stream, *a);
+    if (vec)
+        memra__launch(ew4_kernel, dim3(bx, by), 256, 0, c->stream, a);
+    else
+        memra__launch(ew_kernel, dim3(bx, by), 256, 0, c->stream, a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }

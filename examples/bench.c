@@ -121,7 +121,7 @@ static const cli_opt_t k_opts[] = {
     {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
     {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
     {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 0 = the model's default (env MEMRA_PRIME_CHUNK,\n"
-                              "else 512) (default: 0)"},
+                              "else 2048) (default: 0)"},
     {OPT_JSON, "json", NULL, "one JSON object per depth, one line each (default: a table)"},
     {OPT_PAGEABLE, "pageable", NULL, "decode logits into malloc'd memory instead of memra_engine_host_alloc\n"
                                      "(default: off)"},

@@ -27,7 +27,7 @@ static const cli_opt_t k_opts[] = {
     {OPT_MODE, "mode", "MODE", "decode (one step per token) or prefill (one forward, every row) (required)"},
     {'o', "out", "FILE", "where the float32 [n_tokens][n_vocab] logits go (required)"},
     {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 1..1048576 (default: the model's, env\n"
-                              "MEMRA_PRIME_CHUNK or 512)"},
+                              "MEMRA_PRIME_CHUNK or 2048)"},
     {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
     {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
 };

@@ -60,7 +60,7 @@ static const cli_opt_t k_opts[] = {
     {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
     {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
     {OPT_CHUNK, "chunk", "N", "prefill chunk in tokens, 0 = the model's default (env MEMRA_PRIME_CHUNK,\n"
-                              "else 512) (default: 0)"},
+                              "else 2048) (default: 0)"},
     {OPT_CACHE_TYPE_K, "cache-type-k", "TYPE", "KV cache type of K (also -ctk): f32, f16, bf16 or q8_0\n"
                                                "(default: f16)"},
     {OPT_CACHE_TYPE_V, "cache-type-v", "TYPE", "KV cache type of V (also -ctv): f32, f16, bf16, q8_0 or q4_0\n"
@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 
     /* Prefill; on a terminal in pieces of the prefill chunk, with progress
      * (any split gives the same logits: memra_forward chunks the same way). */
-    const int32_t piece = tty ? (chunk > 0 ? (int32_t)chunk : 512) : n_prompt;
+    const int32_t piece = tty ? (chunk > 0 ? (int32_t)chunk : MEMRA_PREFILL_CHUNK_DEFAULT) : n_prompt;
     double t0 = example_seconds();
     for (int32_t done = 0; done < n_prompt;) {
         int32_t k = n_prompt - done < piece ? n_prompt - done : piece;

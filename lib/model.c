@@ -78,13 +78,13 @@ static memra_status_t chunk_size(const memra_model_params_t *p, int32_t *out)
 {
     if (p->prefill_chunk < 0 || p->prefill_chunk > (1 << 20))
         return memra__fail(NULL, MEMRA_E_INVALID,
-                           "memra_model_load: prefill_chunk %d is outside 1..1048576 (0 = MEMRA_PRIME_CHUNK or 512)",
-                           p->prefill_chunk);
+                           "memra_model_load: prefill_chunk %d is outside 1..1048576 (0 = MEMRA_PRIME_CHUNK or %d)",
+                           p->prefill_chunk, MEMRA_PREFILL_CHUNK_DEFAULT);
     if (p->prefill_chunk > 0) {
         *out = p->prefill_chunk;
         return MEMRA_OK;
     }
-    return memra__env_int("MEMRA_PRIME_CHUNK", 1, 1 << 20, 512, out);
+    return memra__env_int("MEMRA_PRIME_CHUNK", 1, 1 << 20, MEMRA_PREFILL_CHUNK_DEFAULT, out);
 }
 
 static memra_status_t pick_arch(memra_model_t *m)

@@ -32,6 +32,12 @@ typedef struct memra_cache memra_cache_t;
 typedef int (*memra_progress_fn)(float progress, void *user);
 
 #define MEMRA_MAX_PP_STAGES 16 /* pipeline stages per model */
+/* Tokens per prefill chunk when neither the params nor MEMRA_PRIME_CHUNK
+ * say (2048 since 2026-12-04, was 512): a GPU's fast prefill dequantizes
+ * each weight once a chunk, so longer chunks spread that over more tokens
+ * (docs/PERFORMANCE.md). A chunk's activations grow with it; a batched step
+ * admits at most a chunk of each prompt (docs/BATCHING.md). */
+#define MEMRA_PREFILL_CHUNK_DEFAULT 2048
 
 typedef struct memra_model_params {
     uint32_t size;              /* sizeof(memra_model_params_t), set by the init macro */
@@ -39,7 +45,8 @@ typedef struct memra_model_params {
     int32_t n_layers;           /* trunk layers to load and run, 0..the file's (0 = all, default 0); for tests
                                    and probes */
     int32_t load_mtp;           /* also load MTP/NextN layers (default 0: recognised and skipped) */
-    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK, 1..1048576, or 512) */
+    int32_t prefill_chunk;      /* tokens per prefill chunk (0 = env MEMRA_PRIME_CHUNK, 1..1048576, or
+                                   MEMRA_PREFILL_CHUNK_DEFAULT) */
     memra_progress_fn progress; /* optional */
     void *progress_user;
     /* Pipeline stages (include/memra/pipeline.h, docs/PIPELINE.md). A field

@@ -83,26 +83,31 @@ static memra_status_t ew_run(void *c, memra__backend_t *be, int side)
     return be->iface->elementwise(be, &((ew_case *)c)->a[side]);
 }
 
-/* MODE 0: strided rows; 1: b broadcast (bs 0); 2: in place (y = a). */
+/* MODE 0: strided rows; 1: b broadcast (bs 0); 2: in place (y = a); 3:
+ * dense rows (every stride = cols: one long row on CUDA); 4: strides of
+ * cols + 4 (with cols a multiple of 4: CUDA's 16-byte form a row at a time). */
 void memra__kc_ew(kc *k, memra_ew_op_t op, int64_t rows, int64_t cols, int mode)
 {
-    static const char *suffix[] = {"", ".bcast", ".inplace"};
+    static const char *suffix[] = {"", ".bcast", ".inplace", ".dense", ".aligned"};
     char name[48];
     snprintf(name, sizeof name, "elementwise.%s%s", ew_name(op), suffix[mode]);
     memra_kernel_check_line_t *L = memra__kc_line(k, name, "ulp", TOL_ULP, "%lld x %lld", (long long)rows, (long long)cols);
     if (!L)
         return;
-    const int64_t ys = mode == 2 ? cols + 2 : cols + 5, as = mode == 2 ? ys : cols + 3;
-    const int64_t bs = mode == 1 ? 0 : cols + 1;
+    const int64_t pad = mode == 3 ? 0 : 4; /* modes 3 and 4: every stride cols + pad */
+    const int64_t ys = mode >= 3 ? cols + pad : mode == 2 ? cols + 2 : cols + 5;
+    const int64_t as = mode >= 3 ? cols + pad : mode == 2 ? ys : cols + 3;
+    const int64_t bs = mode >= 3 ? cols + pad : mode == 1 ? 0 : cols + 1;
     const float lim = op == MEMRA_EW_SOFTCAP ? 90.0f : 8.0f;
-    float *a = memra__kc_randf(k, (size_t)(rows * as), -lim, lim), *b = memra__kc_randf(k, (size_t)(rows * (cols + 1)), -4.0f, 4.0f);
+    const size_t bn = (size_t)(rows * (bs > cols ? bs : cols + 1));
+    float *a = memra__kc_randf(k, (size_t)(rows * as), -lim, lim), *b = memra__kc_randf(k, bn, -4.0f, 4.0f);
     float *aux = memra__kc_randf(k, (size_t)cols, -2.0f, 2.0f);
     const kc_out o = {rows, cols, ys};
     if (!a || !b || !aux)
         return;
     ew_case c;
     void *ap[2], *bp[2], *xp[2];
-    if (!memra__kc_both(k, a, (size_t)(rows * as) * 4, ap) || !memra__kc_both(k, b, (size_t)(rows * (cols + 1)) * 4, bp) ||
+    if (!memra__kc_both(k, a, (size_t)(rows * as) * 4, ap) || !memra__kc_both(k, b, bn * 4, bp) ||
         !memra__kc_both(k, aux, (size_t)cols * 4, xp))
         return;
     for (int s = 0; s < 2; s++) {

@@ -357,6 +357,12 @@ static void run_suite(kc *k)
     KC(memra__kc_norm(k, "norm.rms.inplace.2816", MEMRA_NORM_RMS, 3, 2816, true, true, 0));
     KC(memra__kc_norm(k, "norm.rms.wide", MEMRA_NORM_RMS, 1, 12288, true, false, 0));
     KC(memra__kc_norm(k, "norm.l2", MEMRA_NORM_L2, 48, 128, false, false, 0));
+    /* a warp a row up to 1024 wide (cuda/ops_norm.cu norm_warp_kernel):
+     * a prefill chunk's head rows, a ragged last chunk, the widest */
+    KC(memra__kc_norm(k, "norm.l2.heads_prefill", MEMRA_NORM_L2, 16384, 128, false, false, 0));
+    KC(memra__kc_norm(k, "norm.rms.1001", MEMRA_NORM_RMS, 7, 1001, true, true, 0));
+    KC(memra__kc_norm(k, "norm.rms.1024", MEMRA_NORM_RMS, 9, 1024, true, false, 5));
+    KC(memra__kc_norm(k, "norm.rms.1025", MEMRA_NORM_RMS, 3, 1025, true, false, 0));
     if (big) {
         KC(memra__kc_norm(k, "norm.rms.4096", MEMRA_NORM_RMS, 1, 4096, true, false, 0));
     }
@@ -369,6 +375,9 @@ static void run_suite(kc *k)
         if (op != MEMRA_EW_FILL) {
             KC(memra__kc_ew(k, (memra_ew_op_t)op, 3, 500, 2));
         }
+        /* CUDA's one long row and 16-byte forms */
+        KC(memra__kc_ew(k, (memra_ew_op_t)op, 64, 128, 3));
+        KC(memra__kc_ew(k, (memra_ew_op_t)op, 6, 1000, 4));
     }
     if (big) {
         KC(memra__kc_ew(k, MEMRA_EW_SWIGLU, 1, 12288, 0));
