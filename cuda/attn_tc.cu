@@ -413,7 +413,8 @@ template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
 /* PIPE (an f16 cache, 16-byte aligned rows): K and V tiles by cp.async,
  * the next tile's K issued once this tile's scores are done and its V once
  * its P·V is, so the loads run under the softmax and the next scores; the
- * same arithmetic in the same order (MEMRA_FA_TC_PIPE=1, off by default). */
+ * same arithmetic in the same order (the default; MEMRA_FA_TC_PIPE=0 loads
+ * through registers). The 9B's pp512 at depth 16384 +3 % (2026-12-04). */
 template <int HD, int BK, int T, bool QLO = true, bool PIPE = false>
 __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_shape<HD, BK, T, QLO>::MINB)
     fa_tc_pair_kernel(const tc_args f)
@@ -777,10 +778,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         /* keys a split of the paired kernel (a multiple of 64; 0: none) */
         split_keys = memra__cuda_env_long("MEMRA_FA_TC_SPLIT", 4096);
         split_keys = split_keys > 0 ? (split_keys + 63) / 64 * 64 : 0;
-        /* MEMRA_FA_TC_PIPE=1: the paired f16 kernel's K and V tiles by
-         * cp.async under the softmax and the scores (fa_tc_pair_kernel's
-         * PIPE). An experiment, off by default: not yet run on a GPU */
-        pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 0);
+        /* the paired f16 kernel's K and V tiles by cp.async under the
+         * softmax and the scores (fa_tc_pair_kernel's PIPE; 0: through
+         * registers, for A/B runs) */
+        pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 1);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */

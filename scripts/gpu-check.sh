@@ -19,7 +19,8 @@
 # FAST_PREFILL_TOL (prefill bound of the fast-mode model run, default 5e-3),
 # SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SKIP_SWITCHES=1 (not the
 # bit-for-bit comparisons of the side stream, the fused route and shared heads
-# against their other settings), ROWMAPS (the Q8_0 row-map switches compared,
+# against their other settings, nor the fixtures under the other attention
+# settings: their kernel-check cases still run), ROWMAPS (the Q8_0 row-map switches compared,
 # default all), SYNTH=path (reuse a model),
 # BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
@@ -169,29 +170,47 @@ for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0; do
     env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$sw.log" 2>&1
     note "kernel-check attention, $sw: rc $?, $(tail -1 "$OUT/kc-attn-$sw.log")"
   fi
-  if [ "${SKIP_MODELS:-0}" != 1 ]; then
+  if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
     env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 $sw \
       MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-$sw.log" 2>&1
     note "models fast, $sw: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-$sw.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-$sw.log") failed"
   fi
 done
 
-# ---- experiment (off by default): MEMRA_FA_TC_PIPE=1 ----------------------
-# the paired f16 kernel's K and V tiles by cp.async: the same arithmetic in
-# the same order, so the attention cases must print the same errors as the
-# default's (bit for bit), and the fixtures stay within their fast bound
+# ---- the paired kernel's K and V tiles through registers (MEMRA_FA_TC_PIPE=0) ----
+# the default copies an f16 cache's tiles by cp.async: the same arithmetic
+# in the same order, so the attention cases must print the same errors
+# both ways (bit for bit), and the fixtures stay within their fast bound
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_attn_default
-  MEMRA_FA_TC_PIPE=1 timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-pipe1.log" 2>&1
-  grep -E "^attention" "$OUT/kc-attn-pipe1.log" >/tmp/kc-p1.txt
-  cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-p1.txt && r="the same errors ($(wc -l </tmp/kc-p1.txt) cases)" ||
-    r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-p1.txt | grep -c '^>') lines"
-  note "kernel-check attention, MEMRA_FA_TC_PIPE=1 against 0: $r; $(tail -1 "$OUT/kc-attn-pipe1.log")"
+  MEMRA_FA_TC_PIPE=0 timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-pipe0.log" 2>&1
+  grep -E "^attention" "$OUT/kc-attn-pipe0.log" >/tmp/kc-p0.txt
+  cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt && r="the same errors ($(wc -l </tmp/kc-p0.txt) cases)" ||
+    r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt | grep -c '^>') lines"
+  note "kernel-check attention, MEMRA_FA_TC_PIPE=0 against 1: $r; $(tail -1 "$OUT/kc-attn-pipe0.log")"
 fi
-if [ "${SKIP_MODELS:-0}" != 1 ]; then
-  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=1 \
-    MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-pipe.log" 2>&1
-  note "models fast, MEMRA_FA_TC_PIPE=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-pipe.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-pipe.log") failed"
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
+    MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-pipe0.log" 2>&1
+  note "models fast, MEMRA_FA_TC_PIPE=0: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-pipe0.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-pipe0.log") failed"
+fi
+
+# ---- fast prefill's row-local kernels against their older forms ----------
+# a warp per norm row (MEMRA_NORM_WARP), elementwise rows as one long row
+# in 16-byte loads (MEMRA_EW_FLAT), Q8_0 tiles to f16 by streaming warps
+# (MEMRA_DEQ_Q8): the same arithmetic per element, so each kernel-check
+# group prints the same lines with the switch off and on
+if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
+  for sw in MEMRA_NORM_WARP:norm MEMRA_EW_FLAT:elementwise MEMRA_DEQ_Q8:matmul; do
+    v=${sw%%:*} t=${sw#*:}
+    for w in 0 1; do
+      env $v=$w timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$v$w.log" 2>&1
+      grep -E "^$t" "$OUT/kc-$t-$v$w.log" >/tmp/kc-s$w.txt
+    done
+    cmp -s /tmp/kc-s0.txt /tmp/kc-s1.txt && r="the same lines ($(wc -l </tmp/kc-s1.txt) cases)" ||
+      r="DIFFER: $(diff /tmp/kc-s0.txt /tmp/kc-s1.txt | grep -c '^>') lines"
+    note "kernel-check $t, $v=0 against 1: $r; $(tail -1 "$OUT/kc-$t-${v}1.log")"
+  done
 fi
 
 # ---- the Q8_0 fast path's row maps and items against the plain ones --------
