@@ -125,6 +125,29 @@ static __device__ __forceinline__ double row_scale(bool rms, const float *xr, in
     return row_scale_reduce(rms, row_sumsq_part(xr, dim), dim, eps, red);
 }
 
+/* The sum of squares of a row of DIM <= 4 MEMRA_NORM_BLOCK floats in
+ * row_scale's order (4-element chunk c on thread c of MEMRA_NORM_BLOCK, a
+ * shuffle tree per warp, the warps' sums in order), computed by one warp
+ * alone: its "virtual warp" v takes chunks [32 v, 32 v + 32). The virtual
+ * warps past DIM would add +0.0 to a non-negative sum, so they are
+ * skipped. Every lane returns the same bits (each butterfly step adds the
+ * same two values on both lanes). */
+static __device__ __forceinline__ float row_sumsq_warp(const float *row, int64_t dim)
+{
+    const int lane = threadIdx.x & 31;
+    float t = 0.0f;
+    for (int64_t v = 0; v < MEMRA_NORM_BLOCK / 32 && v * 128 < dim; v++) {
+        const int64_t c = v * 32 + lane;
+        float p = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            if (4 * c + q < dim)
+                p = row_sq_add(row[4 * c + q], p);
+        t += warp_sum(p);
+    }
+    return t;
+}
+
 /* x · s [· w] in float32, each product rounded (s: row_scale rounded to
  * float32): HF's order (x · rsqrt(...), then · weight). Its float64 form
  * (one rounding of x · s · w) took three float64 conversions per element,

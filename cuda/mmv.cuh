@@ -1291,6 +1291,20 @@ template <int T> static inline bool mmv_x_fits(int64_t ne0, int R)
     return mmv_ring_bytes<T>(MMV_RING_MIN) + mmv_x_bytes<T>(ne0, R) <= MMV_SMEM_MAX;
 }
 
+/* Two floats as the bits of an H pair (round to nearest): the fast
+ * prefill's f16 (bf16) tiles and x. */
+static __device__ __forceinline__ uint32_t pack2(__half, float a, float b)
+{
+    const __half2 h = __floats2half2_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
+static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16, float a, float b)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *(const uint32_t *)&h;
+}
+
 /* Fast-prefill dequantization: rows [o0, o0+nrow) of W into OUT
  * ([nrow][ne0], f16 or bf16). */
 template <int T, typename H>

@@ -282,6 +282,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         }
     }
     const int64_t nbr = a.ne0 / 32;
+    if (rowi && mmv_debug() && nbr > 64 && nbr < 128 && (mode == MMV_Q8D_SPLIT || a.q8_slot != MMV_Q8D_SEG))
+        fprintf(stderr, "mmv q8d rowi declined: %lld wide, mode %d, slot %d\n", (long long)a.ne0, mode, a.q8_slot);
     if (rowi && mode != MMV_Q8D_SPLIT && a.q8_slot == MMV_Q8D_SEG && nbr > 64 && nbr < 128) {
         /* rows of two segments, the second short, 16-byte aligned (Gemma
          * 4's 2560 and 2816): one item a row, in slots of the row's bytes
@@ -292,6 +294,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         void (*const kr)(mmv_args) = grouped ? mmv_q8d_kernel<T, MMV_Q8D_GROUPED, MMV_WARPS, true>
                                              : mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>;
         const int occ_r = smem_r <= MMV_SMEM_MAX ? mmv_occupancy((const void *)kr, smem_r, cache_r[grouped]) : 0;
+        if (occ_r == 0 && mmv_debug())
+            fprintf(stderr, "mmv q8d rowi declined: %lld wide, smem %zu, no occupancy (%s)\n", (long long)a.ne0, smem_r,
+                    cudaGetErrorString(cudaFuncSetAttribute((const void *)kr,
+                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_r)));
         if (occ_r > 0) {
             mmv_args ar = a;
             ar.q8_slot = slr;
@@ -435,18 +441,6 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
 template <typename H> static __device__ __forceinline__ H to_h(float v);
 template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 to_h<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-static __device__ __forceinline__ uint32_t pack2(__half, float a, float b)
-{
-    const __half2 h = __floats2half2_rn(a, b);
-    return *(const uint32_t *)&h;
-}
-
-static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16, float a, float b)
-{
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *(const uint32_t *)&h;
-}
 
 template <int T>
 static __device__ __forceinline__ void mmv_issue(const mmv_item<T> &it, int lane, uint4 *buf)

@@ -361,18 +361,6 @@ __global__ void x_to_h_kernel<__nv_bfloat16>(const float *x, int64_t ldx, int64_
 /* x_to_h_kernel four elements a thread: rows on the grid's y, 16-byte loads
  * of x and 8-byte stores (ne0 and ldx multiples of 4, x 16-byte aligned,
  * OUT 8-byte aligned: the host checks). The same rounding per element. */
-static __device__ __forceinline__ uint32_t h2_bits(__half, float a, float b)
-{
-    const __half2 h = __floats2half2_rn(a, b);
-    return *(const uint32_t *)&h;
-}
-
-static __device__ __forceinline__ uint32_t h2_bits(__nv_bfloat16, float a, float b)
-{
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *(const uint32_t *)&h;
-}
-
 template <typename H>
 __global__ void x_to_h4_kernel(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out)
 {
@@ -383,7 +371,7 @@ __global__ void x_to_h4_kernel(const float *x, int64_t ldx, int64_t n_rows, int6
         uint2 *o = (uint2 *)(out + r * ne0);
         for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < n4; c += (int64_t)gridDim.x * blockDim.x) {
             const float4 v = xr[c];
-            o[c] = make_uint2(h2_bits(H(), v.x, v.y), h2_bits(H(), v.z, v.w));
+            o[c] = make_uint2(pack2(H(), v.x, v.y), pack2(H(), v.z, v.w));
         }
     }
 }

@@ -115,11 +115,8 @@ __global__ void __launch_bounds__(NORM_THREADS)
 /* Rows of at most 4 NORM_THREADS elements (a head's 128 or 256 in the Gated
  * DeltaNet's L2 and gated norms of prefill, 16384 rows a chunk at the 9B),
  * a warp each: norm_kernel's block of 256 threads gives such a row at most
- * one 4-element chunk a thread, so lane l of "warp" v takes chunk l + 32 v,
- * sums its squares in element order, the warp's butterfly makes warp v's
- * sum, and the sums are added in order from 0.0f: row_scale_reduce's
- * arithmetic term for term (warps past the row add +0.0f, which changes no
- * sum of squares: those are skipped). A block of 256 threads per 128-wide
+ * one 4-element chunk a thread, and row_sumsq_warp (cuda/math.cuh) makes
+ * row_scale_reduce's sum term for term from one warp. A block of 256 threads per 128-wide
  * row left 7/8 of it idle behind two barriers: 20 % of the 9B's pp512 in
  * norm_kernel (CUPTI, 2026-12-04). */
 #define NORM_WARP_MAX (4 * NORM_THREADS)
@@ -130,21 +127,11 @@ __global__ void __launch_bounds__(NORM_THREADS)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int lane = threadIdx.x & 31;
-    const int64_t nv = (dim + 127) / 128; /* the block version's warps that hold chunks */
     for (int64_t r = (int64_t)blockIdx.x * (NORM_THREADS / 32) + (threadIdx.x >> 5); r < n_rows;
          r += (int64_t)gridDim.x * (NORM_THREADS / 32)) {
         const float *xr = x + r * xs;
         float *yr = y + r * ys;
-        float t = 0.0f;
-        for (int64_t v = 0; v < nv; v++) {
-            const int64_t c = lane + 32 * v;
-            float p = 0.0f;
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                if (4 * c + q < dim)
-                    p = row_sq_add(xr[4 * c + q], p);
-            t += warp_sum(p);
-        }
+        const float t = row_sumsq_warp(xr, dim);
         const float scale = (float)row_scale_of(kind == MEMRA_NORM_RMS, (double)t, dim, eps);
         __syncwarp(); /* in place: every lane's reads before any write */
         for (int64_t i = lane; i < dim; i += 32)

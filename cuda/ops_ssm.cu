@@ -374,32 +374,6 @@ memra_status_t memra__cuda_delta(memra__backend_t *be, const memra_delta_args_t 
 
 /* ---- the fused step (memra_gdn_args_t) ------------------------------------------ */
 
-/* The sum of squares of ROW (DIM <= 1024 floats, shared memory) in
- * row_scale's order (cuda/math.cuh: 4-element chunk c on thread c of
- * MEMRA_NORM_BLOCK, a shuffle tree per warp, the warps' sums in order),
- * computed by one warp alone: its "virtual warp" v takes chunks
- * [32 v, 32 v + 32). The virtual warps past DIM would add +0.0 to a
- * non-negative sum, so they are skipped. Every lane returns the same bits
- * (each butterfly step adds the same two values on both lanes), so warps
- * that need the total compute it instead of waiting at a barrier for it. */
-#define GDN_VW (MEMRA_NORM_BLOCK / 32)
-
-static __device__ __forceinline__ double gdn_sumsq(const float *row, int dim)
-{
-    const int lane = threadIdx.x & 31;
-    float t = 0.0f;
-    for (int v = 0; v < GDN_VW && v * 128 < dim; v++) {
-        const int c = v * 32 + lane;
-        float p = 0.0f;
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            if (4 * c + q < dim)
-                p = row_sq_add(row[4 * c + q], p);
-        t += warp_sum(p);
-    }
-    return (double)t;
-}
-
 /* Block per value head j (with the conv: per half of its state rows, the
  * two halves in one cluster), P lanes per state row: the head's q/k L2
  * norms are block reductions and its o's RMS norm one over o gathered in
@@ -577,7 +551,7 @@ static __device__ __forceinline__ void gdn_step(const memra_gdn_args_t &g, int P
          * made the step slower than a barrier), applied as delta_row reads
          * q and k (the same bits as a normed copy, without its phase) */
         for (int r = tid >> 5; r < 2; r += (int)(blockDim.x >> 5)) {
-            const double tt = gdn_sumsq(r ? k_s : q_s, d);
+            const double tt = (double)row_sumsq_warp(r ? k_s : q_s, d);
             if ((tid & 31) == 0)
                 scl[r] = (float)row_scale_of(false, tt, d, g.l2_eps);
         }
@@ -597,7 +571,7 @@ static __device__ __forceinline__ void gdn_step(const memra_gdn_args_t &g, int P
         }
         gdn_cluster_sync(B > 1 ? C : 1);
         if ((tid & ~31) < rows) { /* the warps of the output rows (blockDim >= rows) sum o themselves: no barrier */
-            const float o_scl = (float)row_scale_of(true, gdn_sumsq(o_s, d), d, g.norm_eps);
+            const float o_scl = (float)row_scale_of(true, (double)row_sumsq_warp(o_s, d), d, g.norm_eps);
             if (tid < rows) {
                 const float on_i = row_scaled(o_s[m0 + tid], o_scl, &wt, 0);
                 g.y[t * a.n_v * d + j * d + m0 + tid] = memra_siluf(zt) * on_i; /* SWIGLU's arithmetic */

@@ -14,10 +14,7 @@ cd "$(dirname "$0")/.."
 B=${B:-${PREBUILT:-/tmp/build-gpu}}
 OUT=${OUT:-/tmp}
 model=$1
-so=${TRACER:-$B/cupti-trace.so}
-[ -f "$so" ] || gcc -O2 -shared -fPIC -I/usr/local/cuda/include tools/cupti-trace.c -L/usr/local/cuda/lib64 -lcupti \
-  -o "$so" || exit 1
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. tools/cupti-env.sh
 R=${R:-2}
 CUDA_INJECTION64_PATH=$(realpath "$so") MEMRA_TRACE_OUT="$OUT/trace-pp.txt" "$B/examples/memra-bench" -m "$model" \
   --device cuda:0 -p "${P:-512}" -n 0 -d "${D:-0}" -r "$R" >"$OUT/trace-pp-run.log" 2>&1 ||

@@ -15,10 +15,7 @@ cd "$(dirname "$0")/.."
 B=${B:-${PREBUILT:-/tmp/build-gpu}}
 OUT=${OUT:-/tmp}
 model=$1
-so=${TRACER:-$B/cupti-trace.so}
-[ -f "$so" ] || gcc -O2 -shared -fPIC -I/usr/local/cuda/include tools/cupti-trace.c -L/usr/local/cuda/lib64 -lcupti \
-  -o "$so" || exit 1
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. tools/cupti-env.sh
 if [ -n "${BATCH:-}" ]; then
   shape=(--batch "$BATCH" -p "${P:-16}")
 else
