@@ -601,15 +601,9 @@ void mmv_dequant(const uint8_t *W, size_t nb1, int64_t ne0, int64_t o0, int64_t 
         q8 = memra__cuda_env_long("MEMRA_DEQ_Q8", 1); /* 0: deq_hq_kernel for Q8_0 too (A/B) */
     if constexpr (T == MEMRA_TYPE_Q8_0) {
         if (q8 && nb1 % 16 == 0 && ((uintptr_t)W + (size_t)o0 * nb1) % 16 == 0 && (uintptr_t)out % 16 == 0) {
-            /* one wave of resident blocks: every block walks as many groups,
-             * so blocks past the resident ones would run as a second wave on
-             * a fraction of the SMs (at 40 registers six fit an SM, and the
-             * grid of eight an SM ran 1.33 waves) */
-            static std::atomic<uint64_t> cache[64][8];
-            const int occ = mmv_occupancy((const void *)deq_q8_kernel<H>, 0, cache);
             const int64_t ng = nrow * ((ne0 / 32 + DEQ_Q8_GB - 1) / DEQ_Q8_GB);
-            memra__launch(deq_q8_kernel<H>, memra__cuda_blocks(ng, MMV_WARPS, (occ > 0 ? occ : 4) * (int64_t)sm_count),
-                          MMV_THREADS, 0, s, W, nb1, ne0, o0, nrow, out);
+            memra__launch(deq_q8_kernel<H>, memra__cuda_blocks(ng, MMV_WARPS, 8 * (int64_t)sm_count), MMV_THREADS, 0,
+                          s, W, nb1, ne0, o0, nrow, out);
             return;
         }
     }
