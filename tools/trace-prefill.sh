@@ -11,8 +11,6 @@
 # their grid (gx x gy), so one name's launches of different shapes stay apart
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${B:-${PREBUILT:-/tmp/build-gpu}}
-OUT=${OUT:-/tmp}
 model=$1
 . tools/cupti-env.sh
 R=${R:-2}

@@ -12,8 +12,6 @@
 # arguments; MEMRA_TRACE_API=1 lists the host's CUDA calls in the gap too)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${B:-${PREBUILT:-/tmp/build-gpu}}
-OUT=${OUT:-/tmp}
 model=$1
 . tools/cupti-env.sh
 if [ -n "${BATCH:-}" ]; then
