@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(NORM_THREADS)
  * DeltaNet's L2 and gated norms of prefill, 16384 rows a chunk at the 9B),
  * a warp each: norm_kernel's block of 256 threads gives such a row at most
  * one 4-element chunk a thread, and row_sumsq_warp (cuda/math.cuh) makes
- * row_scale_reduce's sum term for term from one warp. A block of 256 threads per 128-wide
- * row left 7/8 of it idle behind two barriers: 20 % of the 9B's pp512 in
- * norm_kernel (CUPTI, 2026-12-04). */
+ * row_scale_reduce's sum term for term from one warp. A block of 256
+ * threads per 128-wide row left 7/8 of it idle behind two barriers: 20 %
+ * of the 9B's pp512 in norm_kernel (CUPTI, 2026-12-04). */
 #define NORM_WARP_MAX (4 * NORM_THREADS)
 
 __global__ void __launch_bounds__(NORM_THREADS)
