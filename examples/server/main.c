@@ -60,7 +60,7 @@ static const cli_opt_t k_opts[] = {
     {OPT_DEVICE, "device", "DEV", "cpu, cuda or cuda:N (default: cpu)"},
     {'t', "threads", "N", "CPU threads, 0 = all cores (default: 0)"},
     {OPT_CHUNK, "chunk", "N", "the model's prefill chunk in tokens (longer prompt pieces run in chunks),\n"
-                              "0 = the model's default (env MEMRA_PRIME_CHUNK, else 512) (default: 0)"},
+                              "0 = the model's default (env MEMRA_PRIME_CHUNK, else 2048) (default: 0)"},
     {OPT_BATCH_CHUNK, "batch-prefill-chunk", "N", "prompt tokens a new sequence feeds per batched step, so the\n"
                                                   "decodes of the others wait at most one chunk, 1..1048576\n"
                                                   "(default: 256)"},
