@@ -217,6 +217,71 @@ struct tc_rows {
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));                                   \
     }
 
+/* The online softmax's step (base 2) for a thread's two rows, given the
+ * tile's row maxima mx0, mx1: the new maxima, s[][] replaced by exp2(s -
+ * max), the sums (this thread's columns) and o rescaled. A row that has
+ * seen no key yet keeps -inf: its reference is 0. emit(j) runs once s[j]
+ * is final (the pair kernel writes its part of P there). */
+template <int NJ, int NO, class Emit>
+static __device__ __forceinline__ void tc_softmax_step(float (&s)[NJ][4], float (&o)[NO][4], float mx0, float mx1,
+                                                       float &m0, float &m1, float &l0, float &l1, Emit emit)
+{
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
+    m0 = mn0;
+    m1 = mn1;
+    float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        s[j][0] = exp2f(s[j][0] - ref0);
+        s[j][1] = exp2f(s[j][1] - ref0);
+        s[j][2] = exp2f(s[j][2] - ref1);
+        s[j][3] = exp2f(s[j][3] - ref1);
+        ps0 += s[j][0] + s[j][1];
+        ps1 += s[j][2] + s[j][3];
+        emit(j);
+    }
+    l0 = l0 * al0 + ps0;
+    l1 = l1 * al1 + ps1;
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+        o[j][0] *= al0;
+        o[j][1] *= al0;
+        o[j][2] *= al1;
+        o[j][3] *= al1;
+    }
+}
+
+/* A thread's two rows of output columns COL0 .. COL0 + DV - 1 of head H:
+ * o times each row's 1 / sum, times sigmoid(gate) where the layer gates
+ * (elementwise MUL_SIGMOID's arithmetic, cuda/ops_norm.cu). */
+template <int DV>
+static __device__ __forceinline__ void tc_store_out(const memra_attn_args_t &a, const tc_rows &rw, int64_t t0, int64_t h,
+                                                    int64_t col0, int hd, int tig, const float (&o)[DV / 8][4],
+                                                    float inv0, float inv1)
+{
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+        if (!(hf ? rw.v1 : rw.v0))
+            continue;
+        const int64_t t = t0 + rw.r0 + hf * 8;
+        float *out = a.out + t * a.n_head * hd + h * hd + col0;
+        const float inv = hf ? inv1 : inv0;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            const int d = j * 8 + tig * 2;
+            float x0 = o[j][2 * hf] * inv, x1 = o[j][2 * hf + 1] * inv;
+            if (a.gate) {
+                const float *gp = a.gate + t * a.gate_stride + h * a.gate_head_stride + col0 + d;
+                x0 = (float)((double)x0 * d_sigmoid((double)gp[0]));
+                x1 = (float)((double)x1 * d_sigmoid((double)gp[1]));
+            }
+            *(float2 *)(out + d) = make_float2(x0, x1);
+        }
+    }
+}
+
 template <int HD, int DV, int BK, int T, bool QLO = true>
 __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 {
@@ -240,7 +305,6 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
                                             (size_t)a.q_stride * sizeof(float), nq);
 
     const tc_rows rw(a, t0, nq, BK, warp * 16, g); /* this warp's 16 rows */
-    const int r0 = rw.r0;
 
     float o[DV / 8][4];
 #pragma unroll
@@ -283,31 +347,8 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
         }
         /* mask, scale, online softmax (base 2), per row */
         TC_MASK_MAX(BK / 8, k0)
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        /* a row that has seen no key yet keeps -inf: its reference is 0 */
-        const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
-        m0 = mn0;
-        m1 = mn1;
-        float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++) {
-            s[j][0] = exp2f(s[j][0] - ref0);
-            s[j][1] = exp2f(s[j][1] - ref0);
-            s[j][2] = exp2f(s[j][2] - ref1);
-            s[j][3] = exp2f(s[j][3] - ref1);
-            ps0 += s[j][0] + s[j][1];
-            ps1 += s[j][2] + s[j][3];
-        }
-        l0 = l0 * al0 + ps0; /* this thread's columns; the row's four threads are summed at the end */
-        l1 = l1 * al1 + ps1;
-#pragma unroll
-        for (int j = 0; j < DV / 8; j++) {
-            o[j][0] *= al0;
-            o[j][1] *= al0;
-            o[j][2] *= al1;
-            o[j][3] *= al1;
-        }
+        /* the row's four threads' sums are added at the end */
+        tc_softmax_step(s, o, mx0, mx1, m0, m1, l0, l1, [](int) {});
         /* O += P·V: the score fragments are the A fragments of P */
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
@@ -331,26 +372,7 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
         l0 += __shfl_xor_sync(0xffffffffu, l0, x);
         l1 += __shfl_xor_sync(0xffffffffu, l1, x);
     }
-    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        if (!(hf ? rw.v1 : rw.v0))
-            continue;
-        const int64_t t = t0 + r0 + hf * 8;
-        float *out = a.out + t * a.n_head * HD + h * HD + dv0;
-        const float inv = hf ? inv1 : inv0;
-#pragma unroll
-        for (int j = 0; j < DV / 8; j++) {
-            const int d = j * 8 + tig * 2;
-            float x0 = o[j][2 * hf] * inv, x1 = o[j][2 * hf + 1] * inv;
-            if (a.gate) { /* elementwise MUL_SIGMOID's arithmetic (cuda/ops_norm.cu) */
-                const float *gp = a.gate + t * a.gate_stride + h * a.gate_head_stride + dv0 + d;
-                x0 = (float)((double)x0 * d_sigmoid((double)gp[0]));
-                x1 = (float)((double)x1 * d_sigmoid((double)gp[1]));
-            }
-            *(float2 *)(out + d) = make_float2(x0, x1);
-        }
-    }
+    tc_store_out<DV>(a, rw, t0, h, dv0, HD, tig, o, 1.0f / l0, 1.0f / l1);
 }
 
 template <int HD, int DV, int BK, int T, bool QLO>
@@ -538,33 +560,12 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
                 mx0 = fmaxf(mx0, xm[q * TC_BQ + r0]);
                 mx1 = fmaxf(mx1, xm[q * TC_BQ + r0 + 8]);
             }
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            const float ref0 = mn0 == -INFINITY ? 0.0f : mn0, ref1 = mn1 == -INFINITY ? 0.0f : mn1;
-            const float al0 = exp2f(m0 - ref0), al1 = exp2f(m1 - ref1);
-            m0 = mn0;
-            m1 = mn1;
-            float ps0 = 0.0f, ps1 = 0.0f;
-#pragma unroll
-            for (int j = 0; j < KH / 8; j++) {
-                s[j][0] = exp2f(s[j][0] - ref0);
-                s[j][1] = exp2f(s[j][1] - ref0);
-                s[j][2] = exp2f(s[j][2] - ref1);
-                s[j][3] = exp2f(s[j][3] - ref1);
-                ps0 += s[j][0] + s[j][1];
-                ps1 += s[j][2] + s[j][3];
-                /* this part of P, f16, for both warps' P·V */
+            /* this part's sums (the parts are added at the end); this part
+             * of P, f16, for both warps' P·V */
+            tc_softmax_step(s, o, mx0, mx1, m0, m1, l0, l1, [&](int j) {
                 *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
                 *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
-            }
-            l0 = l0 * al0 + ps0; /* this part's sums; the parts are added at the end */
-            l1 = l1 * al1 + ps1;
-#pragma unroll
-            for (int j = 0; j < DV / 8; j++) {
-                o[j][0] *= al0;
-                o[j][1] *= al0;
-                o[j][2] *= al1;
-                o[j][3] *= al1;
-            }
+            });
             tc_rows_sync(1 + rg); /* both parts of P written */
         }
         if constexpr (PIPE) { /* this tile's V */
@@ -625,26 +626,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
         }
         return;
     }
-    const float inv0 = 1.0f / L0, inv1 = 1.0f / L1;
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        if (!(hf ? rw.v1 : rw.v0))
-            continue;
-        const int64_t t = t0 + r0 + hf * 8;
-        float *out = a.out + t * a.n_head * HD + h * HD + cs * DV;
-        const float inv = hf ? inv1 : inv0;
-#pragma unroll
-        for (int j = 0; j < DV / 8; j++) {
-            const int d = j * 8 + tig * 2;
-            float x0 = o[j][2 * hf] * inv, x1 = o[j][2 * hf + 1] * inv;
-            if (a.gate) { /* elementwise MUL_SIGMOID's arithmetic (cuda/ops_norm.cu) */
-                const float *gp = a.gate + t * a.gate_stride + h * a.gate_head_stride + cs * DV + d;
-                x0 = (float)((double)x0 * d_sigmoid((double)gp[0]));
-                x1 = (float)((double)x1 * d_sigmoid((double)gp[1]));
-            }
-            *(float2 *)(out + d) = make_float2(x0, x1);
-        }
-    }
+    tc_store_out<DV>(a, rw, t0, h, (int64_t)cs * DV, HD, tig, o, 1.0f / L0, 1.0f / L1);
 }
 
 /* The output of the tokens of tiles qt0 .. qt0 + n_qt - 1 whose tile has

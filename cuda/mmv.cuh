@@ -1055,15 +1055,6 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * in-projections on 3168 warps then take at most seven items per warp
  * instead of eight (the busiest warps' chain of items sets a small
  * launch's time). */
-/* ROWI (DEFAULT or GROUPED, rows of two or more segments whose last one is
- * short, 16-byte aligned; the launcher takes rows of two): one bulk copy and ring item a row instead of
- * one a segment, its segments' dots in order from the one slot (slots of
- * the row's bytes), so the same partials in the same order: the same
- * bits. Fewer, larger copies in flight for Gemma 4's 2560- and 2816-wide
- * rows, whose short second items (544 and 816 bytes) halve a warp's bytes
- * ahead. MEMRA_MMV_Q8D_ROWI=1, off by default: on the H200 it takes the
- * E4B's fast-engine launches and left its tg128 where it was (270.9
- * against 270.5 tok/s, 2026-12-04), so it is due for removal. */
 #define MMV_Q8D_DEFAULT 0
 #define MMV_Q8D_GROUPED 1
 #define MMV_Q8D_SPLIT 2
@@ -1073,12 +1064,11 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * 033baf5) each measured 3-8 % slower per token although each launch
  * ran less code, and so did loading a row's epilogue inputs when the row
  * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
-template <int T, int MODE, int NW = MMV_WARPS, bool ROWI = false>
+template <int T, int MODE, int NW = MMV_WARPS>
 __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     static_assert(NW == MMV_WARPS || MODE == MMV_Q8D_DEFAULT, "wide blocks walk the default rows");
-    static_assert(!ROWI || (MODE != MMV_Q8D_SPLIT && NW == MMV_WARPS), "row items: default or grouped rows");
     constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
     constexpr int SEG = MMV_Q8D_SEG;
     const int D = a.ring; /* MMV_Q8D_RING, deeper at one block an SM */
@@ -1102,15 +1092,15 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     const int64_t rstride = GROUPED ? 1 : SPLIT ? (int64_t)gridDim.x * (MMV_WARPS / 2) : nwt;
     const int64_t v0 = GROUPED ? 0 : SPLIT ? (int64_t)blockIdx.x * (MMV_WARPS / 2) + pair : gw;
     const int gs = a.ymap, gm = (1 << gs) - 1;
-    const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt, gs) * (ROWI ? 1 : nseg)
-                            : v0 < nv ? (nv - v0 + rstride - 1) / rstride * (SPLIT ? 1 : np * (ROWI ? 1 : nseg))
+    const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt, gs) * nseg
+                            : v0 < nv ? (nv - v0 + rstride - 1) / rstride * (SPLIT ? 1 : np * nseg)
                                       : 0;
     __shared__ float xch[SPLIT ? MMV_WARPS * 32 : 1]; /* SPLIT: per pair, two rounds' partials */
     auto next = [&](mmv_pos &q) {
         if (SPLIT)
             q.v += rstride;
         else
-            mmv_next(q, np, ROWI ? 1 : nseg, rstride); /* ROWI: one item a row part */
+            mmv_next(q, np, nseg, rstride);
     };
     auto vrow = [&](mmv_pos q) {
         if (GROUPED)
@@ -1135,13 +1125,8 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
         if (issued == n_items)
             return;
         if (lane == 0) {
-            if constexpr (ROWI) { /* the whole row (aligned: the host checks) */
-                mmv_bulk_load(ring0 + slot * SL, (const uint4 *)src, (uint32_t)((nbr * 34 + 15) / 16) * 16u,
-                              bar0 + 8 * slot, policy);
-            } else {
-                const mmv_item<T> it = mmv_locate<T>(src, iq.s, nbr);
-                mmv_bulk_load(ring0 + slot * SL, it.a0, (uint32_t)it.nchunk * 16u, bar0 + 8 * slot, policy);
-            }
+            const mmv_item<T> it = mmv_locate<T>(src, iq.s, nbr);
+            mmv_bulk_load(ring0 + slot * SL, it.a0, (uint32_t)it.nchunk * 16u, bar0 + 8 * slot, policy);
         }
         if (++issued < n_items) {
             next(iq);
@@ -1190,7 +1175,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     mmv_pos cq = {v0, 0, SPLIT ? half : 0};
     /* the compute side's row start modulo 16 (rows off 16 bytes only) */
     auto row_off = [&](const mmv_pos &q) { return SL == SEG ? 0u : (uint32_t)((uintptr_t)row_src(q) & 15); };
-    uint32_t coff = !ROWI && n_items ? row_off(cq) : 0u; /* ROWI: aligned rows, segments at SEG apart */
+    uint32_t coff = n_items ? row_off(cq) : 0u;
     float acc0 = 0.0f, acc1 = 0.0f, yg = 0.0f;
     uint32_t phase = 0;
     int slot = 0;
@@ -1198,24 +1183,12 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
         mmv_ring_wait(bar0, slot, phase);
         issue(slot == 0 ? D - 1 : slot - 1);
         float part = 0.0f;
-        if constexpr (ROWI) { /* the row's segments from the one slot, each a part as its own item would be */
-            for (int sg = 0; sg < nseg; sg++) {
-                const int nb = sg == nseg - 1 ? (int)(nbr - (int64_t)sg * 64) : 64;
-                part = 0.0f;
-                mmv_q8_pair<1>(rs + slot * SL + sg * SEG, nb, lane, xa, xl, sa, nbr, (int64_t)sg * 64, 1, &part);
-                if (cq.p == 0)
-                    acc0 += part;
-                else
-                    acc1 += part;
-            }
-        } else {
-            const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64;
-            mmv_q8_pair<1>(rs + slot * SL + coff, nb, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
-            if (cq.p == 0)
-                acc0 += part;
-            else
-                acc1 += part;
-        }
+        const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64;
+        mmv_q8_pair<1>(rs + slot * SL + coff, nb, lane, xa, xl, sa, nbr, (int64_t)cq.s * 64, 1, &part);
+        if (cq.p == 0)
+            acc0 += part;
+        else
+            acc1 += part;
         __syncwarp(); /* the slot is refilled by the next iteration's issue */
         if (SPLIT) {
             float *x2 = xch + pair * 64 + (int)(k & 1) * 32; /* two rounds: no overwrite before the read */
@@ -1230,7 +1203,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
                     mmv_store<false>(a, wi, lrow, 0, 0, g, 0.0f);
                 }
             }
-        } else if (GROUPED && (ROWI || cq.s == nseg - 1)) {
+        } else if (GROUPED && cq.s == nseg - 1) {
             /* every lane holds the same sum (xor butterfly) */
             const float g = warp_sum(acc0);
             const int j = (int)(cq.v & gm);
@@ -1241,7 +1214,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
                     a.y[0][vrow(cq).v - j + lane] = yg;
             }
             acc0 = 0.0f;
-        } else if (!GROUPED && (ROWI || cq.s == nseg - 1) && cq.p == np - 1) {
+        } else if (!GROUPED && cq.s == nseg - 1 && cq.p == np - 1) {
             const float g = warp_sum(acc0);
             const float u = a.glu ? warp_sum(acc1) : 0.0f;
             if (lane == 0) {
@@ -1252,7 +1225,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
             acc0 = acc1 = 0.0f;
         }
         next(cq);
-        if (!ROWI && SL != SEG && (SPLIT || cq.s == 0) && k + 1 < n_items)
+        if (SL != SEG && (SPLIT || cq.s == 0) && k + 1 < n_items)
             coff = row_off(cq);
         slot = slot == D - 1 ? 0 : slot + 1;
     }

@@ -193,10 +193,9 @@ static int mmv_q8d_group_shift(int64_t nv, int64_t nwt)
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1, rowi = -1;
+    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
-        rowi = memra__cuda_env_long("MEMRA_MMV_Q8D_ROWI", 0); /* 1: one ring item a row (mmv.cuh, ROWI; A/B) */
         wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WIDE", 1); /* 0: one-block launches keep 8 warps (A/B) */
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
@@ -279,40 +278,6 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
 #endif
             return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>, dim3(grid_w),
                                  MMV_Q8D_WIDE_NW * 32, smem_w, s, a) == cudaSuccess;
-        }
-    }
-    const int64_t nbr = a.ne0 / 32;
-    if (rowi && mmv_debug() && nbr > 64 && nbr < 128 && (mode == MMV_Q8D_SPLIT || a.q8_slot != MMV_Q8D_SEG))
-        fprintf(stderr, "mmv q8d rowi declined: %lld wide, mode %d, slot %d\n", (long long)a.ne0, mode, a.q8_slot);
-    if (rowi && mode != MMV_Q8D_SPLIT && a.q8_slot == MMV_Q8D_SEG && nbr > 64 && nbr < 128) {
-        /* rows of two segments, the second short, 16-byte aligned (Gemma
-         * 4's 2560 and 2816): one item a row, in slots of the row's bytes
-         * (and a pair's read past an odd last block), 128-byte aligned */
-        const int slr = (int)(((nbr * 34 + 15) / 16 * 16 + 64 + 127) / 128 * 128);
-        const size_t smem_r = (size_t)MMV_WARPS * MMV_Q8D_RING * slr + mmv_x_bytes<T>(a.ne0, 1);
-        static std::atomic<uint64_t> cache_r[2][64][8];
-        void (*const kr)(mmv_args) = grouped ? mmv_q8d_kernel<T, MMV_Q8D_GROUPED, MMV_WARPS, true>
-                                             : mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>;
-        const int occ_r = smem_r <= MMV_SMEM_MAX ? mmv_occupancy((const void *)kr, smem_r, cache_r[grouped]) : 0;
-        if (occ_r == 0 && mmv_debug())
-            fprintf(stderr, "mmv q8d rowi declined: %lld wide, smem %zu, no occupancy (%s)\n", (long long)a.ne0, smem_r,
-                    cudaGetErrorString(cudaFuncSetAttribute((const void *)kr,
-                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_r)));
-        if (occ_r > 0) {
-            mmv_args ar = a;
-            ar.q8_slot = slr;
-            ar.ring = MMV_Q8D_RING;
-            const unsigned grid_r = mmv_grid_x(ar, occ_r, sm_count, 1);
-            if (grouped)
-                ar.ymap = mmv_q8d_group_shift(nv, (int64_t)grid_r * MMV_WARPS);
-            if (mmv_debug())
-                fprintf(stderr, "mmv q8d rowi: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, slot %d, smem %zu\n",
-                        (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grouped ? " grouped" : "", grid_r,
-                        occ_r, slr, smem_r);
-#ifdef MEMRA_MMV_TIMELINE
-            mmv_tl_note(ar, grid_r, nv);
-#endif
-            return memra__launch(kr, dim3(grid_r), MMV_THREADS, smem_r, s, ar) == cudaSuccess;
         }
     }
     if (grouped)

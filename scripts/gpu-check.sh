@@ -216,16 +216,13 @@ fi
 # ---- the Q8_0 fast path's row maps and items against the plain ones --------
 # wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384
 # floats and more, on 16 warps) change only which warp computes a row's
-# pair dots, and row items (MEMRA_MMV_Q8D_ROWI, an experiment off by
-# default: one ring item a row for Gemma 4's 2560- and 2816-wide rows) only
-# how its bytes arrive: the kernel check's matmul lines and whole forwards'
-# decode logits must be the same bits with each off and on (entries
+# pair dots: the kernel check's matmul lines and whole forwards' decode
+# logits must be the same bits with it off and on (entries
 # SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it
 # takes; ROWMAPS picks entries by switch name, default all)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
-  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b" \
-    "MEMRA_MMV_Q8D_ROWI:q8d rowi:gemma-4-e4b gemma-4-26b-a4b"; do
+  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
     [ -n "${ROWMAPS:-}" ] && [[ " $ROWMAPS " != *" ${sw%%:*} "* ]] && continue
     IFS=: read -r var marker models <<<"$sw"
     for w in 0 1; do
