@@ -149,6 +149,141 @@ template <> struct gq_raw<MEMRA_TYPE_Q8_0> {
     }
 };
 
+/* N 4-byte words of the 4N bytes at P (2-byte aligned) in registers, read
+ * without touching a byte outside them: aligned word loads, or, when P is 2
+ * past a word, its first and last halfwords as 2-byte loads and the words
+ * between, shifted into place. byte(i) is a constant extraction once the
+ * caller's loop over I is unrolled. */
+template <int N> struct gq_words {
+    uint32_t u[N];
+    __device__ __forceinline__ void load(const uint8_t *p)
+    {
+        if (((uintptr_t)p & 2) == 0) {
+            const uint32_t *a = reinterpret_cast<const uint32_t *>(p);
+#pragma unroll
+            for (int i = 0; i < N; i++)
+                u[i] = a[i];
+        } else {
+            const uint32_t *a = reinterpret_cast<const uint32_t *>(p + 2);
+            uint32_t lo = *reinterpret_cast<const uint16_t *>(p);
+#pragma unroll
+            for (int i = 0; i < N - 1; i++) {
+                const uint32_t w = a[i];
+                u[i] = lo | (w << 16);
+                lo = w >> 16;
+            }
+            u[N - 1] = lo | ((uint32_t) * reinterpret_cast<const uint16_t *>(p + 4 * N - 2) << 16);
+        }
+    }
+    __device__ __forceinline__ uint32_t byte(int i) const { return (u[i >> 2] >> (8 * (i & 3))) & 0xFFu; }
+};
+
+/* The K-quants' sub-blocks as Q8_0's: every byte a sub-block's decode reads
+ * loaded a k tile ahead (word loads for its 32 quant bytes, where
+ * mq_deq32 reads them one byte at a time from memory in the stash: the
+ * 35B-A3B Q4_K's MoE prefill at 512 tokens, ~16 entries an expert, ran at
+ * 0.82x llama.cpp that way). decode makes mq_deq32's arithmetic, so the
+ * same values. */
+template <> struct gq_raw<MEMRA_TYPE_Q4_K> {
+    gq_words<8> q;            /* the 32 bytes of the sub-block's pair (its nibble: sh) */
+    uint32_t d, dm, e0, e1, e2; /* d, dmin (f16 bits), three scale bytes */
+    int s;
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        const uint8_t *b = row + (k / 256) * 144;
+        s = (int)((k % 256) / 32);
+        const uint16_t *h = reinterpret_cast<const uint16_t *>(b);
+        d = h[0];
+        dm = h[1];
+        e0 = b[4 + (s & 3)];
+        e1 = b[8 + (s & 3)];
+        e2 = b[12 + (s & 3)];
+        q.load(b + 16 + 32 * (s >> 1));
+    }
+    /* mq_scale_min_k4's scale and min from the bytes scales[j & 3],
+     * scales[(j & 3) + 4] and scales[(j & 3) + 8] */
+    static __device__ __forceinline__ void scale_min(int j, uint32_t e0, uint32_t e1, uint32_t e2, int *sc, int *m)
+    {
+        if (j < 4) {
+            *sc = (int)(e0 & 63);
+            *m = (int)(e1 & 63);
+        } else {
+            *sc = (int)((e2 & 0xF) | ((e0 >> 6) << 4));
+            *m = (int)((e2 >> 4) | ((e1 >> 6) << 4));
+        }
+    }
+    __device__ __forceinline__ void decode(float *v) const
+    {
+        int sc, m;
+        scale_min(s, e0, e1, e2, &sc, &m);
+        const float d1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), (float)sc);
+        const float m1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)dm)), (float)m);
+        const int sh = (s & 1) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; l++)
+            v[l] = __fsub_rn(__fmul_rn(d1, (float)((q.byte(l) >> sh) & 0xF)), m1);
+    }
+};
+
+template <> struct gq_raw<MEMRA_TYPE_Q5_K> {
+    gq_words<8> q, qh; /* the pair's 32 low-nibble bytes; the block's 32 high-bit bytes */
+    uint32_t d, dm, e0, e1, e2;
+    int s;
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        const uint8_t *b = row + (k / 256) * 176;
+        s = (int)((k % 256) / 32);
+        const uint16_t *h = reinterpret_cast<const uint16_t *>(b);
+        d = h[0];
+        dm = h[1];
+        e0 = b[4 + (s & 3)];
+        e1 = b[8 + (s & 3)];
+        e2 = b[12 + (s & 3)];
+        qh.load(b + 16);
+        q.load(b + 48 + 32 * (s >> 1));
+    }
+    __device__ __forceinline__ void decode(float *v) const
+    {
+        int sc, m;
+        gq_raw<MEMRA_TYPE_Q4_K>::scale_min(s, e0, e1, e2, &sc, &m);
+        const float d1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), (float)sc);
+        const float m1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)dm)), (float)m);
+        const int sh = (s & 1) * 4;
+        const uint32_t u = 1u << s;
+#pragma unroll
+        for (int l = 0; l < 32; l++)
+            v[l] = __fsub_rn(__fmul_rn(d1, (float)(((q.byte(l) >> sh) & 0xF) + ((qh.byte(l) & u) ? 16 : 0))), m1);
+    }
+};
+
+template <> struct gq_raw<MEMRA_TYPE_Q6_K> {
+    gq_words<8> ql, qh; /* the sub-block's 32 low-nibble bytes and 32 high-bit-pair bytes */
+    uint32_t d, c0, c1; /* d (f16 bits), the two 16-element scales (int8 bits) */
+    int s;
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        const uint8_t *b = row + (k / 256) * 210;
+        s = (int)((k % 256) / 32);
+        const int h = s >> 2, j = s & 3;
+        d = *reinterpret_cast<const uint16_t *>(b + 208);
+        c0 = b[192 + 8 * h + 2 * j];
+        c1 = b[193 + 8 * h + 2 * j];
+        ql.load(b + 64 * h + 32 * (j & 1));
+        qh.load(b + 128 + 32 * h);
+    }
+    __device__ __forceinline__ void decode(float *v) const
+    {
+        const int j = s & 3, nsh = j >= 2 ? 4 : 0, hsh = 2 * j;
+        const float df = __half2float(__ushort_as_half((unsigned short)d));
+        const float d0 = __fmul_rn(df, (float)(int8_t)c0), d1 = __fmul_rn(df, (float)(int8_t)c1);
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const int q = (int)(((ql.byte(l) >> nsh) & 0xF) | (((qh.byte(l) >> hsh) & 3) << 4)) - 32;
+            v[l] = __fmul_rn(l < 16 ? d0 : d1, (float)q);
+        }
+    }
+};
+
 /* Shared memory: two stages of the weight and x tiles (double buffering:
  * the next k tile's loads are in flight while the tensor cores work on
  * this one), then the tile's x and y rows. */

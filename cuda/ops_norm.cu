@@ -279,6 +279,9 @@ __global__ void ew_kernel(const memra_ew_args_t a)
     }
 }
 
+/* elements below which a call keeps one column a thread (decode's rows) */
+#define EW4_MIN (1 << 16)
+
 /* ew_kernel four columns a thread, in 16-byte loads and stores (the host
  * checks: every pointer read or written 16-byte aligned, cols and every
  * stride whole multiples of four). The same ew_one per element. */
@@ -329,7 +332,12 @@ memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args
         }
         const uintptr_t al = (uintptr_t)a.y | (ra ? (uintptr_t)a.a : 0) | (rb ? (uintptr_t)a.b : 0) |
                              (rx ? (uintptr_t)a.aux : 0);
-        vec = al % 16 == 0 && a.cols % 4 == 0 && a.ys % 4 == 0 && (!ra || a.as % 4 == 0) && (!rb || a.bs % 4 == 0);
+        /* four columns a thread only where there are many: a decode
+         * step's short rows are latency-bound, and four serial ew_one
+         * chains a thread cost the E4B's tg128 2 % (265.3 against 270.2
+         * tok/s with MEMRA_EW_FLAT=0, H200, 2026-12-04) */
+        vec = a.cols * a.rows >= EW4_MIN && al % 16 == 0 && a.cols % 4 == 0 && a.ys % 4 == 0 &&
+              (!ra || a.as % 4 == 0) && (!rb || a.bs % 4 == 0);
     }
     const unsigned bx = memra__cuda_blocks(vec ? a.cols / 4 : a.cols, 256, 4096);
     unsigned by = memra__cuda_blocks(a.rows, 1, 65535);

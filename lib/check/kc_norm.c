@@ -85,7 +85,8 @@ static memra_status_t ew_run(void *c, memra__backend_t *be, int side)
 
 /* MODE 0: strided rows; 1: b broadcast (bs 0); 2: in place (y = a); 3:
  * dense rows (every stride = cols: one long row on CUDA); 4: strides of
- * cols + 4 (with cols a multiple of 4: CUDA's 16-byte form a row at a time). */
+ * cols + 4 (with cols a multiple of 4: CUDA's 16-byte form a row at a time,
+ * for calls of 65536 elements and more). */
 void memra__kc_ew(kc *k, memra_ew_op_t op, int64_t rows, int64_t cols, int mode)
 {
     static const char *suffix[] = {"", ".bcast", ".inplace", ".dense", ".aligned"};

@@ -375,9 +375,10 @@ static void run_suite(kc *k)
         if (op != MEMRA_EW_FILL) {
             KC(memra__kc_ew(k, (memra_ew_op_t)op, 3, 500, 2));
         }
-        /* CUDA's one long row and 16-byte forms */
-        KC(memra__kc_ew(k, (memra_ew_op_t)op, 64, 128, 3));
-        KC(memra__kc_ew(k, (memra_ew_op_t)op, 6, 1000, 4));
+        /* CUDA's one long row and 16-byte forms (calls of 65536
+         * elements and more: cuda/ops_norm.cu, EW4_MIN) */
+        KC(memra__kc_ew(k, (memra_ew_op_t)op, 128, 520, 3));
+        KC(memra__kc_ew(k, (memra_ew_op_t)op, 66, 1000, 4));
     }
     if (big) {
         KC(memra__kc_ew(k, MEMRA_EW_SWIGLU, 1, 12288, 0));
@@ -494,6 +495,9 @@ static void run_suite(kc *k)
     MOE_FAST("moe.fast.f16", F16, BF16, 40, 8, 2, 64, 32, false, true, GELU, UNIFORM);
     MOE_FAST("moe.fast.gate_up", Q8_0, Q8_0, 37, 8, 2, 64, 64, true, false, SILU, UNIFORM);
     MOE_FAST("moe.fast.skewed", Q8_0, Q4_K, 70, 16, 2, 256, 256, false, false, SILU, SKEWED);
+    /* Q5_K gate_up; Q6_K down rows of 210 bytes (blocks 2 past 4-byte
+     * alignment every other row: gemm_q.cuh's gq_words) */
+    MOE_FAST("moe.fast.q5k_q6k", Q5_K, Q6_K, 70, 16, 2, 768, 256, true, false, SILU, SKEWED);
     /* the g4-moe fixture's shape: 4 experts, top 2, fused gate_up, GELU */
     MOE_FAST("moe.fast.g4fix", F16, F16, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
     MOE_FAST("moe.fast.g4fix_sep", BF16, F16, 64, 4, 2, 64, 32, false, true, GELU, UNIFORM);
