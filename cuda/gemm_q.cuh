@@ -25,6 +25,8 @@
 
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "cuda_common.cuh"
 #include "quant.cuh"
 
@@ -178,13 +180,20 @@ template <int N> struct gq_words {
     __device__ __forceinline__ uint32_t byte(int i) const { return (u[i >> 2] >> (8 * (i & 3))) & 0xFFu; }
 };
 
-/* The K-quants' sub-blocks as Q8_0's: every byte a sub-block's decode reads
- * loaded a k tile ahead (word loads for its 32 quant bytes, where
- * mq_deq32 reads them one byte at a time from memory in the stash: the
- * 35B-A3B Q4_K's MoE prefill at 512 tokens, ~16 entries an expert, ran at
- * 0.82x llama.cpp that way). decode makes mq_deq32's arithmetic, so the
- * same values. */
-template <> struct gq_raw<MEMRA_TYPE_Q4_K> {
+/* The K-quants' sub-blocks as Q8_0's (gq_raw_kq<T>): every byte a
+ * sub-block's decode reads loaded a k tile ahead (word loads for its 32
+ * quant bytes, where gq_raw's mq_deq32 reads them one byte at a time from
+ * memory in the stash: the 35B-A3B Q4_K's MoE prefill at 512 tokens, ~16
+ * entries an expert, ran at 0.82x llama.cpp that way; H200, 2026-12-04).
+ * decode makes mq_deq32's arithmetic, so the same values and the same
+ * outputs bit for bit. MEMRA_GQ_KQ_WORDS=1 takes it; off by default until
+ * the device's kernel check has compared it with gq_raw (scripts/gpu-check.sh). */
+template <int T> struct gq_raw_kq : gq_raw<T> {};
+template <int T> struct gq_kq_words {
+    static constexpr bool value = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
+};
+
+template <> struct gq_raw_kq<MEMRA_TYPE_Q4_K> {
     gq_words<8> q;            /* the 32 bytes of the sub-block's pair (its nibble: sh) */
     uint32_t d, dm, e0, e1, e2; /* d, dmin (f16 bits), three scale bytes */
     int s;
@@ -225,7 +234,7 @@ template <> struct gq_raw<MEMRA_TYPE_Q4_K> {
     }
 };
 
-template <> struct gq_raw<MEMRA_TYPE_Q5_K> {
+template <> struct gq_raw_kq<MEMRA_TYPE_Q5_K> {
     gq_words<8> q, qh; /* the pair's 32 low-nibble bytes; the block's 32 high-bit bytes */
     uint32_t d, dm, e0, e1, e2;
     int s;
@@ -245,7 +254,7 @@ template <> struct gq_raw<MEMRA_TYPE_Q5_K> {
     __device__ __forceinline__ void decode(float *v) const
     {
         int sc, m;
-        gq_raw<MEMRA_TYPE_Q4_K>::scale_min(s, e0, e1, e2, &sc, &m);
+        gq_raw_kq<MEMRA_TYPE_Q4_K>::scale_min(s, e0, e1, e2, &sc, &m);
         const float d1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), (float)sc);
         const float m1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)dm)), (float)m);
         const int sh = (s & 1) * 4;
@@ -256,7 +265,7 @@ template <> struct gq_raw<MEMRA_TYPE_Q5_K> {
     }
 };
 
-template <> struct gq_raw<MEMRA_TYPE_Q6_K> {
+template <> struct gq_raw_kq<MEMRA_TYPE_Q6_K> {
     gq_words<8> ql, qh; /* the sub-block's 32 low-nibble bytes and 32 high-bit-pair bytes */
     uint32_t d, c0, c1; /* d (f16 bits), the two 16-element scales (int8 bits) */
     int s;
@@ -428,7 +437,8 @@ static __device__ __forceinline__ bool gq_block_tile(const gq_args &a, int *expe
     return true;
 }
 
-template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(const gq_args a)
+template <int T, class RAW = gq_raw<T>>
+__global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(const gq_args a)
 {
     extern __shared__ __align__(16) uint8_t gq_smem[];
     __half *const As0 = reinterpret_cast<__half *>(gq_smem);
@@ -453,7 +463,7 @@ template <int T> __global__ void __launch_bounds__(GQ_THREADS, 2) gq_kernel(cons
 
     /* stage = this thread's share of one k tile: its weight sub-block
      * (raw) and two 16-byte chunks of x */
-    gq_raw<T> raw;
+    RAW raw;
     uint4 xv[(GQ_BN * GQ_BK / 8) / GQ_THREADS];
     bool wok = false;
     auto fetch = [&](int64_t k0) {
@@ -657,16 +667,28 @@ template <int T> bool gq2_launch(const gq_args &a, unsigned n_tiles_max, cudaStr
  * list decides; dense: ceil(n_rows / GQ_BN)). false: no instance. */
 template <int T> bool gq_launch(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);
 
+/* One raw loader's launch (gq_launch). */
+template <int T, class RAW> static bool gq_launch_raw(const gq_args &a, unsigned n_tiles_max, cudaStream_t s)
+{
+    /* per launch: the attribute belongs to the current device */
+    if (cudaFuncSetAttribute(gq_kernel<T, RAW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GQ_SMEM_BYTES) !=
+        cudaSuccess)
+        return false;
+    const int64_t per = a.W2 ? GQ_BM / 2 : GQ_BM;
+    const dim3 grid(n_tiles_max, (unsigned)((a.M + per - 1) / per));
+    return memra__launch(gq_kernel<T, RAW>, grid, GQ_THREADS, GQ_SMEM_BYTES, s, a) == cudaSuccess;
+}
+
 #define GQ_INSTANTIATE(T, _)                                                                                           \
     template <> bool gq_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s)                              \
     {                                                                                                                  \
-        /* per launch: the attribute belongs to the current device */                                                 \
-        if (cudaFuncSetAttribute(gq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GQ_SMEM_BYTES) !=     \
-            cudaSuccess)                                                                                               \
-            return false;                                                                                              \
-        const int64_t per = a.W2 ? GQ_BM / 2 : GQ_BM;                                                                  \
-        const dim3 grid(n_tiles_max, (unsigned)((a.M + per - 1) / per));                                              \
-        return memra__launch(gq_kernel<T>, grid, GQ_THREADS, GQ_SMEM_BYTES, s, a) == cudaSuccess;                      \
+        static long words = -1;                                                                                        \
+        if (words < 0)                                                                                                 \
+            words = memra__cuda_env_long("MEMRA_GQ_KQ_WORDS", 0);                                                      \
+        if (gq_kq_words<T>::value && words)                                                                            \
+            return gq_launch_raw<T, typename std::conditional<gq_kq_words<T>::value, gq_raw_kq<T>, gq_raw<T>>::type>( \
+                a, n_tiles_max, s);                                                                                    \
+        return gq_launch_raw<T, gq_raw<T>>(a, n_tiles_max, s);                                                         \
     }
 
 #define GQ_EXTERN(T, _) template <> bool gq_launch<T>(const gq_args &a, unsigned n_tiles_max, cudaStream_t s);

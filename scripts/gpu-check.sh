@@ -195,6 +195,23 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   note "models fast, MEMRA_FA_TC_PIPE=0: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-pipe0.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-pipe0.log") failed"
 fi
 
+# ---- K-quant weights into the tensor-core GEMMs as words a tile ahead ----
+# (MEMRA_GQ_KQ_WORDS=1, off by default until this comparison has passed on
+# the device): the same decode arithmetic as the byte loads, so the MoE
+# prefill cases and the mmq dense matmuls print the same lines both ways
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for t in moe.fast matmul; do
+    for w in 0 1; do
+      env MEMRA_GQ_KQ_WORDS=$w MEMRA_FAST_GEMM=mmq timeout 200 $B/probes/memra-kernel-check --test=$t \
+        >"$OUT/kc-$t-kqw$w.log" 2>&1
+      grep -E "^$t" "$OUT/kc-$t-kqw$w.log" >/tmp/kc-q$w.txt
+    done
+    cmp -s /tmp/kc-q0.txt /tmp/kc-q1.txt && r="the same lines ($(wc -l </tmp/kc-q1.txt) cases)" ||
+      r="DIFFER: $(diff /tmp/kc-q0.txt /tmp/kc-q1.txt | grep -c '^>') lines"
+    note "kernel-check $t (MEMRA_FAST_GEMM=mmq), MEMRA_GQ_KQ_WORDS=0 against 1: $r; $(tail -1 "$OUT/kc-$t-kqw1.log")"
+  done
+fi
+
 # ---- fast prefill's row-local kernels against their older forms ----------
 # a warp per norm row (MEMRA_NORM_WARP), elementwise rows as one long row
 # in 16-byte loads (MEMRA_EW_FLAT), Q8_0 tiles to f16 by streaming warps
