@@ -193,13 +193,15 @@ template <int T> struct gq_kq_words {
     static constexpr bool value = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
 };
 
-template <> struct gq_raw_kq<MEMRA_TYPE_Q4_K> {
-    gq_words<8> q;            /* the 32 bytes of the sub-block's pair (its nibble: sh) */
+/* Q4_K's and Q5_K's common head: d, dmin and the three scale bytes of
+ * sub-block s, and their scale d1 and min m1 as mq_deq32 forms them
+ * (mq_scale_min_k4 from scales[s & 3], scales[(s & 3) + 4] and
+ * scales[(s & 3) + 8]). */
+struct gq_k4_head {
     uint32_t d, dm, e0, e1, e2; /* d, dmin (f16 bits), three scale bytes */
     int s;
-    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    __device__ __forceinline__ void load(const uint8_t *b, int64_t k)
     {
-        const uint8_t *b = row + (k / 256) * 144;
         s = (int)((k % 256) / 32);
         const uint16_t *h = reinterpret_cast<const uint16_t *>(b);
         d = h[0];
@@ -207,27 +209,36 @@ template <> struct gq_raw_kq<MEMRA_TYPE_Q4_K> {
         e0 = b[4 + (s & 3)];
         e1 = b[8 + (s & 3)];
         e2 = b[12 + (s & 3)];
-        q.load(b + 16 + 32 * (s >> 1));
     }
-    /* mq_scale_min_k4's scale and min from the bytes scales[j & 3],
-     * scales[(j & 3) + 4] and scales[(j & 3) + 8] */
-    static __device__ __forceinline__ void scale_min(int j, uint32_t e0, uint32_t e1, uint32_t e2, int *sc, int *m)
+    __device__ __forceinline__ void scale_min(float *d1, float *m1) const
     {
-        if (j < 4) {
-            *sc = (int)(e0 & 63);
-            *m = (int)(e1 & 63);
+        int sc, m;
+        if (s < 4) {
+            sc = (int)(e0 & 63);
+            m = (int)(e1 & 63);
         } else {
-            *sc = (int)((e2 & 0xF) | ((e0 >> 6) << 4));
-            *m = (int)((e2 >> 4) | ((e1 >> 6) << 4));
+            sc = (int)((e2 & 0xF) | ((e0 >> 6) << 4));
+            m = (int)((e2 >> 4) | ((e1 >> 6) << 4));
         }
+        *d1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), (float)sc);
+        *m1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)dm)), (float)m);
+    }
+};
+
+template <> struct gq_raw_kq<MEMRA_TYPE_Q4_K> {
+    gq_k4_head hd;
+    gq_words<8> q; /* the 32 bytes of the sub-block's pair (its nibble: sh) */
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        const uint8_t *b = row + (k / 256) * 144;
+        hd.load(b, k);
+        q.load(b + 16 + 32 * (hd.s >> 1));
     }
     __device__ __forceinline__ void decode(float *v) const
     {
-        int sc, m;
-        scale_min(s, e0, e1, e2, &sc, &m);
-        const float d1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), (float)sc);
-        const float m1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)dm)), (float)m);
-        const int sh = (s & 1) * 4;
+        float d1, m1;
+        hd.scale_min(&d1, &m1);
+        const int sh = (hd.s & 1) * 4;
 #pragma unroll
         for (int l = 0; l < 32; l++)
             v[l] = __fsub_rn(__fmul_rn(d1, (float)((q.byte(l) >> sh) & 0xF)), m1);
@@ -235,30 +246,21 @@ template <> struct gq_raw_kq<MEMRA_TYPE_Q4_K> {
 };
 
 template <> struct gq_raw_kq<MEMRA_TYPE_Q5_K> {
+    gq_k4_head hd;
     gq_words<8> q, qh; /* the pair's 32 low-nibble bytes; the block's 32 high-bit bytes */
-    uint32_t d, dm, e0, e1, e2;
-    int s;
     __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
     {
         const uint8_t *b = row + (k / 256) * 176;
-        s = (int)((k % 256) / 32);
-        const uint16_t *h = reinterpret_cast<const uint16_t *>(b);
-        d = h[0];
-        dm = h[1];
-        e0 = b[4 + (s & 3)];
-        e1 = b[8 + (s & 3)];
-        e2 = b[12 + (s & 3)];
+        hd.load(b, k);
         qh.load(b + 16);
-        q.load(b + 48 + 32 * (s >> 1));
+        q.load(b + 48 + 32 * (hd.s >> 1));
     }
     __device__ __forceinline__ void decode(float *v) const
     {
-        int sc, m;
-        gq_raw_kq<MEMRA_TYPE_Q4_K>::scale_min(s, e0, e1, e2, &sc, &m);
-        const float d1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)d)), (float)sc);
-        const float m1 = __fmul_rn(__half2float(__ushort_as_half((unsigned short)dm)), (float)m);
-        const int sh = (s & 1) * 4;
-        const uint32_t u = 1u << s;
+        float d1, m1;
+        hd.scale_min(&d1, &m1);
+        const int sh = (hd.s & 1) * 4;
+        const uint32_t u = 1u << hd.s;
 #pragma unroll
         for (int l = 0; l < 32; l++)
             v[l] = __fsub_rn(__fmul_rn(d1, (float)(((q.byte(l) >> sh) & 0xF) + ((qh.byte(l) & u) ? 16 : 0))), m1);
