@@ -437,12 +437,21 @@ template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
  * its P·V is, so the loads run under the softmax and the next scores; the
  * same arithmetic in the same order (the default; MEMRA_FA_TC_PIPE=0 loads
  * through registers). The 9B's pp512 at depth 16384 +3 % (2026-12-04). */
-template <int HD, int BK, int T, bool QLO = true, bool PIPE = false>
-__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_shape<HD, BK, T, QLO>::MINB)
+/* Experiments for the latency-bound score loop (docs/PERFORMANCE.md: Nsight
+ * Compute at depth has the warps waiting on the ldmatrix loads that feed
+ * each mma): PF loads the next 16 columns' q and k fragments before this
+ * step's mmas (the same mmas in the same order: the same bits), MB (when
+ * not 0) replaces the shape's blocks an SM in the launch bounds (1: the
+ * registers of 255 a thread, no spills, at one block an SM where they
+ * exceed 128). MEMRA_FA_TC_PF=1 and MEMRA_FA_TC_MINB=1 take them on the
+ * default f16 path (off by default until measured). */
+template <int HD, int BK, int T, bool QLO = true, bool PIPE = false, bool PF = false, int MB = 0>
+__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, MB ? MB : tc_pair_shape<HD, BK, T, QLO>::MINB)
     fa_tc_pair_kernel(const tc_args f)
 {
     using S = tc_pair_shape<HD, BK, T, QLO>;
     static_assert(!PIPE || T == KV_F16, "cp.async copies the cache's f16 bytes as they are");
+    static_assert(!PF || (!QLO && T == KV_F16), "prefetch: one f16 product a fragment pair");
     constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP;
     static_assert(NSL == 2, "pairs of warps: a named barrier of 64 threads");
     static_assert(KH % 16 == 0, "a warp's part of a key tile: whole k16 chunks");
@@ -522,21 +531,44 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
 #pragma unroll
             for (int j = 0; j < KH / 8; j++)
                 s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll 4
-            for (int kk = 0; kk < HD / 16; kk++) {
-                uint32_t qa[4], ql[4];
-                const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
-                gq_ldmatrix_x4(qa, Qs + qo);
-                if (QLO)
-                    gq_ldmatrix_x4(ql, Ql + qo);
+            if constexpr (PF) {
+                /* fragments of column step kk + 1 in flight under step kk's mmas */
+                uint32_t qa[2][4], kf[2][KH / 16][4];
+                auto frag = [&](int kk, int b) {
+                    gq_ldmatrix_x4(qa[b], Qs + (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8);
 #pragma unroll
-                for (int jj = 0; jj < KH / 16; jj++) {
-                    uint32_t kf[4], kl[4];
-                    const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
-                    gq_ldmatrix_x4(kf, Ks + ko);
-                    if (T != KV_F16)
-                        gq_ldmatrix_x4(kl, Kl + ko);
-                    TC_QK_MMA(jj)
+                    for (int jj = 0; jj < KH / 16; jj++)
+                        gq_ldmatrix_x4(kf[b][jj],
+                                       Ks + (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8);
+                };
+                frag(0, 0);
+#pragma unroll
+                for (int kk = 0; kk < HD / 16; kk++) {
+                    if (kk + 1 < HD / 16)
+                        frag(kk + 1, (kk + 1) & 1);
+#pragma unroll
+                    for (int jj = 0; jj < KH / 16; jj++) {
+                        gq_mma(s[2 * jj], qa[kk & 1], kf[kk & 1][jj]);
+                        gq_mma(s[2 * jj + 1], qa[kk & 1], kf[kk & 1][jj] + 2);
+                    }
+                }
+            } else {
+#pragma unroll 4
+                for (int kk = 0; kk < HD / 16; kk++) {
+                    uint32_t qa[4], ql[4];
+                    const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+                    gq_ldmatrix_x4(qa, Qs + qo);
+                    if (QLO)
+                        gq_ldmatrix_x4(ql, Ql + qo);
+#pragma unroll
+                    for (int jj = 0; jj < KH / 16; jj++) {
+                        uint32_t kf[4], kl[4];
+                        const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+                        gq_ldmatrix_x4(kf, Ks + ko);
+                        if (T != KV_F16)
+                            gq_ldmatrix_x4(kl, Kl + ko);
+                        TC_QK_MMA(jj)
+                    }
                 }
             }
         }
@@ -678,12 +710,12 @@ template <int HD> __global__ void __launch_bounds__(HD / 2) tc_merge_kernel(cons
 /* bytes of partials a launch may take (its tiles in waves below that) */
 #define TC_PART_BYTES ((size_t)64 << 20)
 
-template <int HD, int BK, int T, bool QLO, bool PIPE = false>
+template <int HD, int BK, int T, bool QLO, bool PIPE = false, bool PF = false, int MB = 0>
 static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
 {
     using S = tc_pair_shape<HD, BK, T, QLO>;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>,
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, PF, MB>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
     tc_args f = f0;
     /* the most splits a tile's keys fall in (the tiles' ranges as the kernel's) */
@@ -713,7 +745,7 @@ static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
         f.qt0 = qt0;
         f.n_qt = n_qt - qt0 < wave ? n_qt - qt0 : wave;
         const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)f.max_splits);
-        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>, grid, S::NTH, S::smem, c->stream, f);
+        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, PF, MB>, grid, S::NTH, S::smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (f.split_keys > 0) {
             memra__launch(tc_merge_kernel<HD>, dim3((unsigned)(f.n_qt * TC_BQ), (unsigned)f.a.n_head, 1), HD / 2, 0,
@@ -736,10 +768,21 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
     }
 }
 
+/* The default 256-wide path (an f16 cache, 64-key tiles, f16 q, cp.async
+ * tiles) with or without the experiments PF and MB = 1. */
+static memra_status_t tc_pair_pipe(memra__backend_t *be, const tc_args &f, bool pf, bool mb1)
+{
+    if (pf)
+        return mb1 ? tc_pair_launch_t<256, 64, KV_F16, false, true, true, 1>(be, f)
+                   : tc_pair_launch_t<256, 64, KV_F16, false, true, true>(be, f);
+    return mb1 ? tc_pair_launch_t<256, 64, KV_F16, false, true, false, 1>(be, f)
+               : tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f);
+}
+
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, pf = -1, minb = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -764,6 +807,9 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * softmax and the scores (fa_tc_pair_kernel's PIPE; 0: through
          * registers, for A/B runs) */
         pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 1);
+        /* experiments on that path (fa_tc_pair_kernel's PF and MB) */
+        pf = memra__cuda_env_long("MEMRA_FA_TC_PF", 0);
+        minb = memra__cuda_env_long("MEMRA_FA_TC_MINB", 0);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -800,7 +846,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
-             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f)
+             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_pipe(be, f, pf != 0, minb == 1)
              : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
                                                      : tc_pair_launch<256, 64>(be, f, t);
         break;

@@ -180,14 +180,20 @@ done
 # ---- the paired kernel's K and V tiles through registers (MEMRA_FA_TC_PIPE=0) ----
 # the default copies an f16 cache's tiles by cp.async: the same arithmetic
 # in the same order, so the attention cases must print the same errors
-# both ways (bit for bit), and the fixtures stay within their fast bound
+# both ways (bit for bit), and the fixtures stay within their fast bound.
+# So must the score loop's experiments on that path: fragments a step
+# ahead (MEMRA_FA_TC_PF=1), launch bounds of one block an SM
+# (MEMRA_FA_TC_MINB=1), and both
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_attn_default
-  MEMRA_FA_TC_PIPE=0 timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-pipe0.log" 2>&1
-  grep -E "^attention" "$OUT/kc-attn-pipe0.log" >/tmp/kc-p0.txt
-  cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt && r="the same errors ($(wc -l </tmp/kc-p0.txt) cases)" ||
-    r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt | grep -c '^>') lines"
-  note "kernel-check attention, MEMRA_FA_TC_PIPE=0 against 1: $r; $(tail -1 "$OUT/kc-attn-pipe0.log")"
+  for sw in MEMRA_FA_TC_PIPE=0 MEMRA_FA_TC_PF=1 MEMRA_FA_TC_MINB=1 "MEMRA_FA_TC_PF=1 MEMRA_FA_TC_MINB=1"; do
+    tag=$(echo "$sw" | tr -c 'A-Za-z0-9\n' _)
+    env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
+    grep -E "^attention" "$OUT/kc-attn-$tag.log" >/tmp/kc-p0.txt
+    cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt && r="the same errors ($(wc -l </tmp/kc-p0.txt) cases)" ||
+      r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt | grep -c '^>') lines"
+    note "kernel-check attention, $sw against the default: $r; $(tail -1 "$OUT/kc-attn-$tag.log")"
+  done
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
