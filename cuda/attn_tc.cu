@@ -769,9 +769,14 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
 }
 
 /* The default 256-wide path (an f16 cache, 64-key tiles, f16 q, cp.async
- * tiles) with or without the experiments PF and MB = 1. */
-static memra_status_t tc_pair_pipe(memra__backend_t *be, const tc_args &f, bool pf, bool mb1)
+ * tiles) with or without the experiments PF and MB = 1, or in 128-key
+ * tiles (one block an SM: 186 KB of shared memory; half the barriers a
+ * key; not the 64-key tiles' bits, the fast tier's bound) */
+static memra_status_t tc_pair_pipe(memra__backend_t *be, const tc_args &f, bool pf, bool mb1, bool bk128)
 {
+    if (bk128)
+        return pf ? tc_pair_launch_t<256, 128, KV_F16, false, true, true>(be, f)
+                  : tc_pair_launch_t<256, 128, KV_F16, false, true>(be, f);
     if (pf)
         return mb1 ? tc_pair_launch_t<256, 64, KV_F16, false, true, true, 1>(be, f)
                    : tc_pair_launch_t<256, 64, KV_F16, false, true, true>(be, f);
@@ -789,7 +794,8 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         /* keys a tile of the paired kernel: 64 (one block an SM, half the
          * tile barriers; 9B pp512 at depth 16384 8270 tok/s against 7580
          * with 32 and 7830 unpaired, H200 2026-12-04) or 32 (two blocks
-         * an SM on an f16 cache) */
+         * an SM on an f16 cache); 128 on the f16 path with cp.async
+         * tiles (an experiment: tc_pair_pipe), 64 elsewhere */
         pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 64);
         /* scores from f16 q alone (hi·hi, and hi·lo of a non-f16 cache's
          * k) where the scale is at most 1/8 (it divides q's rounding error
@@ -802,7 +808,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         qlo = memra__cuda_env_long("MEMRA_FA_TC_QLO", 0);
         /* keys a split of the paired kernel (a multiple of 64; 0: none) */
         split_keys = memra__cuda_env_long("MEMRA_FA_TC_SPLIT", 4096);
-        split_keys = split_keys > 0 ? (split_keys + 63) / 64 * 64 : 0;
+        {
+            const long unit = pair_bk == 128 ? 128 : 64; /* whole tiles */
+            split_keys = split_keys > 0 ? (split_keys + unit - 1) / unit * unit : 0;
+        }
         /* the paired f16 kernel's K and V tiles by cp.async under the
          * softmax and the scores (fa_tc_pair_kernel's PIPE; 0: through
          * registers, for A/B runs) */
@@ -828,7 +837,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     f.v_rs = v_rs;
     f.n_qt = (a->n_tokens + TC_BQ - 1) / TC_BQ;
     f.scale_log2 = a->scale * 1.4426950408889634f;
-    f.split_keys = pair_bk == 64 ? split_keys : 0; /* the splits are multiples of the tile */
+    f.split_keys = pair_bk >= 64 ? split_keys : 0; /* the splits are multiples of the tile */
     f.qt0 = 0;
     f.max_splits = 1;
     f.part = NULL;
@@ -846,7 +855,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
-             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_pipe(be, f, pf != 0, minb == 1)
+             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_pipe(be, f, pf != 0, minb == 1, pair_bk == 128)
              : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
                                                      : tc_pair_launch<256, 64>(be, f, t);
         break;

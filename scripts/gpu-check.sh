@@ -162,18 +162,20 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHE
 fi
 
 # ---- fast prefill attention's other paths: q's f16 remainder kept ----
-# (MEMRA_FA_TC_QLO=1) and the paired kernel's keys unsplit
-# (MEMRA_FA_TC_SPLIT=0): the attention cases against the CPU (the fast
-# cases' bound) and the fixtures in fast mode with each
-for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0; do
+# (MEMRA_FA_TC_QLO=1), the paired kernel's keys unsplit
+# (MEMRA_FA_TC_SPLIT=0) and its 128-key tiles on the f16 path (an
+# experiment, MEMRA_FA_TC_PAIR_BK=128): the attention cases against the
+# CPU (the fast cases' bound) and the fixtures in fast mode with each
+for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0 MEMRA_FA_TC_PAIR_BK=128; do
+  tag=${sw//=/_}
   if [ "${SKIP_KC:-0}" != 1 ]; then
-    env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$sw.log" 2>&1
-    note "kernel-check attention, $sw: rc $?, $(tail -1 "$OUT/kc-attn-$sw.log")"
+    env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
+    note "kernel-check attention, $sw: rc $?, $(tail -1 "$OUT/kc-attn-$tag.log")"
   fi
   if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
     env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 $sw \
-      MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-$sw.log" 2>&1
-    note "models fast, $sw: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-$sw.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-$sw.log") failed"
+      MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-fast-$tag.log" 2>&1
+    note "models fast, $sw: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-$tag.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-$tag.log") failed"
   fi
 done
 
