@@ -31,7 +31,7 @@
 # BATCH_P and BATCH_N (default 128 and 128; memra-bench takes the median of
 # REPS runs per B, llama-batched-bench runs each B once), AB (switches to
 # time against the default on the same file: e.g. "MEMRA_MOE_PACK=0
-# MEMRA_MMV_TAIL=0", each alone, or "A=1,B=1" two in one run; memra-bench
+# MEMRA_MMV_TAIL=0", each alone, or "A=1+B=1" two in one run; memra-bench
 # tg$N at depth 0, one repetition each, the default first and last; lines
 # in $OUT/ab.txt) for the entries in AB_MODELS
 # (default every one); with BATCH the same switches also time the batched
@@ -103,7 +103,7 @@ ab_line() {
   shift 2
   line="$label:"
   for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
-    v=$(env ${e//,/ } $B/examples/memra-bench -m "$f" --device cuda:0 "$@" -r 1 2>/dev/null |
+    v=$(env ${e//+/ } $B/examples/memra-bench -m "$f" --device cuda:0 "$@" -r 1 2>/dev/null |
       awk -v t="$test" '$1 == t {print $2}')
     line="$line ${e/MEMRA_AB_DEFAULT=1/default} ${v:-failed},"
   done
@@ -224,7 +224,7 @@ for spec in $MODELS; do
     fi
     if [ -n "$BATCH" ]; then
       for e in MEMRA_AB_DEFAULT=1 $AB MEMRA_AB_DEFAULT=1; do
-        v=$(env ${e//,/ } $B/examples/memra-bench -m "$f" --device cuda:0 --batch "$BATCH" -p "$BATCH_P" -n "$BATCH_N" \
+        v=$(env ${e//+/ } $B/examples/memra-bench -m "$f" --device cuda:0 --batch "$BATCH" -p "$BATCH_P" -n "$BATCH_N" \
           -r 1 2>/dev/null | awk '$1 == "B" && $3 ~ /^tg/ {printf " %s:%s", $2, $4}')
         echo "$tag batch ${e/MEMRA_AB_DEFAULT=1/default}:${v:- failed}" | tee -a "$OUT/ab.txt"
       done

@@ -12,8 +12,8 @@
    with --output-format jsonl, one JSON object per B; a B whose sequences
    do not fit -c is skipped, as there): every B is in the "batched" rows
    with memra's aggregate decode rate, the peer's S_TG and their ratio,
-   and the batched table is printed. With AB, ab.txt has the switch's
-   decode line, with AB_PP its prefill line and, with BATCH, its batched
+   and the batched table is printed. With AB (an entry of two switches,
+   joined by +, both set in its runs), ab.txt has the switch's decode line, with AB_PP its prefill line and, with BATCH, its batched
    lines (every B). With FIT,
    llfit-TAG.txt has the peer's 32768-token cache line (a stand-in
    verbose log) and memra's bytes a token, printed after the tables.
@@ -42,8 +42,10 @@ def script(path, text):
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
+# (an AB entry of two switches must set both, each to its own value)
 script(os.path.join(work, "b", "examples", "memra-bench"),
-       '#!/bin/bash\nexec "%s" "${@/cuda:0/cpu}" --threads 2\n' % bench)
+       '#!/bin/bash\n[ -z "$MEMRA_AB_CHECK$MEMRA_AB_PAIR" ] || [ "$MEMRA_AB_CHECK/$MEMRA_AB_PAIR" = 1/2 ] || exit 1\n'
+       'exec "%s" "${@/cuda:0/cpu}" --threads 2\n' % bench)
 script(os.path.join(work, "b", "examples", "memra-synth"), '#!/bin/bash\nexec "%s" "$@" --vocab 512\n' % synth)
 PEER = [(16, 0, 0, 100.0), (0, 4, 0, 50.0), (16, 0, 8, 90.0), (0, 4, 8, 40.0)]
 script(os.path.join(work, "peer", "llama-bench"), "#!/bin/bash\n" + "".join(
@@ -95,7 +97,7 @@ BATCH = [1, 2, 4]
 env = dict(os.environ, B=os.path.join(work, "b"), PEER=os.path.join(work, "peer"), MODELS="qwen3.5-0.8b:q8_0:1",
            PP="16", N="4", DEPTHS="0,8", LONG="", REPS="1", OUT=os.path.join(work, "out"),
            DIR=os.path.join(work, "models"), REV="test", BATCH=",".join(map(str, BATCH)), BATCH_P="8",
-           BATCH_N="4", AB="MEMRA_AB_CHECK=1", AB_PP="16@8", FIT="1")
+           BATCH_N="4", AB="MEMRA_AB_CHECK=1+MEMRA_AB_PAIR=2", AB_PP="16@8", FIT="1")
 r = subprocess.run(["bash", os.path.join(root, "scripts", "bench-matrix.sh")], env=env, capture_output=True,
                    text=True, timeout=600)
 print(r.stdout[-2000:])
@@ -131,13 +133,13 @@ for x in batched:
 
 # AB: the switch against the default, decode and then batched (a line per run, every B)
 ab = open(os.path.join(work, "out", "ab.txt")).read().splitlines()
-assert len(ab) == 5 and ab[0].startswith("qwen3.5-0.8b-q8_0-L1 tg4: default ") and " MEMRA_AB_CHECK=1 " in ab[0], ab
+assert len(ab) == 5 and ab[0].startswith("qwen3.5-0.8b-q8_0-L1 tg4: default ") and " MEMRA_AB_CHECK=1+MEMRA_AB_PAIR=2 " in ab[0], ab
 # AB_PP: the prefill of 16 tokens at depth 8, a figure for each run
 pp = ab[1].split(":", 1)
 assert pp[0] == "qwen3.5-0.8b-q8_0-L1 pp16@8", ab[1]
 runs = [x.split() for x in pp[1].split(",")]
-assert [x[0] for x in runs] == ["default", "MEMRA_AB_CHECK=1", "default"] and all(float(x[1]) > 0 for x in runs), ab[1]
-for ln, name in zip(ab[2:], ("default", "MEMRA_AB_CHECK=1", "default")):
+assert [x[0] for x in runs] == ["default", "MEMRA_AB_CHECK=1+MEMRA_AB_PAIR=2", "default"] and all(float(x[1]) > 0 for x in runs), ab[1]
+for ln, name in zip(ab[2:], ("default", "MEMRA_AB_CHECK=1+MEMRA_AB_PAIR=2", "default")):
     head, _, pairs = ln.partition(name + ":")
     assert head == "qwen3.5-0.8b-q8_0-L1 batch ", ln
     got_b = [int(x.split(":")[0]) for x in pairs.split()]
