@@ -915,11 +915,14 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
  * tiles (one block an SM: 186 KB of shared memory; half the barriers a
  * key; not the 64-key tiles' bits, the fast tier's bound), or on
  * fa_tc_row_kernel (ROWS) */
-static memra_status_t tc_pair_pipe(memra__backend_t *be, const tc_args &f, bool pf, bool mb1, bool bk128, bool rows)
+static memra_status_t tc_pair_pipe(memra__backend_t *be, const tc_args &f, bool pf, bool mb1, bool bk128, int rows)
 {
-    if (rows)
+    if (rows == 1)
         return tc_split_launch<256>(be, f, fa_tc_row_kernel<256, 64>, TC_THREADS,
                                     (size_t)(TC_BQ + 2 * 64) * (256 + 8) * sizeof(__half));
+    if (rows == 2) /* 32-key tiles: fewer registers, more barriers a key */
+        return tc_split_launch<256>(be, f, fa_tc_row_kernel<256, 32>, TC_THREADS,
+                                    (size_t)(TC_BQ + 2 * 32) * (256 + 8) * sizeof(__half));
     if (bk128)
         return pf ? tc_pair_launch_t<256, 128, KV_F16, false, true, true>(be, f)
                   : tc_pair_launch_t<256, 128, KV_F16, false, true>(be, f);
@@ -965,7 +968,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         /* experiments on that path (fa_tc_pair_kernel's PF and MB) */
         pf = memra__cuda_env_long("MEMRA_FA_TC_PF", 0);
         minb = memra__cuda_env_long("MEMRA_FA_TC_MINB", 0);
-        rows = memra__cuda_env_long("MEMRA_FA_TC_ROWS", 0); /* fa_tc_row_kernel (an experiment) */
+        rows = memra__cuda_env_long("MEMRA_FA_TC_ROWS", 0); /* fa_tc_row_kernel, 1: 64-key tiles, 2: 32 (experiments) */
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -1002,7 +1005,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
-             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_pipe(be, f, pf != 0, minb == 1, pair_bk == 128, rows != 0)
+             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_pipe(be, f, pf != 0, minb == 1, pair_bk == 128, (int)rows)
              : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
                                                      : tc_pair_launch<256, 64>(be, f, t);
         break;

@@ -165,9 +165,9 @@ fi
 # (MEMRA_FA_TC_QLO=1), the paired kernel's keys unsplit
 # (MEMRA_FA_TC_SPLIT=0), and two experiments on the f16 path: 128-key
 # tiles (MEMRA_FA_TC_PAIR_BK=128) and a warp a row group over the whole
-# head (MEMRA_FA_TC_ROWS=1): the attention cases against the CPU (the fast
+# head (MEMRA_FA_TC_ROWS=1, =2 in 32-key tiles): the attention cases against the CPU (the fast
 # cases' bound) and the fixtures in fast mode with each
-for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0 MEMRA_FA_TC_PAIR_BK=128 MEMRA_FA_TC_ROWS=1; do
+for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0 MEMRA_FA_TC_PAIR_BK=128 MEMRA_FA_TC_ROWS=1 MEMRA_FA_TC_ROWS=2; do
   tag=${sw//=/_}
   if [ "${SKIP_KC:-0}" != 1 ]; then
     env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
