@@ -207,9 +207,10 @@ fi
 # ---- K-quant weights into the tensor-core GEMMs as words a tile ahead ----
 # (MEMRA_GQ_KQ_WORDS=1, off by default until this comparison has passed on
 # the device): the same decode arithmetic as the byte loads, so the MoE
-# prefill cases and the mmq dense matmuls print the same lines both ways
+# prefill cases and the K-quant dense prefill matmuls on mmq print the
+# same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  for t in moe.fast matmul; do
+  for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast; do
     for w in 0 1; do
       env MEMRA_GQ_KQ_WORDS=$w MEMRA_FAST_GEMM=mmq timeout 200 $B/probes/memra-kernel-check --test=$t \
         >"$OUT/kc-$t-kqw$w.log" 2>&1
