@@ -259,51 +259,62 @@ static __device__ __forceinline__ bool ew_reads_b(int op)
     }
 }
 
+/* V consecutive floats (V = 1, or 4 in one 16-byte access) */
+template <int V> struct ew_vec;
+template <> struct ew_vec<1> {
+    typedef float t;
+    static __device__ __forceinline__ float get(const float &v, int) { return v; }
+    static __device__ __forceinline__ void set(float &v, int, float x) { v = x; }
+};
+template <> struct ew_vec<4> {
+    typedef float4 t;
+    static __device__ __forceinline__ float get(const float4 &v, int e)
+    {
+        return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+    }
+    static __device__ __forceinline__ void set(float4 &v, int e, float x)
+    {
+        if (e == 0)
+            v.x = x;
+        else if (e == 1)
+            v.y = x;
+        else if (e == 2)
+            v.z = x;
+        else
+            v.w = x;
+    }
+};
+
 /* blockIdx.y (with a grid-stride loop) walks rows, x-threads columns, so
- * no 64-bit division per element. */
-__global__ void ew_kernel(const memra_ew_args_t a)
+ * no 64-bit division per element. V = 4: four columns a thread in 16-byte
+ * loads and stores (the host checks: every pointer read or written 16-byte
+ * aligned, cols and every stride whole multiples of four). The same ew_one
+ * per element either way. */
+template <int V> __global__ void ew_kernel(const memra_ew_args_t a)
 {
+    typedef typename ew_vec<V>::t vt;
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const bool rb = ew_reads_b(a.op), ra = a.op != MEMRA_EW_FILL;
+    const int64_t cn = V == 4 ? a.cols >> 2 : a.cols;
     for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
-        const float *ar = a.a + r * a.as;
-        const float *br = rb ? a.b + r * a.bs : NULL;
-        float *yr = a.y + r * a.ys;
-        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < a.cols;
-             c += (int64_t)gridDim.x * blockDim.x) {
-            const float av = ra ? ar[c] : 0.0f;
-            const float bv = rb ? br[c] : 0.0f;
-            const float xv = a.op == MEMRA_EW_SOFTPLUS_MUL ? a.aux[c] : 0.0f;
-            yr[c] = ew_one(a.op, av, bv, xv, a.s);
+        const vt *ar = (const vt *)(a.a + r * a.as);
+        const vt *br = rb ? (const vt *)(a.b + r * a.bs) : NULL;
+        vt *yr = (vt *)(a.y + r * a.ys);
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cn; c += (int64_t)gridDim.x * blockDim.x) {
+            const vt av = ra ? ar[c] : vt{}, bv = rb ? br[c] : vt{};
+            const vt xv = a.op == MEMRA_EW_SOFTPLUS_MUL ? ((const vt *)a.aux)[c] : vt{};
+            vt y;
+#pragma unroll
+            for (int e = 0; e < V; e++)
+                ew_vec<V>::set(y, e,
+                               ew_one(a.op, ew_vec<V>::get(av, e), ew_vec<V>::get(bv, e), ew_vec<V>::get(xv, e), a.s));
+            yr[c] = y;
         }
     }
 }
 
 /* elements below which a call keeps one column a thread (decode's rows) */
 #define EW4_MIN (1 << 16)
-
-/* ew_kernel four columns a thread, in 16-byte loads and stores (the host
- * checks: every pointer read or written 16-byte aligned, cols and every
- * stride whole multiples of four). The same ew_one per element. */
-__global__ void ew4_kernel(const memra_ew_args_t a)
-{
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    const bool rb = ew_reads_b(a.op), ra = a.op != MEMRA_EW_FILL;
-    const int64_t c4n = a.cols >> 2;
-    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
-        const float4 *ar = (const float4 *)(a.a + r * a.as);
-        const float4 *br = rb ? (const float4 *)(a.b + r * a.bs) : NULL;
-        float4 *yr = (float4 *)(a.y + r * a.ys);
-        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < c4n;
-             c += (int64_t)gridDim.x * blockDim.x) {
-            const float4 av = ra ? ar[c] : z, bv = rb ? br[c] : z;
-            const float4 xv = a.op == MEMRA_EW_SOFTPLUS_MUL ? ((const float4 *)a.aux)[c] : z;
-            yr[c] = make_float4(ew_one(a.op, av.x, bv.x, xv.x, a.s), ew_one(a.op, av.y, bv.y, xv.y, a.s),
-                                ew_one(a.op, av.z, bv.z, xv.z, a.s), ew_one(a.op, av.w, bv.w, xv.w, a.s));
-        }
-    }
-}
 
 memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a0)
 {
@@ -345,9 +356,9 @@ memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args
     while ((uint64_t)bx * by > (1u << 20) && by > 1)
         by = (by + 1) / 2;
     if (vec)
-        memra__launch(ew4_kernel, dim3(bx, by), 256, 0, c->stream, a);
+        memra__launch(ew_kernel<4>, dim3(bx, by), 256, 0, c->stream, a);
     else
-        memra__launch(ew_kernel, dim3(bx, by), 256, 0, c->stream, a);
+        memra__launch(ew_kernel<1>, dim3(bx, by), 256, 0, c->stream, a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
