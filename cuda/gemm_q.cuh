@@ -570,9 +570,9 @@ template <> __device__ __forceinline__ void gq2_decode<MEMRA_TYPE_Q8_0>(const ui
     const float d = __half2float(__ushort_as_half(h[0]));
 #pragma unroll
     for (int j = 0; j < 16; j++) {
-        const unsigned short q = h[1 + j];
-        v[2 * j] = __fmul_rn((float)(int8_t)(q & 0xFF), d);
-        v[2 * j + 1] = __fmul_rn((float)(int8_t)(q >> 8), d);
+        const float2 p = mq_q8_pair(h[1 + j], d);
+        v[2 * j] = p.x;
+        v[2 * j + 1] = p.y;
     }
 }
 

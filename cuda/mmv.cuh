@@ -1279,6 +1279,11 @@ static __device__ __forceinline__ uint32_t pack2(__nv_bfloat16, float a, float b
     return *(const uint32_t *)&h;
 }
 
+/* One float as an H (round to nearest). */
+template <typename H> static __device__ __forceinline__ H to_h(float v);
+template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 to_h<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
 /* Fast-prefill dequantization: rows [o0, o0+nrow) of W into OUT
  * ([nrow][ne0], f16 or bf16). */
 template <int T, typename H>

@@ -403,10 +403,6 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
 
 /* ---- fast-prefill dequantization ------------------------------------------ */
 
-template <typename H> static __device__ __forceinline__ H to_h(float v);
-template <> __device__ __forceinline__ __half to_h<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 to_h<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
 template <int T>
 static __device__ __forceinline__ void mmv_issue(const mmv_item<T> &it, int lane, uint4 *buf)
 {
@@ -545,8 +541,8 @@ __global__ void __launch_bounds__(MMV_THREADS)
             uint32_t w[16];
 #pragma unroll
             for (int j = 0; j < 16; j++) {
-                const uint32_t q2 = mq_rd16(b + 2 + 2 * j);
-                w[j] = pack2(H(), __fmul_rn((float)(int8_t)(q2 & 0xff), d), __fmul_rn((float)(int8_t)(q2 >> 8), d));
+                const float2 p = mq_q8_pair(mq_rd16(b + 2 + 2 * j), d);
+                w[j] = pack2(H(), p.x, p.y);
             }
             uint4 *o = (uint4 *)(out + r * ne0 + (b0 + lane) * 32);
 #pragma unroll

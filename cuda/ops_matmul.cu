@@ -337,25 +337,12 @@ memra_status_t memra__cuda_router(memra__backend_t *be, const memra_mm_args_t *m
 
 /* ---- fast prefill: f16/bf16 tiles + cuBLAS ---------------------------------- */
 
-template <typename H> __global__ void x_to_h_kernel(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out);
-
-template <>
-__global__ void x_to_h_kernel<__half>(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, __half *out)
+template <typename H> __global__ void x_to_h_kernel(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0, H *out)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     const int64_t n = n_rows * ne0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = __float2half_rn(x[(i / ne0) * ldx + i % ne0]);
-}
-
-template <>
-__global__ void x_to_h_kernel<__nv_bfloat16>(const float *x, int64_t ldx, int64_t n_rows, int64_t ne0,
-                                             __nv_bfloat16 *out)
-{
-    MEMRA_PDL_ENTER(); /* cuda_common.cuh */
-    const int64_t n = n_rows * ne0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = __float2bfloat16_rn(x[(i / ne0) * ldx + i % ne0]);
+        out[i] = to_h<H>(x[(i / ne0) * ldx + i % ne0]);
 }
 
 /* x_to_h_kernel four elements a thread: rows on the grid's y, 16-byte loads

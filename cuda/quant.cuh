@@ -103,6 +103,14 @@ static __device__ __forceinline__ void mq_scale_min_k4(int j, const uint8_t *s, 
     }
 }
 
+/* Two Q8_0 quants (the low and high byte of Q2) times the block's scale D:
+ * the values of mq_deq32<MEMRA_TYPE_Q8_0>, for loaders that read the quants
+ * as halfwords. */
+static __device__ __forceinline__ float2 mq_q8_pair(uint32_t q2, float d)
+{
+    return make_float2(__fmul_rn((float)(int8_t)(q2 & 0xFF), d), __fmul_rn((float)(int8_t)(q2 >> 8), d));
+}
+
 /* Decodes sub-block SUB (0 .. subs-1) of the block at B into Y[32]. */
 template <int T> __device__ __forceinline__ void mq_deq32(const uint8_t *b, int sub, float *y);
 
