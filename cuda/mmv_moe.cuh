@@ -50,8 +50,9 @@ struct mmv_moe_args {
     const float *w, *scale, *sh_logit; /* DOWN: routing weights [n_tok][k], scale [n_expert] or NULL, [n_tok] */
     int flat;                /* DOWN: stage the h rows as one run (mmv_moe_stage_rows; MEMRA_MOE_FLAT=0: row by row) */
     int acc;                 /* DOWN: add the sum to y's element (memra_moe_args_t.accumulate) */
-    int pack;                /* Q8_0 rows of at most 32 blocks: lanes an item (a power of two below 32), several
-                              * items a pass (mmv_moe_pass); 0: one item a pass */
+    int pack;                /* lanes an item (a power of two below 32), several items a pass: Q8_0 rows of at most
+                              * 32 blocks (mmv_moe_pack), K-quant rows of at most 4 super-blocks (mmv_moe_kq_pack);
+                              * 0: one item a pass */
 };
 
 /* A ring of up to this many items a warp: packed passes keep two passes'

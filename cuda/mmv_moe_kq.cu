@@ -5,9 +5,30 @@
 #include "mmv_moe_kq.cuh"
 #include "mmv_occ.cuh"
 
+template <int T> static int kq_pack_lanes(int64_t ne0)
+{
+    const int nsb = (int)(ne0 / 256), L = nsb <= 1 ? 4 : nsb == 2 ? 8 : 16;
+    return ne0 % 256 == 0 && nsb >= 1 && nsb <= 4 && kq_pack_items<T>(nsb, L) >= 2 ? L : 0;
+}
+
+int mmv_moe_kq_pack(int t, int64_t ne0)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MOE_KQ_PACK", 0);
+    if (!on)
+        return 0;
+    switch (t) {
+    case MEMRA_TYPE_Q4_K: return kq_pack_lanes<MEMRA_TYPE_Q4_K>(ne0);
+    case MEMRA_TYPE_Q5_K: return kq_pack_lanes<MEMRA_TYPE_Q5_K>(ne0);
+    case MEMRA_TYPE_Q6_K: return kq_pack_lanes<MEMRA_TYPE_Q6_K>(ne0);
+    default: return 0;
+    }
+}
+
 template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static std::atomic<uint64_t> cache[64][8];
+    static std::atomic<uint64_t> cache[64][8], pcache[64][8];
     const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
     /* the ring as deep as mmv_kq_kernel's next to the same x (the depth moves no bit) */
     a.m.ring = kq_ring_depth<T>(kq_x_bytes<T>(a.m.ne0, nr));
@@ -19,14 +40,21 @@ template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned
             return false;
     }
     a.m.xsm = 1;
-    const int occ = mmv_occupancy((const void *)mmv_moe_kq_kernel<T, DOWN>, smem, cache);
+    a.pack = mmv_moe_kq_pack(T, a.m.ne0);
+    const void *kernel =
+        a.pack ? (const void *)mmv_moe_kq_pack_kernel<T, DOWN> : (const void *)mmv_moe_kq_kernel<T, DOWN>;
+    const int occ = mmv_occupancy(kernel, smem, a.pack ? pcache : cache);
     if (occ == 0)
         return false;
     const dim3 grid = mmv_moe_grid(DOWN ? (a.rows + KQ_M - 1) / KQ_M : a.rows, occ, sm_count, gy);
     if (mmv_debug())
-        fprintf(stderr, "mmv moe kq %s type %d: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+        fprintf(stderr,
+                "mmv moe kq %s type %d: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu, "
+                "%d lanes an item\n",
                 DOWN ? "down" : "glu", T, (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "",
-                grid.x, grid.y, occ, a.m.ring, smem);
+                grid.x, grid.y, occ, a.m.ring, smem, a.pack ? a.pack : 32);
+    if (a.pack)
+        return memra__launch(mmv_moe_kq_pack_kernel<T, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
     return memra__launch(mmv_moe_kq_kernel<T, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 

@@ -49,6 +49,25 @@ static __device__ __forceinline__ const uint8_t *mmv_moe_kq_row(const uint8_t *c
     return v < nv ? s_w[p] + (size_t)v * s_nb1[p] : NULL;
 }
 
+/* DOWN: the dots YV of the item's rows (row 1 when V1) of part CQ.p into
+ * their sums, and the rows' outputs (lane 0) once the part is the last. */
+static __device__ __forceinline__ void mmv_moe_kq_down(const mmv_moe_args &a, const mmv_pos &cq, int np, bool v1,
+                                                       int64_t yrow, const double *s_ws, const float (&yv)[KQ_M],
+                                                       double (&dacc)[KQ_M], float (&routed)[KQ_M], int lane)
+{
+#pragma unroll
+    for (int m = 0; m < KQ_M; m++) {
+        if (m > 0 && !v1)
+            continue;
+        const float out = mmv_moe_down_term(cq.p, a.k, s_ws, yv[m], dacc[m], routed[m]);
+        if (cq.p == np - 1) {
+            if (lane == 0)
+                mmv_moe_down_store(a, yrow, KQ_M * cq.v + m, out);
+            dacc[m] = 0.0;
+        }
+    }
+}
+
 /* Three blocks per SM for GLU (mmv_kq_kernel<T, 1>'s bound); DOWN keeps
  * two rows' float64 sums besides the lane state: two. */
 template <int T, bool DOWN>
@@ -147,17 +166,8 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                 if (lane == 0)
                     a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, g, u);
             } else {
-#pragma unroll
-                for (int m = 0; m < KQ_M; m++) {
-                    if (m > 0 && !v1)
-                        continue;
-                    const float out = mmv_moe_down_term(cq.p, a.k, s_ws, warp_sum(part[0][m]), dacc[m], routed[m]);
-                    if (cq.p == np - 1) {
-                        if (lane == 0)
-                            mmv_moe_down_store(a, yrow, KQ_M * cq.v + m, out);
-                        dacc[m] = 0.0;
-                    }
-                }
+                const float yv[KQ_M] = {warp_sum(part[0][0]), v1 ? warp_sum(part[0][1]) : 0.0f};
+                mmv_moe_kq_down(a, cq, np, v1, yrow, s_ws, yv, dacc, routed, lane);
             }
             part[0][0] = part[0][1] = 0.0f;
         }
@@ -165,6 +175,175 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
         slot = slot == D - 1 ? 0 : slot + 1;
     }
 }
+
+/* ---- packed items --------------------------------------------------------------
+ *
+ * A row of at most 4 super-blocks (the experts' down rows of 256 to 1024,
+ * a small model's gate/up rows) is one segment whose item gives work to
+ * 4 nsb of the warp's 32 lanes, and the kernel is bound by the
+ * instructions it issues, not by HBM (docs/CUDA.md). Packed, a ring slot
+ * holds G consecutive items of the walk, each row's bytes in a sub-slot
+ * of kq_pack_sub bytes (the same 16-byte-aligned copy as kq_issue's), and
+ * item g runs on lanes [g L, g L + L), L = 4 nsb rounded up to a power of
+ * two, lane g L + l doing what lane l does in the one-item walk: the same
+ * bytes at the same offsets, the same x and sums, the same kq_lane
+ * arithmetic. The group's butterfly is warp_sum's restricted to it: in
+ * the one-item walk the lanes past 4 nsb hold +0, so warp_sum's steps
+ * beyond L add +0 to every value (0.0f + part reproduces them) and its
+ * steps below L are the group's. The items' outputs are then applied in
+ * item order, as the walk applies them. So every output has the one-item
+ * kernel's bits (kernel-check: moe.fused.kq.* fused == sequence under
+ * MEMRA_MOE_KQ_PACK=1). */
+
+/* A row's sub-slot for rows of NSB super-blocks: its bytes rounded to 16,
+ * and (Q6_K) 16 more for a start anywhere even. */
+template <int T> static __host__ __device__ __forceinline__ uint32_t kq_pack_sub(int nsb)
+{
+    return (((uint32_t)nsb * kq<T>::bb + 15u) & ~15u) + (kq<T>::s16 ? 16u : 0u);
+}
+
+/* Items a slot for L lanes an item: as many as the lanes and the slot's
+ * bytes hold. */
+template <int T> static __host__ __device__ __forceinline__ int kq_pack_items(int nsb, int L)
+{
+    const int by_bytes = (int)(kq_seg<T>::item / (KQ_M * kq_pack_sub<T>(nsb)));
+    return 32 / L < by_bytes ? 32 / L : by_bytes;
+}
+
+/* Lanes [0, NL) together, lane j for row j % KQ_M of item j / KQ_M of a
+ * packed slot: the row at P (NULL: absent) into its sub-slot at DST, from
+ * the 16-byte boundary at or below it; lane 0 first arms the slot's
+ * barrier BAR with every lane's bytes. */
+template <int T>
+static __device__ __forceinline__ void kq_issue_pack(const uint8_t *p, int nsb, uint32_t bar, uint32_t dst, int lane,
+                                                     int nl)
+{
+    const uint32_t nb = (uint32_t)nsb * kq<T>::bb;
+    const uintptr_t src = (uintptr_t)p;
+    const uint32_t n = p ? ((uint32_t)(src & 15) + nb + 15) & ~15u : 0u;
+    const unsigned mask = nl >= 32 ? 0xffffffffu : (1u << nl) - 1u;
+    const uint32_t total = __reduce_add_sync(mask, n);
+    if (lane == 0)
+        kq_expect(bar, total);
+    __syncwarp(mask); /* the bytes are expected before any arrives */
+    if (n)
+        kq_copy(dst, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
+}
+
+template <int T, bool DOWN>
+__global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_pack_kernel(const mmv_moe_args a)
+{
+    using S = kq_seg<T>;
+    extern __shared__ __align__(128) uint8_t kq_dyn[];
+    __shared__ __align__(8) uint64_t bars[MMV_WARPS][KQ_RING_MAX];
+    __shared__ const uint8_t *s_w[MMV_MOE_PARTS];
+    __shared__ size_t s_nb1[MMV_MOE_PARTS];
+    __shared__ double s_ws[MMV_MOE_PARTS];
+    __shared__ int s_bad;
+    int64_t t, yrow;
+    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, NULL, &t, &yrow))
+        return;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2;
+    const int npi = DOWN ? np : 1;
+    const int D = a.m.ring, L = a.pack, gi = lane / L, gl = lane % L;
+    const int64_t ne0 = a.m.ne0;
+    const int nsb = (int)(ne0 / 256); /* one segment: at most 4 (the host) */
+    const uint32_t sub = kq_pack_sub<T>(nsb);
+    const int G = kq_pack_items<T>(nsb, L);
+    const int64_t nv = a.rows, ngrp = DOWN ? (nv + KQ_M - 1) / KQ_M : nv;
+    const int64_t gstride = (int64_t)gridDim.x * MMV_WARPS, g0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int64_t n_items = g0 < ngrp ? ((ngrp - 1 - g0) / gstride + 1) * npi : 0;
+    mmv_bars_init(bars[warp], D, lane);
+    const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(kq_dyn) + (uint32_t)(warp * D * S::item);
+
+    /* issue side: D - 1 slots ahead of the compute side, G items a slot in
+     * the order (group, part) */
+    mmv_pos iq = {g0, 0, 0};
+    int64_t issued = 0;
+    auto issue = [&](int slot) {
+        if (issued == n_items)
+            return;
+        const int ng = (int)min((int64_t)G, n_items - issued);
+        if (lane < KQ_M * G) {
+            mmv_pos q = iq;
+            for (int g = 0; g < lane / KQ_M; g++)
+                mmv_next(q, npi, 1, gstride);
+            const uint8_t *p = lane / KQ_M < ng ? mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, lane % KQ_M) : NULL;
+            kq_issue_pack<T>(p, nsb, bar0 + 8 * slot, ring0 + (uint32_t)slot * S::item + (uint32_t)lane * sub, lane,
+                             KQ_M * G);
+        }
+        for (int g = 0; g < ng; g++)
+            mmv_next(iq, npi, 1, gstride);
+        issued += ng;
+    };
+    for (int d = 0; d < D - 1; d++)
+        issue(d);
+    const int nr = DOWN ? np : 1;
+    int64_t xl;
+    mmv_moe_x_ready<DOWN>();
+    const float *x = mmv_moe_stage_rows<true>(a.m, a.flat, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
+                                              (float *)(kq_dyn + (size_t)MMV_WARPS * D * S::item), &xl);
+    const int64_t nbr = ne0 / 32;
+    const float *sums = x + (int64_t)nr * xl;
+    if (kq<T>::s16) {
+        sums += (int64_t)nr * nbr;
+        kq_sums16(x, xl, nr, ne0, (float *)sums);
+    }
+    const int64_t sl = kq<T>::s16 ? ne0 / 16 : nbr;
+
+    double dacc[KQ_M] = {0.0, 0.0};
+    float routed[KQ_M] = {0.0f, 0.0f};
+    mmv_pos cq = {g0, 0, 0};
+    uint32_t phase = 0;
+    int slot = 0;
+    for (int64_t k = 0; k < n_items; k += G) {
+        const int ng = (int)min((int64_t)G, n_items - k);
+        mmv_ring_wait(bar0, slot, phase);
+        issue(slot == 0 ? D - 1 : slot - 1);
+        float part[1][KQ_M] = {{0.0f, 0.0f}};
+        if (gi < ng && (gl >> 2) < nsb) {
+            mmv_pos q = cq;
+            for (int g = 0; g < gi; g++)
+                mmv_next(q, npi, 1, gstride);
+            const bool v1 = !DOWN || KQ_M * q.v + 1 < nv;
+            uint32_t off[KQ_M] = {0, 0};
+            if (kq<T>::s16) {
+#pragma unroll
+                for (int m = 0; m < KQ_M; m++)
+                    off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, m) & 15);
+            }
+            const uint32_t base = ring0 + (uint32_t)slot * S::item + (uint32_t)(gi * KQ_M) * sub;
+            const kq_smem wr[KQ_M] = {{base}, {base + sub}};
+            const int xp = DOWN ? q.p : 0;
+            const kq_smem xr = {mmv_saddr(x + xp * xl)}, sr = {mmv_saddr(sums + xp * sl)};
+            kq_lane<T, 1, KQ_ROW1_RUN>(wr, off, v1, gl, 0u, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1, part);
+        }
+        float s0 = 0.0f + part[0][0], s1 = 0.0f + part[0][1];
+        for (int o = L >> 1; o > 0; o >>= 1) {
+            s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+            s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        }
+        __syncwarp(); /* the slot is refilled by the next iteration's issue */
+        for (int g = 0; g < ng; g++) {
+            const float yv[KQ_M] = {__shfl_sync(0xffffffffu, s0, g * L), __shfl_sync(0xffffffffu, s1, g * L)};
+            if (!DOWN) {
+                if (lane == 0)
+                    a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, yv[0], yv[1]);
+            } else {
+                mmv_moe_kq_down(a, cq, np, KQ_M * cq.v + 1 < nv, yrow, s_ws, yv, dacc, routed, lane);
+            }
+            mmv_next(cq, npi, 1, gstride);
+        }
+        slot = slot == D - 1 ? 0 : slot + 1;
+    }
+}
+
+/* Lanes an item of packed K-quant items (mmv_moe_kq_pack_kernel) for rows
+ * of NE0: 4, 8 or 16 for rows of 1, 2 or 3-4 super-blocks when a slot
+ * holds two items or more; 0 (the one-item kernel) otherwise, and unless
+ * MEMRA_MOE_KQ_PACK=1 (off until measured on the device). */
+int mmv_moe_kq_pack(int t, int64_t ne0);
 
 /* Launches A's GLU (DOWN false) or DOWN launch on type T's K-quant lanes
  * over GY problems on a resident grid; false when it cannot be configured

@@ -222,6 +222,23 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
+# ---- packed K-quant MoE decode items ----------------------------------------
+# (MEMRA_MOE_KQ_PACK=1, off by default until this comparison has passed on
+# the device): rows of at most 4 super-blocks several items a ring slot,
+# each item's lanes doing the one-item walk's arithmetic, so the fused MoE
+# cases print the same lines both ways (and each still equals the
+# unfused sequence bit for bit)
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for w in 0 1; do
+    env MEMRA_MOE_KQ_PACK=$w timeout 200 $B/probes/memra-kernel-check --test=moe.fused \
+      >"$OUT/kc-moe.fused-kqpack$w.log" 2>&1
+    grep -E "^moe.fused" "$OUT/kc-moe.fused-kqpack$w.log" >/tmp/kc-p$w.txt
+  done
+  cmp -s /tmp/kc-p0.txt /tmp/kc-p1.txt && r="the same lines ($(wc -l </tmp/kc-p1.txt) cases)" ||
+    r="DIFFER: $(diff /tmp/kc-p0.txt /tmp/kc-p1.txt | grep -c '^>') lines"
+  note "kernel-check moe.fused, MEMRA_MOE_KQ_PACK=0 against 1: $r; $(tail -1 "$OUT/kc-moe.fused-kqpack1.log")"
+fi
+
 # ---- fast prefill's row-local kernels against their older forms ----------
 # a warp per norm row (MEMRA_NORM_WARP), elementwise rows as one long row
 # in 16-byte loads (MEMRA_EW_FLAT), Q8_0 tiles to f16 by streaming warps
