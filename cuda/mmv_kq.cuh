@@ -42,16 +42,6 @@
 
 #define KQ_RING_MAX 4 /* items per warp in shared memory: at most */
 
-/* Per type: a row's segment in a ring slot. Q4_K and Q5_K segments are
- * whole 16-byte multiples at 16-byte aligned rows; a Q6_K segment starts
- * anywhere even, so its slot takes the copy from the 16-byte boundary
- * below and 16 bytes more. */
-template <int T> struct kq_seg {
-    static constexpr int bytes = KQ_SBS * kq<T>::bb;
-    static constexpr int slot = kq<T>::s16 ? bytes + 16 : bytes; /* one row's share of a slot */
-    static constexpr int item = KQ_M * slot;
-};
-
 /* Staged x: NR rows as the Q8_0 path stages them (x 2^64, padded, 32-sums)
  * and for Q6_K each row's 16-sums after them. */
 template <int T> static __host__ __device__ __forceinline__ size_t kq_x_bytes(int64_t ne0, int nr)

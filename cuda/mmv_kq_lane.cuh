@@ -428,6 +428,42 @@ template <> struct kq<MEMRA_TYPE_Q6_K> {
     }
 };
 
+/* ---- ring slots ------------------------------------------------------------------ */
+
+/* Per type: a row's segment in a ring slot. Q4_K and Q5_K segments are
+ * whole 16-byte multiples at 16-byte aligned rows; a Q6_K segment starts
+ * anywhere even, so its slot takes the copy from the 16-byte boundary
+ * below and 16 bytes more. */
+template <int T> struct kq_seg {
+    static constexpr int bytes = KQ_SBS * kq<T>::bb;
+    static constexpr int slot = kq<T>::s16 ? bytes + 16 : bytes; /* one row's share of a slot */
+    static constexpr int item = KQ_M * slot;
+};
+
+/* Packed items (cuda/mmv_moe_kq.cuh, mmv_moe_kq_pack_kernel): a slot of
+ * kq_seg<T>::item bytes holds several items of short rows, each row in a
+ * sub-slot of these bytes for rows of NSB super-blocks: the row's bytes
+ * rounded to 16, and (Q6_K) 16 more for a start anywhere even. */
+template <int T> static __host__ __device__ __forceinline__ uint32_t kq_pack_sub(int nsb)
+{
+    return (((uint32_t)nsb * kq<T>::bb + 15u) & ~15u) + (kq<T>::s16 ? 16u : 0u);
+}
+
+/* Lanes an item of rows of NSB (1 to 4) super-blocks: the fewest (a power
+ * of two) that give each of its super-blocks its 4 lanes. */
+static __host__ __device__ __forceinline__ int kq_pack_lanes(int nsb)
+{
+    return nsb <= 1 ? 4 : nsb == 2 ? 8 : 16;
+}
+
+/* Items a slot for L lanes an item: as many as the lanes and the slot's
+ * bytes hold. */
+template <int T> static __host__ __device__ __forceinline__ int kq_pack_items(int nsb, int L)
+{
+    const int by_bytes = (int)(kq_seg<T>::item / (KQ_M * kq_pack_sub<T>(nsb)));
+    return 32 / L < by_bytes ? 32 / L : by_bytes;
+}
+
 /* ---- one lane's share of an item ---------------------------------------------- */
 
 /* The item: segment CS of the weight rows in WR[m] (readers at the row's

@@ -7,7 +7,7 @@
 
 template <int T> static int kq_pack_lanes(int64_t ne0)
 {
-    const int nsb = (int)(ne0 / 256), L = nsb <= 1 ? 4 : nsb == 2 ? 8 : 16;
+    const int nsb = (int)(ne0 / 256), L = kq_pack_lanes(nsb);
     return ne0 % 256 == 0 && nsb >= 1 && nsb <= 4 && kq_pack_items<T>(nsb, L) >= 2 ? L : 0;
 }
 

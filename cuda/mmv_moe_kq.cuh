@@ -183,7 +183,8 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
  * 4 nsb of the warp's 32 lanes, and the kernel is bound by the
  * instructions it issues, not by HBM (docs/CUDA.md). Packed, a ring slot
  * holds G consecutive items of the walk, each row's bytes in a sub-slot
- * of kq_pack_sub bytes (the same 16-byte-aligned copy as kq_issue's), and
+ * of kq_pack_sub bytes (cuda/mmv_kq_lane.cuh; the same 16-byte-aligned
+ * copy as kq_issue's), and
  * item g runs on lanes [g L, g L + L), L = 4 nsb rounded up to a power of
  * two, lane g L + l doing what lane l does in the one-item walk: the same
  * bytes at the same offsets, the same x and sums, the same kq_lane
@@ -194,21 +195,6 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
  * item order, as the walk applies them. So every output has the one-item
  * kernel's bits (kernel-check: moe.fused.kq.* fused == sequence under
  * MEMRA_MOE_KQ_PACK=1). */
-
-/* A row's sub-slot for rows of NSB super-blocks: its bytes rounded to 16,
- * and (Q6_K) 16 more for a start anywhere even. */
-template <int T> static __host__ __device__ __forceinline__ uint32_t kq_pack_sub(int nsb)
-{
-    return (((uint32_t)nsb * kq<T>::bb + 15u) & ~15u) + (kq<T>::s16 ? 16u : 0u);
-}
-
-/* Items a slot for L lanes an item: as many as the lanes and the slot's
- * bytes hold. */
-template <int T> static __host__ __device__ __forceinline__ int kq_pack_items(int nsb, int L)
-{
-    const int by_bytes = (int)(kq_seg<T>::item / (KQ_M * kq_pack_sub<T>(nsb)));
-    return 32 / L < by_bytes ? 32 / L : by_bytes;
-}
 
 /* Lanes [0, NL) together, lane j for row j % KQ_M of item j / KQ_M of a
  * packed slot: the row at P (NULL: absent) into its sub-slot at DST, from

@@ -2,8 +2,10 @@
  * the kernel's own decoding, sums and scale factoring, run lane by lane over
  * ring slots laid out as the kernel's bulk copies lay them out (segments
  * from the 16-byte boundary below them), against the float64 reference
- * (memra__dot_row). Needs nvcc, not a GPU: the device-side orchestration
- * (ring, barriers, stores) is the kernel check's (matmul.kq.*). */
+ * (memra__dot_row), and the packed MoE walk's slots and butterfly against
+ * the one-item walk, bit for bit. Needs nvcc, not a GPU: the device-side
+ * orchestration (ring, barriers, stores) is the kernel check's (matmul.kq.*,
+ * moe.fused.kq.*). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -208,6 +210,129 @@ template <int T> static void check(int64_t ne0, int nrows, size_t shift, float x
     free(wbuf);
 }
 
+/* The packed walk (mmv_moe_kq_pack_kernel) of rows of NSB super-blocks:
+ * one slot of kq_seg<T>::item bytes holding G items (rows 2g and 2g + 1
+ * of W against x row g; the last item without its row 1), each row copied
+ * into its sub-slot from the 16-byte boundary below it as kq_issue_pack
+ * copies it, item g on lanes [g L, g L + L) running kq_lane as lane
+ * l = lane % L, the group's butterfly from 0.0f + part: every dot bit for
+ * bit the one-item walk's (kq_group: warp_sum over 32 lanes). */
+template <int T> static void check_pack(int nsb, size_t shift)
+{
+    const int bb = kq<T>::bb, L = kq_pack_lanes(nsb), G = kq_pack_items<T>(nsb, L);
+    const int64_t ne0 = 256 * nsb;
+    const uint32_t sub = kq_pack_sub<T>(nsb);
+    assert_true(G >= 1 && G * L <= 32 && (uint32_t)(G * KQ_M) * sub <= (uint32_t)kq_seg<T>::item);
+    const size_t row = (size_t)nsb * bb;
+    const int nrows = 2 * G - 1;
+    uint8_t *wbuf = (uint8_t *)aligned_alloc(64, (row * nrows + 256 + 63) & ~(size_t)63);
+    assert_non_null(wbuf);
+    uint8_t *w0 = wbuf + 64 + shift;
+    fill_blocks(T, w0, (int64_t)nsb * nrows);
+    const int64_t xl = xp64((ne0 + 63) & ~(int64_t)63);
+    float *x = (float *)malloc(sizeof(float) * G * ne0);
+    float *xs = (float *)calloc((size_t)(G * xl + G * ne0 / 32 + G * ne0 / 16), sizeof(float));
+    assert_non_null(x);
+    assert_non_null(xs);
+    for (int64_t i = 0; i < G * ne0; i++)
+        x[i] = rng_unif(-1.0f, 1.0f);
+    float *s32, *s16;
+    stage(x, G, ne0, xs, &s32, &s16);
+    const float *s = kq<T>::s16 ? s16 : s32;
+    const int64_t sl = (kq<T>::s16 ? 2 : 1) * (ne0 / 32);
+
+    static uint8_t slot[kq_seg<MEMRA_TYPE_Q6_K>::item + 64];
+    memset(slot, 0xA5, sizeof slot);
+    uint32_t off[32][KQ_M] = {};
+    for (int j = 0; j < KQ_M * G; j++) {
+        if (j >= nrows)
+            continue; /* the last item's row 1: absent */
+        const uintptr_t p = (uintptr_t)(w0 + (size_t)j * row);
+        const uint32_t n = ((uint32_t)(p & 15) + (uint32_t)row + 15) & ~15u;
+        assert_true(n <= sub);
+        off[j / KQ_M][j % KQ_M] = (uint32_t)(p & 15);
+        memcpy(slot + (size_t)j * sub, (const uint8_t *)(p & ~(uintptr_t)15), n);
+    }
+    float lanes[KQ_M][32] = {};
+    for (int lane = 0; lane < 32; lane++) {
+        const int gi = lane / L, gl = lane % L;
+        if (gi >= G || (gl >> 2) >= nsb)
+            continue;
+        const kq_mem wr[KQ_M] = {{slot + (size_t)gi * KQ_M * sub}, {slot + (size_t)(gi * KQ_M + 1) * sub}};
+        const kq_mem xr = {(const uint8_t *)(xs + gi * xl)}, sr = {(const uint8_t *)(s + gi * sl)};
+        float part[1][KQ_M] = {{0.0f, 0.0f}};
+        kq_lane<T, 1, KQ_ROW1_RUN>(wr, off[gi], 2 * gi + 1 < nrows, gl, 0u, xr, (uint32_t)xl, sr,
+                                   (uint32_t)(ne0 / 32), 1, part);
+        for (int m = 0; m < KQ_M; m++)
+            lanes[m][lane] = part[0][m];
+    }
+    for (int g = 0; g < G; g++) {
+        const uint8_t *const w[KQ_M] = {w0 + 2 * g * row, 2 * g + 1 < nrows ? w0 + (2 * g + 1) * row : NULL};
+        float y1[1][KQ_M];
+        kq_group<T, 1>(w, ne0, xs + g * xl, xl, s + g * sl, 1, y1);
+        for (int m = 0; m < KQ_M && w[m]; m++) {
+            float t[32];
+            for (int l = 0; l < L; l++)
+                t[l] = 0.0f + lanes[m][g * L + l];
+            for (int o = L >> 1; o > 0; o >>= 1) {
+                float n[32];
+                for (int l = 0; l < L; l++)
+                    n[l] = t[l] + t[l ^ o];
+                memcpy(t, n, sizeof(float) * L);
+            }
+            if (memcmp(&t[0], &y1[0][m], sizeof(float)) != 0)
+                fail_msg("type %d, %d super-blocks, shift %zu: item %d row %d packed %a, alone %a", T, nsb, shift, g,
+                         m, t[0], y1[0][m]);
+        }
+    }
+    free(xs);
+    free(x);
+    free(wbuf);
+}
+
+/* The group butterfly's claim on its own: lanes past the items' shares
+ * hold +0 in the one-item walk, so warp_sum equals 0.0f + part summed over
+ * the group's lanes, -0 and all */
+static void test_pack_butterfly(void **state)
+{
+    (void)state;
+    for (int L = 4; L <= 16; L *= 2)
+        for (int it = 0; it < 2000; it++) {
+            float v[32] = {};
+            for (int l = 0; l < L; l++) {
+                const uint64_t r = rng_next();
+                v[l] = r % 7 == 0 ? -0.0f : r % 7 == 1 ? 0.0f : rng_unif(-1.0f, 1.0f) * ldexpf(1.0f, (int)(r % 40) - 20);
+            }
+            float t[32];
+            for (int l = 0; l < L; l++)
+                t[l] = 0.0f + v[l];
+            for (int o = L >> 1; o > 0; o >>= 1) {
+                float n[32];
+                for (int l = 0; l < L; l++)
+                    n[l] = t[l] + t[l ^ o];
+                memcpy(t, n, sizeof(float) * L);
+            }
+            const float w = warp_sum_host(v);
+            assert_memory_equal(&t[0], &w, sizeof(float));
+        }
+}
+
+/* every packed width of every type; Q6_K at every even start */
+static void test_pack(void **state)
+{
+    (void)state;
+    for (int nsb = 1; nsb <= 4; nsb++) {
+        check_pack<MEMRA_TYPE_Q4_K>(nsb, 0);
+        check_pack<MEMRA_TYPE_Q5_K>(nsb, 0);
+        for (size_t sh = 0; sh < 16; sh += 2)
+            check_pack<MEMRA_TYPE_Q6_K>(nsb, sh);
+    }
+    /* the 35B-A3B's down rows (2 super-blocks) pack four Q4_K or Q5_K items, three Q6_K */
+    assert_int_equal(kq_pack_items<MEMRA_TYPE_Q4_K>(2, kq_pack_lanes(2)), 4);
+    assert_int_equal(kq_pack_items<MEMRA_TYPE_Q5_K>(2, kq_pack_lanes(2)), 4);
+    assert_int_equal(kq_pack_items<MEMRA_TYPE_Q6_K>(2, kq_pack_lanes(2)), 3);
+}
+
 /* widths: one super-block, a short segment (9, 10, 21 super-blocks), whole
  * segments (4096), and a long row (12288) */
 static const int64_t widths[] = {256, 2304, 2560, 4096, 5376, 12288};
@@ -248,6 +373,8 @@ int main(void)
         cmocka_unit_test(test_q4_k),
         cmocka_unit_test(test_q5_k),
         cmocka_unit_test(test_q6_k),
+        cmocka_unit_test(test_pack_butterfly),
+        cmocka_unit_test(test_pack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
