@@ -22,8 +22,9 @@
 # released sizes, and Q5_K, Q6_K and Q4_K MoE files) and "all"),
 # B (memra build folder, default /tmp/build-gpu, where scripts/gpu-check.sh builds), PEER (llama.cpp folder with
 # llama-bench), PP (prompt lengths, default 512,2048), N (generated tokens,
-# default 128), DEPTHS (default 0,512), LONG (a long depth measured with
-# one repetition, pp512 and tg there; default 16384, empty to skip),
+# default 128), DEPTHS (default 0,512), LONG (a long depth, or a list such
+# as 16384,32768, measured with one repetition, pp512 and tg there; default
+# 16384, empty to skip),
 # LONG_MODELS (the entries that get it, default every one), REPS
 # (default 3), DIR (where models are written, default /tmp/bench-matrix),
 # KEEP=1 (keep the model files), OUT (logs and JSON, default
