@@ -440,7 +440,7 @@ template <int T> struct kq_seg {
     static constexpr int item = KQ_M * slot;
 };
 
-/* Packed items (cuda/mmv_moe_kq.cuh, mmv_moe_kq_pack_kernel): a slot of
+/* Packed items (cuda/mmv_moe_kq.cuh, mmv_moe_kq_kernel<T, DOWN, true>): a slot of
  * kq_seg<T>::item bytes holds several items of short rows, each row in a
  * sub-slot of these bytes for rows of NSB super-blocks: the row's bytes
  * rounded to 16, and (Q6_K) 16 more for a start anywhere even. */

@@ -42,7 +42,7 @@ template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned
     a.m.xsm = 1;
     a.pack = mmv_moe_kq_pack(T, a.m.ne0);
     const void *kernel =
-        a.pack ? (const void *)mmv_moe_kq_pack_kernel<T, DOWN> : (const void *)mmv_moe_kq_kernel<T, DOWN>;
+        a.pack ? (const void *)mmv_moe_kq_kernel<T, DOWN, true> : (const void *)mmv_moe_kq_kernel<T, DOWN, false>;
     const int occ = mmv_occupancy(kernel, smem, a.pack ? pcache : cache);
     if (occ == 0)
         return false;
@@ -54,8 +54,8 @@ template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned
                 DOWN ? "down" : "glu", T, (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "",
                 grid.x, grid.y, occ, a.m.ring, smem, a.pack ? a.pack : 32);
     if (a.pack)
-        return memra__launch(mmv_moe_kq_pack_kernel<T, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
-    return memra__launch(mmv_moe_kq_kernel<T, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+        return memra__launch(mmv_moe_kq_kernel<T, DOWN, true>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+    return memra__launch(mmv_moe_kq_kernel<T, DOWN, false>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 template <int T> static bool moe_kq_launch_t(const mmv_moe_args &a, bool down, unsigned gy, int sm_count,

@@ -68,114 +68,6 @@ static __device__ __forceinline__ void mmv_moe_kq_down(const mmv_moe_args &a, co
     }
 }
 
-/* Three blocks per SM for GLU (mmv_kq_kernel<T, 1>'s bound); DOWN keeps
- * two rows' float64 sums besides the lane state: two. */
-template <int T, bool DOWN>
-__global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(const mmv_moe_args a)
-{
-    using S = kq_seg<T>;
-    extern __shared__ __align__(128) uint8_t kq_dyn[];
-    __shared__ __align__(8) uint64_t bars[MMV_WARPS][KQ_RING_MAX];
-    __shared__ const uint8_t *s_w[MMV_MOE_PARTS];
-    __shared__ size_t s_nb1[MMV_MOE_PARTS];
-    __shared__ double s_ws[MMV_MOE_PARTS];
-    __shared__ int s_bad;
-    int64_t t, yrow;
-    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, NULL, &t, &yrow))
-        return;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts: slots (+ shared), or gate and up */
-    const int D = a.m.ring;
-    const int64_t ne0 = a.m.ne0;
-    const int nsb = (int)(ne0 / 256), nseg = (nsb + KQ_SBS - 1) / KQ_SBS;
-    const int npi = DOWN ? np : 1; /* parts walked per group (GLU: both rows are in every item) */
-    const int64_t nv = a.rows, ngrp = DOWN ? (nv + KQ_M - 1) / KQ_M : nv;
-    const int64_t gstride = (int64_t)gridDim.x * MMV_WARPS, g0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
-    const int64_t n_items = g0 < ngrp ? ((ngrp - 1 - g0) / gstride + 1) * npi * nseg : 0;
-    mmv_bars_init(bars[warp], D, lane);
-    const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(kq_dyn) + (uint32_t)(warp * D * S::item);
-
-    /* issue side: D - 1 items ahead of the compute side, in the order
-     * (group, part, segment) */
-    mmv_pos iq = {g0, 0, 0};
-    int64_t issued = 0;
-    auto issue = [&](int slot) {
-        if (issued == n_items)
-            return;
-        if (lane < KQ_M)
-            kq_issue<T>(mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, iq.v, iq.p, lane), iq.s, nsb, bar0 + 8 * slot,
-                        ring0 + (uint32_t)slot * S::item, lane);
-        issued++;
-        mmv_next(iq, npi, nseg, gstride);
-    };
-    for (int d = 0; d < D - 1; d++)
-        issue(d);
-    /* x as mmv_kq_kernel stages it: DOWN the token's k (+1) h rows, GLU its one x row */
-    const int nr = DOWN ? np : 1;
-    int64_t xl;
-    mmv_moe_x_ready<DOWN>();
-    const float *x = mmv_moe_stage_rows<true>(a.m, a.flat, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
-                                              (float *)(kq_dyn + (size_t)MMV_WARPS * D * S::item), &xl);
-    const int64_t nbr = ne0 / 32;
-    const float *sums = x + (int64_t)nr * xl; /* 32-sums; Q6_K: its 16-sums after them */
-    if (kq<T>::s16) {
-        sums += (int64_t)nr * nbr;
-        kq_sums16(x, xl, nr, ne0, (float *)sums);
-    }
-    const int64_t sl = kq<T>::s16 ? ne0 / 16 : nbr; /* a row's sums */
-
-    float part[1][KQ_M] = {{0.0f, 0.0f}};
-    double dacc[KQ_M] = {0.0, 0.0};
-    float routed[KQ_M] = {0.0f, 0.0f};
-    /* the current (group, part): row 1 present, and (Q6_K) where its rows'
-     * segments start in their slots */
-    mmv_pos cq = {g0, 0, 0};
-    uint32_t off[KQ_M] = {0, 0};
-    bool v1 = true;
-    auto group = [&] {
-        v1 = !DOWN || KQ_M * cq.v + 1 < nv;
-        if (kq<T>::s16) {
-#pragma unroll
-            for (int m = 0; m < KQ_M; m++)
-                off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, cq.v, cq.p, m) & 15);
-        }
-    };
-    uint32_t phase = 0;
-    int slot = 0;
-    for (int64_t k = 0; k < n_items; k++) {
-        if (cq.s == 0)
-            group();
-        mmv_ring_wait(bar0, slot, phase);
-        issue(slot == 0 ? D - 1 : slot - 1);
-        if ((lane >> 2) < nsb - cq.s * KQ_SBS) { /* the lane's super-block is in the segment */
-            const uint32_t base = ring0 + (uint32_t)slot * S::item;
-            const kq_smem wr[KQ_M] = {{base}, {base + S::slot}};
-            const int xp = DOWN ? cq.p : 0; /* the part's staged row */
-            const kq_smem xr = {mmv_saddr(x + xp * xl)}, sr = {mmv_saddr(sums + xp * sl)};
-            if (v1)
-                kq_lane<T, 1, KQ_ROW1_YES>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
-                                           part);
-            else
-                kq_lane<T, 1, KQ_ROW1_NO>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
-                                          part);
-        }
-        __syncwarp(); /* the slot is refilled by the next iteration's issue */
-        if (cq.s == nseg - 1) {
-            if (!DOWN) {
-                const float g = warp_sum(part[0][0]), u = warp_sum(part[0][1]);
-                if (lane == 0)
-                    a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, g, u);
-            } else {
-                const float yv[KQ_M] = {warp_sum(part[0][0]), v1 ? warp_sum(part[0][1]) : 0.0f};
-                mmv_moe_kq_down(a, cq, np, v1, yrow, s_ws, yv, dacc, routed, lane);
-            }
-            part[0][0] = part[0][1] = 0.0f;
-        }
-        mmv_next(cq, npi, nseg, gstride);
-        slot = slot == D - 1 ? 0 : slot + 1;
-    }
-}
-
 /* ---- packed items --------------------------------------------------------------
  *
  * A row of at most 4 super-blocks (the experts' down rows of 256 to 1024,
@@ -194,7 +86,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
  * steps below L are the group's. The items' outputs are then applied in
  * item order, as the walk applies them. So every output has the one-item
  * kernel's bits (kernel-check: moe.fused.kq.* fused == sequence under
- * MEMRA_MOE_KQ_PACK=1). */
+ * MEMRA_MOE_KQ_PACK=1; test_mmv_kq: the slots and lanes on the CPU). */
 
 /* Lanes [0, NL) together, lane j for row j % KQ_M of item j / KQ_M of a
  * packed slot: the row at P (NULL: absent) into its sub-slot at DST, from
@@ -216,8 +108,11 @@ static __device__ __forceinline__ void kq_issue_pack(const uint8_t *p, int nsb, 
         kq_copy(dst, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
 }
 
-template <int T, bool DOWN>
-__global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_pack_kernel(const mmv_moe_args a)
+/* Three blocks per SM for GLU (mmv_kq_kernel<T, 1>'s bound); DOWN keeps
+ * two rows' float64 sums besides the lane state: two. PACK: packed items
+ * (below; a.pack lanes an item, rows of one segment). */
+template <int T, bool DOWN, bool PACK>
+__global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(const mmv_moe_args a)
 {
     using S = kq_seg<T>;
     extern __shared__ __align__(128) uint8_t kq_dyn[];
@@ -230,102 +125,166 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_pack_ker
     if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, NULL, &t, &yrow))
         return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2;
-    const int npi = DOWN ? np : 1;
-    const int D = a.m.ring, L = a.pack, gi = lane / L, gl = lane % L;
+    const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts: slots (+ shared), or gate and up */
+    const int D = a.m.ring;
     const int64_t ne0 = a.m.ne0;
-    const int nsb = (int)(ne0 / 256); /* one segment: at most 4 (the host) */
-    const uint32_t sub = kq_pack_sub<T>(nsb);
-    const int G = kq_pack_items<T>(nsb, L);
+    const int nsb = (int)(ne0 / 256), nseg = (nsb + KQ_SBS - 1) / KQ_SBS;
+    const int npi = DOWN ? np : 1; /* parts walked per group (GLU: both rows are in every item) */
     const int64_t nv = a.rows, ngrp = DOWN ? (nv + KQ_M - 1) / KQ_M : nv;
     const int64_t gstride = (int64_t)gridDim.x * MMV_WARPS, g0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
-    const int64_t n_items = g0 < ngrp ? ((ngrp - 1 - g0) / gstride + 1) * npi : 0;
+    const int64_t n_items = g0 < ngrp ? ((ngrp - 1 - g0) / gstride + 1) * npi * nseg : 0;
+    /* PACK: L lanes an item, lane group gi's lane gl; G items a slot in sub-slots of SUB bytes */
+    const int L = PACK ? a.pack : 32, gi = lane / L, gl = lane % L;
+    const uint32_t sub = PACK ? kq_pack_sub<T>(nsb) : 0u;
+    const int G = PACK ? kq_pack_items<T>(nsb, L) : 1;
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(kq_dyn) + (uint32_t)(warp * D * S::item);
 
-    /* issue side: D - 1 slots ahead of the compute side, G items a slot in
-     * the order (group, part) */
+    /* issue side: D - 1 slots ahead of the compute side, an item a slot
+     * (PACK: G items) in the order (group, part, segment) */
     mmv_pos iq = {g0, 0, 0};
     int64_t issued = 0;
     auto issue = [&](int slot) {
         if (issued == n_items)
             return;
-        const int ng = (int)min((int64_t)G, n_items - issued);
-        if (lane < KQ_M * G) {
-            mmv_pos q = iq;
-            for (int g = 0; g < lane / KQ_M; g++)
-                mmv_next(q, npi, 1, gstride);
-            const uint8_t *p = lane / KQ_M < ng ? mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, lane % KQ_M) : NULL;
-            kq_issue_pack<T>(p, nsb, bar0 + 8 * slot, ring0 + (uint32_t)slot * S::item + (uint32_t)lane * sub, lane,
-                             KQ_M * G);
+        if constexpr (PACK) {
+            const int ng = (int)min((int64_t)G, n_items - issued);
+            if (lane < KQ_M * G) {
+                mmv_pos q = iq;
+                for (int g = 0; g < lane / KQ_M; g++)
+                    mmv_next(q, npi, 1, gstride);
+                const uint8_t *p = lane / KQ_M < ng ? mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, lane % KQ_M) : NULL;
+                kq_issue_pack<T>(p, nsb, bar0 + 8 * slot, ring0 + (uint32_t)slot * S::item + (uint32_t)lane * sub, lane,
+                                 KQ_M * G);
+            }
+            for (int g = 0; g < ng; g++)
+                mmv_next(iq, npi, 1, gstride);
+            issued += ng;
+        } else {
+            if (lane < KQ_M)
+                kq_issue<T>(mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, iq.v, iq.p, lane), iq.s, nsb, bar0 + 8 * slot,
+                            ring0 + (uint32_t)slot * S::item, lane);
+            issued++;
+            mmv_next(iq, npi, nseg, gstride);
         }
-        for (int g = 0; g < ng; g++)
-            mmv_next(iq, npi, 1, gstride);
-        issued += ng;
     };
     for (int d = 0; d < D - 1; d++)
         issue(d);
+    /* x as mmv_kq_kernel stages it: DOWN the token's k (+1) h rows, GLU its one x row */
     const int nr = DOWN ? np : 1;
     int64_t xl;
     mmv_moe_x_ready<DOWN>();
     const float *x = mmv_moe_stage_rows<true>(a.m, a.flat, a.x + (DOWN ? t * np : t) * a.m.ldx, nr,
                                               (float *)(kq_dyn + (size_t)MMV_WARPS * D * S::item), &xl);
     const int64_t nbr = ne0 / 32;
-    const float *sums = x + (int64_t)nr * xl;
+    const float *sums = x + (int64_t)nr * xl; /* 32-sums; Q6_K: its 16-sums after them */
     if (kq<T>::s16) {
         sums += (int64_t)nr * nbr;
         kq_sums16(x, xl, nr, ne0, (float *)sums);
     }
-    const int64_t sl = kq<T>::s16 ? ne0 / 16 : nbr;
+    const int64_t sl = kq<T>::s16 ? ne0 / 16 : nbr; /* a row's sums */
 
-    double dacc[KQ_M] = {0.0, 0.0};
-    float routed[KQ_M] = {0.0f, 0.0f};
-    mmv_pos cq = {g0, 0, 0};
-    uint32_t phase = 0;
-    int slot = 0;
-    for (int64_t k = 0; k < n_items; k += G) {
-        const int ng = (int)min((int64_t)G, n_items - k);
-        mmv_ring_wait(bar0, slot, phase);
-        issue(slot == 0 ? D - 1 : slot - 1);
+    if constexpr (PACK) {
+        double dacc[KQ_M] = {0.0, 0.0};
+        float routed[KQ_M] = {0.0f, 0.0f};
+        mmv_pos cq = {g0, 0, 0};
+        uint32_t phase = 0;
+        int slot = 0;
+        for (int64_t k = 0; k < n_items; k += G) {
+            const int ng = (int)min((int64_t)G, n_items - k);
+            mmv_ring_wait(bar0, slot, phase);
+            issue(slot == 0 ? D - 1 : slot - 1);
+            float part[1][KQ_M] = {{0.0f, 0.0f}};
+            if (gi < ng && (gl >> 2) < nsb) {
+                mmv_pos q = cq;
+                for (int g = 0; g < gi; g++)
+                    mmv_next(q, npi, 1, gstride);
+                const bool v1 = !DOWN || KQ_M * q.v + 1 < nv;
+                uint32_t off[KQ_M] = {0, 0};
+                if (kq<T>::s16) {
+    #pragma unroll
+                    for (int m = 0; m < KQ_M; m++)
+                        off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, m) & 15);
+                }
+                const uint32_t base = ring0 + (uint32_t)slot * S::item + (uint32_t)(gi * KQ_M) * sub;
+                const kq_smem wr[KQ_M] = {{base}, {base + sub}};
+                const int xp = DOWN ? q.p : 0;
+                const kq_smem xr = {mmv_saddr(x + xp * xl)}, sr = {mmv_saddr(sums + xp * sl)};
+                kq_lane<T, 1, KQ_ROW1_RUN>(wr, off, v1, gl, 0u, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1, part);
+            }
+            float s0 = 0.0f + part[0][0], s1 = 0.0f + part[0][1];
+            for (int o = L >> 1; o > 0; o >>= 1) {
+                s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+            }
+            __syncwarp(); /* the slot is refilled by the next iteration's issue */
+            for (int g = 0; g < ng; g++) {
+                const float yv[KQ_M] = {__shfl_sync(0xffffffffu, s0, g * L), __shfl_sync(0xffffffffu, s1, g * L)};
+                if (!DOWN) {
+                    if (lane == 0)
+                        a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, yv[0], yv[1]);
+                } else {
+                    mmv_moe_kq_down(a, cq, np, KQ_M * cq.v + 1 < nv, yrow, s_ws, yv, dacc, routed, lane);
+                }
+                mmv_next(cq, npi, 1, gstride);
+            }
+            slot = slot == D - 1 ? 0 : slot + 1;
+        }
+    } else {
         float part[1][KQ_M] = {{0.0f, 0.0f}};
-        if (gi < ng && (gl >> 2) < nsb) {
-            mmv_pos q = cq;
-            for (int g = 0; g < gi; g++)
-                mmv_next(q, npi, 1, gstride);
-            const bool v1 = !DOWN || KQ_M * q.v + 1 < nv;
-            uint32_t off[KQ_M] = {0, 0};
+        double dacc[KQ_M] = {0.0, 0.0};
+        float routed[KQ_M] = {0.0f, 0.0f};
+        /* the current (group, part): row 1 present, and (Q6_K) where its rows'
+         * segments start in their slots */
+        mmv_pos cq = {g0, 0, 0};
+        uint32_t off[KQ_M] = {0, 0};
+        bool v1 = true;
+        auto group = [&] {
+            v1 = !DOWN || KQ_M * cq.v + 1 < nv;
             if (kq<T>::s16) {
-#pragma unroll
+    #pragma unroll
                 for (int m = 0; m < KQ_M; m++)
-                    off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, m) & 15);
+                    off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, cq.v, cq.p, m) & 15);
             }
-            const uint32_t base = ring0 + (uint32_t)slot * S::item + (uint32_t)(gi * KQ_M) * sub;
-            const kq_smem wr[KQ_M] = {{base}, {base + sub}};
-            const int xp = DOWN ? q.p : 0;
-            const kq_smem xr = {mmv_saddr(x + xp * xl)}, sr = {mmv_saddr(sums + xp * sl)};
-            kq_lane<T, 1, KQ_ROW1_RUN>(wr, off, v1, gl, 0u, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1, part);
-        }
-        float s0 = 0.0f + part[0][0], s1 = 0.0f + part[0][1];
-        for (int o = L >> 1; o > 0; o >>= 1) {
-            s0 += __shfl_xor_sync(0xffffffffu, s0, o);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-        }
-        __syncwarp(); /* the slot is refilled by the next iteration's issue */
-        for (int g = 0; g < ng; g++) {
-            const float yv[KQ_M] = {__shfl_sync(0xffffffffu, s0, g * L), __shfl_sync(0xffffffffu, s1, g * L)};
-            if (!DOWN) {
-                if (lane == 0)
-                    a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, yv[0], yv[1]);
-            } else {
-                mmv_moe_kq_down(a, cq, np, KQ_M * cq.v + 1 < nv, yrow, s_ws, yv, dacc, routed, lane);
+        };
+        uint32_t phase = 0;
+        int slot = 0;
+        for (int64_t k = 0; k < n_items; k++) {
+            if (cq.s == 0)
+                group();
+            mmv_ring_wait(bar0, slot, phase);
+            issue(slot == 0 ? D - 1 : slot - 1);
+            if ((lane >> 2) < nsb - cq.s * KQ_SBS) { /* the lane's super-block is in the segment */
+                const uint32_t base = ring0 + (uint32_t)slot * S::item;
+                const kq_smem wr[KQ_M] = {{base}, {base + S::slot}};
+                const int xp = DOWN ? cq.p : 0; /* the part's staged row */
+                const kq_smem xr = {mmv_saddr(x + xp * xl)}, sr = {mmv_saddr(sums + xp * sl)};
+                if (v1)
+                    kq_lane<T, 1, KQ_ROW1_YES>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
+                                               part);
+                else
+                    kq_lane<T, 1, KQ_ROW1_NO>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
+                                              part);
             }
-            mmv_next(cq, npi, 1, gstride);
+            __syncwarp(); /* the slot is refilled by the next iteration's issue */
+            if (cq.s == nseg - 1) {
+                if (!DOWN) {
+                    const float g = warp_sum(part[0][0]), u = warp_sum(part[0][1]);
+                    if (lane == 0)
+                        a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, g, u);
+                } else {
+                    const float yv[KQ_M] = {warp_sum(part[0][0]), v1 ? warp_sum(part[0][1]) : 0.0f};
+                    mmv_moe_kq_down(a, cq, np, v1, yrow, s_ws, yv, dacc, routed, lane);
+                }
+                part[0][0] = part[0][1] = 0.0f;
+            }
+            mmv_next(cq, npi, nseg, gstride);
+            slot = slot == D - 1 ? 0 : slot + 1;
         }
-        slot = slot == D - 1 ? 0 : slot + 1;
     }
 }
 
-/* Lanes an item of packed K-quant items (mmv_moe_kq_pack_kernel) for rows
+/* Lanes an item of packed K-quant items (mmv_moe_kq_kernel<T, DOWN, true>) for rows
  * of NE0: 4, 8 or 16 for rows of 1, 2 or 3-4 super-blocks when a slot
  * holds two items or more; 0 (the one-item kernel) otherwise, and unless
  * MEMRA_MOE_KQ_PACK=1 (off until measured on the device). */
