@@ -31,6 +31,19 @@ OUT=${OUT:-/tmp/gpu-check-out}
 mkdir -p "$OUT"
 summary=()
 note() { summary+=("$*"); echo "== $*"; }
+# The kernel-check group TEST with switch VAR at 0 and at 1 (EXTRA, an
+# optional VAR=VALUE, set in both runs): a switch that keeps the bits
+# prints the same lines both ways.
+kc_switch() {
+  local v=$1 t=$2 extra=${3:-} w r
+  for w in 0 1; do
+    env $extra $v=$w timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$v$w.log" 2>&1
+    grep -E "^$t" "$OUT/kc-$t-$v$w.log" >/tmp/kc-s$w.txt
+  done
+  cmp -s /tmp/kc-s0.txt /tmp/kc-s1.txt && r="the same lines ($(wc -l </tmp/kc-s1.txt) cases)" ||
+    r="DIFFER: $(diff /tmp/kc-s0.txt /tmp/kc-s1.txt | grep -c '^>') lines"
+  note "kernel-check $t${extra:+ ($extra)}, $v=0 against 1: $r; $(tail -1 "$OUT/kc-$t-${v}1.log")"
+}
 # The kernel check's attention cases at the default settings, run once for
 # the checks that compare a switch's lines with them: $OUT/kc-attn-default.txt
 rm -f "$OUT/kc-attn-default.txt"
@@ -211,14 +224,7 @@ fi
 # same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast; do
-    for w in 0 1; do
-      env MEMRA_GQ_KQ_WORDS=$w MEMRA_FAST_GEMM=mmq timeout 200 $B/probes/memra-kernel-check --test=$t \
-        >"$OUT/kc-$t-kqw$w.log" 2>&1
-      grep -E "^$t" "$OUT/kc-$t-kqw$w.log" >/tmp/kc-q$w.txt
-    done
-    cmp -s /tmp/kc-q0.txt /tmp/kc-q1.txt && r="the same lines ($(wc -l </tmp/kc-q1.txt) cases)" ||
-      r="DIFFER: $(diff /tmp/kc-q0.txt /tmp/kc-q1.txt | grep -c '^>') lines"
-    note "kernel-check $t (MEMRA_FAST_GEMM=mmq), MEMRA_GQ_KQ_WORDS=0 against 1: $r; $(tail -1 "$OUT/kc-$t-kqw1.log")"
+    kc_switch MEMRA_GQ_KQ_WORDS "$t" MEMRA_FAST_GEMM=mmq
   done
 fi
 
@@ -229,14 +235,7 @@ fi
 # cases print the same lines both ways (and each still equals the
 # unfused sequence bit for bit)
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  for w in 0 1; do
-    env MEMRA_MOE_KQ_PACK=$w timeout 200 $B/probes/memra-kernel-check --test=moe.fused \
-      >"$OUT/kc-moe.fused-kqpack$w.log" 2>&1
-    grep -E "^moe.fused" "$OUT/kc-moe.fused-kqpack$w.log" >/tmp/kc-p$w.txt
-  done
-  cmp -s /tmp/kc-p0.txt /tmp/kc-p1.txt && r="the same lines ($(wc -l </tmp/kc-p1.txt) cases)" ||
-    r="DIFFER: $(diff /tmp/kc-p0.txt /tmp/kc-p1.txt | grep -c '^>') lines"
-  note "kernel-check moe.fused, MEMRA_MOE_KQ_PACK=0 against 1: $r; $(tail -1 "$OUT/kc-moe.fused-kqpack1.log")"
+  kc_switch MEMRA_MOE_KQ_PACK moe.fused
 fi
 
 # ---- fast prefill's row-local kernels against their older forms ----------
@@ -246,14 +245,7 @@ fi
 # group prints the same lines with the switch off and on
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   for sw in MEMRA_NORM_WARP:norm MEMRA_EW_FLAT:elementwise MEMRA_DEQ_Q8:matmul; do
-    v=${sw%%:*} t=${sw#*:}
-    for w in 0 1; do
-      env $v=$w timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$v$w.log" 2>&1
-      grep -E "^$t" "$OUT/kc-$t-$v$w.log" >/tmp/kc-s$w.txt
-    done
-    cmp -s /tmp/kc-s0.txt /tmp/kc-s1.txt && r="the same lines ($(wc -l </tmp/kc-s1.txt) cases)" ||
-      r="DIFFER: $(diff /tmp/kc-s0.txt /tmp/kc-s1.txt | grep -c '^>') lines"
-    note "kernel-check $t, $v=0 against 1: $r; $(tail -1 "$OUT/kc-$t-${v}1.log")"
+    kc_switch "${sw%%:*}" "${sw#*:}"
   done
 fi
 
