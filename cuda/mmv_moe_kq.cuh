@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                 const bool v1 = !DOWN || KQ_M * q.v + 1 < nv;
                 uint32_t off[KQ_M] = {0, 0};
                 if (kq<T>::s16) {
-    #pragma unroll
+#pragma unroll
                     for (int m = 0; m < KQ_M; m++)
                         off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, m) & 15);
                 }
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
         auto group = [&] {
             v1 = !DOWN || KQ_M * cq.v + 1 < nv;
             if (kq<T>::s16) {
-    #pragma unroll
+#pragma unroll
                 for (int m = 0; m < KQ_M; m++)
                     off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, cq.v, cq.p, m) & 15);
             }
