@@ -52,6 +52,18 @@ kc_attn_default() {
   timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-default.log" 2>&1
   grep -E "^attention" "$OUT/kc-attn-default.log" >"$OUT/kc-attn-default.txt"
 }
+# The attention cases under the settings SW (VAR=VALUE, space-separated):
+# a setting that keeps the bits prints the default's lines.
+kc_attn_vs() {
+  local sw=$1 tag r
+  kc_attn_default
+  tag=$(echo "$sw" | tr -c 'A-Za-z0-9\n' _)
+  env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
+  grep -E "^attention" "$OUT/kc-attn-$tag.log" >/tmp/kc-a.txt
+  cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-a.txt && r="the same errors ($(wc -l </tmp/kc-a.txt) cases)" ||
+    r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-a.txt | grep -c '^>') lines"
+  note "kernel-check attention, $sw against the default: $r; $(tail -1 "$OUT/kc-attn-$tag.log")"
+}
 
 # ---- dependencies --------------------------------------------------------
 . scripts/gpu-env.sh || exit 2
@@ -150,12 +162,7 @@ fi
 # heads' sums do not depend on how many share a block), and so does a whole
 # forward past 1024 keys (the fixtures never reach the shared-heads kernel)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
-  kc_attn_default # MEMRA_FA_HEADS=4, the default
-  MEMRA_FA_HEADS=1 timeout 120 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-heads1.log" 2>&1
-  grep -E "^attention" "$OUT/kc-attn-heads1.log" >/tmp/kc-h1.txt
-  cmp -s /tmp/kc-h1.txt "$OUT/kc-attn-default.txt" && r="the same errors ($(wc -l </tmp/kc-h1.txt) cases)" ||
-    r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-h1.txt | grep -c '^>') lines"
-  note "kernel-check attention, MEMRA_FA_HEADS=1 against 4: $r; $(tail -1 "$OUT/kc-attn-heads1.log")"
+  kc_attn_vs MEMRA_FA_HEADS=1 # against 4, the default
   # a 4-layer Qwen3.6-27B shape (one attention layer, 24/4 heads): decode and
   # exact prefill logits bit for bit with one and with shared heads a block
   f=/tmp/heads-check.gguf
@@ -203,14 +210,8 @@ done
 # ahead (MEMRA_FA_TC_PF=1), launch bounds of one block an SM
 # (MEMRA_FA_TC_MINB=1), and both
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_attn_default
   for sw in MEMRA_FA_TC_PIPE=0 MEMRA_FA_TC_PF=1 MEMRA_FA_TC_MINB=1 "MEMRA_FA_TC_PF=1 MEMRA_FA_TC_MINB=1"; do
-    tag=$(echo "$sw" | tr -c 'A-Za-z0-9\n' _)
-    env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
-    grep -E "^attention" "$OUT/kc-attn-$tag.log" >/tmp/kc-p0.txt
-    cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt && r="the same errors ($(wc -l </tmp/kc-p0.txt) cases)" ||
-      r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-p0.txt | grep -c '^>') lines"
-    note "kernel-check attention, $sw against the default: $r; $(tail -1 "$OUT/kc-attn-$tag.log")"
+    kc_attn_vs "$sw"
   done
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
@@ -263,13 +264,7 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
     [ -n "${ROWMAPS:-}" ] && [[ " $ROWMAPS " != *" ${sw%%:*} "* ]] && continue
     IFS=: read -r var marker models <<<"$sw"
-    for w in 0 1; do
-      env $var=$w timeout 200 $B/probes/memra-kernel-check --test=matmul >"$OUT/kc-matmul-$var$w.log" 2>&1
-      grep -E "^matmul" "$OUT/kc-matmul-$var$w.log" >/tmp/kc-w$w.txt
-    done
-    cmp -s /tmp/kc-w0.txt /tmp/kc-w1.txt && r="the same lines ($(wc -l </tmp/kc-w1.txt) cases)" ||
-      r="DIFFER: $(diff /tmp/kc-w0.txt /tmp/kc-w1.txt | grep -c '^>') lines"
-    note "kernel-check matmul, $var=0 against 1: $r; $(tail -1 "$OUT/kc-matmul-${var}1.log")"
+    kc_switch "$var" matmul
     for m in $models; do
       f=/tmp/rowmap-check.gguf
       if $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --out "$f" >/dev/null 2>&1; then
