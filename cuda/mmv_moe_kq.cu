@@ -5,7 +5,7 @@
 #include "mmv_moe_kq.cuh"
 #include "mmv_occ.cuh"
 
-template <int T> static int kq_pack_lanes(int64_t ne0)
+template <int T> static int kq_pack_of(int64_t ne0)
 {
     const int nsb = (int)(ne0 / 256), L = kq_pack_lanes(nsb);
     return ne0 % 256 == 0 && nsb >= 1 && nsb <= 4 && kq_pack_items<T>(nsb, L) >= 2 ? L : 0;
@@ -19,9 +19,9 @@ int mmv_moe_kq_pack(int t, int64_t ne0)
     if (!on)
         return 0;
     switch (t) {
-    case MEMRA_TYPE_Q4_K: return kq_pack_lanes<MEMRA_TYPE_Q4_K>(ne0);
-    case MEMRA_TYPE_Q5_K: return kq_pack_lanes<MEMRA_TYPE_Q5_K>(ne0);
-    case MEMRA_TYPE_Q6_K: return kq_pack_lanes<MEMRA_TYPE_Q6_K>(ne0);
+    case MEMRA_TYPE_Q4_K: return kq_pack_of<MEMRA_TYPE_Q4_K>(ne0);
+    case MEMRA_TYPE_Q5_K: return kq_pack_of<MEMRA_TYPE_Q5_K>(ne0);
+    case MEMRA_TYPE_Q6_K: return kq_pack_of<MEMRA_TYPE_Q6_K>(ne0);
     default: return 0;
     }
 }
