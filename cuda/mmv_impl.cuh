@@ -336,11 +336,11 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
 
 /* The batched Q8_0 kernel (cuda/mmv_q8b.cuh) for R x rows per block
  * column; false when it does not apply or fit. */
-template <int RH> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s)
+template <int RH, bool OFF> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s)
 {
     static std::atomic<uint64_t> cache[64][8];
-    const size_t smem = q8b_smem(a.ne0, R);
-    const int occ = mmv_occupancy((const void *)mmv_q8b_kernel<RH>, smem, cache, Q8B_SMEM_MAX);
+    const size_t smem = q8b_smem(a.ne0, R, OFF);
+    const int occ = mmv_occupancy((const void *)mmv_q8b_kernel<RH, OFF>, smem, cache, Q8B_SMEM_MAX);
     if (occ == 0)
         return false;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
@@ -352,22 +352,28 @@ template <int RH> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, 
     a.xsm = 1;
     a.rows_pb = R;
     if (mmv_debug())
-        fprintf(stderr, "mmv q8b RH %d: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, smem %zu\n",
-                RH, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
+        fprintf(stderr, "mmv q8b RH %d%s: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, smem %zu\n",
+                RH, OFF ? " off" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
                 (long long)a.n_rows, gx, gy, occ, smem);
-    return memra__launch(mmv_q8b_kernel<RH>, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+    return memra__launch(mmv_q8b_kernel<RH, OFF>, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+}
+
+template <bool OFF> static bool mmv_launch_q8b_off(const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)
+{
+    switch ((R + 1) / 2) {
+    case 1: return mmv_launch_q8b_rh<1, OFF>(a, R, gy, sm_count, s);
+    case 2: return mmv_launch_q8b_rh<2, OFF>(a, R, gy, sm_count, s);
+    case 3: return mmv_launch_q8b_rh<3, OFF>(a, R, gy, sm_count, s);
+    default: return mmv_launch_q8b_rh<4, OFF>(a, R, gy, sm_count, s);
+    }
 }
 
 static bool mmv_launch_q8b(const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)
 {
     if (R < 2 || R > Q8B_ROWS_MAX || mmv_q8b_rows_for(a, R) != R)
         return false;
-    switch ((R + 1) / 2) {
-    case 1: return mmv_launch_q8b_rh<1>(a, R, gy, sm_count, s);
-    case 2: return mmv_launch_q8b_rh<2>(a, R, gy, sm_count, s);
-    case 3: return mmv_launch_q8b_rh<3>(a, R, gy, sm_count, s);
-    default: return mmv_launch_q8b_rh<4>(a, R, gy, sm_count, s);
-    }
+    return mmv_q8b_off(a) ? mmv_launch_q8b_off<true>(a, R, gy, sm_count, s)
+                          : mmv_launch_q8b_off<false>(a, R, gy, sm_count, s);
 }
 
 /* Decode (one x row, quantized weights) streams the ring with bulk copies

@@ -19,6 +19,14 @@
  * (h+1) RH)): each x load from shared memory serves 4 weight rows, which
  * is what keeps the shared-memory traffic of 8 rows near the HBM rate.
  *
+ * Rows that start off a 16-byte boundary (4-byte aligned) or widths that
+ * are not whole 256-element multiples (OFF: the 26B-A4B's 2112-wide
+ * ffn_down, 2244-byte rows) copy each row's segment from the boundary
+ * below to the one above (mmv_locate's copy, that of the one-row kernels)
+ * into a slot of MMV_Q8D_SLOT_OFF bytes and read it from the row's offset;
+ * the generic kernel they ran on before re-reads x for every weight row
+ * (above). The arithmetic is the same either way.
+ *
  * Bits. Lane l takes the block pair (2l, 2l+1) of each segment and does
  * mmv_q8_pair's operations in its order (its 8 partial sums, the block
  * sums, the explicit roundings); a row's lane sums add the segments' parts
@@ -33,15 +41,28 @@
 #define Q8B_M 4                          /* weight rows per item */
 #define Q8B_PAIRS (MMV_WARPS / 2)        /* warp pairs per block */
 #define Q8B_D 2                          /* items per pair in shared memory */
-#define Q8B_SLOT (Q8B_M * MMV_Q8D_SEG)   /* one item: a segment of Q8B_M rows */
-#define Q8B_RING ((size_t)Q8B_PAIRS * Q8B_D * Q8B_SLOT)
 #define Q8B_SMEM_MAX (226 * 1024)        /* dynamic shared memory: sm_90 opts in to 227 KiB with the static part */
 #define Q8B_ROWS_MAX 8                   /* x rows per block column */
 
-/* The x rows (with their block sums) and ring of a launch of NR rows. */
-static inline size_t q8b_smem(int64_t ne0, int nr)
+/* A row's slot in an item (OFF: rows off 16 bytes or of part segments), an
+ * item (a segment of Q8B_M rows) and the block's ring. */
+template <bool OFF> static __host__ __device__ constexpr uint32_t q8b_row_slot()
 {
-    return Q8B_RING + mmv_x_bytes<MEMRA_TYPE_Q8_0>(ne0, nr);
+    return OFF ? MMV_Q8D_SLOT_OFF : MMV_Q8D_SEG;
+}
+template <bool OFF> static __host__ __device__ constexpr uint32_t q8b_item()
+{
+    return Q8B_M * q8b_row_slot<OFF>();
+}
+template <bool OFF> static __host__ __device__ constexpr size_t q8b_ring()
+{
+    return (size_t)Q8B_PAIRS * Q8B_D * q8b_item<OFF>();
+}
+
+/* The x rows (with their block sums) and ring of a launch of NR rows. */
+static inline size_t q8b_smem(int64_t ne0, int nr, bool off)
+{
+    return (off ? q8b_ring<true>() : q8b_ring<false>()) + mmv_x_bytes<MEMRA_TYPE_Q8_0>(ne0, nr);
 }
 
 /* One x row against the Q8B_M weight rows W (17 words each: lane's block
@@ -111,8 +132,9 @@ static __device__ __forceinline__ bool q8b_row(const mmv_args &a, int64_t g, int
  * with every row's loads in flight together and one barrier for all the
  * rows' norms: staged one row after another, 8 normalized rows took ~8
  * round trips to L2 and 16 barriers before a block's first dot. NE0 is a
- * multiple of 256 (mmv_q8b_rows_for), so a warp's 32 chunks are all in
- * the row or all past it. */
+ * multiple of 32 (mmv_q8b_rows_for): a Q8_0 block's 8 chunks are all in
+ * the row or all past it, and the chunk loops run while any lane of the
+ * warp has a chunk, so every lane takes part in mmv_stage_put's sums. */
 template <int RMAX>
 static __device__ __forceinline__ const float *q8b_stage_x(const mmv_args &a, const float *x, int nr, float *xs,
                                                            int64_t *xl)
@@ -190,9 +212,11 @@ static __device__ __forceinline__ const float *q8b_stage_x(const mmv_args &a, co
     return xs;
 }
 
-/* RH: x rows per warp (the block column's rows are 2 RH at most). */
-template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kernel(const mmv_args a)
+/* RH: x rows per warp (the block column's rows are 2 RH at most); OFF:
+ * rows copied from the 16-byte boundary below (the header). */
+template <int RH, bool OFF> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kernel(const mmv_args a)
 {
+    constexpr uint32_t SL = q8b_row_slot<OFF>(), IS = q8b_item<OFF>();
     extern __shared__ __align__(128) uint8_t q8b_dyn[];
     __shared__ __align__(8) uint64_t bars[Q8B_PAIRS][Q8B_D];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, pair = warp % Q8B_PAIRS, half = warp / Q8B_PAIRS;
@@ -204,7 +228,7 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
     const int64_t r0 = (int64_t)blockIdx.y * a.rows_pb; /* rows_pb <= 2 RH */
     const int nr = (int)min((int64_t)a.rows_pb, a.n_rows - r0);
 
-    const uint32_t ring0 = mmv_saddr(q8b_dyn + (size_t)pair * Q8B_D * Q8B_SLOT), bar0 = mmv_saddr(bars[pair]);
+    const uint32_t ring0 = mmv_saddr(q8b_dyn + (size_t)pair * Q8B_D * IS), bar0 = mmv_saddr(bars[pair]);
     if (half == 0 && lane == 0) {
         namespace ptx = cuda::ptx;
         for (int d = 0; d < Q8B_D; d++)
@@ -221,30 +245,51 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
             return;
         const int64_t g = g0 + k / nseg * gstride, s = k % nseg;
         const uint32_t nbytes = (uint32_t)min((int64_t)64, nblk - s * 64) * 34u;
-        const uint32_t slot = ring0 + (uint32_t)(k % Q8B_D) * Q8B_SLOT, bar = bar0 + 8u * (uint32_t)(k % Q8B_D);
+        const uint32_t slot = ring0 + (uint32_t)(k % Q8B_D) * IS, bar = bar0 + 8u * (uint32_t)(k % Q8B_D);
         const void *src[Q8B_M];
-        uint32_t total = 0;
+        uint32_t n[Q8B_M], total = 0;
 #pragma unroll
         for (int m = 0; m < Q8B_M; m++) {
             int wi;
             int64_t lrow;
             src[m] = q8b_row(a, g, m, nv, &wi, &lrow) ? a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)s * MMV_Q8D_SEG
                                                       : NULL;
-            total += src[m] ? nbytes : 0u;
+            n[m] = nbytes;
+            if (OFF && src[m]) { /* the segment from the boundary below to the one above */
+                const uint32_t o = (uint32_t)((uintptr_t)src[m] & 15);
+                src[m] = (const uint8_t *)src[m] - o;
+                n[m] = (o + nbytes + 15) & ~15u;
+            }
+            total += src[m] ? n[m] : 0u;
         }
         mmv_bar_expect(bar, total);
 #pragma unroll
         for (int m = 0; m < Q8B_M; m++)
             if (src[m])
-                mmv_bulk_copy(slot + m * MMV_Q8D_SEG, src[m], nbytes, bar, policy);
+                mmv_bulk_copy(slot + m * SL, src[m], n[m], bar, policy);
     };
     /* the weights (which no kernel writes) start before the wait for x */
     for (int d = 0; d < Q8B_D - 1; d++)
         issue(d);
     MEMRA_PDL_ENTER();
     int64_t xl;
-    const float *x = q8b_stage_x<2 * RH>(a, a.x + r0 * a.ldx, nr, (float *)(q8b_dyn + Q8B_RING), &xl);
+    const float *x = q8b_stage_x<2 * RH>(a, a.x + r0 * a.ldx, nr, (float *)(q8b_dyn + q8b_ring<OFF>()), &xl);
     const uint32_t xa0 = mmv_saddr(x), sa0 = mmv_saddr(x + (int64_t)nr * xl);
+    /* OFF: the group's rows' starts modulo 16, where their bytes begin in
+     * their slots (a row's segments are 2176 bytes apart: the same for all) */
+    uint32_t coff[Q8B_M] = {};
+    auto set_off = [&](int64_t gg) {
+#pragma unroll
+        for (int m = 0; m < Q8B_M; m++) {
+            int wi;
+            int64_t lrow;
+            coff[m] = OFF && q8b_row(a, gg, m, nv, &wi, &lrow)
+                          ? (uint32_t)((uintptr_t)(a.W[wi] + (size_t)lrow * a.nb1[wi]) & 15)
+                          : 0u;
+        }
+    };
+    if (OFF && n_items)
+        set_off(g0);
 
     float acc[RH][Q8B_M];
 #pragma unroll
@@ -261,14 +306,14 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
         const int nb = (int)min((int64_t)64, nblk - s * 64), pb = 2 * lane;
         if (pb < nb) {
             const bool two = pb + 1 < nb;
-            const uint32_t slot = ring0 + (uint32_t)d * Q8B_SLOT + 68u * lane;
+            const uint32_t slot = ring0 + (uint32_t)d * IS + 68u * lane;
             uint32_t w[Q8B_M][17];
             float da[Q8B_M], db[Q8B_M];
 #pragma unroll
             for (int m = 0; m < Q8B_M; m++) {
 #pragma unroll
                 for (int i = 0; i < 17; i++)
-                    w[m][i] = mmv_lds32(slot + m * MMV_Q8D_SEG + 4 * i);
+                    w[m][i] = mmv_lds32(slot + m * SL + (OFF ? coff[m] : 0u) + 4 * i);
                 da[m] = __half2float(__ushort_as_half((unsigned short)(w[m][0] & 0xFFFFu))) * 0x1p85f;
                 db[m] = __half2float(__ushort_as_half((unsigned short)(w[m][8] >> 16))) * 0x1p85f;
             }
@@ -306,6 +351,8 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
             }
             s = 0;
             g += gstride;
+            if (OFF && k + 1 < n_items)
+                set_off(g);
         } else {
             s++;
         }
@@ -314,27 +361,44 @@ template <int RH> __global__ void __launch_bounds__(MMV_THREADS, 1) mmv_q8b_kern
     }
 }
 
+/* Whether A's rows take the kernel's OFF form: a row off a 16-byte
+ * boundary, or a width of part 8-block groups (whose last segment is not
+ * a whole number of 16-byte chunks). */
+static inline bool mmv_q8b_off(const mmv_args &a)
+{
+    bool off = a.ne0 % 256 != 0;
+    for (int i = 0; i < a.nw; i++)
+        off = off || a.nb1[i] % 16 || (uintptr_t)a.W[i] % 16;
+    return off;
+}
+
 /* Rows per block column the batched Q8_0 kernel takes for A (N_ROWS x
  * rows): up to Q8B_ROWS_MAX (MEMRA_MMV_Q8B_ROWS), as many as fit shared memory; 0 when it does
  * not apply (MEMRA_MMV_Q8B=0, one row, expert ids, a conv epilogue, rows
- * not whole 8-block multiples or not 16-byte aligned). */
+ * of part Q8_0 blocks or not 4-byte aligned, and the OFF form's rows
+ * unless MEMRA_MMV_Q8B_OFF=1: they stay on the generic kernel until the
+ * form is checked and timed on the H200). */
 static inline int mmv_q8b_rows_for(const mmv_args &a, int64_t n_rows)
 {
-    static long on = -1, cap = Q8B_ROWS_MAX;
+    static long on = -1, cap = Q8B_ROWS_MAX, off_on = 0;
     if (on < 0) {
         /* experiments: fewer rows per pass (less shared memory: more blocks per SM) */
         const long c = memra__cuda_env_long("MEMRA_MMV_Q8B_ROWS", Q8B_ROWS_MAX);
         cap = c < 2 ? 2 : c > Q8B_ROWS_MAX ? Q8B_ROWS_MAX : c;
+        off_on = memra__cuda_env_long("MEMRA_MMV_Q8B_OFF", 0);
         /* the kernel's bulk copies are TMA: off with MEMRA_MMV_TMA=0 too */
         on = memra__cuda_env_long("MEMRA_MMV_Q8B", 1) && memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     }
-    if (!on || n_rows < 2 || a.ids || a.conv_w || a.ymap || a.ne0 % 256 || a.ne0 > INT32_MAX / 8)
+    if (!on || n_rows < 2 || a.ids || a.conv_w || a.ymap || a.ne0 % 32 || a.ne0 > INT32_MAX / 8)
         return 0;
     for (int i = 0; i < a.nw; i++)
-        if (a.nb1[i] % 16 || (uintptr_t)a.W[i] % 16)
+        if (a.nb1[i] % 4 || (uintptr_t)a.W[i] % 4)
             return 0;
+    const bool off = mmv_q8b_off(a);
+    if (off && !off_on)
+        return 0;
     int r = n_rows < cap ? (int)n_rows : (int)cap;
-    while (r >= 2 && q8b_smem(a.ne0, r) > Q8B_SMEM_MAX)
+    while (r >= 2 && q8b_smem(a.ne0, r, off) > Q8B_SMEM_MAX)
         r--;
     return r >= 2 ? r : 0;
 }

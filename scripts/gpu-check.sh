@@ -241,6 +241,23 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_switch MEMRA_MOE_KQ_PACK moe.fused
 fi
 
+# ---- the batched Q8_0 kernel on rows off 16 bytes (MEMRA_MMV_Q8B_OFF=1) ----
+# (off by default until this has passed on the device): widths of part
+# 8-block groups and rows 4-12 bytes off 16 (the 26B-A4B's 2112-wide
+# ffn_down) on the batched kernel instead of the generic one, both with
+# each row's one-row bits, so the matmul cases print the same lines both
+# ways; and the batched rows against the sequences run alone with it on
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  kc_switch MEMRA_MMV_Q8B_OFF matmul
+fi
+if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
+  for mode in 1 0; do
+    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_MMV_Q8B_OFF=1 timeout 300 \
+      $B/test/test_batch >"$OUT/test_batch-q8boff-$mode.log" 2>&1
+    note "test_batch fast=$mode, MEMRA_MMV_Q8B_OFF=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch-q8boff-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch-q8boff-$mode.log") failed"
+  done
+fi
+
 # ---- fast prefill's row-local kernels against their older forms ----------
 # a warp per norm row (MEMRA_NORM_WARP), elementwise rows as one long row
 # in 16-byte loads (MEMRA_EW_FLAT), Q8_0 tiles to f16 by streaming warps

@@ -170,6 +170,7 @@ static void run_suite(kc *k)
     KC(memra__kc_matmul(k, "matmul.q8_0.w704", MEMRA_TYPE_Q8_0, 704, 1000, 1, false, 0, 0));
     KC(memra__kc_matmul(k, "matmul.q8_0.w2560", MEMRA_TYPE_Q8_0, 2560, 1001, 1, false, 0, 0));
     KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.w704", MEMRA_TYPE_Q8_0, 704, 700, 3));
+    KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.w704_r8", MEMRA_TYPE_Q8_0, 704, 700, 8));
     /* the Q8_0 fast path on aligned rows that end in a short segment of 8,
      * 16 or 32 blocks, one row against several */
     KC(memra__kc_matmul(k, "matmul.q8_0.w2304", MEMRA_TYPE_Q8_0, 2304, 1003, 1, false, 0, 0));
@@ -303,6 +304,13 @@ static void run_suite(kc *k)
             {"matmul_ex.rowinv.q8_0.g26_geglu_r2", 2, q8, 2816, g26f, 2, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g26_down_r2", 1, q8, 2112, g26d, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_down_r2", 1, q8, 21504, g31, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            /* rows off 16 bytes and widths of part 8-block groups: the batched
+             * kernel's OFF form (MEMRA_MMV_Q8B_OFF=1), else the generic kernel;
+             * 1344 is one short segment (42 blocks, 1428-byte rows) */
+            {"matmul_ex.rowinv.q8_0.g26_down_r8", 1, q8, 2112, g26d, 8, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.g26_down_r5", 1, q8, 2112, g26d, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            {"matmul_ex.rowinv.q8_0.w1344_geglu_r5", 2, q8, 1344, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, true},
+            {"matmul_ex.rowinv.q8_0.w1344_proj4_r8", 4, q8, 1344, proj, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, true},
             /* a batched fast step's matmuls: every epilogue, 2..40 rows (one,
              * two and four n tiles, a second pass), split K (4096-wide
              * outputs) and none (the vocab), the 9B / E4B shapes, K-quants and
