@@ -48,6 +48,22 @@ static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy
     return (unsigned)(need < cap ? need : cap);
 }
 
+/* Whether a float matvec without a norm reads x straight from global
+ * memory instead of staging it (MEMRA_MMV_F_DIRECT=1, off until timed on
+ * the H200): MoE routers and gates, whose few rows (128-257 a launch)
+ * leave a block one or two rows a warp, so the staging (one round trip
+ * to L2 and a barrier a row, R rows one after another in a batched step)
+ * is most of the launch. The x values and the FMAs are the same: the same
+ * bits. */
+#define MMV_F_DIRECT_ROWS 4096
+static bool mmv_f_direct(const mmv_args &a)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MMV_F_DIRECT", 0);
+    return on && (a.glu ? a.vrow0[1] : a.vrow0[a.nw]) <= MMV_F_DIRECT_ROWS;
+}
+
 template <int T, int R, bool TMA>
 static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
@@ -58,6 +74,8 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
         kernel = (const void *)mmv_q_kernel<T, R, TMA>;
     static std::atomic<uint64_t> cache[64][8];
     size_t xbytes = mmv_x_bytes<T>(a.ne0, R);
+    if (mq_is_float<T>::value && !a.norm && mmv_f_direct(a))
+        xbytes = 0;
     if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX) {
         if (a.norm)
             return false; /* the host checks mmv_x_fits first */

@@ -250,6 +250,16 @@ fi
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_switch MEMRA_MMV_Q8B_OFF matmul
 fi
+
+# ---- float matvecs without a norm reading x from global memory ----------
+# (MEMRA_MMV_F_DIRECT=1, off by default until timed): MoE routers and gates
+# skip the staging; the same x values and FMAs, so the matmul and router
+# cases print the same lines both ways
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for t in matmul router; do
+    kc_switch MEMRA_MMV_F_DIRECT "$t"
+  done
+fi
 if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
   for mode in 1 0; do
     env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_MMV_Q8B_OFF=1 timeout 300 \

@@ -179,6 +179,11 @@ static void run_suite(kc *k)
     KC(memra__kc_matmul(k, "matmul.q4_k.nb1_odd", MEMRA_TYPE_Q4_K, 512, 1000, 3, false, 0, 2));
     KC(memra__kc_matmul(k, "matmul.f16.nb1_odd", MEMRA_TYPE_F16, 72, 500, 2, false, 0, 2));
     KC(memra__kc_matmul(k, "matmul.f32.ne0_odd", MEMRA_TYPE_F32, 37, 700, 1, false, 3, 0));
+    /* MoE routers in batched steps (the 26B-A4B's and the 35B-A3B's shapes):
+     * rows of one call against one-row calls, and the CPU */
+    KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.f32.g26_router_r8", MEMRA_TYPE_F32, 2816, 128, 8));
+    KC(memra__kc_matmul_rowinv(k, "matmul.rowinv.f32.q35_router_r3", MEMRA_TYPE_F32, 2048, 256, 3));
+    KC(memra__kc_matmul(k, "matmul.f32.router_r5", MEMRA_TYPE_F32, 2816, 128, 5, false, 4, 0));
     KC(memra__kc_matmul_rowinv(k, "matmul.rowinv", MEMRA_TYPE_Q8_0, big ? 4096 : 256, 1024, 7));
     KC(memra__kc_matmul_rowinv(k, "matmul.rowinv", MEMRA_TYPE_Q4_K, big ? 4096 : 256, 512, 11));
     if (big) { /* one-row calls: the fast path's default map (out projections), its warp pairs (attention in) */
