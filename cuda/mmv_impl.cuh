@@ -9,6 +9,7 @@
 #include "mmv.cuh"
 #include "mmv_occ.cuh"
 #include "mmv_moe.cuh"
+#include "mmv_moe_slot.cuh"
 #include "mmv_q8b.cuh"
 #include "mmv_q8p.cuh"
 
@@ -626,6 +627,44 @@ template <int T> static int mmv_moe_pack(const mmv_moe_args &a)
     return L;
 }
 
+/* The slot form of A's packed passes (mmv_moe_slot_kernel, MEMRA_MOE_SLOT=1;
+ * MEMRA_MOE_SLOT_RING=2..8 sets its slots a warp): false when it is off or
+ * does not fit, and mmv_moe_kernel runs them. Slots: the deepest of up to
+ * four (three passes ahead) next to XBYTES of x within MMV_SMEM_TARGET,
+ * else two. */
+template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbytes, unsigned gy, int sm_count,
+                                                     cudaStream_t s)
+{
+    static long on = -1, ring = 0;
+    if (on < 0) {
+        ring = memra__cuda_env_long("MEMRA_MOE_SLOT_RING", 0);
+        on = memra__cuda_env_long("MEMRA_MOE_SLOT", 0);
+    }
+    if (!on || !a.pack)
+        return false;
+    const size_t slot_b = (size_t)(32 / a.pack) * mmv_moe_slot_sub(a.m.ne0);
+    auto bytes = [&](int d) { return (size_t)MMV_WARPS * d * slot_b + xbytes; };
+    int d = ring >= 2 && ring <= MMV_MOE_RING_MAX ? (int)ring : 4;
+    if (ring < 2 || ring > MMV_MOE_RING_MAX)
+        while (d > 2 && bytes(d) > MMV_SMEM_TARGET)
+            d--;
+    if (bytes(d) > MMV_SMEM_MAX)
+        return false;
+    a.m.ring = d;
+    a.m.xsm = 1;
+    const size_t smem = bytes(d);
+    static std::atomic<uint64_t> cache[64][8];
+    const int occ = mmv_occupancy((const void *)mmv_moe_slot_kernel<DOWN>, smem, cache);
+    if (occ == 0)
+        return false;
+    const dim3 grid = mmv_moe_grid(a.rows, occ, sm_count, gy);
+    if (mmv_debug())
+        fprintf(stderr, "mmv moe %s slots: %lld x %lld, k %d%s, %d lanes an item, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                DOWN ? "down" : "glu", (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "", a.pack,
+                grid.x, grid.y, occ, d, smem);
+    return memra__launch(mmv_moe_slot_kernel<DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+}
+
 template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
     const void *kernel = (const void *)mmv_moe_kernel<T, TMA, DOWN>;
@@ -647,6 +686,9 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
     const bool at_min = mmv_ring_depth<T>(xbytes) <= MMV_RING_MIN;
     a.m.slot_nch = short_slots == 2 || (short_slots == 1 && at_min) ? mmv_item_nch<T>(a.m.ne0) : mmv_seg<T>::nch;
     a.pack = mmv_moe_pack<T>(a);
+    if constexpr (T == MEMRA_TYPE_Q8_0 && TMA)
+        if (a.pack && mmv_moe_slot_launch<DOWN>(a, xbytes, gy, sm_count, s))
+            return true;
     if (a.pack)
         a.m.slot_nch = mmv_item_nch<T>(a.m.ne0);
     if (mmv_ring_bytes<T>(MMV_RING_MIN, a.m.slot_nch) + xbytes > MMV_SMEM_MAX)

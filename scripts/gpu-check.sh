@@ -241,6 +241,21 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_switch MEMRA_MOE_KQ_PACK moe.fused
 fi
 
+# ---- packed Q8_0 MoE items a ring slot at a time (MEMRA_MOE_SLOT=1) ----
+# (off by default until this has passed and the MoE rows are timed): the
+# packed passes' arithmetic with one barrier and G lanes' copies a pass, so
+# the fused MoE cases print the same lines both ways (each fused launch
+# still the unfused sequence bit for bit), and the fixtures in exact mode
+# (their MoE rows are packed on both launches) pass with it on
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  kc_switch MEMRA_MOE_SLOT moe.fused
+fi
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_MOE_SLOT=1 \
+    $B/test/test_models >"$OUT/models-moeslot.log" 2>&1
+  note "models exact, MEMRA_MOE_SLOT=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-moeslot.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-moeslot.log") failed"
+fi
+
 # ---- the batched Q8_0 kernel on rows off 16 bytes (MEMRA_MMV_Q8B_OFF=1) ----
 # (off by default until this has passed on the device): widths of part
 # 8-block groups and rows 4-12 bytes off 16 (the 26B-A4B's 2112-wide
