@@ -145,22 +145,29 @@ static __device__ __forceinline__ void mmv_moe_poison(const mmv_moe_args &a, int
  * covers only GLU's h rows (mmv_moe_x_ready, before the staging). Its
  * weights then stream while GLU finishes instead of after it. Every path
  * of DOWN waits before it exits, so each wait still covers the chain. */
+struct mmv_moe_tab {
+    const uint8_t *w[MMV_MOE_PARTS]; /* part p's weight row 0 */
+    size_t nb1[MMV_MOE_PARTS];
+    double ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
+    int bad;
+};
+
 template <bool DOWN>
-static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, const uint8_t **s_w, size_t *s_nb1,
-                                                     double *s_ws, int *s_bad, float *tab, int64_t *t, int64_t *yrow)
+static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, mmv_moe_tab &tb, float *tab, int64_t *t,
+                                                     int64_t *yrow)
 {
     if (!DOWN)
         memra_pdl_wait(); /* cuda_common.cuh: the ids (route) and x */
     memra_pdl_launch();
     if (threadIdx.x == 0)
-        *s_bad = 0;
+        tb.bad = 0;
     if (tab)
         mmv_tables(tab); /* ends in a barrier */
     else
         __syncthreads();
-    mmv_moe_problem<DOWN>(a, s_w, s_nb1, s_ws, s_bad, t, yrow);
+    mmv_moe_problem<DOWN>(a, tb.w, tb.nb1, tb.ws, &tb.bad, t, yrow);
     __syncthreads();
-    if (*s_bad) {
+    if (tb.bad) {
         if (DOWN)
             memra_pdl_wait();
         mmv_moe_poison(a, *yrow);
@@ -275,12 +282,9 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     extern __shared__ __align__(16) uint4 mmv_dyn[];
     __shared__ float tab[32];
     __shared__ __align__(8) uint64_t bars[TMA ? MMV_WARPS : 1][TMA ? MMV_MOE_RING_MAX : 1];
-    __shared__ const uint8_t *s_w[MMV_MOE_PARTS]; /* part p's weight row 0 */
-    __shared__ size_t s_nb1[MMV_MOE_PARTS];
-    __shared__ double s_ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
-    __shared__ int s_bad;
+    __shared__ mmv_moe_tab tb;
     int64_t t, yrow;
-    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, tab, &t, &yrow))
+    if (!mmv_moe_enter<DOWN>(a, tb, tab, &t, &yrow))
         return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts of a row: slots (+ shared), or gate and up */
@@ -303,7 +307,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
     int64_t issued = 0;
     auto issue = [&](int slot) {
         if (issued < n_items) {
-            const mmv_item<T> it = mmv_locate<T>(s_w[iq.p] + (size_t)iq.v * s_nb1[iq.p], iq.s, nblk);
+            const mmv_item<T> it = mmv_locate<T>(tb.w[iq.p] + (size_t)iq.v * tb.nb1[iq.p], iq.s, nblk);
             if (TMA) {
                 if (lane == 0)
                     mmv_bulk_load(mmv_saddr(ring + slot * NCH), it.a0, (uint32_t)it.nchunk * 16u,
@@ -357,7 +361,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
                     for (int g = 0; g < gi; g++)
                         mmv_next(q, np, nseg, rstride);
                     const int sl = slot + gi < D ? slot + gi : slot + gi - D;
-                    const mmv_item<T> cur = mmv_locate<T>(s_w[q.p] + (size_t)q.v * s_nb1[q.p], 0, nblk);
+                    const mmv_item<T> cur = mmv_locate<T>(tb.w[q.p] + (size_t)q.v * tb.nb1[q.p], 0, nblk);
                     const int xp = DOWN ? q.p : 0;
                     mmv_q8_pair<1>(mmv_saddr(ring + sl * NCH) + cur.off, cur.nb, gl, mmv_saddr(x + xp * xl), xl,
                                    mmv_saddr(xsum + xp * nbr), nbr, 0, 1, &part);
@@ -377,7 +381,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
                             a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, gate, sum);
                         }
                     } else {
-                        mmv_moe_down_part(a, cq.p, np, cq.v, yrow, s_ws, sum, dacc, routed, lane);
+                        mmv_moe_down_part(a, cq.p, np, cq.v, yrow, tb.ws, sum, dacc, routed, lane);
                     }
                     mmv_next(cq, np, nseg, rstride);
                 }
@@ -396,7 +400,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             __syncwarp();           /* ... and every lane's */
         }
         issue(slot == 0 ? D - 1 : slot - 1);
-        const uint8_t *wrow = s_w[cq.p] + (size_t)cq.v * s_nb1[cq.p];
+        const uint8_t *wrow = tb.w[cq.p] + (size_t)cq.v * tb.nb1[cq.p];
         const uint8_t *sm = (const uint8_t *)(ring + slot * NCH);
         const mmv_item<T> cur = mmv_locate<T>(wrow, cq.s, nblk);
         /* the part's x row: DOWN's staged row p, GLU's one row */
@@ -437,7 +441,7 @@ __global__ void __launch_bounds__(MMV_THREADS, mmv_min_blocks<T, 1>()) mmv_moe_k
             } else {
                 const float yv = warp_sum(acc0);
                 acc0 = 0.0f;
-                mmv_moe_down_part(a, cq.p, np, cq.v, yrow, s_ws, yv, dacc, routed, lane);
+                mmv_moe_down_part(a, cq.p, np, cq.v, yrow, tb.ws, yv, dacc, routed, lane);
             }
         }
         mmv_next(cq, np, nseg, rstride);

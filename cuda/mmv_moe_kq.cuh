@@ -117,12 +117,9 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
     using S = kq_seg<T>;
     extern __shared__ __align__(128) uint8_t kq_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][KQ_RING_MAX];
-    __shared__ const uint8_t *s_w[MMV_MOE_PARTS];
-    __shared__ size_t s_nb1[MMV_MOE_PARTS];
-    __shared__ double s_ws[MMV_MOE_PARTS];
-    __shared__ int s_bad;
+    __shared__ mmv_moe_tab tb;
     int64_t t, yrow;
-    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, NULL, &t, &yrow))
+    if (!mmv_moe_enter<DOWN>(a, tb, NULL, &t, &yrow))
         return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts: slots (+ shared), or gate and up */
@@ -153,7 +150,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                 mmv_pos q = iq;
                 for (int g = 0; g < lane / KQ_M; g++)
                     mmv_next(q, npi, 1, gstride);
-                const uint8_t *p = lane / KQ_M < ng ? mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, lane % KQ_M) : NULL;
+                const uint8_t *p = lane / KQ_M < ng ? mmv_moe_kq_row<DOWN>(tb.w, tb.nb1, nv, q.v, q.p, lane % KQ_M) : NULL;
                 kq_issue_pack<T>(p, nsb, bar0 + 8 * slot, ring0 + (uint32_t)slot * S::item + (uint32_t)lane * sub, lane,
                                  KQ_M * G);
             }
@@ -162,7 +159,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
             issued += ng;
         } else {
             if (lane < KQ_M)
-                kq_issue<T>(mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, iq.v, iq.p, lane), iq.s, nsb, bar0 + 8 * slot,
+                kq_issue<T>(mmv_moe_kq_row<DOWN>(tb.w, tb.nb1, nv, iq.v, iq.p, lane), iq.s, nsb, bar0 + 8 * slot,
                             ring0 + (uint32_t)slot * S::item, lane);
             issued++;
             mmv_next(iq, npi, nseg, gstride);
@@ -204,7 +201,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                 if (kq<T>::s16) {
 #pragma unroll
                     for (int m = 0; m < KQ_M; m++)
-                        off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, q.v, q.p, m) & 15);
+                        off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(tb.w, tb.nb1, nv, q.v, q.p, m) & 15);
                 }
                 const uint32_t base = ring0 + (uint32_t)slot * S::item + (uint32_t)(gi * KQ_M) * sub;
                 const kq_smem wr[KQ_M] = {{base}, {base + sub}};
@@ -224,7 +221,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                     if (lane == 0)
                         a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, yv[0], yv[1]);
                 } else {
-                    mmv_moe_kq_down(a, cq, np, KQ_M * cq.v + 1 < nv, yrow, s_ws, yv, dacc, routed, lane);
+                    mmv_moe_kq_down(a, cq, np, KQ_M * cq.v + 1 < nv, yrow, tb.ws, yv, dacc, routed, lane);
                 }
                 mmv_next(cq, npi, 1, gstride);
             }
@@ -244,7 +241,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
             if (kq<T>::s16) {
 #pragma unroll
                 for (int m = 0; m < KQ_M; m++)
-                    off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(s_w, s_nb1, nv, cq.v, cq.p, m) & 15);
+                    off[m] = (uint32_t)((uintptr_t)mmv_moe_kq_row<DOWN>(tb.w, tb.nb1, nv, cq.v, cq.p, m) & 15);
             }
         };
         uint32_t phase = 0;
@@ -274,7 +271,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                         a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, g, u);
                 } else {
                     const float yv[KQ_M] = {warp_sum(part[0][0]), v1 ? warp_sum(part[0][1]) : 0.0f};
-                    mmv_moe_kq_down(a, cq, np, v1, yrow, s_ws, yv, dacc, routed, lane);
+                    mmv_moe_kq_down(a, cq, np, v1, yrow, tb.ws, yv, dacc, routed, lane);
                 }
                 part[0][0] = part[0][1] = 0.0f;
             }

@@ -46,12 +46,9 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
 {
     extern __shared__ __align__(128) uint8_t ms_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][MMV_MOE_RING_MAX];
-    __shared__ const uint8_t *s_w[MMV_MOE_PARTS];
-    __shared__ size_t s_nb1[MMV_MOE_PARTS];
-    __shared__ double s_ws[MMV_MOE_PARTS];
-    __shared__ int s_bad;
+    __shared__ mmv_moe_tab tb;
     int64_t t, yrow;
-    if (!mmv_moe_enter<DOWN>(a, s_w, s_nb1, s_ws, &s_bad, NULL, &t, &yrow))
+    if (!mmv_moe_enter<DOWN>(a, tb, NULL, &t, &yrow))
         return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2;
@@ -78,7 +75,7 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
             mmv_pos q = iq;
             for (int g = 0; g < lane; g++)
                 mmv_next(q, np, 1, rstride);
-            const uintptr_t src = lane < ng ? (uintptr_t)mmv_moe_slot_row(s_w, s_nb1, q) : 0;
+            const uintptr_t src = lane < ng ? (uintptr_t)mmv_moe_slot_row(tb.w, tb.nb1, q) : 0;
             const uint32_t n = lane < ng ? ((uint32_t)(src & 15) + (uint32_t)nb * 34u + 15u) & ~15u : 0u;
             const unsigned mask = G >= 32 ? 0xffffffffu : (1u << G) - 1u;
             const uint32_t total = __reduce_add_sync(mask, n);
@@ -117,7 +114,7 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
             mmv_pos q = cq;
             for (int g = 0; g < gi; g++)
                 mmv_next(q, np, 1, rstride);
-            const uint32_t off = (uint32_t)((uintptr_t)mmv_moe_slot_row(s_w, s_nb1, q) & 15);
+            const uint32_t off = (uint32_t)((uintptr_t)mmv_moe_slot_row(tb.w, tb.nb1, q) & 15);
             const int xp = DOWN ? q.p : 0;
             mmv_q8_pair<1>(ring0 + (uint32_t)slot * slot_b + (uint32_t)gi * sub + off, nb, gl, mmv_saddr(x + xp * xl),
                            xl, mmv_saddr(xsum + xp * nbr), nbr, 0, 1, &part);
@@ -134,7 +131,7 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
                 else if (lane == 0)
                     a.y[yrow * a.ldy + cq.v] = d_moe_glu(a.gelu, gate, sum);
             } else {
-                mmv_moe_down_part(a, cq.p, np, cq.v, yrow, s_ws, sum, dacc, routed, lane);
+                mmv_moe_down_part(a, cq.p, np, cq.v, yrow, tb.ws, sum, dacc, routed, lane);
             }
             mmv_next(cq, np, 1, rstride);
         }
