@@ -65,12 +65,30 @@ static bool mmv_f_direct(const mmv_args &a)
     return on && (a.glu ? a.vrow0[1] : a.vrow0[a.nw]) <= MMV_F_DIRECT_ROWS;
 }
 
+/* The float matvec's 16-byte loads in flight a lane (mmv_f_kernel's U):
+ * 4, or with MEMRA_MMV_F_DEEP=1 (off until timed on the H200) 16 for one
+ * x row and 8 for two: a router row of 2048-2816 floats is 16-22 loads a
+ * lane, four to six round trips to L2 or HBM in batches of 4, one or two
+ * in batches of 16. Any U gives the same FMAs in the same order. */
+template <int R> static constexpr int mmv_f_deep_u(void)
+{
+    return R == 1 ? 16 : R == 2 ? 8 : 4;
+}
+
+static bool mmv_f_deep(void)
+{
+    static long deep = -1;
+    if (deep < 0)
+        deep = memra__cuda_env_long("MEMRA_MMV_F_DEEP", 0);
+    return deep != 0;
+}
+
 template <int T, int R, bool TMA>
 static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
     const void *kernel;
     if constexpr (mq_is_float<T>::value)
-        kernel = (const void *)mmv_f_kernel<T, R>;
+        kernel = mmv_f_deep() ? (const void *)mmv_f_kernel<T, R, mmv_f_deep_u<R>()> : (const void *)mmv_f_kernel<T, R, 4>;
     else
         kernel = (const void *)mmv_q_kernel<T, R, TMA>;
     static std::atomic<uint64_t> cache[64][8];
@@ -111,9 +129,12 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
         fprintf(stderr, "mmv type %d R %d%s: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 T, R, TMA ? " tma" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
                 occ, a.ring, smem);
-    if constexpr (mq_is_float<T>::value)
-        memra__launch(mmv_f_kernel<T, R>, grid, MMV_THREADS, smem, s, a, vec);
-    else
+    if constexpr (mq_is_float<T>::value) {
+        if (mmv_f_deep())
+            memra__launch(mmv_f_kernel<T, R, mmv_f_deep_u<R>()>, grid, MMV_THREADS, smem, s, a, vec);
+        else
+            memra__launch(mmv_f_kernel<T, R, 4>, grid, MMV_THREADS, smem, s, a, vec);
+    } else
         memra__launch(mmv_q_kernel<T, R, TMA>, grid, MMV_THREADS, smem, s, a);
     return true;
 }

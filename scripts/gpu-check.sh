@@ -266,13 +266,17 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_switch MEMRA_MMV_Q8B_OFF matmul
 fi
 
-# ---- float matvecs without a norm reading x from global memory ----------
-# (MEMRA_MMV_F_DIRECT=1, off by default until timed): MoE routers and gates
-# skip the staging; the same x values and FMAs, so the matmul and router
-# cases print the same lines both ways
+# ---- float matvecs: x from global memory, deeper loads ----------------
+# (MEMRA_MMV_F_DIRECT=1: without a norm, MoE routers and gates skip the
+# staging; MEMRA_MMV_F_DEEP=1: 16 or 8 loads a lane in flight for one or
+# two x rows; both off by default until timed): the same x values and the
+# FMAs in the same order, so the matmul and router cases print the same
+# lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  for t in matmul router; do
-    kc_switch MEMRA_MMV_F_DIRECT "$t"
+  for v in MEMRA_MMV_F_DIRECT MEMRA_MMV_F_DEEP; do
+    for t in matmul router; do
+      kc_switch "$v" "$t"
+    done
   done
 fi
 if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
