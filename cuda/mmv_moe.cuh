@@ -133,6 +133,16 @@ static __device__ __forceinline__ void mmv_moe_poison(const mmv_moe_args &a, int
         y[i] = __int_as_float(0x7fc00000);
 }
 
+/* A block's parts (mmv_moe_problem's tables, in shared memory): their
+ * weights' row 0 and row strides, DOWN's weights, and whether an expert
+ * id is out of range. */
+struct mmv_moe_tab {
+    const uint8_t *w[MMV_MOE_PARTS]; /* part p's weight row 0 */
+    size_t nb1[MMV_MOE_PARTS];
+    double ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
+    int bad;
+};
+
 /* Both fused kernels' (and their K-quant versions') start: the problem's
  * tables (TAB: the generic dots' decode tables too, whose fill ends in a
  * barrier), and false after poisoning the output of a problem with an
@@ -145,13 +155,6 @@ static __device__ __forceinline__ void mmv_moe_poison(const mmv_moe_args &a, int
  * covers only GLU's h rows (mmv_moe_x_ready, before the staging). Its
  * weights then stream while GLU finishes instead of after it. Every path
  * of DOWN waits before it exits, so each wait still covers the chain. */
-struct mmv_moe_tab {
-    const uint8_t *w[MMV_MOE_PARTS]; /* part p's weight row 0 */
-    size_t nb1[MMV_MOE_PARTS];
-    double ws[MMV_MOE_PARTS];        /* DOWN: part p's w * scale (moe_sum_kernel's product) */
-    int bad;
-};
-
 template <bool DOWN>
 static __device__ __forceinline__ bool mmv_moe_enter(const mmv_moe_args &a, mmv_moe_tab &tb, float *tab, int64_t *t,
                                                      int64_t *yrow)
