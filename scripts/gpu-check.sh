@@ -44,26 +44,28 @@ kc_switch() {
     r="DIFFER: $(diff /tmp/kc-s0.txt /tmp/kc-s1.txt | grep -c '^>') lines"
   note "kernel-check $t${extra:+ ($extra)}, $v=0 against 1: $r; $(tail -1 "$OUT/kc-$t-${v}1.log")"
 }
-# The kernel check's attention cases at the default settings, run once for
-# the checks that compare a switch's lines with them: $OUT/kc-attn-default.txt
-rm -f "$OUT/kc-attn-default.txt"
-kc_attn_default() {
-  [ -f "$OUT/kc-attn-default.txt" ] && return
-  timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-default.log" 2>&1
-  grep -E "^attention" "$OUT/kc-attn-default.log" >"$OUT/kc-attn-default.txt"
+# The kernel-check group TEST at the default settings, run once for the
+# checks that compare a setting's lines with them: $OUT/kc-TEST-default.txt
+rm -f "$OUT"/kc-*-default.txt
+kc_default() {
+  local t=$1
+  [ -f "$OUT/kc-$t-default.txt" ] && return
+  timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-default.log" 2>&1
+  grep -E "^$t" "$OUT/kc-$t-default.log" >"$OUT/kc-$t-default.txt"
 }
-# The attention cases under the settings SW (VAR=VALUE, space-separated):
-# a setting that keeps the bits prints the default's lines.
-kc_attn_vs() {
-  local sw=$1 tag r
-  kc_attn_default
+# The group TEST under the settings SW (VAR=VALUE, space-separated): a
+# setting that keeps the bits prints the default's lines.
+kc_vs() {
+  local sw=$1 t=$2 tag r
+  kc_default "$t"
   tag=$(echo "$sw" | tr -c 'A-Za-z0-9\n' _)
-  env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
-  grep -E "^attention" "$OUT/kc-attn-$tag.log" >/tmp/kc-a.txt
-  cmp -s "$OUT/kc-attn-default.txt" /tmp/kc-a.txt && r="the same errors ($(wc -l </tmp/kc-a.txt) cases)" ||
-    r="DIFFER: $(diff "$OUT/kc-attn-default.txt" /tmp/kc-a.txt | grep -c '^>') lines"
-  note "kernel-check attention, $sw against the default: $r; $(tail -1 "$OUT/kc-attn-$tag.log")"
+  env $sw timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$tag.log" 2>&1
+  grep -E "^$t" "$OUT/kc-$t-$tag.log" >/tmp/kc-a.txt
+  cmp -s "$OUT/kc-$t-default.txt" /tmp/kc-a.txt && r="the same lines ($(wc -l </tmp/kc-a.txt) cases)" ||
+    r="DIFFER: $(diff "$OUT/kc-$t-default.txt" /tmp/kc-a.txt | grep -c '^>') lines"
+  note "kernel-check $t, $sw against the default: $r; $(tail -1 "$OUT/kc-$t-$tag.log")"
 }
+kc_attn_vs() { kc_vs "$1" attention; }
 
 # ---- dependencies --------------------------------------------------------
 . scripts/gpu-env.sh || exit 2
@@ -264,6 +266,16 @@ fi
 # ways; and the batched rows against the sequences run alone with it on
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_switch MEMRA_MMV_Q8B_OFF matmul
+fi
+
+# ---- the skinny GEMM's items of 2 or 4 k tiles (MEMRA_GSW_ITEM) ----------
+# (an experiment, default 1): a row's tiles of an item in one bulk copy,
+# the tiles summed in the same order, so the batched fast step's matmul
+# cases print the default's lines
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for sw in MEMRA_GSW_ITEM=2 MEMRA_GSW_ITEM=4; do
+    kc_vs "$sw" matmul_ex.gs
+  done
 fi
 
 # ---- float matvecs: x from global memory, deeper loads ----------------
