@@ -250,7 +250,7 @@ fi
 # still the unfused sequence bit for bit), and the fixtures in exact mode
 # (their MoE rows are packed on both launches) pass with it on
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_switch MEMRA_MOE_SLOT moe.fused
+  kc_vs MEMRA_MOE_SLOT=1 moe.fused
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_MOE_SLOT=1 \
@@ -265,7 +265,9 @@ fi
 # each row's one-row bits, so the matmul cases print the same lines both
 # ways; and the batched rows against the sequences run alone with it on
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_switch MEMRA_MMV_Q8B_OFF matmul
+  for t in matmul.rowinv matmul_ex.rowinv matmul.q8_0; do
+    kc_vs MEMRA_MMV_Q8B_OFF=1 "$t"
+  done
 fi
 
 # ---- the skinny GEMM's items of 2 or 4 k tiles (MEMRA_GSW_ITEM) ----------
@@ -285,9 +287,9 @@ fi
 # FMAs in the same order, so the matmul and router cases print the same
 # lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  for v in MEMRA_MMV_F_DIRECT MEMRA_MMV_F_DEEP; do
-    for t in matmul router; do
-      kc_switch "$v" "$t"
+  for sw in MEMRA_MMV_F_DIRECT=1 MEMRA_MMV_F_DEEP=1 "MEMRA_MMV_F_DIRECT=1 MEMRA_MMV_F_DEEP=1"; do
+    for t in matmul.f matmul.bf16 matmul.rowinv.f32 matmul_ex.f32 router; do
+      kc_vs "$sw" "$t"
     done
   done
 fi
