@@ -186,4 +186,23 @@ static __device__ __forceinline__ void d_warp_best(float &v, int32_t &i)
     }
 }
 
+/* d_warp_best by two warp reductions (redux.sync) where the butterfly
+ * takes five rounds of two shuffles, for pairs whose values are numbers
+ * (the route's candidates): the largest value as an order-preserving key
+ * (-0 as +0, which d_better holds equal; index -1 the least key), the
+ * least index among the lanes that hold it, and that lane's own value.
+ * The same pair as d_warp_best's. */
+static __device__ __forceinline__ void d_warp_best_redux(float &v, int32_t &i)
+{
+    const uint32_t b = __float_as_uint(v == 0.0f ? 0.0f : v);
+    const uint32_t key = i < 0 ? 0u : (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+    const uint32_t mk = __reduce_max_sync(0xffffffffu, key);
+    if (mk == 0u)
+        return; /* no lane has a pair: each keeps its own, as the butterfly leaves them */
+    const uint32_t id = __reduce_min_sync(0xffffffffu, key == mk ? (uint32_t)i : 0xffffffffu);
+    const int src = __ffs(__ballot_sync(0xffffffffu, key == mk && (uint32_t)i == id)) - 1;
+    v = __shfl_sync(0xffffffffu, v, src);
+    i = (int32_t)id;
+}
+
 #endif

@@ -21,13 +21,13 @@
  * the sum of exp over the block, then warp 0 picks: a block-wide round a
  * pick costs two barriers, and the route sits on a decode layer's critical
  * path between the router and the experts. */
-__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
+template <bool FAST> __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
     __shared__ double r_red[ROUTE_THREADS / 32];
     for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x)
-        route_block_token(a, t, a.logits + t * a.n_expert, r_p, r_red);
+        route_block_token<FAST>(a, t, a.logits + t * a.n_expert, r_p, r_red);
 }
 
 /* One warp per token (ROUTE_WARPS tokens a block), for up to
@@ -94,13 +94,23 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
         MEMRA_CUDA_LAUNCHED(be);
         return MEMRA_OK;
     }
+    /* MEMRA_ROUTE_REDUX=1: route_block_token's FAST form (cuda/route.cuh;
+     * the same ids and weights), off until timed on the H200 */
+    static long redux = -1;
+    if (redux < 0)
+        redux = memra__cuda_env_long("MEMRA_ROUTE_REDUX", 0);
     const size_t smem = (size_t)(a->n_expert + a->k) * sizeof(float); /* the probabilities, the picks */
     if (smem > 200 * 1024)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
-    if (smem > 48 * 1024)
-        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (smem > 48 * 1024) {
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    memra__launch(route_kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
+    if (redux)
+        memra__launch(route_kernel<true>, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
+    else
+        memra__launch(route_kernel<false>, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }

@@ -17,6 +17,7 @@
 /* The best expert strictly after (PP, PE) in the order (prob descending,
  * id ascending) among P[E0], P[E0 + STEP], ... below NE, then the best of
  * the warp's 32 (every lane gets it): *BP, *BE (-1: none). */
+template <bool FAST = false>
 static __device__ __forceinline__ void route_best_after(const float *p, int64_t ne, int64_t e0, int64_t step, float pp,
                                                         int pe, float *bp_out, int *be_out)
 {
@@ -30,7 +31,10 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
             be = (int)e;
         }
     }
-    d_warp_best(bp, be);
+    if (FAST)
+        d_warp_best_redux(bp, be); /* the candidates are numbers: NaN is never after anything */
+    else
+        d_warp_best(bp, be);
     *bp_out = bp;
     *be_out = be;
 }
@@ -42,6 +46,7 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
  * block; no block barrier a round, and the picks kept in shared memory
  * (PK, k floats) so that the weights' normalisation (the picks' sum in
  * pick order, in float64) reads no global memory back. */
+template <bool FAST = false>
 static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t &a, int64_t t, const float *p,
                                                        float *pk, int lane)
 {
@@ -54,7 +59,7 @@ static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t 
     for (int64_t s = 0; s < a.k; s++) {
         float bp;
         int be;
-        route_best_after(p, ne, lane, 32, pp, pe, &bp, &be);
+        route_best_after<FAST>(p, ne, lane, 32, pp, pe, &bp, &be);
         if (be < 0) { /* only NaN left */
             be = 0;
             bp = p[0];
@@ -77,7 +82,14 @@ static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t 
  * the warps' xor trees, the warps' partials in order), the probabilities
  * into P (shared memory: n_expert floats, then k for the picks), then warp
  * 0 picks (route_pick_warp). L: the token's logits. RED: ROUTE_THREADS / 32
- * doubles of shared memory. Ends in a barrier (P and RED may be reused). */
+ * doubles of shared memory. Ends in a barrier (P and RED may be reused).
+ * FAST (route_kernel with MEMRA_ROUTE_REDUX=1, off until timed): a
+ * thread's first ROUTE_EXP_KEEP exps kept from the sum for the
+ * probabilities instead of computed again, and the picks' warp reductions
+ * by redux (d_warp_best_redux): the same values, sums and picks. */
+#define ROUTE_EXP_KEEP 4
+
+template <bool FAST = false>
 static __device__ __forceinline__ void route_block_token(const memra_route_args_t &a, int64_t t, const float *l,
                                                          float *p, double *red)
 {
@@ -96,8 +108,17 @@ static __device__ __forceinline__ void route_block_token(const memra_route_args_
     for (int i = 1; i < ROUTE_THREADS / 32; i++)
         mx = fmax(mx, red[i]);
     __syncthreads();
-    double sum = 0.0;
-    for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+    constexpr int KEEP = FAST ? ROUTE_EXP_KEEP : 0; /* a thread's first exps, kept in registers */
+    double sum = 0.0, ex[KEEP > 0 ? KEEP : 1];
+#pragma unroll
+    for (int j = 0; j < KEEP; j++) {
+        const int64_t e = threadIdx.x + (int64_t)j * ROUTE_THREADS;
+        if (e < ne) {
+            ex[j] = exp((double)l[e] - mx);
+            sum += ex[j];
+        }
+    }
+    for (int64_t e = threadIdx.x + (int64_t)KEEP * ROUTE_THREADS; e < ne; e += ROUTE_THREADS)
         sum += exp((double)l[e] - mx);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -108,11 +129,17 @@ static __device__ __forceinline__ void route_block_token(const memra_route_args_
     sum = 0.0;
     for (int i = 0; i < ROUTE_THREADS / 32; i++)
         sum += red[i];
-    for (int64_t e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+#pragma unroll
+    for (int j = 0; j < KEEP; j++) {
+        const int64_t e = threadIdx.x + (int64_t)j * ROUTE_THREADS;
+        if (e < ne)
+            p[e] = (float)(ex[j] / sum);
+    }
+    for (int64_t e = threadIdx.x + (int64_t)KEEP * ROUTE_THREADS; e < ne; e += ROUTE_THREADS)
         p[e] = (float)(exp((double)l[e] - mx) / sum);
     __syncthreads();
     if (warp == 0)
-        route_pick_warp(a, t, p, p + ne, lane);
+        route_pick_warp<FAST>(a, t, p, p + ne, lane);
     __syncthreads();
 }
 

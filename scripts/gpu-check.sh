@@ -258,6 +258,15 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   note "models exact, MEMRA_MOE_SLOT=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-moeslot.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-moeslot.log") failed"
 fi
 
+# ---- the route's redux picks and kept exps (MEMRA_ROUTE_REDUX=1) ----------
+# (off by default until timed): the same values, sums and picks, so the
+# route and router cases print the default's lines
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for t in route router; do
+    kc_vs MEMRA_ROUTE_REDUX=1 "$t"
+  done
+fi
+
 # ---- the batched Q8_0 kernel on rows off 16 bytes (MEMRA_MMV_Q8B_OFF=1) ----
 # (off by default until this has passed on the device): widths of part
 # 8-block groups and rows 4-12 bytes off 16 (the 26B-A4B's 2112-wide
@@ -363,14 +372,21 @@ if [ "${SKIP_MOE:-0}" != 1 ]; then
         --device cuda:0 --out /tmp/moe-base.f32 >/dev/null
     note "moe fast prefill vs cpu, $m (2 layers, 32 experts): $(scripts/logits-compare.py /tmp/moe-ref.f32 \
       /tmp/moe-fast.f32 --vocab 4096 --baseline /tmp/moe-base.f32 2>&1)"
-    # the router's route in its launch changes no arithmetic either
+    # the router's route in its launch changes no arithmetic either, nor do
+    # the experiments on the MoE decode path (each off by default): the
+    # route's redux picks, packed items a slot at a time, the routers'
+    # direct x and deeper loads, several row groups a warp
     MEMRA_ROUTE_FUSE=0 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
       --out /tmp/rf0.f32 >/dev/null 2>&1
-    MEMRA_ROUTE_FUSE=1 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
-      --out /tmp/rf1.f32 >/dev/null 2>&1
-    cmp -s /tmp/rf0.f32 /tmp/rf1.f32 && r="bit for bit as without" || r="DIFFER (or failed)"
-    note "router's route in its launch (MEMRA_ROUTE_FUSE=1), $m decode logits: $r"
-    rm -f /tmp/rf0.f32 /tmp/rf1.f32
+    for sw in MEMRA_ROUTE_FUSE=1 MEMRA_ROUTE_REDUX=1 MEMRA_MOE_SLOT=1 MEMRA_MMV_F_DIRECT=1 MEMRA_MMV_F_DEEP=1 \
+      MEMRA_MOE_ROWS_PW=2; do
+      env $sw $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
+        --out /tmp/rf1.f32 >/dev/null 2>&1
+      cmp -s /tmp/rf0.f32 /tmp/rf1.f32 && r="bit for bit as without" || r="DIFFER (or failed)"
+      note "$sw, $m decode logits: $r"
+      rm -f /tmp/rf1.f32
+    done
+    rm -f /tmp/rf0.f32
     # the side branch changes no arithmetic: the logits bit for bit as without it
     if [ $m = gemma-4-26b-a4b ]; then
       for mode in decode prefill; do
