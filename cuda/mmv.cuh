@@ -647,19 +647,6 @@ static __device__ __forceinline__ uint64_t mmv_evict_first(void)
     return policy;
 }
 
-/* N bytes from global SRC into the slot at DST, completing on BAR; the
- * fence orders the slot's earlier (generic-proxy) reads before the write. */
-static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
-                                                     uint64_t policy)
-{
-    asm volatile("fence.proxy.async.shared::cta;\n\t"
-                 "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%3], %2;\n\t"
-                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                 :
-                 : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
-                 : "memory");
-}
-
 /* A slot filled by several bulk copies: the fence and one arrival that
  * expects all N bytes (mmv_bar_expect), then each copy (mmv_bulk_copy). */
 static __device__ __forceinline__ void mmv_bar_expect(uint32_t bar, uint32_t n)
@@ -679,6 +666,49 @@ static __device__ __forceinline__ void mmv_bulk_copy(uint32_t dst, const void *s
                  :
                  : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
                  : "memory");
+}
+
+/* A slot filled by several lanes' copies: one arrival that expects all
+ * N bytes (mmv_bar_arm, by one lane), then each copying lane's fence of
+ * its own earlier reads of the slot and its copy (mmv_bulk_copy_f). */
+static __device__ __forceinline__ void mmv_bar_arm(uint32_t bar, uint32_t n)
+{
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(n) : "memory");
+}
+
+static __device__ __forceinline__ void mmv_bulk_copy_f(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
+                                                       uint64_t policy)
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    mmv_bulk_copy(dst, src, n, bar, policy);
+}
+
+/* N bytes from global SRC into the slot at DST, completing on BAR, by one
+ * lane: the fence (the slot's earlier generic-proxy reads before the
+ * write), the arrival expecting the N bytes, the copy. */
+static __device__ __forceinline__ void mmv_bulk_load(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
+                                                     uint64_t policy)
+{
+    mmv_bar_expect(bar, n);
+    mmv_bulk_copy(dst, src, n, bar, policy);
+}
+
+/* Lanes [0, NL) together (the MoE launches' slot forms): each lane's NB
+ * bytes at P (NULL: none) into its sub-slot at DST, copied from the
+ * 16-byte boundary at or below P; lane 0 first arms the slot's barrier
+ * BAR with every lane's bytes. */
+static __device__ __forceinline__ void mmv_issue_sub(const uint8_t *p, uint32_t nb, uint32_t bar, uint32_t dst,
+                                                     int lane, int nl)
+{
+    const uintptr_t src = (uintptr_t)p;
+    const uint32_t n = p ? ((uint32_t)(src & 15) + nb + 15) & ~15u : 0u;
+    const unsigned mask = nl >= 32 ? 0xffffffffu : (1u << nl) - 1u;
+    const uint32_t total = __reduce_add_sync(mask, n);
+    if (lane == 0)
+        mmv_bar_arm(bar, total);
+    __syncwarp(mask); /* the bytes are expected before any arrives */
+    if (n)
+        mmv_bulk_copy_f(dst, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
 }
 
 /* TMA: each ring slot is filled by one bulk copy (cp.async.bulk, issued by

@@ -74,27 +74,6 @@ static __device__ __forceinline__ void kq_sums16(const float *xs, int64_t xl, in
     __syncthreads();
 }
 
-/* One expect_tx of TOTAL bytes on BAR: the arrival that, with the bytes,
- * completes the slot's phase. */
-static __device__ __forceinline__ void kq_expect(uint32_t bar, uint32_t total)
-{
-    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(total)
-                 : "memory");
-}
-
-/* N bytes from SRC into the slot at DST on BAR; the fence orders the
- * slot's earlier (generic-proxy) reads before the write. */
-static __device__ __forceinline__ void kq_copy(uint32_t dst, const void *src, uint32_t n, uint32_t bar,
-                                               uint64_t policy)
-{
-    asm volatile("fence.proxy.async.shared::cta;\n\t"
-                 "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-                 "[%0], [%1], %2, [%3], %4;"
-                 :
-                 : "r"(dst), "l"(src), "r"(n), "r"(bar), "l"(policy)
-                 : "memory");
-}
-
 /* Row M of group G: its bytes, weight and local row; NULL past the last
  * virtual row (an odd count's last group). */
 static __device__ __forceinline__ const uint8_t *kq_row(const mmv_args &a, size_t woff, int64_t nv, int64_t g, int m,
@@ -116,7 +95,8 @@ static __device__ __forceinline__ const uint8_t *kq_row(const mmv_args &a, size_
  * row of NSB super-blocks) of the row at P (NULL: absent) into the item's
  * slot at DST, from the 16-byte boundary at or below it in whole 16 bytes
  * (S::bytes is a multiple of 16); lane 0 first arms the slot's barrier BAR
- * with both rows' bytes. */
+ * with both rows' bytes (mmv_issue_sub's copy for two lanes, a segment of
+ * a longer row). */
 template <int T>
 static __device__ __forceinline__ void kq_issue(const uint8_t *p, int is, int nsb, uint32_t bar, uint32_t dst,
                                                 int lane)
@@ -127,10 +107,10 @@ static __device__ __forceinline__ void kq_issue(const uint8_t *p, int is, int ns
     const uint32_t n = p ? ((uint32_t)(src & 15) + nb + 15) & ~15u : 0u;
     const uint32_t total = n + __shfl_sync(0x3u, n, 1); /* lane 0: both rows */
     if (lane == 0)
-        kq_expect(bar, total);
+        mmv_bar_arm(bar, total);
     __syncwarp(0x3u); /* the bytes are expected before any arrives */
     if (n)
-        kq_copy(dst + lane * S::slot, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
+        mmv_bulk_copy_f(dst + lane * S::slot, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
 }
 
 /* Three blocks per SM for one row (24 warps streaming; x and the ring fit

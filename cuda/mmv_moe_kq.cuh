@@ -88,26 +88,6 @@ static __device__ __forceinline__ void mmv_moe_kq_down(const mmv_moe_args &a, co
  * kernel's bits (kernel-check: moe.fused.kq.* fused == sequence under
  * MEMRA_MOE_KQ_PACK=1; test_mmv_kq: the slots and lanes on the CPU). */
 
-/* Lanes [0, NL) together, lane j for row j % KQ_M of item j / KQ_M of a
- * packed slot: the row at P (NULL: absent) into its sub-slot at DST, from
- * the 16-byte boundary at or below it; lane 0 first arms the slot's
- * barrier BAR with every lane's bytes. */
-template <int T>
-static __device__ __forceinline__ void kq_issue_pack(const uint8_t *p, int nsb, uint32_t bar, uint32_t dst, int lane,
-                                                     int nl)
-{
-    const uint32_t nb = (uint32_t)nsb * kq<T>::bb;
-    const uintptr_t src = (uintptr_t)p;
-    const uint32_t n = p ? ((uint32_t)(src & 15) + nb + 15) & ~15u : 0u;
-    const unsigned mask = nl >= 32 ? 0xffffffffu : (1u << nl) - 1u;
-    const uint32_t total = __reduce_add_sync(mask, n);
-    if (lane == 0)
-        kq_expect(bar, total);
-    __syncwarp(mask); /* the bytes are expected before any arrives */
-    if (n)
-        kq_copy(dst, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
-}
-
 /* Three blocks per SM for GLU (mmv_kq_kernel<T, 1>'s bound); DOWN keeps
  * two rows' float64 sums besides the lane state: two. PACK: packed items
  * (below; a.pack lanes an item, rows of one segment). */
@@ -151,8 +131,8 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                 for (int g = 0; g < lane / KQ_M; g++)
                     mmv_next(q, npi, 1, gstride);
                 const uint8_t *p = lane / KQ_M < ng ? mmv_moe_kq_row<DOWN>(tb.w, tb.nb1, nv, q.v, q.p, lane % KQ_M) : NULL;
-                kq_issue_pack<T>(p, nsb, bar0 + 8 * slot, ring0 + (uint32_t)slot * S::item + (uint32_t)lane * sub, lane,
-                                 KQ_M * G);
+                mmv_issue_sub(p, (uint32_t)nsb * kq<T>::bb, bar0 + 8 * slot,
+                              ring0 + (uint32_t)slot * S::item + (uint32_t)lane * sub, lane, KQ_M * G);
             }
             for (int g = 0; g < ng; g++)
                 mmv_next(iq, npi, 1, gstride);

@@ -1,7 +1,7 @@
 /* The fused MoE decode launches (cuda/mmv_moe.cuh) on Q8_0 rows of one
  * short segment, packed a ring slot at a time: the packed passes of
  * mmv_moe_kernel (G items at once, item g on lanes [g L, g L + L)) with
- * the K-quant kernel's slot form (cuda/mmv_moe_kq.cuh, kq_issue_pack): a
+ * the K-quant kernel's slot form (cuda/mmv_moe_kq.cuh; mmv_issue_sub): a
  * slot holds a pass's G items, each row's bytes in a sub-slot of its own,
  * filled by G lanes' bulk copies on the slot's one barrier.
  *
@@ -60,11 +60,9 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
     const int64_t n_items = v0 < nv ? (nv - v0 + rstride - 1) / rstride * np : 0;
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ms_dyn) + (uint32_t)warp * D * slot_b;
-    const uint64_t policy = mmv_evict_first();
 
-    /* issue side: a pass's G items into one slot, lane g < G copying item
-     * g from its row's 16-byte boundary; lane 0 arms the slot's barrier
-     * with every lane's bytes first */
+    /* issue side: a pass's G items into one slot, lane g < G copying item g
+     * (mmv_issue_sub) */
     mmv_pos iq = {v0, 0, 0};
     int64_t issued = 0;
     auto issue = [&](int slot) {
@@ -75,17 +73,8 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
             mmv_pos q = iq;
             for (int g = 0; g < lane; g++)
                 mmv_next(q, np, 1, rstride);
-            const uintptr_t src = lane < ng ? (uintptr_t)mmv_moe_slot_row(tb.w, tb.nb1, q) : 0;
-            const uint32_t n = lane < ng ? ((uint32_t)(src & 15) + (uint32_t)nb * 34u + 15u) & ~15u : 0u;
-            const unsigned mask = G >= 32 ? 0xffffffffu : (1u << G) - 1u;
-            const uint32_t total = __reduce_add_sync(mask, n);
-            const uint32_t bar = bar0 + 8u * (uint32_t)slot;
-            if (lane == 0)
-                mmv_bar_expect(bar, total);
-            __syncwarp(mask); /* the bytes are expected before any arrives */
-            if (n)
-                mmv_bulk_copy(ring0 + (uint32_t)slot * slot_b + (uint32_t)lane * sub, (const void *)(src & ~(uintptr_t)15),
-                              n, bar, policy);
+            mmv_issue_sub(lane < ng ? mmv_moe_slot_row(tb.w, tb.nb1, q) : NULL, (uint32_t)nb * 34u,
+                          bar0 + 8u * (uint32_t)slot, ring0 + (uint32_t)slot * slot_b + (uint32_t)lane * sub, lane, G);
         }
         for (int g = 0; g < ng; g++)
             mmv_next(iq, np, 1, rstride);

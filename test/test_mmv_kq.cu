@@ -210,10 +210,10 @@ template <int T> static void check(int64_t ne0, int nrows, size_t shift, float x
     free(wbuf);
 }
 
-/* The packed walk (mmv_moe_kq_pack_kernel) of rows of NSB super-blocks:
+/* The packed walk (mmv_moe_kq_kernel<T, DOWN, true>) of rows of NSB super-blocks:
  * one slot of kq_seg<T>::item bytes holding G items (rows 2g and 2g + 1
  * of W against x row g; the last item without its row 1), each row copied
- * into its sub-slot from the 16-byte boundary below it as kq_issue_pack
+ * into its sub-slot from the 16-byte boundary below it as mmv_issue_sub
  * copies it, item g on lanes [g L, g L + L) running kq_lane as lane
  * l = lane % L, the group's butterfly from 0.0f + part: every dot bit for
  * bit the one-item walk's (kq_group: warp_sum over 32 lanes). */
