@@ -31,39 +31,29 @@ OUT=${OUT:-/tmp/gpu-check-out}
 mkdir -p "$OUT"
 summary=()
 note() { summary+=("$*"); echo "== $*"; }
-# The kernel-check group TEST with switch VAR at 0 and at 1 (EXTRA, an
-# optional VAR=VALUE, set in both runs): a switch that keeps the bits
-# prints the same lines both ways.
-kc_switch() {
-  local v=$1 t=$2 extra=${3:-} w r
-  for w in 0 1; do
-    env $extra $v=$w timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$v$w.log" 2>&1
-    grep -E "^$t" "$OUT/kc-$t-$v$w.log" >/tmp/kc-s$w.txt
-  done
-  cmp -s /tmp/kc-s0.txt /tmp/kc-s1.txt && r="the same lines ($(wc -l </tmp/kc-s1.txt) cases)" ||
-    r="DIFFER: $(diff /tmp/kc-s0.txt /tmp/kc-s1.txt | grep -c '^>') lines"
-  note "kernel-check $t${extra:+ ($extra)}, $v=0 against 1: $r; $(tail -1 "$OUT/kc-$t-${v}1.log")"
+# The kernel-check group TEST under the settings BASE (VAR=VALUE,
+# space-separated; empty: the defaults), run once for the checks that
+# compare a setting's lines with them: $OUT/kc-TEST-TAG.txt
+rm -f "$OUT"/kc-*-base-*.txt
+kc_tag() { echo "${1:-default}" | tr -c 'A-Za-z0-9\n' _; }
+kc_base() {
+  local t=$1 base=${2:-} f
+  f="$OUT/kc-$t-base-$(kc_tag "$base")"
+  [ -f "$f.txt" ] && return
+  env $base timeout 200 $B/probes/memra-kernel-check --test=$t >"$f.log" 2>&1
+  grep -E "^$t" "$f.log" >"$f.txt"
 }
-# The kernel-check group TEST at the default settings, run once for the
-# checks that compare a setting's lines with them: $OUT/kc-TEST-default.txt
-rm -f "$OUT"/kc-*-default.txt
-kc_default() {
-  local t=$1
-  [ -f "$OUT/kc-$t-default.txt" ] && return
-  timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-default.log" 2>&1
-  grep -E "^$t" "$OUT/kc-$t-default.log" >"$OUT/kc-$t-default.txt"
-}
-# The group TEST under the settings SW (VAR=VALUE, space-separated): a
-# setting that keeps the bits prints the default's lines.
+# The group TEST under the settings SW on top of BASE (default: none): a
+# setting that keeps the bits prints BASE's lines.
 kc_vs() {
-  local sw=$1 t=$2 tag r
-  kc_default "$t"
-  tag=$(echo "$sw" | tr -c 'A-Za-z0-9\n' _)
-  env $sw timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$tag.log" 2>&1
-  grep -E "^$t" "$OUT/kc-$t-$tag.log" >/tmp/kc-a.txt
-  cmp -s "$OUT/kc-$t-default.txt" /tmp/kc-a.txt && r="the same lines ($(wc -l </tmp/kc-a.txt) cases)" ||
-    r="DIFFER: $(diff "$OUT/kc-$t-default.txt" /tmp/kc-a.txt | grep -c '^>') lines"
-  note "kernel-check $t, $sw against the default: $r; $(tail -1 "$OUT/kc-$t-$tag.log")"
+  local sw=$1 t=$2 base=${3:-} f r
+  kc_base "$t" "$base"
+  f="$OUT/kc-$t-base-$(kc_tag "$base")"
+  env $base $sw timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$(kc_tag "${base:+$base }$sw").log" 2>&1
+  grep -E "^$t" "$OUT/kc-$t-$(kc_tag "${base:+$base }$sw").log" >/tmp/kc-a.txt
+  cmp -s "$f.txt" /tmp/kc-a.txt && r="the same lines ($(wc -l </tmp/kc-a.txt) cases)" ||
+    r="DIFFER: $(diff "$f.txt" /tmp/kc-a.txt | grep -c '^>') lines"
+  note "kernel-check $t${base:+ ($base)}, $sw against ${base:-the default}: $r; $(tail -1 "$OUT/kc-$t-$(kc_tag "${base:+$base }$sw").log")"
 }
 kc_attn_vs() { kc_vs "$1" attention; }
 
@@ -229,7 +219,7 @@ fi
 # same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast; do
-    kc_switch MEMRA_GQ_KQ_WORDS "$t" MEMRA_FAST_GEMM=mmq
+    kc_vs MEMRA_GQ_KQ_WORDS=1 "$t" MEMRA_FAST_GEMM=mmq
   done
 fi
 
@@ -240,7 +230,7 @@ fi
 # cases print the same lines both ways (and each still equals the
 # unfused sequence bit for bit)
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_switch MEMRA_MOE_KQ_PACK moe.fused
+  kc_vs MEMRA_MOE_KQ_PACK=1 moe.fused
 fi
 
 # ---- packed Q8_0 MoE items a ring slot at a time (MEMRA_MOE_SLOT=1) ----
@@ -317,7 +307,7 @@ fi
 # group prints the same lines with the switch off and on
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   for sw in MEMRA_NORM_WARP:norm MEMRA_EW_FLAT:elementwise MEMRA_DEQ_Q8:matmul; do
-    kc_switch "${sw%%:*}" "${sw#*:}"
+    kc_vs "${sw%%:*}=0" "${sw#*:}" # each on by default
   done
 fi
 
@@ -333,7 +323,7 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
     [ -n "${ROWMAPS:-}" ] && [[ " $ROWMAPS " != *" ${sw%%:*} "* ]] && continue
     IFS=: read -r var marker models <<<"$sw"
-    kc_switch "$var" matmul
+    kc_vs "$var=0" matmul # on by default
     for m in $models; do
       f=/tmp/rowmap-check.gguf
       if $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --out "$f" >/dev/null 2>&1; then
