@@ -210,6 +210,22 @@ template <int T> static void check(int64_t ne0, int nrows, size_t shift, float x
     free(wbuf);
 }
 
+/* A packed item group's sum: its L lanes' parts from 0.0f + part through
+ * the xor butterfly over the group, as the kernel adds them (lane 0's). */
+static float group_sum(const float *part, int L)
+{
+    float t[32];
+    for (int l = 0; l < L; l++)
+        t[l] = 0.0f + part[l];
+    for (int o = L >> 1; o > 0; o >>= 1) {
+        float n[32];
+        for (int l = 0; l < L; l++)
+            n[l] = t[l] + t[l ^ o];
+        memcpy(t, n, sizeof(float) * L);
+    }
+    return t[0];
+}
+
 /* The packed walk (mmv_moe_kq_kernel<T, DOWN, true>) of rows of NSB super-blocks:
  * one slot of kq_seg<T>::item bytes holding G items (rows 2g and 2g + 1
  * of W against x row g; the last item without its row 1), each row copied
@@ -271,18 +287,10 @@ template <int T> static void check_pack(int nsb, size_t shift)
         float y1[1][KQ_M];
         kq_group<T, 1>(w, ne0, xs + g * xl, xl, s + g * sl, 1, y1);
         for (int m = 0; m < KQ_M && w[m]; m++) {
-            float t[32];
-            for (int l = 0; l < L; l++)
-                t[l] = 0.0f + lanes[m][g * L + l];
-            for (int o = L >> 1; o > 0; o >>= 1) {
-                float n[32];
-                for (int l = 0; l < L; l++)
-                    n[l] = t[l] + t[l ^ o];
-                memcpy(t, n, sizeof(float) * L);
-            }
-            if (memcmp(&t[0], &y1[0][m], sizeof(float)) != 0)
+            const float t = group_sum(&lanes[m][g * L], L);
+            if (memcmp(&t, &y1[0][m], sizeof(float)) != 0)
                 fail_msg("type %d, %d super-blocks, shift %zu: item %d row %d packed %a, alone %a", T, nsb, shift, g,
-                         m, t[0], y1[0][m]);
+                         m, t, y1[0][m]);
         }
     }
     free(xs);
@@ -303,17 +311,8 @@ static void test_pack_butterfly(void **state)
                 const uint64_t r = rng_next();
                 v[l] = r % 7 == 0 ? -0.0f : r % 7 == 1 ? 0.0f : rng_unif(-1.0f, 1.0f) * ldexpf(1.0f, (int)(r % 40) - 20);
             }
-            float t[32];
-            for (int l = 0; l < L; l++)
-                t[l] = 0.0f + v[l];
-            for (int o = L >> 1; o > 0; o >>= 1) {
-                float n[32];
-                for (int l = 0; l < L; l++)
-                    n[l] = t[l] + t[l ^ o];
-                memcpy(t, n, sizeof(float) * L);
-            }
-            const float w = warp_sum_host(v);
-            assert_memory_equal(&t[0], &w, sizeof(float));
+            const float t = group_sum(v, L), w = warp_sum_host(v);
+            assert_memory_equal(&t, &w, sizeof(float));
         }
 }
 
