@@ -50,6 +50,8 @@ static const spec_t k_specs[] = {
     {"qwen3.5-9b", QWEN35, 32, 4096, 16, 4, 12288, 0, 0, 0, 0, 32, 0, .vocab = 248320, .ctx = 262144},
     {"qwen3.6-27b", QWEN35, 64, 5120, 24, 4, 17408, 0, 0, 0, 0, 48, 0, .vocab = 248320, .ctx = 262144},
     {"qwen3.6-35b-a3b", QWEN35MOE, 40, 2048, 16, 2, 0, 256, 8, 512, 512, 32, 0, .vocab = 248320, .ctx = 262144},
+    {"qwen3.5-122b-a10b", QWEN35MOE, 48, 3072, 32, 2, 0, 256, 8, 1024, 1024, 64, 0, .vocab = 248320, .ctx = 262144},
+    {"qwen3.5-397b-a17b", QWEN35MOE, 60, 4096, 32, 2, 0, 512, 10, 1024, 1024, 64, 0, .vocab = 248320, .ctx = 262144},
     {"gemma-4-e2b", GEMMA4, 35, 1536, 8, 1, 6144, 0, 0, 0, 0, 0, 1, .n_head_kv_full = 1, .swa_period = 5,
      .window = 512, .n_pl = 256, .n_kv_shared = 20, .n_ff_wide = 12288, .wide_from = 15, .vocab = 262144, .ctx = 131072},
     {"gemma-4-e4b", GEMMA4, 42, 2560, 8, 2, 10240, 0, 0, 0, 0, 0, 1, .n_head_kv_full = 2, .swa_period = 6,

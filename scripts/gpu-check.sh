@@ -352,7 +352,7 @@ fi
 # the reference's rms, top-1 agreement on 90 % of 200 positions.
 if [ "${SKIP_MOE:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(1); print(" ".join(str(random.randrange(256)) for _ in range(200)))')
-  for m in qwen3.6-35b-a3b gemma-4-26b-a4b; do
+  for m in qwen3.6-35b-a3b qwen3.5-122b-a10b gemma-4-26b-a4b; do
     f=/tmp/moe-check-$m.gguf
     $B/examples/memra-synth --model $m --type q8_0 --layers 2 --vocab 4096 --experts 32 --out "$f" >/dev/null 2>&1 &&
       $B/examples/memra-logits -m "$f" --tokens "$toks" --mode prefill --device cpu --out /tmp/moe-ref.f32 >/dev/null &&

@@ -35,6 +35,8 @@ PUBLISHED = {
     "qwen3.5-9b": (8953803264, 9516533760),
     "qwen3.6-27b": (26895998464, 28584769536),
     "qwen3.6-35b-a3b": (34660610688, 36892150272),
+    "qwen3.5-122b-a10b": (122111526912, 129860935680),
+    "qwen3.5-397b-a17b": (396346350336, 421496351744),
     "gemma-4-e2b": (4647450147, 4951677068),
     "gemma-4-e4b": (7518069290, 8015415464),
     "gemma-4-26b-a4b": (25233142046, 26844036216),
@@ -54,7 +56,8 @@ QTYPES = {
 # matrices that stay F32 (llama.cpp keeps the conv and the routers in F32)
 F32_MATRICES = ("ssm_conv1d.weight", "ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 
-SHRUNK = [("qwen3.5-0.8b", 4), ("qwen3.6-35b-a3b", 4), ("gemma-4-e2b", 10), ("gemma-4-26b-a4b", 6)]
+SHRUNK = [("qwen3.5-0.8b", 4), ("qwen3.6-35b-a3b", 4), ("qwen3.5-122b-a10b", 2), ("gemma-4-e2b", 10),
+          ("gemma-4-26b-a4b", 6)]
 
 TYPE_ID = {v[0]: k for k, v in GGML_TYPES.items()}
 
