@@ -56,8 +56,9 @@ QTYPES = {
 # matrices that stay F32 (llama.cpp keeps the conv and the routers in F32)
 F32_MATRICES = ("ssm_conv1d.weight", "ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
 
-SHRUNK = [("qwen3.5-0.8b", 4), ("qwen3.6-35b-a3b", 4), ("qwen3.5-122b-a10b", 2), ("gemma-4-e2b", 10),
-          ("gemma-4-26b-a4b", 6)]
+# (model, layers, experts: 16 where the model routes to 10 of them)
+SHRUNK = [("qwen3.5-0.8b", 4, 8), ("qwen3.6-35b-a3b", 4, 8), ("qwen3.5-122b-a10b", 2, 8),
+          ("qwen3.5-397b-a17b", 1, 16), ("gemma-4-e2b", 10, 8), ("gemma-4-26b-a4b", 6, 8)]
 
 TYPE_ID = {v[0]: k for k, v in GGML_TYPES.items()}
 
@@ -198,10 +199,10 @@ def main():
               "MISMATCH (published %d / %d)" % (params, nbytes)))
         failed += not ok
     toks = "1 7 42 300 5 99"
-    for name, layers in SHRUNK:
+    for name, layers, experts in SHRUNK:
         for qtype in QTYPES:
             path = os.path.join(tmp, "synth-%s-%s-%d.gguf" % (name, qtype, os.getpid()))
-            args = ["--model", name, "--type", qtype, "--layers", str(layers), "--vocab", "1024", "--experts", "8"]
+            args = ["--model", name, "--type", qtype, "--layers", str(layers), "--vocab", "1024", "--experts", str(experts)]
             try:
                 run([synth] + args + ["--out", path])
                 dry = json.loads(run([synth] + args + ["--dry-run"]))
