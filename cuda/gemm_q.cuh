@@ -186,8 +186,9 @@ template <int N> struct gq_words {
  * memory in the stash: the 35B-A3B Q4_K's MoE prefill at 512 tokens, ~16
  * entries an expert, ran at 0.82x llama.cpp that way; H200, 2026-12-04).
  * decode makes mq_deq32's arithmetic, so the same values and the same
- * outputs bit for bit. MEMRA_GQ_KQ_WORDS=1 takes it; off by default until
- * the device's kernel check has compared it with gq_raw (scripts/gpu-check.sh). */
+ * outputs bit for bit (the device's kernel check compares it with gq_raw:
+ * scripts/gpu-check.sh). The default (the 35B-A3B Q4_K's pp512 7091
+ * against 4378 tok/s, H200, 2026-12-05); MEMRA_GQ_KQ_WORDS=0 keeps gq_raw. */
 template <int T> struct gq_raw_kq : gq_raw<T> {};
 template <int T> struct gq_kq_words {
     static constexpr bool value = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
@@ -686,7 +687,7 @@ template <int T, class RAW> static bool gq_launch_raw(const gq_args &a, unsigned
     {                                                                                                                  \
         static long words = -1;                                                                                        \
         if (words < 0)                                                                                                 \
-            words = memra__cuda_env_long("MEMRA_GQ_KQ_WORDS", 0);                                                      \
+            words = memra__cuda_env_long("MEMRA_GQ_KQ_WORDS", 1);                                                      \
         if (gq_kq_words<T>::value && words)                                                                            \
             return gq_launch_raw<T, typename std::conditional<gq_kq_words<T>::value, gq_raw_kq<T>, gq_raw<T>>::type>( \
                 a, n_tiles_max, s);                                                                                    \

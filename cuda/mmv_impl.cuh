@@ -648,9 +648,10 @@ template <int T> static int mmv_moe_pack(const mmv_moe_args &a)
     return L;
 }
 
-/* The slot form of A's packed passes (mmv_moe_slot_kernel, MEMRA_MOE_SLOT=1;
- * MEMRA_MOE_SLOT_RING=2..8 sets its slots a warp): false when it is off or
- * does not fit, and mmv_moe_kernel runs them. Slots: the deepest of up to
+/* The slot form of A's packed passes (mmv_moe_slot_kernel, the default;
+ * MEMRA_MOE_SLOT=0 keeps mmv_moe_kernel's; MEMRA_MOE_SLOT_RING=2..8 sets
+ * its slots a warp): false when it is off or does not fit, and
+ * mmv_moe_kernel runs them. Slots: the deepest of up to
  * four (three passes ahead) next to XBYTES of x within MMV_SMEM_TARGET,
  * else two. */
 template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbytes, unsigned gy, int sm_count,
@@ -659,7 +660,7 @@ template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbyt
     static long on = -1, ring = 0;
     if (on < 0) {
         ring = memra__cuda_env_long("MEMRA_MOE_SLOT_RING", 0);
-        on = memra__cuda_env_long("MEMRA_MOE_SLOT", 0);
+        on = memra__cuda_env_long("MEMRA_MOE_SLOT", 1);
     }
     if (!on || !a.pack)
         return false;

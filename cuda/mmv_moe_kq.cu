@@ -15,7 +15,7 @@ int mmv_moe_kq_pack(int t, int64_t ne0)
 {
     static long on = -1;
     if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MOE_KQ_PACK", 0);
+        on = memra__cuda_env_long("MEMRA_MOE_KQ_PACK", 1);
     if (!on)
         return 0;
     switch (t) {

@@ -83,7 +83,7 @@ static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t 
  * into P (shared memory: n_expert floats, then k for the picks), then warp
  * 0 picks (route_pick_warp). L: the token's logits. RED: ROUTE_THREADS / 32
  * doubles of shared memory. Ends in a barrier (P and RED may be reused).
- * FAST (route_kernel with MEMRA_ROUTE_REDUX=1, off until timed): a
+ * FAST (route_kernel's default; MEMRA_ROUTE_REDUX=0 takes the plain form): a
  * thread's first ROUTE_EXP_KEEP exps kept from the sum for the
  * probabilities instead of computed again, and the picks' warp reductions
  * by redux (d_warp_best_redux): the same values, sums and picks. */

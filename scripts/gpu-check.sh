@@ -213,47 +213,46 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
 fi
 
 # ---- K-quant weights into the tensor-core GEMMs as words a tile ahead ----
-# (MEMRA_GQ_KQ_WORDS=1, off by default until this comparison has passed on
-# the device): the same decode arithmetic as the byte loads, so the MoE
-# prefill cases and the K-quant dense prefill matmuls on mmq print the
-# same lines both ways
+# (the default; MEMRA_GQ_KQ_WORDS=0 the byte loads): the same decode
+# arithmetic both ways, so the MoE prefill cases and the K-quant dense
+# prefill matmuls on mmq print the same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast; do
-    kc_vs MEMRA_GQ_KQ_WORDS=1 "$t" MEMRA_FAST_GEMM=mmq
+    kc_vs MEMRA_GQ_KQ_WORDS=0 "$t" MEMRA_FAST_GEMM=mmq
   done
 fi
 
 # ---- packed K-quant MoE decode items ----------------------------------------
-# (MEMRA_MOE_KQ_PACK=1, off by default until this comparison has passed on
-# the device): rows of at most 4 super-blocks several items a ring slot,
+# (the default; MEMRA_MOE_KQ_PACK=0 the one-item walk): rows of at most 4
+# super-blocks several items a ring slot,
 # each item's lanes doing the one-item walk's arithmetic, so the fused MoE
 # cases print the same lines both ways (and each still equals the
 # unfused sequence bit for bit)
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_vs MEMRA_MOE_KQ_PACK=1 moe.fused
+  kc_vs MEMRA_MOE_KQ_PACK=0 moe.fused
 fi
 
-# ---- packed Q8_0 MoE items a ring slot at a time (MEMRA_MOE_SLOT=1) ----
-# (off by default until this has passed and the MoE rows are timed): the
-# packed passes' arithmetic with one barrier and G lanes' copies a pass, so
-# the fused MoE cases print the same lines both ways (each fused launch
-# still the unfused sequence bit for bit), and the fixtures in exact mode
-# (their MoE rows are packed on both launches) pass with it on
+# ---- packed Q8_0 MoE items a ring slot at a time (the default) ----
+# against mmv_moe_kernel's packed passes (MEMRA_MOE_SLOT=0): the same
+# arithmetic with one barrier and G lanes' copies a pass, so the fused MoE
+# cases print the same lines both ways (each fused launch still the
+# unfused sequence bit for bit), and the fixtures in exact mode (their MoE
+# rows are packed on both launches) pass with it off
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_vs MEMRA_MOE_SLOT=1 moe.fused
+  kc_vs MEMRA_MOE_SLOT=0 moe.fused
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
-  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_MOE_SLOT=1 \
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_MOE_SLOT=0 \
     $B/test/test_models >"$OUT/models-moeslot.log" 2>&1
-  note "models exact, MEMRA_MOE_SLOT=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-moeslot.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-moeslot.log") failed"
+  note "models exact, MEMRA_MOE_SLOT=0: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-moeslot.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-moeslot.log") failed"
 fi
 
-# ---- the route's redux picks and kept exps (MEMRA_ROUTE_REDUX=1) ----------
-# (off by default until timed): the same values, sums and picks, so the
-# route and router cases print the default's lines
+# ---- the route's redux picks and kept exps (the default) ----------
+# against the plain route (MEMRA_ROUTE_REDUX=0): the same values, sums and
+# picks, so the route and router cases print the same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in route router; do
-    kc_vs MEMRA_ROUTE_REDUX=1 "$t"
+    kc_vs MEMRA_ROUTE_REDUX=0 "$t"
   done
 fi
 
@@ -363,13 +362,12 @@ if [ "${SKIP_MOE:-0}" != 1 ]; then
     note "moe fast prefill vs cpu, $m (2 layers, 32 experts): $(scripts/logits-compare.py /tmp/moe-ref.f32 \
       /tmp/moe-fast.f32 --vocab 4096 --baseline /tmp/moe-base.f32 2>&1)"
     # the router's route in its launch changes no arithmetic either, nor do
-    # the experiments on the MoE decode path (each off by default): the
-    # route's redux picks, packed items a slot at a time, the routers'
-    # direct x and deeper loads, several row groups a warp
+    # the older forms of the MoE decode path's defaults: the plain route
+    # (not its redux picks), mmv_moe_kernel's packed passes (not a slot at
+    # a time)
     MEMRA_ROUTE_FUSE=0 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
       --out /tmp/rf0.f32 >/dev/null 2>&1
-    for sw in MEMRA_ROUTE_FUSE=1 MEMRA_ROUTE_REDUX=1 MEMRA_MOE_SLOT=1 MEMRA_MMV_F_DIRECT=1 MEMRA_MMV_F_DEEP=1 \
-      MEMRA_MOE_ROWS_PW=2; do
+    for sw in MEMRA_ROUTE_FUSE=1 MEMRA_ROUTE_REDUX=0 MEMRA_MOE_SLOT=0; do
       env $sw $B/examples/memra-logits -m "$f" --tokens "$toks" --mode decode --device cuda:0 \
         --out /tmp/rf1.f32 >/dev/null 2>&1
       cmp -s /tmp/rf0.f32 /tmp/rf1.f32 && r="bit for bit as without" || r="DIFFER (or failed)"

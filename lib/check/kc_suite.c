@@ -564,7 +564,7 @@ static void run_suite(kc *k)
         MF("moe.fused.kq.q6k_q4k", Q6_K, Q4_K, Q4_K, 16, 3, 2048, 1024, false, true, SILU, 0, n1238);
         MF("moe.fused.kq.q4k_q5k", Q4_K, Q5_K, Q5_K, 32, 8, 2048, 256, true, false, SILU, 256, n1238);
         MF("moe.fused.kq.parts16", Q4_K, Q6_K, Q6_K, 32, 15, 2048, 1024, false, false, SILU, 1024, n3);
-        /* packed items (MEMRA_MOE_KQ_PACK=1: rows of at most 4 super-blocks,
+        /* packed items (the default; MEMRA_MOE_KQ_PACK=0 the one-item walk: rows of at most 4 super-blocks,
          * several items a slot): Q5_K gate/up rows of 3 super-blocks (two
          * items of 16 lanes) with Q4_K down rows of 2 (four of 8: a slot
          * spans a row pair's 9 parts and the next pair's); Q6_K down rows
