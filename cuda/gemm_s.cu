@@ -119,22 +119,18 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
 
 /* gsw_kernel's switches, read once: MEMRA_BATCH_GSW=0 (Q8_0 on gs_kernel
  * too), MEMRA_GSW_RING (ring items per warp, 2..GSW_RING_MAX; fewer
- * where two blocks would not fit an SM), MEMRA_GSW_ITEM (k tiles an item:
- * 1, the default, 2 or 4; an experiment: a row's bytes of an item in one
- * bulk copy of 544 or 1088 bytes instead of 272, the ring as deep as the
- * same shared memory allows). A/B runs; the same bits. */
+ * where two blocks would not fit an SM). A/B runs; the same bits. */
 typedef struct gsw_knobs {
-    int on, ring, ki;
+    int on, ring;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 1};
+    static gsw_knobs k = {-1, 0};
     if (k.on < 0) {
         gsw_knobs r;
-        const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3), ki = memra__cuda_env_long("MEMRA_GSW_ITEM", 1);
+        const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
         r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
-        r.ki = ki == 2 || ki == 4 ? (int)ki : 1;
         r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
         k = r;
     }
@@ -184,12 +180,10 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         /* the ring as deep as two blocks an SM allow (the staged x of 32
          * rows is 65 KiB) */
         const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
-        a.ki = gsw_cfg()->ki;
-        const size_t slot = (size_t)gsw_slot(a.ki);
         a.st = gsw_cfg()->ring;
-        while (a.st > 2 && (size_t)GSW_WARPS * a.st * slot + xs > GSW_SMEM_2)
+        while (a.st > 2 && (size_t)GSW_WARPS * a.st * GSW_SLOT + xs > GSW_SMEM_2)
             a.st--;
-        const size_t smem = (size_t)GSW_WARPS * a.st * slot + xs;
+        const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT + xs;
         memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
                       m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
         MEMRA_CUDA_LAUNCHED(be);

@@ -69,7 +69,6 @@ typedef struct gs_args {
     int *count;                 /* split > 1: per row tile, zero between launches */
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
-    int ki;                     /* gsw_kernel: k tiles an item (1, 2 or 4) */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)
@@ -416,21 +415,10 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
 #define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */
 #define GSW_SLOT (GSW_ROWS * GSW_RB)      /* one ring item: a k tile of the group's rows */
-/* Items of KI k tiles a row (MEMRA_GSW_ITEM, gsw_kernel<NX, KI>): a row's
- * KI tiles one bulk copy, rows KI * GSW_RB + 16 bytes apart in the slot
- * (the pad keeps lane (g, t)'s words on distinct banks) */
-static __host__ __device__ constexpr int gsw_row_stride(int ki)
-{
-    return ki == 1 ? GSW_RB : ki * GSW_RB + 16;
-}
-static __host__ __device__ constexpr int gsw_slot(int ki)
-{
-    return GSW_ROWS * gsw_row_stride(ki);
-}
 #define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 65 KiB at 32 rows) */
 #define GSW_RING_MAX 4
 #define GSW_SMEM_2 (110u * 1024u)         /* dynamic shared memory of a block when two share an SM */
-bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s); /* a.ki k tiles an item */
+bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */

@@ -134,13 +134,10 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
 
 /* NX: x row sets of 8 (1: up to 8 rows, 2: 16, 4: 32 as two m tiles of
  * the mma sharing each converted weight fragment). A warp owns one group
- * of one slice (a block for every 8 groups). KI: k tiles an item (an
- * experiment, MEMRA_GSW_ITEM: one bulk copy of KI * 272 bytes a row where
- * KI = 1 copies 272; the tiles are summed in the same order either way). */
-template <int NX, int KI> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
+ * of one slice (a block for every 8 groups). */
+template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
     constexpr int MT = (NX + 1) / 2; /* m tiles of 16 x rows */
-    constexpr int RS = gsw_row_stride(KI), SLOT = gsw_slot(KI);
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -152,11 +149,10 @@ template <int NX, int KI> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_
     const int slice = blockIdx.y;
     const int64_t kt0 = (int64_t)slice * a.kt_per;
     const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
-    const int nit = (nt + KI - 1) / KI; /* items a part */
-    const int nti = np * nit;           /* items of the task (its group in this slice) */
+    const int nti = np * nt; /* items of the task (its group in this slice) */
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row: rows 8 banks apart */
-    uint8_t *ring = gsw_smem + (size_t)warp * D * SLOT;
-    __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * SLOT);
+    uint8_t *ring = gsw_smem + (size_t)warp * D * GSW_SLOT;
+    __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * GSW_SLOT);
     mmv_bars_init(bars[warp], D, lane);
     const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
     const uint64_t policy = mmv_evict_first();
@@ -181,20 +177,18 @@ template <int NX, int KI> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_
             return;
         const int slot = issued % D;
         const uint32_t bar = bar0 + 8 * slot;
-        const int j = issued < nit ? issued : issued - nit; /* the part's item */
-        const int nb = (KI == 1 ? 1 : min(KI, nt - j * KI)) * GSW_RB;
         if (lane == 0) {
             asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                         "r"(nvalid * nb)
+                         "r"(nvalid * GSW_RB)
                          : "memory");
         }
         __syncwarp(); /* the bytes are expected before any copy completes */
         if (lane < nvalid) {
-            const uint8_t *s = (issued < nit ? src0 : src1) + (size_t)j * KI * GSW_RB;
+            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
             asm volatile("fence.proxy.async.shared::cta;\n\t"
                          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
-                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * RS),
-                         "l"(s), "r"(nb), "r"(bar), "l"(policy)
+                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * GSW_SLOT + lane * GSW_RB),
+                         "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
                          : "memory");
         }
         issued++;
@@ -236,63 +230,57 @@ template <int NX, int KI> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_
         const int slot = it % D;
         mmv_ring_wait(bar0, slot, phase);
         issue_next();
-        const int p = it < nit ? 0 : 1, j = it < nit ? it : it - nit;
-        const int ntile = KI == 1 ? 1 : min(KI, nt - j * KI);
-        const uint8_t *w = ring + slot * SLOT;
+        const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
+        const uint8_t *w = ring + slot * GSW_SLOT;
+        const uint8_t *wq = w + g * GSW_RB;
+        const uint8_t *ds = w + 2 * t * GSW_RB;
+        const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
         float c[4 * MT];
 #pragma unroll
         for (int i = 0; i < 4 * MT; i++)
             c[i] = p ? acc[1][i] : acc[0][i];
 #pragma unroll
-        for (int jj = 0; jj < KI; jj++) {
-            if (jj == ntile)
-                break;
-            const uint8_t *wq = w + g * RS + jj * GSW_RB;
-            const uint8_t *ds = w + 2 * t * RS + jj * GSW_RB;
-            const uint32_t xoff = 2u * (uint32_t)((j * KI + jj) * GS_KT);
+        for (int b = 0; b < 8; b++) {
+            /* quants 4t..4t+3 of both halves: 2 mod 4 bytes off a word
+             * in even blocks, on one in odd blocks */
+            uint32_t q0, q1;
+            if ((34 * b + 2) & 3) {
+                const uint32_t *wp = reinterpret_cast<const uint32_t *>(wq + 34 * b + 4 * t);
+                q0 = __byte_perm(wp[0], wp[1], 0x5432);
+                q1 = __byte_perm(wp[4], wp[5], 0x5432);
+            } else {
+                const uint32_t *wp = reinterpret_cast<const uint32_t *>(wq + 34 * b + 2 + 4 * t);
+                q0 = wp[0];
+                q1 = wp[4];
+            }
+            uint32_t bf0[2], bf1[2];
+            gs_q8_h2(q0, &bf0[0], &bf0[1]);
+            gs_q8_h2(q1, &bf1[0], &bf1[1]);
+            const float d0 = __half2float(*reinterpret_cast<const __half *>(ds + 34 * b));
+            const float d1 = __half2float(*reinterpret_cast<const __half *>(ds + GSW_RB + 34 * b));
 #pragma unroll
-            for (int b = 0; b < 8; b++) {
-                /* quants 4t..4t+3 of both halves: 2 mod 4 bytes off a word
-                 * in even blocks, on one in odd blocks */
-                uint32_t q0, q1;
-                if ((34 * b + 2) & 3) {
-                    const uint32_t *wp = reinterpret_cast<const uint32_t *>(wq + 34 * b + 4 * t);
-                    q0 = __byte_perm(wp[0], wp[1], 0x5432);
-                    q1 = __byte_perm(wp[4], wp[5], 0x5432);
-                } else {
-                    const uint32_t *wp = reinterpret_cast<const uint32_t *>(wq + 34 * b + 2 + 4 * t);
-                    q0 = wp[0];
-                    q1 = wp[4];
+            for (int m = 0; m < MT; m++) {
+                /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
+                uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (2 * m + h < NX) {
+                        const uint32_t base = xa[2 * m + h] + xoff + 64 * b;
+                        const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
+                        af0[h] = v0.x;
+                        af0[h + 2] = v0.y;
+                        af1[h] = v1.x;
+                        af1[h + 2] = v1.y;
+                    }
                 }
-                uint32_t bf0[2], bf1[2];
-                gs_q8_h2(q0, &bf0[0], &bf0[1]);
-                gs_q8_h2(q1, &bf1[0], &bf1[1]);
-                const float d0 = __half2float(*reinterpret_cast<const __half *>(ds + 34 * b));
-                const float d1 = __half2float(*reinterpret_cast<const __half *>(ds + RS + 34 * b));
-#pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
-                    uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        if (2 * m + h < NX) {
-                            const uint32_t base = xa[2 * m + h] + xoff + 64 * b;
-                            const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
-                            af0[h] = v0.x;
-                            af0[h + 2] = v0.y;
-                            af1[h] = v1.x;
-                            af1[h + 2] = v1.y;
-                        }
-                    }
-                    float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    gq_mma(tq, af0, bf0);
-                    gq_mma(tq, af1, bf1);
-                    c[4 * m] = __fmaf_rn(tq[0], d0, c[4 * m]);
-                    c[4 * m + 1] = __fmaf_rn(tq[1], d1, c[4 * m + 1]);
-                    if (NX > 1) {
-                        c[4 * m + 2] = __fmaf_rn(tq[2], d0, c[4 * m + 2]);
-                        c[4 * m + 3] = __fmaf_rn(tq[3], d1, c[4 * m + 3]);
-                    }
+                float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gq_mma(tq, af0, bf0);
+                gq_mma(tq, af1, bf1);
+                c[4 * m] = __fmaf_rn(tq[0], d0, c[4 * m]);
+                c[4 * m + 1] = __fmaf_rn(tq[1], d1, c[4 * m + 1]);
+                if (NX > 1) {
+                    c[4 * m + 2] = __fmaf_rn(tq[2], d0, c[4 * m + 2]);
+                    c[4 * m + 3] = __fmaf_rn(tq[3], d1, c[4 * m + 3]);
                 }
             }
         }
@@ -308,20 +296,11 @@ template <int NX, int KI> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
 }
 
-template <int NX, int KI> static bool gsw_launch_k(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
-{
-    if (cudaFuncSetAttribute(gsw_kernel<NX, KI>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
-        return false;
-    return memra__launch(gsw_kernel<NX, KI>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
-}
-
 template <int NX> static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
-    switch (a.ki) {
-    case 2: return gsw_launch_k<NX, 2>(a, grid_x, smem, s);
-    case 4: return gsw_launch_k<NX, 4>(a, grid_x, smem, s);
-    default: return gsw_launch_k<NX, 1>(a, grid_x, smem, s);
-    }
+    if (cudaFuncSetAttribute(gsw_kernel<NX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return false;
+    return memra__launch(gsw_kernel<NX>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
 }
 
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)

@@ -268,16 +268,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
-# ---- the skinny GEMM's items of 2 or 4 k tiles (MEMRA_GSW_ITEM) ----------
-# (an experiment, default 1): a row's tiles of an item in one bulk copy,
-# the tiles summed in the same order, so the batched fast step's matmul
-# cases print the default's lines
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  for sw in MEMRA_GSW_ITEM=2 MEMRA_GSW_ITEM=4; do
-    kc_vs "$sw" matmul_ex.gs
-  done
-fi
-
 # ---- float matvecs: x from global memory, deeper loads ----------------
 # (MEMRA_MMV_F_DIRECT=1: without a norm, MoE routers and gates skip the
 # staging; MEMRA_MMV_F_DEEP=1: 16 or 8 loads a lane in flight for one or
