@@ -905,10 +905,8 @@ static __device__ __forceinline__ void mmv_f_route(const mmv_args &a)
  * whatever launch holds it. Without expert ids each warp's first rows are
  * prefetched into L2 before the wait for the predecessor (x): a MoE
  * router's 16-32 blocks otherwise pay a chain of round trips to HBM after
- * it (the 26B-A4B's 2816-wide rows are six 16-byte loads a lane apart).
- * U: 16-byte loads a lane has in flight (a round trip each U of them; the
- * FMAs in the same order whatever U). */
-template <int T, int R, int U = 4>
+ * it (the 26B-A4B's 2816-wide rows are six 16-byte loads a lane apart). */
+template <int T, int R>
 __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, const bool vec)
 {
     memra_pdl_launch(); /* cuda_common.cuh: MEMRA_PDL_ENTER, split around the prefetch */
@@ -945,14 +943,14 @@ __global__ void __launch_bounds__(MMV_THREADS) mmv_f_kernel(const mmv_args a, co
         int64_t tail = 0;
         if (vec) {
             const int64_t nv = ne0 / EPV;
-            for (int64_t c0 = lane; c0 < nv; c0 += 32 * U) {
-                uint4 uu[U];
+            for (int64_t c0 = lane; c0 < nv; c0 += 32 * 4) {
+                uint4 uu[4];
 #pragma unroll
-                for (int k4 = 0; k4 < U; k4++)
+                for (int k4 = 0; k4 < 4; k4++)
                     if (c0 + 32 * k4 < nv)
                         uu[k4] = ld_stream((const uint4 *)wrow + c0 + 32 * k4);
 #pragma unroll
-                for (int k4 = 0; k4 < U; k4++) {
+                for (int k4 = 0; k4 < 4; k4++) {
                     const int64_t c = c0 + 32 * k4;
                     if (c >= nv)
                         break;

@@ -49,52 +49,16 @@ static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy
     return (unsigned)(need < cap ? need : cap);
 }
 
-/* Whether a float matvec without a norm reads x straight from global
- * memory instead of staging it (MEMRA_MMV_F_DIRECT=1, off until timed on
- * the H200): MoE routers and gates, whose few rows (128-257 a launch)
- * leave a block one or two rows a warp, so the staging (one round trip
- * to L2 and a barrier a row, R rows one after another in a batched step)
- * is most of the launch. The x values and the FMAs are the same: the same
- * bits. */
-#define MMV_F_DIRECT_ROWS 4096
-static bool mmv_f_direct(const mmv_args &a)
-{
-    static long on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MMV_F_DIRECT", 0);
-    return on && (a.glu ? a.vrow0[1] : a.vrow0[a.nw]) <= MMV_F_DIRECT_ROWS;
-}
-
-/* The float matvec's 16-byte loads in flight a lane (mmv_f_kernel's U):
- * 4, or with MEMRA_MMV_F_DEEP=1 (off until timed on the H200) 16 for one
- * x row and 8 for two: a router row of 2048-2816 floats is 16-22 loads a
- * lane, four to six round trips to L2 or HBM in batches of 4, one or two
- * in batches of 16. Any U gives the same FMAs in the same order. */
-template <int R> static constexpr int mmv_f_deep_u(void)
-{
-    return R == 1 ? 16 : R == 2 ? 8 : 4;
-}
-
-static bool mmv_f_deep(void)
-{
-    static long deep = -1;
-    if (deep < 0)
-        deep = memra__cuda_env_long("MEMRA_MMV_F_DEEP", 0);
-    return deep != 0;
-}
-
 template <int T, int R, bool TMA>
 static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, bool vec)
 {
     const void *kernel;
     if constexpr (mq_is_float<T>::value)
-        kernel = mmv_f_deep() ? (const void *)mmv_f_kernel<T, R, mmv_f_deep_u<R>()> : (const void *)mmv_f_kernel<T, R, 4>;
+        kernel = (const void *)mmv_f_kernel<T, R>;
     else
         kernel = (const void *)mmv_q_kernel<T, R, TMA>;
     static std::atomic<uint64_t> cache[64][8];
     size_t xbytes = mmv_x_bytes<T>(a.ne0, R);
-    if (mq_is_float<T>::value && !a.norm && mmv_f_direct(a))
-        xbytes = 0;
     if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX) {
         if (a.norm)
             return false; /* the host checks mmv_x_fits first */
@@ -129,12 +93,9 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
         fprintf(stderr, "mmv type %d R %d%s: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 T, R, TMA ? " tma" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid.x, grid.y,
                 occ, a.ring, smem);
-    if constexpr (mq_is_float<T>::value) {
-        if (mmv_f_deep())
-            memra__launch(mmv_f_kernel<T, R, mmv_f_deep_u<R>()>, grid, MMV_THREADS, smem, s, a, vec);
-        else
-            memra__launch(mmv_f_kernel<T, R, 4>, grid, MMV_THREADS, smem, s, a, vec);
-    } else
+    if constexpr (mq_is_float<T>::value)
+        memra__launch(mmv_f_kernel<T, R>, grid, MMV_THREADS, smem, s, a, vec);
+    else
         memra__launch(mmv_q_kernel<T, R, TMA>, grid, MMV_THREADS, smem, s, a);
     return true;
 }

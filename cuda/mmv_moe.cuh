@@ -230,20 +230,10 @@ static __device__ __forceinline__ const float *mmv_moe_stage_rows(const mmv_args
 }
 
 /* The launch grid of GY problems of NGRP warp-sized row groups each: the
- * groups' blocks, at most what OCC blocks per SM hold at once. A block
- * stages its problem's x (DOWN: every slot's h row) once for the rows its
- * warps walk: MEMRA_MOE_ROWS_PW=N (1..8, an experiment, off by default)
- * gives each warp N groups where the SMs would hold a warp for each, and
- * the blocks stage that much less. Rows do not depend on the walk: the
- * same bits. */
+ * groups' blocks, at most what OCC blocks per SM hold at once. */
 static inline dim3 mmv_moe_grid(int64_t ngrp, int occ, int sm_count, unsigned gy)
 {
-    static long rpw = -1;
-    if (rpw < 0) {
-        const long v = memra__cuda_env_long("MEMRA_MOE_ROWS_PW", 1);
-        rpw = v < 1 ? 1 : v > 8 ? 8 : v;
-    }
-    const int64_t need = (ngrp + MMV_WARPS * rpw - 1) / (MMV_WARPS * rpw);
+    const int64_t need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
     int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
     if (cap < 1)
         cap = 1;

@@ -268,19 +268,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
-# ---- float matvecs: x from global memory, deeper loads ----------------
-# (MEMRA_MMV_F_DIRECT=1: without a norm, MoE routers and gates skip the
-# staging; MEMRA_MMV_F_DEEP=1: 16 or 8 loads a lane in flight for one or
-# two x rows; both off by default until timed): the same x values and the
-# FMAs in the same order, so the matmul and router cases print the same
-# lines both ways
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  for sw in MEMRA_MMV_F_DIRECT=1 MEMRA_MMV_F_DEEP=1 "MEMRA_MMV_F_DIRECT=1 MEMRA_MMV_F_DEEP=1"; do
-    for t in matmul.f matmul.bf16 matmul.rowinv.f32 matmul_ex.f32 router; do
-      kc_vs "$sw" "$t"
-    done
-  done
-fi
 if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
   for mode in 1 0; do
     env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_MMV_Q8B_OFF=1 timeout 300 \
