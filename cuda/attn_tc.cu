@@ -195,64 +195,6 @@ struct tc_rows {
         gq_mma(s[2 * (JJ) + 1], qa, kf + 2);                                                                           \
     }
 
-/* S = Q·Kᵀ for a warp's 16 query rows (from shared row QROW, remainders in
- * Ql with QLO) against NK keys (from shared row KROW, remainders in Kl off
- * an f16 cache) over HD columns: s zeroed, then TC_QK_MMA a 16-column step
- * at a time. */
-template <int HD, int NK, int T, bool QLO>
-static __device__ __forceinline__ void tc_scores(float (&s)[NK / 8][4], const __half *Qs, const __half *Ql,
-                                                 const __half *Ks, const __half *Kl, int LQ, int qrow, int krow,
-                                                 int lane)
-{
-#pragma unroll
-    for (int j = 0; j < NK / 8; j++)
-        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-    const int mi = lane >> 3, r = lane & 7;
-#pragma unroll 4
-    for (int kk = 0; kk < HD / 16; kk++) {
-        uint32_t qa[4], ql[4];
-        const int qo = (qrow + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
-        gq_ldmatrix_x4(qa, Qs + qo);
-        if (QLO)
-            gq_ldmatrix_x4(ql, Ql + qo);
-#pragma unroll
-        for (int jj = 0; jj < NK / 16; jj++) {
-            uint32_t kf[4], kl[4];
-            const int ko = (krow + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
-            gq_ldmatrix_x4(kf, Ks + ko);
-            if (T != KV_F16)
-                gq_ldmatrix_x4(kl, Kl + ko);
-            TC_QK_MMA(jj)
-        }
-    }
-}
-
-/* O += P·V for a warp's 16 rows, P straight from the score registers s of
- * NK keys (their fragments are P's A fragments; P in f16: weights in
- * [0, 1], their rounding averages out in the sums), V the shared tile's
- * NK rows (LV halves apart) at columns 0 .. NC - 1. */
-template <int NK, int NC>
-static __device__ __forceinline__ void tc_pv_regs(float (&o)[NC / 8][4], const float (&s)[NK / 8][4], const __half *Vs,
-                                                  int LV, int lane)
-{
-#pragma unroll
-    for (int kk = 0; kk < NK / 16; kk++) {
-        uint32_t pa[4];
-        pa[0] = gq_pack(s[2 * kk][0], s[2 * kk][1]);
-        pa[1] = gq_pack(s[2 * kk][2], s[2 * kk][3]);
-        pa[2] = gq_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        pa[3] = gq_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-        for (int jj = 0; jj < NC / 16; jj++) {
-            uint32_t vf[4];
-            const int mi = lane >> 3, r = lane & 7;
-            tc_ldmatrix_x4_trans(vf, Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + jj * 16 + (mi >> 1) * 8);
-            gq_mma(o[2 * jj], pa, vf);
-            gq_mma(o[2 * jj + 1], pa, vf + 2);
-        }
-    }
-}
-
 /* In a kernel with s[NJ][4] (a thread's scores of two rows), rw, a, f and
  * tig: the scores (keys KEY0 + j * 8 + tig * 2 + (e & 1)) scaled to base 2,
  * -inf where the row cannot see the key, and each row's maximum over its
@@ -274,75 +216,6 @@ static __device__ __forceinline__ void tc_pv_regs(float (&o)[NC / 8][4], const f
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));                                   \
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));                                   \
     }
-
-/* A block's query tile (blockIdx.x: the call's tiles qt0 .. qt0 + n_qt - 1,
- * the longest key ranges first) and head (blockIdx.y): its first query
- * t0, its queries nq, the head's KV head. */
-struct tc_tile {
-    int64_t h, t0, kvh;
-    int nq;
-    __device__ __forceinline__ tc_tile(const tc_args &f)
-    {
-        const int64_t qt = f.qt0 + f.n_qt - 1 - blockIdx.x;
-        h = blockIdx.y;
-        t0 = qt * TC_BQ;
-        nq = (int)min((int64_t)TC_BQ, f.a.n_tokens - t0);
-        kvh = h / (f.a.n_head / f.a.n_kv_head);
-    }
-};
-
-/* o = 0 and the online softmax's running maxima and sums at their start */
-template <int NO>
-static __device__ __forceinline__ void tc_state_init(float (&o)[NO][4], float &m0, float &m1, float &l0, float &l1)
-{
-#pragma unroll
-    for (int j = 0; j < NO; j++)
-        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    m0 = m1 = -INFINITY;
-    l0 = l1 = 0.0f;
-}
-
-/* This block's keys: its tile's [*ks_lo, *ks_end), or split blockIdx.z of
- * them where the tile's keys fall in several splits (*split); false when
- * the block has none (past the tile's splits, or z > 0 of an unsplit tile:
- * block 0 writes its output). */
-static __device__ __forceinline__ bool tc_block_keys(const tc_args &f, int64_t t0, int nq, int bk, int64_t *ks_lo,
-                                                     int64_t *ks_end, bool *split)
-{
-    tc_rows::tile_keys(f.a, t0, nq, bk, ks_lo, ks_end);
-    const int64_t s_lo = f.split_keys > 0 ? *ks_lo / f.split_keys : 0;
-    *split = f.split_keys > 0 && (*ks_end - 1) / f.split_keys > s_lo;
-    if (!*split)
-        return blockIdx.z == 0;
-    const int64_t s = s_lo + blockIdx.z;
-    if (s * f.split_keys >= *ks_end)
-        return false;
-    *ks_lo = max(*ks_lo, s * f.split_keys);
-    *ks_end = min(*ks_end, (s + 1) * f.split_keys);
-    return true;
-}
-
-/* A split's partial for a thread's two rows of head H (tc_merge_kernel
- * reads it): o's columns COL0 .. COL0 + NC - 1 as they are, and with ML
- * each row's max (base 2) and sum. */
-template <int NC, int HD>
-static __device__ __forceinline__ void tc_store_part(const tc_args &f, const tc_rows &rw, int64_t t0, int64_t h,
-                                                     int col0, int tig, const float (&o)[NC / 8][4], bool ml, float m0,
-                                                     float m1, float L0, float L1)
-{
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        if (!(hf ? rw.v1 : rw.v0))
-            continue;
-        const int64_t t = t0 + rw.r0 + hf * 8 - f.qt0 * TC_BQ;
-        float *pp = f.part + ((t * f.a.n_head + h) * f.max_splits + blockIdx.z) * (int64_t)(HD + 2);
-#pragma unroll
-        for (int j = 0; j < NC / 8; j++)
-            *(float2 *)(pp + col0 + j * 8 + tig * 2) = make_float2(o[j][2 * hf], o[j][2 * hf + 1]);
-        if (ml && tig == 0)
-            *(float2 *)(pp + HD) = make_float2(hf ? m1 : m0, hf ? L1 : L0);
-    }
-}
 
 /* The online softmax's step (base 2) for a thread's two rows, given the
  * tile's row maxima mx0, mx1: the new maxima, s[][] replaced by exp2(s -
@@ -420,9 +293,11 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
     __half *Kl = Ks + BK * LQ;        /* [BK][LQ]: k - f16(k) */
     __half *Vs = Kl + BK * LQ;        /* [BK][LV] */
     const memra_attn_args_t &a = f.a;
-    const tc_tile tl(f);
-    const int64_t h = tl.h, t0 = tl.t0, kvh = tl.kvh, dv0 = (int64_t)blockIdx.z * DV;
-    const int nq = tl.nq;
+    const int64_t qt = f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
+    const int64_t h = blockIdx.y, dv0 = (int64_t)blockIdx.z * DV;
+    const int64_t t0 = qt * TC_BQ;
+    const int nq = (int)min((int64_t)TC_BQ, a.n_tokens - t0);
+    const int64_t kvh = h / (a.n_head / a.n_kv_head);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     MEMRA_PDL_ENTER();
 
@@ -431,8 +306,11 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
 
     const tc_rows rw(a, t0, nq, BK, warp * 16, g); /* this warp's 16 rows */
 
-    float o[DV / 8][4], m0, m1, l0, l1;
-    tc_state_init(o, m0, m1, l0, l1);
+    float o[DV / 8][4];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD + dv0);
@@ -444,14 +322,50 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
         __syncthreads();
         if (!rw.seen(a, k0, BK))
             continue;
-        /* S = Q·Kᵀ: 16 rows x BK keys per warp */
+        /* S = Q·Kᵀ: 16 rows x 64 keys per warp */
         float s[BK / 8][4];
-        tc_scores<HD, BK, T, QLO>(s, Qs, Ql, Ks, Kl, LQ, warp * 16, 0, lane);
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++)
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 4
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t qa[4], ql[4];
+            const int mi = lane >> 3, r = lane & 7;
+            const int qo = (warp * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+            gq_ldmatrix_x4(qa, Qs + qo);
+            if (QLO)
+                gq_ldmatrix_x4(ql, Ql + qo);
+#pragma unroll
+            for (int jj = 0; jj < BK / 16; jj++) {
+                uint32_t kf[4], kl[4];
+                const int ko = (jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+                gq_ldmatrix_x4(kf, Ks + ko);
+                if (T != KV_F16)
+                    gq_ldmatrix_x4(kl, Kl + ko);
+                TC_QK_MMA(jj)
+            }
+        }
         /* mask, scale, online softmax (base 2), per row */
         TC_MASK_MAX(BK / 8, k0)
         /* the row's four threads' sums are added at the end */
         tc_softmax_step(s, o, mx0, mx1, m0, m1, l0, l1, [](int) {});
-        tc_pv_regs<BK, DV>(o, s, Vs, LV, lane);
+        /* O += P·V: the score fragments are the A fragments of P */
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            uint32_t pa[4]; /* P in f16: weights in [0, 1], their rounding averages out in the sums */
+            pa[0] = gq_pack(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = gq_pack(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = gq_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = gq_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int jj = 0; jj < DV / 16; jj++) {
+                uint32_t vf[4];
+                const int mi = lane >> 3, r = lane & 7;
+                tc_ldmatrix_x4_trans(vf, Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + jj * 16 + (mi >> 1) * 8);
+                gq_mma(o[2 * jj], pa, vf);
+                gq_mma(o[2 * jj + 1], pa, vf + 2);
+            }
+        }
     }
 #pragma unroll
     for (int x = 1; x <= 2; x <<= 1) {
@@ -523,21 +437,12 @@ template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
  * its P·V is, so the loads run under the softmax and the next scores; the
  * same arithmetic in the same order (the default; MEMRA_FA_TC_PIPE=0 loads
  * through registers). The 9B's pp512 at depth 16384 +3 % (2026-12-04). */
-/* Experiments for the latency-bound score loop (docs/PERFORMANCE.md: Nsight
- * Compute at depth has the warps waiting on the ldmatrix loads that feed
- * each mma): PF loads the next 16 columns' q and k fragments before this
- * step's mmas (the same mmas in the same order: the same bits), MB (when
- * not 0) replaces the shape's blocks an SM in the launch bounds (1: the
- * registers of 255 a thread, no spills, at one block an SM where they
- * exceed 128). MEMRA_FA_TC_PF=1 and MEMRA_FA_TC_MINB=1 take them on the
- * default f16 path (off by default until measured). */
-template <int HD, int BK, int T, bool QLO = true, bool PIPE = false, bool PF = false, int MB = 0>
-__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, MB ? MB : tc_pair_shape<HD, BK, T, QLO>::MINB)
+template <int HD, int BK, int T, bool QLO = true, bool PIPE = false>
+__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_shape<HD, BK, T, QLO>::MINB)
     fa_tc_pair_kernel(const tc_args f)
 {
     using S = tc_pair_shape<HD, BK, T, QLO>;
     static_assert(!PIPE || T == KV_F16, "cp.async copies the cache's f16 bytes as they are");
-    static_assert(!PF || (!QLO && T == KV_F16), "prefetch: one f16 product a fragment pair");
     constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP;
     static_assert(NSL == 2, "pairs of warps: a named barrier of 64 threads");
     static_assert(KH % 16 == 0, "a warp's part of a key tile: whole k16 chunks");
@@ -551,16 +456,27 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, MB ? MB : 
     float *xm = (float *)(Ps + TC_BQ * LP);             /* [NSL][TC_BQ]: each part's row maxima */
     float *xl = xm + NSL * TC_BQ;                       /* [NSL][TC_BQ]: each part's row sums */
     const memra_attn_args_t &a = f.a;
-    const tc_tile tl(f);
-    const int64_t h = tl.h, t0 = tl.t0, kvh = tl.kvh;
-    const int nq = tl.nq;
+    const int64_t qt = f.qt0 + f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
+    const int64_t h = blockIdx.y;
+    const int64_t t0 = qt * TC_BQ;
+    const int nq = (int)min((int64_t)TC_BQ, a.n_tokens - t0);
+    const int64_t kvh = h / (a.n_head / a.n_kv_head);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     const int rg = warp & 3, cs = warp >> 2; /* rows rg*16 .. rg*16+15; key part and output slice cs */
     /* this block's keys: the tile's, or one split of them (blockIdx.z) */
     int64_t ks_lo, ks_end;
-    bool split;
-    if (!tc_block_keys(f, t0, nq, BK, &ks_lo, &ks_end, &split))
-        return;
+    tc_rows::tile_keys(a, t0, nq, BK, &ks_lo, &ks_end);
+    const int64_t s_lo = f.split_keys > 0 ? ks_lo / f.split_keys : 0;
+    const bool split = f.split_keys > 0 && (ks_end - 1) / f.split_keys > s_lo;
+    if (split) {
+        const int64_t s = s_lo + blockIdx.z;
+        if (s * f.split_keys >= ks_end)
+            return; /* past the tile's keys */
+        ks_lo = max(ks_lo, s * f.split_keys);
+        ks_end = min(ks_end, (s + 1) * f.split_keys);
+    } else if (blockIdx.z > 0) {
+        return; /* one split: block 0 writes the output */
+    }
     MEMRA_PDL_ENTER();
 
     tc_load_rows<TC_BQ, HD, LQ, QLO, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
@@ -569,8 +485,11 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, MB ? MB : 
     const tc_rows rw(a, t0, nq, BK, rg * 16, g); /* this warp pair's 16 rows */
     const int r0 = rw.r0;
 
-    float o[DV / 8][4], m0, m1, l0, l1;
-    tc_state_init(o, m0, m1, l0, l1);
+    float o[DV / 8][4];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++)
+        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD);
@@ -600,32 +519,25 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, MB ? MB : 
         /* S = Q·Kᵀ for this warp's part: 16 rows x KH keys */
         float s[KH / 8][4];
         if (PIPE ? seen : true) {
-            if constexpr (PF) {
 #pragma unroll
-                for (int j = 0; j < KH / 8; j++)
-                    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-                /* fragments of column step kk + 1 in flight under step kk's mmas */
-                uint32_t qa[2][4], kf[2][KH / 16][4];
-                auto frag = [&](int kk, int b) {
-                    gq_ldmatrix_x4(qa[b], Qs + (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8);
+            for (int j = 0; j < KH / 8; j++)
+                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll 4
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t qa[4], ql[4];
+                const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+                gq_ldmatrix_x4(qa, Qs + qo);
+                if (QLO)
+                    gq_ldmatrix_x4(ql, Ql + qo);
 #pragma unroll
-                    for (int jj = 0; jj < KH / 16; jj++)
-                        gq_ldmatrix_x4(kf[b][jj],
-                                       Ks + (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8);
-                };
-                frag(0, 0);
-#pragma unroll
-                for (int kk = 0; kk < HD / 16; kk++) {
-                    if (kk + 1 < HD / 16)
-                        frag(kk + 1, (kk + 1) & 1);
-#pragma unroll
-                    for (int jj = 0; jj < KH / 16; jj++) {
-                        gq_mma(s[2 * jj], qa[kk & 1], kf[kk & 1][jj]);
-                        gq_mma(s[2 * jj + 1], qa[kk & 1], kf[kk & 1][jj] + 2);
-                    }
+                for (int jj = 0; jj < KH / 16; jj++) {
+                    uint32_t kf[4], kl[4];
+                    const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+                    gq_ldmatrix_x4(kf, Ks + ko);
+                    if (T != KV_F16)
+                        gq_ldmatrix_x4(kl, Kl + ko);
+                    TC_QK_MMA(jj)
                 }
-            } else {
-                tc_scores<HD, KH, T, QLO>(s, Qs, Ql, Ks, Kl, LQ, rg * 16, cs * KH, lane);
             }
         }
         if constexpr (PIPE) { /* every warp's scores are done with K: the next tile's K */
@@ -700,7 +612,18 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, MB ? MB : 
         L1 += xl[q * TC_BQ + r0 + 8];
     }
     if (split) { /* this split's partial: o as it is, the max and the sum */
-        tc_store_part<DV, HD>(f, rw, t0, h, cs * DV, tig, o, cs == 0, m0, m1, L0, L1);
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            if (!(hf ? rw.v1 : rw.v0))
+                continue;
+            const int64_t t = t0 + r0 + hf * 8 - f.qt0 * TC_BQ;
+            float *pp = f.part + ((t * a.n_head + h) * f.max_splits + blockIdx.z) * (int64_t)(HD + 2);
+#pragma unroll
+            for (int j = 0; j < DV / 8; j++)
+                *(float2 *)(pp + cs * DV + j * 8 + tig * 2) = make_float2(o[j][2 * hf], o[j][2 * hf + 1]);
+            if (cs == 0 && tig == 0)
+                *(float2 *)(pp + HD) = make_float2(hf ? m1 : m0, hf ? L1 : L0);
+        }
         return;
     }
     tc_store_out<DV>(a, rw, t0, h, (int64_t)cs * DV, HD, tig, o, 1.0f / L0, 1.0f / L1);
@@ -755,103 +678,13 @@ template <int HD> __global__ void __launch_bounds__(HD / 2) tc_merge_kernel(cons
 /* bytes of partials a launch may take (its tiles in waves below that) */
 #define TC_PART_BYTES ((size_t)64 << 20)
 
-/* ---- an experiment: a warp a row group over the whole head ---------------
- *
- * fa_tc_row_kernel (MEMRA_FA_TC_ROWS=1; an f16 cache, f16 q, 256-wide
- * heads): the flash-attention-2 layout. A block of four warps owns 64
- * queries; each warp computes its 16 rows' scores over a whole 64-key tile
- * (eight independent mma chains) and multiplies its P, straight from the
- * score registers, by V for all 256 output columns (o: 128 floats a
- * thread, MB = 2 blocks an SM at 255 registers at most), where the paired
- * kernel splits each tile's keys and columns between two warps and trades
- * maxima and P through shared memory behind named barriers. K and V tiles
- * by cp.async as the paired kernel's PIPE; key splits and their merge as
- * there (tc_split_launch). The tiles and masks of the other kernels; its
- * sums are its own (the fast tier's bound: kernel-check attention.fast.*,
- * chunk invariance included). */
-template <int HD, int BK>
-__global__ void __launch_bounds__(TC_THREADS, 2) fa_tc_row_kernel(const tc_args f)
+template <int HD, int BK, int T, bool QLO, bool PIPE = false>
+static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
 {
-    constexpr int LQ = HD + 8, LV = HD + 8;
-    extern __shared__ __align__(16) unsigned char tc_smem[];
-    __half *Qs = (__half *)tc_smem; /* [TC_BQ][LQ] */
-    __half *Ks = Qs + TC_BQ * LQ;   /* [BK][LQ] */
-    __half *Vs = Ks + BK * LQ;      /* [BK][LV] */
-    const memra_attn_args_t &a = f.a;
-    const tc_tile tl(f);
-    const int64_t h = tl.h, t0 = tl.t0, kvh = tl.kvh;
-    const int nq = tl.nq;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-    int64_t ks_lo, ks_end;
-    bool split;
-    if (!tc_block_keys(f, t0, nq, BK, &ks_lo, &ks_end, &split))
-        return;
-    MEMRA_PDL_ENTER();
-
-    tc_load_rows<TC_BQ, HD, LQ, false, KV_F32>(Qs, NULL, (const char *)(a.q + t0 * a.q_stride + h * HD),
-                                              (size_t)a.q_stride * sizeof(float), nq);
-    const tc_rows rw(a, t0, nq, BK, warp * 16, g); /* this warp's 16 rows */
-
-    float o[HD / 8][4], m0, m1, l0, l1;
-    tc_state_init(o, m0, m1, l0, l1);
-
-    const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(KV_F16, kvh * HD);
-    const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(KV_F16, kvh * HD);
-    /* the first tile's K, then its V: two groups */
-    tc_async_rows<BK, HD, LQ, TC_THREADS>(Ks, kb + ks_lo * f.k_rs, f.k_rs, (int)min((int64_t)BK, rw.k_end - ks_lo));
-    cp_async_commit();
-    tc_async_rows<BK, HD, LV, TC_THREADS>(Vs, vb + ks_lo * f.v_rs, f.v_rs, (int)min((int64_t)BK, rw.k_end - ks_lo));
-    cp_async_commit();
-    for (int64_t k0 = ks_lo; k0 < ks_end; k0 += BK) {
-        const bool more = k0 + BK < ks_end;
-        cp_async_wait<1>(); /* this tile's K (its V may still be in flight) */
-        __syncthreads();
-        const bool seen = rw.seen(a, k0, BK);
-        float s[BK / 8][4];
-        if (seen) /* S = Q·Kᵀ: 16 rows x BK keys */
-            tc_scores<HD, BK, KV_F16, false>(s, Qs, NULL, Ks, NULL, LQ, warp * 16, 0, lane);
-        __syncthreads(); /* every warp is done with K: the next tile's K */
-        if (more)
-            tc_async_rows<BK, HD, LQ, TC_THREADS>(Ks, kb + (k0 + BK) * f.k_rs, f.k_rs,
-                                                  (int)min((int64_t)BK, rw.k_end - k0 - BK));
-        cp_async_commit();
-        if (seen) {
-            TC_MASK_MAX(BK / 8, k0)
-            /* the row's four threads' sums are added at the end */
-            tc_softmax_step(s, o, mx0, mx1, m0, m1, l0, l1, [](int) {});
-        }
-        cp_async_wait<1>(); /* this tile's V */
-        __syncthreads();
-        if (seen) /* O += P·V: the score registers are P's A fragments */
-            tc_pv_regs<BK, HD>(o, s, Vs, LV, lane);
-        __syncthreads(); /* every warp is done with V: the next tile's V */
-        if (more)
-            tc_async_rows<BK, HD, LV, TC_THREADS>(Vs, vb + (k0 + BK) * f.v_rs, f.v_rs,
-                                                  (int)min((int64_t)BK, rw.k_end - k0 - BK));
-        cp_async_commit();
-    }
-#pragma unroll
-    for (int x = 1; x <= 2; x <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
-    }
-    if (split) { /* this split's partial: o as it is, the max and the sum */
-        tc_store_part<HD, HD>(f, rw, t0, h, 0, tig, o, true, m0, m1, l0, l1);
-        return;
-    }
-    tc_store_out<HD>(a, rw, t0, h, 0, HD, tig, o, 1.0f / l0, 1.0f / l1);
-}
-
-/* Launches KERN (NTH threads, SMEM bytes of shared memory) over the call's
- * query tiles and their key splits (blockIdx.z), in waves of tiles whose
- * partials fit TC_PART_BYTES, each wave's split tiles merged after it by
- * tc_merge_kernel<HD>. */
-template <int HD>
-static memra_status_t tc_split_launch(memra__backend_t *be, const tc_args &f0, void (*kern)(tc_args), int nth,
-                                      size_t smem)
-{
+    using S = tc_pair_shape<HD, BK, T, QLO>;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
     tc_args f = f0;
     /* the most splits a tile's keys fall in (the tiles' ranges as the kernel's) */
     f.max_splits = 1;
@@ -880,7 +713,7 @@ static memra_status_t tc_split_launch(memra__backend_t *be, const tc_args &f0, v
         f.qt0 = qt0;
         f.n_qt = n_qt - qt0 < wave ? n_qt - qt0 : wave;
         const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)f.max_splits);
-        memra__launch(kern, grid, nth, smem, c->stream, f);
+        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>, grid, S::NTH, S::smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (f.split_keys > 0) {
             memra__launch(tc_merge_kernel<HD>, dim3((unsigned)(f.n_qt * TC_BQ), (unsigned)f.a.n_head, 1), HD / 2, 0,
@@ -890,13 +723,6 @@ static memra_status_t tc_split_launch(memra__backend_t *be, const tc_args &f0, v
     }
     c->after_step = true;
     return MEMRA_OK;
-}
-
-template <int HD, int BK, int T, bool QLO, bool PIPE = false, bool PF = false, int MB = 0>
-static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f)
-{
-    using S = tc_pair_shape<HD, BK, T, QLO>;
-    return tc_split_launch<HD>(be, f, fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, PF, MB>, S::NTH, S::smem);
 }
 
 template <int HD, int BK, bool QLO = true>
@@ -910,41 +736,17 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
     }
 }
 
-/* The default 256-wide path (an f16 cache, 64-key tiles, f16 q, cp.async
- * tiles) with or without the experiments PF and MB = 1, or in 128-key
- * tiles (one block an SM: 186 KB of shared memory; half the barriers a
- * key; not the 64-key tiles' bits, the fast tier's bound), or on
- * fa_tc_row_kernel (ROWS) */
-static memra_status_t tc_pair_pipe(memra__backend_t *be, const tc_args &f, bool pf, bool mb1, bool bk128, int rows)
-{
-    if (rows == 1)
-        return tc_split_launch<256>(be, f, fa_tc_row_kernel<256, 64>, TC_THREADS,
-                                    (size_t)(TC_BQ + 2 * 64) * (256 + 8) * sizeof(__half));
-    if (rows == 2) /* 32-key tiles: fewer registers, more barriers a key */
-        return tc_split_launch<256>(be, f, fa_tc_row_kernel<256, 32>, TC_THREADS,
-                                    (size_t)(TC_BQ + 2 * 32) * (256 + 8) * sizeof(__half));
-    if (bk128)
-        return pf ? tc_pair_launch_t<256, 128, KV_F16, false, true, true>(be, f)
-                  : tc_pair_launch_t<256, 128, KV_F16, false, true>(be, f);
-    if (pf)
-        return mb1 ? tc_pair_launch_t<256, 64, KV_F16, false, true, true, 1>(be, f)
-                   : tc_pair_launch_t<256, 64, KV_F16, false, true, true>(be, f);
-    return mb1 ? tc_pair_launch_t<256, 64, KV_F16, false, true, false, 1>(be, f)
-               : tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f);
-}
-
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, pf = -1, minb = -1, rows = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
         /* keys a tile of the paired kernel: 64 (one block an SM, half the
          * tile barriers; 9B pp512 at depth 16384 8270 tok/s against 7580
          * with 32 and 7830 unpaired, H200 2026-12-04) or 32 (two blocks
-         * an SM on an f16 cache); 128 on the f16 path with cp.async
-         * tiles (an experiment: tc_pair_pipe), 64 elsewhere */
+         * an SM on an f16 cache) */
         pair_bk = memra__cuda_env_long("MEMRA_FA_TC_PAIR_BK", 64);
         /* scores from f16 q alone (hi·hi, and hi·lo of a non-f16 cache's
          * k) where the scale is at most 1/8 (it divides q's rounding error
@@ -957,18 +759,11 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         qlo = memra__cuda_env_long("MEMRA_FA_TC_QLO", 0);
         /* keys a split of the paired kernel (a multiple of 64; 0: none) */
         split_keys = memra__cuda_env_long("MEMRA_FA_TC_SPLIT", 4096);
-        {
-            const long unit = pair_bk == 128 ? 128 : 64; /* whole tiles */
-            split_keys = split_keys > 0 ? (split_keys + unit - 1) / unit * unit : 0;
-        }
+        split_keys = split_keys > 0 ? (split_keys + 63) / 64 * 64 : 0;
         /* the paired f16 kernel's K and V tiles by cp.async under the
          * softmax and the scores (fa_tc_pair_kernel's PIPE; 0: through
          * registers, for A/B runs) */
         pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 1);
-        /* experiments on that path (fa_tc_pair_kernel's PF and MB) */
-        pf = memra__cuda_env_long("MEMRA_FA_TC_PF", 0);
-        minb = memra__cuda_env_long("MEMRA_FA_TC_MINB", 0);
-        rows = memra__cuda_env_long("MEMRA_FA_TC_ROWS", 0); /* fa_tc_row_kernel, 1: 64-key tiles, 2: 32 (experiments) */
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -987,7 +782,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     f.v_rs = v_rs;
     f.n_qt = (a->n_tokens + TC_BQ - 1) / TC_BQ;
     f.scale_log2 = a->scale * 1.4426950408889634f;
-    f.split_keys = pair_bk >= 64 ? split_keys : 0; /* the splits are multiples of the tile */
+    f.split_keys = pair_bk == 64 ? split_keys : 0; /* the splits are multiples of the tile */
     f.qt0 = 0;
     f.max_splits = 1;
     f.part = NULL;
@@ -1005,7 +800,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
-             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_pipe(be, f, pf != 0, minb == 1, pair_bk == 128, (int)rows)
+             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f)
              : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
                                                      : tc_pair_launch<256, 64>(be, f, t);
         break;

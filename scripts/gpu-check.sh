@@ -176,12 +176,10 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHE
 fi
 
 # ---- fast prefill attention's other paths: q's f16 remainder kept ----
-# (MEMRA_FA_TC_QLO=1), the paired kernel's keys unsplit
-# (MEMRA_FA_TC_SPLIT=0), and two experiments on the f16 path: 128-key
-# tiles (MEMRA_FA_TC_PAIR_BK=128) and a warp a row group over the whole
-# head (MEMRA_FA_TC_ROWS=1, =2 in 32-key tiles): the attention cases against the CPU (the fast
+# (MEMRA_FA_TC_QLO=1) and the paired kernel's keys unsplit
+# (MEMRA_FA_TC_SPLIT=0): the attention cases against the CPU (the fast
 # cases' bound) and the fixtures in fast mode with each
-for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0 MEMRA_FA_TC_PAIR_BK=128 MEMRA_FA_TC_ROWS=1 MEMRA_FA_TC_ROWS=2; do
+for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0; do
   tag=${sw//=/_}
   if [ "${SKIP_KC:-0}" != 1 ]; then
     env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
@@ -197,14 +195,9 @@ done
 # ---- the paired kernel's K and V tiles through registers (MEMRA_FA_TC_PIPE=0) ----
 # the default copies an f16 cache's tiles by cp.async: the same arithmetic
 # in the same order, so the attention cases must print the same errors
-# both ways (bit for bit), and the fixtures stay within their fast bound.
-# So must the score loop's experiments on that path: fragments a step
-# ahead (MEMRA_FA_TC_PF=1), launch bounds of one block an SM
-# (MEMRA_FA_TC_MINB=1), and both
+# both ways (bit for bit), and the fixtures stay within their fast bound
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  for sw in MEMRA_FA_TC_PIPE=0 MEMRA_FA_TC_PF=1 MEMRA_FA_TC_MINB=1 "MEMRA_FA_TC_PF=1 MEMRA_FA_TC_MINB=1"; do
-    kc_attn_vs "$sw"
-  done
+  kc_attn_vs MEMRA_FA_TC_PIPE=0
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
