@@ -195,6 +195,38 @@ struct tc_rows {
         gq_mma(s[2 * (JJ) + 1], qa, kf + 2);                                                                           \
     }
 
+/* S = Q·Kᵀ of one warp: its 16 q rows ROW0.. (Qs, and with QLO the f16
+ * remainders Ql) against NK keys KEY0.. (Ks, and off an f16 cache Kl), the
+ * fragments by ldmatrix, the mmas in TC_QK_MMA's order; s starts at zero.
+ * Both kernels' score loop. */
+template <int HD, int NK, int LQ, int T, bool QLO>
+static __device__ __forceinline__ void tc_qk_scores(float (&s)[NK / 8][4], const __half *Qs, const __half *Ql,
+                                                    const __half *Ks, const __half *Kl, int row0, int key0,
+                                                    int lane)
+{
+#pragma unroll
+    for (int j = 0; j < NK / 8; j++)
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    const int mi = lane >> 3, r = lane & 7;
+#pragma unroll 4
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t qa[4], ql[4];
+        const int qo = (row0 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+        gq_ldmatrix_x4(qa, Qs + qo);
+        if (QLO)
+            gq_ldmatrix_x4(ql, Ql + qo);
+#pragma unroll
+        for (int jj = 0; jj < NK / 16; jj++) {
+            uint32_t kf[4], kl[4];
+            const int ko = (key0 + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
+            gq_ldmatrix_x4(kf, Ks + ko);
+            if (T != KV_F16)
+                gq_ldmatrix_x4(kl, Kl + ko);
+            TC_QK_MMA(jj)
+        }
+    }
+}
+
 /* In a kernel with s[NJ][4] (a thread's scores of two rows), rw, a, f and
  * tig: the scores (keys KEY0 + j * 8 + tig * 2 + (e & 1)) scaled to base 2,
  * -inf where the row cannot see the key, and each row's maximum over its
@@ -324,27 +356,7 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
             continue;
         /* S = Q·Kᵀ: 16 rows x 64 keys per warp */
         float s[BK / 8][4];
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++)
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll 4
-        for (int kk = 0; kk < HD / 16; kk++) {
-            uint32_t qa[4], ql[4];
-            const int mi = lane >> 3, r = lane & 7;
-            const int qo = (warp * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
-            gq_ldmatrix_x4(qa, Qs + qo);
-            if (QLO)
-                gq_ldmatrix_x4(ql, Ql + qo);
-#pragma unroll
-            for (int jj = 0; jj < BK / 16; jj++) {
-                uint32_t kf[4], kl[4];
-                const int ko = (jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
-                gq_ldmatrix_x4(kf, Ks + ko);
-                if (T != KV_F16)
-                    gq_ldmatrix_x4(kl, Kl + ko);
-                TC_QK_MMA(jj)
-            }
-        }
+        tc_qk_scores<HD, BK, LQ, T, QLO>(s, Qs, Ql, Ks, Kl, warp * 16, 0, lane);
         /* mask, scale, online softmax (base 2), per row */
         TC_MASK_MAX(BK / 8, k0)
         /* the row's four threads' sums are added at the end */
@@ -518,28 +530,8 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
             continue;
         /* S = Q·Kᵀ for this warp's part: 16 rows x KH keys */
         float s[KH / 8][4];
-        if (PIPE ? seen : true) {
-#pragma unroll
-            for (int j = 0; j < KH / 8; j++)
-                s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll 4
-            for (int kk = 0; kk < HD / 16; kk++) {
-                uint32_t qa[4], ql[4];
-                const int qo = (rg * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
-                gq_ldmatrix_x4(qa, Qs + qo);
-                if (QLO)
-                    gq_ldmatrix_x4(ql, Ql + qo);
-#pragma unroll
-                for (int jj = 0; jj < KH / 16; jj++) {
-                    uint32_t kf[4], kl[4];
-                    const int ko = (cs * KH + jj * 16 + (mi >> 1) * 8 + r) * LQ + kk * 16 + (mi & 1) * 8;
-                    gq_ldmatrix_x4(kf, Ks + ko);
-                    if (T != KV_F16)
-                        gq_ldmatrix_x4(kl, Kl + ko);
-                    TC_QK_MMA(jj)
-                }
-            }
-        }
+        if (PIPE ? seen : true)
+            tc_qk_scores<HD, KH, LQ, T, QLO>(s, Qs, Ql, Ks, Kl, rg * 16, cs * KH, lane);
         if constexpr (PIPE) { /* every warp's scores are done with K: the next tile's K */
             __syncthreads();
             if (more)
