@@ -376,8 +376,10 @@ static inline bool mmv_q8b_off(const mmv_args &a)
  * rows): up to Q8B_ROWS_MAX (MEMRA_MMV_Q8B_ROWS), as many as fit shared memory; 0 when it does
  * not apply (MEMRA_MMV_Q8B=0, one row, expert ids, a conv epilogue, rows
  * of part Q8_0 blocks or not 4-byte aligned, and the OFF form's rows
- * unless MEMRA_MMV_Q8B_OFF=1: they stay on the generic kernel until the
- * form is checked and timed on the H200). */
+ * unless MEMRA_MMV_Q8B_OFF=1: they stay on the generic kernel; the form's
+ * kernel-check lines equal the default's on the H200, and its one timing
+ * there moved the 26B-A4B's batched B = 4 +4 % and B = 8 -2 %, 2026-12-05,
+ * not enough to make it the default). */
 static inline int mmv_q8b_rows_for(const mmv_args &a, int64_t n_rows)
 {
     static long on = -1, cap = Q8B_ROWS_MAX, off_on = 0;
