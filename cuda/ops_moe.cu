@@ -103,15 +103,11 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     const size_t smem = (size_t)(a->n_expert + a->k) * sizeof(float); /* the probabilities, the picks */
     if (smem > 200 * 1024)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
-    if (smem > 48 * 1024) {
-        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(route_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    }
+    void (*const kernel)(const memra_route_args_t) = redux ? route_kernel<true> : route_kernel<false>;
+    if (smem > 48 * 1024)
+        MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    if (redux)
-        memra__launch(route_kernel<true>, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
-    else
-        memra__launch(route_kernel<false>, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
+    memra__launch(kernel, memra__cuda_blocks(a->n_tokens, 1, 65535), ROUTE_THREADS, smem, c->stream, *a);
     MEMRA_CUDA_LAUNCHED(be);
     return MEMRA_OK;
 }
