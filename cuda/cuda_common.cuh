@@ -244,6 +244,9 @@ memra_status_t memra__cuda_get_rows(memra__backend_t *be, const memra_weight_t *
 memra_status_t memra__cuda_norm(memra__backend_t *be, memra_norm_kind_t kind, const float *x, int64_t xs,
                                 const float *w, float *y, int64_t ys, int64_t n_rows, int64_t dim, float eps);
 memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, int n, bool *done);
+/* A norm_ex chain with its rows in shared memory (cuda/norm_chain.cu);
+ * *done = false: not taken, nothing queued. */
+memra_status_t memra__cuda_norm_chain_smem(memra__backend_t *be, const memra_norm_args_t *a, int n, bool *done);
 memra_status_t memra__cuda_elementwise(memra__backend_t *be, const memra_ew_args_t *a);
 memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a);
 memra_status_t memra__cuda_attention(memra__backend_t *be, const memra_attn_args_t *a);

@@ -206,6 +206,9 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_chain_kernel(const norm_cha
 
 memra_status_t memra__cuda_norm_ex(memra__backend_t *be, const memra_norm_args_t *a, int n, bool *done)
 {
+    memra_status_t st = memra__cuda_norm_chain_smem(be, a, n, done); /* cuda/norm_chain.cu */
+    if (st || *done)
+        return st;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     norm_chain_args ca;
     memset(&ca, 0, sizeof ca);

@@ -670,6 +670,10 @@ static void run_suite(kc *k)
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_8192", 2, 8192, true, 1, 0.25f, true));
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_wide", 1, 10240, true, 1, 1.0f, true));
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_router", 1, 2816, true, 0, 0.018844f, true));
+    /* the E4B's post-norms (2560: two or three chunks a thread) and its
+     * per-layer inputs' rows (256: one chunk, most threads without one) */
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_e4b_scale", 1, 2560, true, 2, 0.37f, true));
+    KC(memra__kc_norm_ex(k, "norm_ex.aligned_ple_rows", 42, 256, true, 1, 0.70710677f, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.swa", 1, 16, 8, 256, 256, false, false));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.full_keqv", 1, 16, 2, 512, 512, true, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.prefill", 5, 8, 4, 256, 128, false, false));
@@ -751,6 +755,8 @@ static void run_suite(kc *k)
     KC(memra__kc_norm_chain(k, "norm_chain.post_attn.rows5", 5, 2816, false, false));
     KC(memra__kc_norm_chain(k, "norm_chain.post_ffn", 1, 2816, true, true));
     KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.rows8", 8, 1536, true, false));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_attn.rows4.aligned", 4, 2816, false, true));
+    KC(memra__kc_norm_chain(k, "norm_chain.post_ffn.rows4.aligned", 4, 2816, true, true));
 
     /* qwen35moe's MoE added into the residual (carry) rows by its down
      * launch: the 35B-A3B's shape, generic and K-quant lanes, and one the
