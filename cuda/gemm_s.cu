@@ -215,7 +215,8 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     memset(&a, 0, sizeof a);
     for (int i = 0; i < m->n_w; i++) {
         const memra_weight_t *w = m->w[i];
-        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % 16 || w->ne[1] > INT32_MAX)
+        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % 16 || w->ne[1] > INT32_MAX ||
+            m->post[i] == MEMRA_EW_GEGLU) /* gs_store has no per-row post vector: the sequence runs it */
             return MEMRA_OK;
         a.W[i] = (const uint8_t *)w->data;
         a.nb1[i] = w->nb1;

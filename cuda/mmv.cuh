@@ -73,6 +73,7 @@ struct mmv_args {
     int add;                     /* y += W·x */
     int post[MMV_MAXW];          /* STORE: memra_ew_op_t applied to each output (COPY: none) */
     const float *post_b[MMV_MAXW], *post_aux[MMV_MAXW];
+    int64_t post_bs[MMV_MAXW];   /* GEGLU: post_b's row stride (0: one row) */
     const float *conv_w;         /* weight 0's outputs through the causal conv (one x row) */
     float *conv_state;
     int conv_k;
@@ -418,11 +419,26 @@ static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, f
     return memra_siluf(sum);
 }
 
+/* Whether A's epilogue is one only the generic kernels carry: the causal
+ * conv, or a GEGLU post op (its float64 tanh in every Q8_0 fast-path
+ * instance would be code those kernels carry for gemma4's per-layer gate
+ * alone). */
+static inline bool mmv_generic_epi(const mmv_args &a)
+{
+    if (a.conv_w)
+        return true;
+    for (int i = 0; i < a.nw; i++)
+        if (a.post[i] == MEMRA_EW_GEGLU)
+            return true;
+    return false;
+}
+
 /* Writes one output of virtual row V (weight WI, local row LROW) for x row R.
- * CONV = false leaves the conv epilogue out (the Q8_0 fast path, whose
- * launcher sends conv launches to the generic kernel: no decode forward
- * fuses the conv into a matvec any more, and the fast path is measured to
- * slow down with every piece of code it carries). */
+ * CONV = false leaves the conv and GEGLU epilogues out (mmv_generic_epi:
+ * the Q8_0 fast paths, whose launchers send those launches to the generic
+ * kernel: no decode forward fuses the conv into a matvec any more, and the
+ * fast path is measured to slow down with every piece of code it
+ * carries). */
 template <bool CONV = true>
 static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int64_t lrow, int64_t yrow, int r, float g,
                                                  float u)
@@ -440,6 +456,8 @@ static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int6
         *y = (float)d_sigmoid(g);
     else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
         *y = (float)(d_softplus((double)g + (double)a.post_b[wi][lrow]) * (double)a.post_aux[wi][lrow]);
+    else if (CONV && a.post[wi] == MEMRA_EW_GEGLU) /* elementwise GEGLU's arithmetic (d_glu, as the GLU epilogue) */
+        *y = d_glu(true, g, a.post_b[wi][(yrow + r) * a.post_bs[wi] + lrow]);
     else
         *y = g;
 }

@@ -205,7 +205,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     }
     /* any whole number of blocks a row; rows that start on 4 bytes (the
      * generic kernel then takes the same pair dots: its (off & 3) == 0) */
-    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 32 || a0.conv_w)
+    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 32 || mmv_generic_epi(a0))
         return false;
     const bool grouped = a0.ymap != 0;
     if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
@@ -310,7 +310,8 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     static long on = -1;
     if (on < 0)
         on = memra__cuda_env_long("MEMRA_MMV_Q8P", 1); /* A/B: 0 sends two rows to the batched kernel */
-    if (!on || R != Q8P_NR || a0.ymap || a0.ids || a0.ne0 % 32 || a0.conv_w || a0.n_rows > (int64_t)gy * Q8P_NR)
+    if (!on || R != Q8P_NR || a0.ymap || a0.ids || a0.ne0 % 32 || mmv_generic_epi(a0) ||
+        a0.n_rows > (int64_t)gy * Q8P_NR)
         return false;
     mmv_args a = a0;
     a.xsm = 1;

@@ -391,7 +391,7 @@ static inline int mmv_q8b_rows_for(const mmv_args &a, int64_t n_rows)
         /* the kernel's bulk copies are TMA: off with MEMRA_MMV_TMA=0 too */
         on = memra__cuda_env_long("MEMRA_MMV_Q8B", 1) && memra__cuda_env_long("MEMRA_MMV_TMA", 1);
     }
-    if (!on || n_rows < 2 || a.ids || a.conv_w || a.ymap || a.ne0 % 32 || a.ne0 > INT32_MAX / 8)
+    if (!on || n_rows < 2 || a.ids || mmv_generic_epi(a) || a.ymap || a.ne0 % 32 || a.ne0 > INT32_MAX / 8)
         return 0;
     for (int i = 0; i < a.nw; i++)
         if (a.nb1[i] % 4 || (uintptr_t)a.W[i] % 4)

@@ -124,12 +124,17 @@ static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_a
     }
     const float *x = a.x;
     float *y[MMV_MAXW];
+    const float *pb[MMV_MAXW];
     memcpy(y, a.y, sizeof y);
+    memcpy(pb, a.post_b, sizeof pb);
     for (int64_t r0 = 0; r0 < n_rows; r0 += (int64_t)R * 65535) {
         const int64_t n = n_rows - r0 < (int64_t)R * 65535 ? n_rows - r0 : (int64_t)R * 65535;
         a.x = x + r0 * a.ldx;
-        for (int i = 0; i < a.nw; i++)
+        for (int i = 0; i < a.nw; i++) {
             a.y[i] = y[i] + r0 * a.ldy[i];
+            if (a.post[i] == MEMRA_EW_GEGLU) /* its per-row vector (SOFTPLUS_MUL's is one row) */
+                a.post_b[i] = pb[i] + r0 * a.post_bs[i];
+        }
         a.n_rows = n;
         memra_status_t st = run_mmv(be, type, a, R, (unsigned)((n + R - 1) / R));
         if (st)
@@ -219,6 +224,7 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
         a.post[nw] = (int)m->post[i0 + nw];
         a.post_b[nw] = m->post_b[i0 + nw];
         a.post_aux[nw] = m->post_aux[i0 + nw];
+        a.post_bs[nw] = m->post_bs[i0 + nw];
         a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
         nw++;
     }
@@ -252,6 +258,15 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
 memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
 {
     *done = false;
+    /* the GEGLU post op in the matvec's epilogue (gemma4's per-layer gate):
+     * MEMRA_MM_GEGLU_POST=1, off until it has passed the kernel check on
+     * the device (off: the sequence, a matmul and an elementwise launch) */
+    static long geglu_post = -1;
+    if (geglu_post < 0)
+        geglu_post = memra__cuda_env_long("MEMRA_MM_GEGLU_POST", 0);
+    for (int i = 0; i < m->n_w; i++)
+        if (m->post[i] == MEMRA_EW_GEGLU && !geglu_post)
+            return MEMRA_OK;
     memra_status_t gs = memra__cuda_gemm_s(be, m, done);
     if (gs || *done)
         return gs;

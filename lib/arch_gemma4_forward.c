@@ -318,11 +318,13 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
     if (g->n_pl > 0) {
         const int64_t n_pl = g->n_pl;
         const float *pl = x + D + (int64_t)il * n_pl;
-        MEMRA__WS(gate, n * n_pl);
         MEMRA__WS(gated, n * n_pl);
         MEMRA__WS(p, n * D);
-        MEMRA__TRY(mm(r, &L->inp_gate, x, cf, gate, n_pl, n));
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_GEGLU, gated, n_pl, gate, n_pl, pl, cf, n, n_pl, 0.0f));
+        /* gated = GEGLU(inp_gate · x, pl): the GEGLU as the matmul's post
+         * op (one launch on CUDA) */
+        const memra_mm_args_t gm = {.x = x, .ldx = cf, .n_rows = n, .n_w = 1, .w = {&L->inp_gate}, .y = {gated},
+                                    .ldy = {n_pl}, .post = {MEMRA_EW_GEGLU}, .post_b = {pl}, .post_bs = {cf}};
+        MEMRA__TRY(memra__matmul_ex(r->be, &gm));
         MEMRA__TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
         MEMRA__TRY(rms_add(r, p, D, L->post_norm, x, cf, x, cf, out_scale));
     }

@@ -347,7 +347,9 @@ typedef struct memra_moe_args {
  *   ADD   tmp[0] = matmul(w[0], xin); y[0] = y[0] + tmp[0]  (n_w 1)
  *   GLU   tmp[j] = matmul(w[j], xin), j < 2; y[0] = SWIGLU/GEGLU(tmp[0], tmp[1])  (n_w 2)
  * and, with STORE, y[i] = elementwise post[i] of y[i] in place (COPY: none;
- * SIGMOID; SOFTPLUS_MUL with b = post_b[i] broadcast, aux = post_aux[i]).
+ * SIGMOID; SOFTPLUS_MUL with b = post_b[i] broadcast, aux = post_aux[i];
+ * GEGLU with b = post_b[i], rows post_bs[i] apart: gemma4's per-layer
+ * gate gelu(W·x) ⊙ its per-layer input row).
  * With conv_w (STORE, post[0] COPY): tmp[0] = matmul(w[0], xin), then
  * y[0] = conv(tmp[0] rows; conv_state, conv_w, kernel conv_k): the causal
  * conv + SiLU of memra_conv_args_t over w[0]'s ne1 channels (y[0] rows
@@ -378,6 +380,7 @@ typedef struct memra_mm_args {
     memra_act_t act;           /* GLU */
     memra_ew_op_t post[MEMRA_MM_MAX_W];
     const float *post_b[MEMRA_MM_MAX_W], *post_aux[MEMRA_MM_MAX_W];
+    int64_t post_bs[MEMRA_MM_MAX_W]; /* post_b's row stride (0: one row for every row) */
     const float *conv_w;       /* [ne1][conv_k] */
     float *conv_state;         /* [ne1][conv_k - 1] */
     int64_t conv_k;

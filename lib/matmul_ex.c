@@ -28,8 +28,10 @@ static memra_status_t check(memra__backend_t *be, const memra_mm_args_t *a)
     for (int i = 0; i < a->n_w; i++) {
         const memra_ew_op_t post = a->post[i];
         if (post != MEMRA_EW_COPY &&
-            (a->epi != MEMRA_MM_STORE || (post != MEMRA_EW_SIGMOID && post != MEMRA_EW_SOFTPLUS_MUL) ||
-             (post == MEMRA_EW_SOFTPLUS_MUL && (!a->post_b[i] || !a->post_aux[i]))))
+            (a->epi != MEMRA_MM_STORE ||
+             (post != MEMRA_EW_SIGMOID && post != MEMRA_EW_SOFTPLUS_MUL && post != MEMRA_EW_GEGLU) ||
+             (post == MEMRA_EW_SOFTPLUS_MUL && (!a->post_b[i] || !a->post_aux[i])) ||
+             (post == MEMRA_EW_GEGLU && (!a->post_b[i] || a->post_bs[i] < 0))))
             return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: post op %d of weight %d unsupported or without its vectors",
                                (int)post, i);
         if (!a->w[i] || !a->w[i]->data || (i < n_y && !a->y[i]))
@@ -40,6 +42,9 @@ static memra_status_t check(memra__backend_t *be, const memra_mm_args_t *a)
         if (i < n_y && a->n_rows > 1 && a->ldy[i] < a->w[i]->ne[1])
             return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: ldy[%d] = %lld below %lld outputs", i,
                                (long long)a->ldy[i], (long long)a->w[i]->ne[1]);
+        if (post == MEMRA_EW_GEGLU && a->n_rows > 1 && a->post_bs[i] && a->post_bs[i] < a->w[i]->ne[1])
+            return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: post_bs[%d] = %lld below %lld outputs", i,
+                               (long long)a->post_bs[i], (long long)a->w[i]->ne[1]);
     }
     if (a->epi == MEMRA_MM_GLU && a->w[1]->ne[1] != a->w[0]->ne[1])
         return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: GLU halves of %lld and %lld rows",
@@ -81,7 +86,7 @@ static memra_status_t unfused(memra__backend_t *be, const memra_mm_args_t *a)
             if (!st && a->post[i] != MEMRA_EW_COPY) {
                 const memra_ew_args_t e = {.op = a->post[i], .y = a->y[i], .a = a->y[i], .b = a->post_b[i],
                                            .aux = a->post_aux[i], .rows = n, .cols = a->w[i]->ne[1],
-                                           .ys = a->ldy[i], .as = a->ldy[i], .bs = 0};
+                                           .ys = a->ldy[i], .as = a->ldy[i], .bs = a->post_bs[i]};
                 st = ops->elementwise(be, &e);
             }
             if (st)

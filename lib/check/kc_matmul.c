@@ -233,6 +233,42 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     memra__kc_check_fused(k, L, gb, f, n_f, mx_run, &c, bytes);
 }
 
+/* gemma4's per-layer gate: one weight (type T, NE1 rows, NE0 wide) over
+ * N_ROWS x rows with the GEGLU post op, b = a per-row vector (rows apart
+ * as a carry's per-layer inputs): against the CPU within the matmul bound
+ * and the CUDA sequence (matmul, then elementwise GEGLU) bit for bit. */
+void memra__kc_matmul_ex_geglu(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows,
+                               bool fast)
+{
+    const double tol = fast && n_rows > 8 ? TOL_F16 : TOL_F32;
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", tol, "%s W[%lld] x 1, %lld wide, %lld rows, geglu post%s",
+                                                  memra__kc_tname(t), (long long)ne1, (long long)ne0, (long long)n_rows,
+                                                  fast ? " fast" : "");
+    if (!L)
+        return;
+    memra__backend_t *gb = fast ? k->fast : k->gpu;
+    mx_case c;
+    memset(&c, 0, sizeof c);
+    const int64_t ldx = ne0 + 3, bs = ne1 + 7;
+    void *xp[2], *np[2], *bp[2];
+    memra_weight_t w[2];
+    const kc_out o = {n_rows, ne1, ne1 + 5};
+    float *b = memra__kc_randf(k, (size_t)(n_rows * bs), -2.0f, 2.0f);
+    if (!memra__kc_mm_inputs(k, n_rows, ldx, ne0, xp, np) || !memra__kc_weight(k, t, ne0, ne1, 1, 0, w) || !b ||
+        !memra__kc_both(k, b, (size_t)(n_rows * bs) * 4, bp))
+        return;
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? gb : k->cpu;
+        const int i = s ? 1 : 0;
+        c.a[s] = (memra_mm_args_t){.x = xp[i], .ldx = ldx, .n_rows = n_rows, .n_w = 1, .w = {&w[i]}, .ldy = {o.ld},
+                                   .post = {MEMRA_EW_GEGLU}, .post_b = {bp[i]}, .post_bs = {bs}};
+        if (!(c.a[s].y[0] = memra__kc_out_new(k, be, &o, NULL)))
+            return;
+    }
+    const kc_fused_out f = {c.a[0].y[0], c.a[1].y[0], c.a[2].y[0], &o, "y"};
+    memra__kc_check_fused(k, L, gb, &f, 1, mx_run, &c, (double)(w[1].nb1 * (size_t)ne1));
+}
+
 /* A batched decode step's fused matmul (qwen35's shapes and epilogues):
  * N_ROWS rows in one call equal N_ROWS one-row calls bit for bit, on the
  * engine K->GPU (exact) or K->FAST, which batched decode rows run on. The

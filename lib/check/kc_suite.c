@@ -672,6 +672,12 @@ static void run_suite(kc *k)
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_router", 1, 2816, true, 0, 0.018844f, true));
     /* the E4B's post-norms (2560: two or three chunks a thread) and its
      * per-layer inputs' rows (256: one chunk, most threads without one) */
+    /* the E4B's per-layer gate with its GEGLU as the matmul's post op:
+     * decode, a batched step (its fast rows run the sequence) and prefill */
+    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate", MEMRA_TYPE_Q8_0, 2560, 256, 1, false));
+    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.rows4", MEMRA_TYPE_Q8_0, 2560, 256, 4, false));
+    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.fast_rows4", MEMRA_TYPE_Q8_0, 2560, 256, 4, true));
+    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.q4_k_fast_rows12", MEMRA_TYPE_Q4_K, 1536, 256, 12, true));
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_e4b_scale", 1, 2560, true, 2, 0.37f, true));
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_ple_rows", 42, 256, true, 1, 0.70710677f, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.swa", 1, 16, 8, 256, 256, false, false));
