@@ -32,8 +32,9 @@
  * Taken for chains of equal-width steps, rows of whole aligned 16-byte
  * chunks up to 8192 floats, at most NCS_MAX_ROWS rows (decode and batched
  * decode: a block a row; prefill chunks keep norm_chain_kernel, which
- * needs no shared memory) and NCS_MAX_SLOTS rows of shared memory.
- * MEMRA_NORM_SMEM=0 keeps norm_chain_kernel for every chain. */
+ * needs no shared memory) and NCS_MAX_SLOTS rows of shared memory, with
+ * MEMRA_NORM_SMEM=1 (off by default until timed on the device: then
+ * norm_chain_kernel takes every chain). */
 #include <atomic>
 #include <string.h>
 
