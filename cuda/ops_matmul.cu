@@ -250,6 +250,55 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
     return a;
 }
 
+/* Whether float rows [P, P + N) and [Q, Q + N) share a byte. */
+static bool rows_overlap(const float *p, const float *q, int64_t n)
+{
+    return p && q && p < q + n && q < p + n;
+}
+
+/* matmul_ex with its pre step (gemma4's post-norm into the next
+ * projection): one decode row of Q8_0 weights on the fast path's PRE
+ * instance, every block computing the pre step while it stages x (block 0
+ * writing its output), with MEMRA_MM_PRE=1 (off until it has passed the
+ * kernel check on the device). Declined otherwise: memra__matmul_ex then
+ * runs the pre step's norm_ex launch and the matmul_ex without it. The
+ * blocks read the pre step's x and add while block 0 writes its y: those
+ * may not share memory. */
+static memra_status_t mm_pre(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MM_PRE", 0);
+    const memra_norm_args_t *p = m->pre;
+    const int64_t ne0 = m->w[0]->ne[0];
+    if (!on || m->n_rows != 1 || m->conv_w || p->rows != 1 || p->dim != ne0 || rows_overlap(p->y, p->x, ne0) ||
+        rows_overlap(p->y, p->add, ne0))
+        return MEMRA_OK;
+    for (int i = 0; i < m->n_w; i++) {
+        memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");
+        if (st)
+            return st;
+        if (m->w[i]->type != MEMRA_TYPE_Q8_0)
+            return MEMRA_OK;
+    }
+    int nw;
+    mmv_args a = mm_run_args(m, 0, &nw);
+    a.pre_x = p->x;
+    a.pre_add = p->add;
+    a.pre_w = p->w;
+    a.pre_y = p->y;
+    a.pre_eps = p->eps;
+    a.pre_scale = p->scale;
+    a.n_rows = 1;
+    if (nw != m->n_w || !mmv_q8d_pre_fits(a))
+        return MEMRA_OK;
+    MEMRA_CUDA_PROF_DETAIL(memra__cuda_ctx(be), "q8_0 %lldx%lld x%d pre%s%s", (long long)ne0, (long long)m->w[0]->ne[1],
+                           m->n_w, m->norm ? " norm" : "", m->epi == MEMRA_MM_GLU ? " glu" : "");
+    memra_status_t st = matvec_rows(be, MEMRA_TYPE_Q8_0, a, 1);
+    *done = st == MEMRA_OK;
+    return st;
+}
+
 /* Fuses what the matvec kernel can: quantized weights of one type, decode
  * or exact-mode rows (fast prefill runs the sequence, whose GEMMs win
  * there), x within shared memory when it is normalized on the way in.
@@ -267,6 +316,8 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     for (int i = 0; i < m->n_w; i++)
         if (m->post[i] == MEMRA_EW_GEGLU && !geglu_post)
             return MEMRA_OK;
+    if (m->pre)
+        return mm_pre(be, m, done);
     memra_status_t gs = memra__cuda_gemm_s(be, m, done);
     if (gs || *done)
         return gs;

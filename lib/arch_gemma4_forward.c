@@ -186,8 +186,10 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
 /* out = down( gelu(gate·h) ⊙ up·h ), h = rms(x, ffn_norm); x and out
  * [n][n_embd]. The norm, both halves and the GeGLU are one matmul_ex
  * (MEMRA_ACT_GELU is elementwise GEGLU's tanh-form GELU, the one gemma4's
- * gelu_pytorch_tanh is). */
-static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, const float *x, float *out)
+ * gelu_pytorch_tanh is); PRE (or NULL), the norm_ex whose output x is, its
+ * first step. */
+static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, const float *x, float *out,
+                                   const memra_norm_args_t *pre)
 {
     const memra__g4_t *g = r->m->arch_data;
     const int64_t n = r->n, D = r->m->n_embd, F = L->n_ff;
@@ -197,7 +199,8 @@ static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, 
     MEMRA__WS(act, n * F);
     const memra_mm_args_t gu = {.x = x, .ldx = D, .n_rows = n, .norm = true, .norm_w = L->ffn_norm, .eps = g->eps,
                                 .n_w = 2, .w = {&L->ffn_gate, &L->ffn_up}, .y = {act}, .ldy = {F},
-                                .epi = MEMRA_MM_GLU, .act = MEMRA_ACT_GELU, .x_tmp = h, .tmp = {gate, up}};
+                                .epi = MEMRA_MM_GLU, .act = MEMRA_ACT_GELU, .x_tmp = h, .tmp = {gate, up},
+                                .pre = pre};
     MEMRA__TRY(memra__matmul_ex(r->be, &gu));
     return mm(r, &L->ffn_down, act, F, out, D, n);
 }
@@ -288,8 +291,6 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
         MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
         /* the router beside the dense MLP (it reads rn only) */
         MEMRA__TRY(g4_route(r, L, rn, ids, weights));
-    } else {
-        MEMRA__TRY(memra__norm_ex(r->be, &post_attn));
     }
 
     /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
@@ -297,7 +298,8 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
      * x = r + rms(f, post_ffw_norm); then PLE; layer_output_scale scales
      * the whole residual stream after PLE: the last post-norm's scale */
     MEMRA__WS(f, n * D);
-    MEMRA__TRY(g4_dense_mlp(r, L, resid, f));
+    /* a dense layer's post-attention norm is the GeGLU matmul's first step */
+    MEMRA__TRY(g4_dense_mlp(r, L, resid, f, L->moe ? NULL : &post_attn));
     const float out_scale = L->out_scale;
     const memra_norm_args_t post_ffw = g4_norm(r, f, D, L->post_ffw_norm, resid, D, x, cf,
                                                g->n_pl > 0 ? 1.0f : out_scale);
@@ -310,11 +312,12 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
             post_ffw,
         };
         MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
-    } else {
+    } else if (g->n_pl == 0) {
         MEMRA__TRY(memra__norm_ex(r->be, &post_ffw));
     }
 
-    /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm) */
+    /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm); a
+     * dense layer's post-FFN norm is the gate matmul's first step */
     if (g->n_pl > 0) {
         const int64_t n_pl = g->n_pl;
         const float *pl = x + D + (int64_t)il * n_pl;
@@ -323,7 +326,8 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
         /* gated = GEGLU(inp_gate · x, pl): the GEGLU as the matmul's post
          * op (one launch on CUDA) */
         const memra_mm_args_t gm = {.x = x, .ldx = cf, .n_rows = n, .n_w = 1, .w = {&L->inp_gate}, .y = {gated},
-                                    .ldy = {n_pl}, .post = {MEMRA_EW_GEGLU}, .post_b = {pl}, .post_bs = {cf}};
+                                    .ldy = {n_pl}, .post = {MEMRA_EW_GEGLU}, .post_b = {pl}, .post_bs = {cf},
+                                    .pre = L->moe ? NULL : &post_ffw};
         MEMRA__TRY(memra__matmul_ex(r->be, &gm));
         MEMRA__TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
         MEMRA__TRY(rms_add(r, p, D, L->post_norm, x, cf, x, cf, out_scale));

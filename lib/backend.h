@@ -354,6 +354,10 @@ typedef struct memra_moe_args {
  * y[0] = conv(tmp[0] rows; conv_state, conv_w, kernel conv_k): the causal
  * conv + SiLU of memra_conv_args_t over w[0]'s ne1 channels (y[0] rows
  * ne1 apart).
+ * With pre (gemma4's post-norm feeding the next projection's input), the
+ * sequence starts with norm_ex(*pre), whose y rows are x (pre->y == x,
+ * pre->ys == ldx, n_rows and ne0 its rows and dim); pre->tmp is its
+ * scratch (what it holds after a fused op is not the sequence's).
  * A backend's fused path must give the bits of that sequence on the same
  * backend (memra_check_kernels compares them exactly). x_tmp (n_rows x
  * ne0) and tmp (n_rows x ne1) are device scratch for the sequence; y rows
@@ -385,6 +389,7 @@ typedef struct memra_mm_args {
     float *conv_state;         /* [ne1][conv_k - 1] */
     int64_t conv_k;
     float *x_tmp, *tmp[2];
+    const memra_norm_args_t *pre; /* (optional) */
 } memra_mm_args_t;
 
 typedef struct memra__backend memra__backend_t;

@@ -52,6 +52,9 @@ static memra_status_t check(memra__backend_t *be, const memra_mm_args_t *a)
     if (a->n_rows > 1 && a->ldx < a->w[0]->ne[0])
         return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: ldx %lld below %lld", (long long)a->ldx,
                            (long long)a->w[0]->ne[0]);
+    if (a->pre && (a->pre->y != a->x || (a->n_rows > 1 && a->pre->ys != a->ldx) || a->pre->rows != a->n_rows ||
+                   a->pre->dim != a->w[0]->ne[0]))
+        return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: the pre step's y rows are not x");
     return MEMRA_OK;
 }
 
@@ -123,6 +126,12 @@ memra_status_t memra__matmul_ex(memra__backend_t *be, const memra_mm_args_t *a)
         st = be->iface->matmul_ex(be, a, &done);
         if (st || done)
             return st;
+    }
+    if (a->pre) { /* the pre step on its own (fused where the backend fuses norm_ex), then the rest */
+        MEMRA__TRY(memra__norm_ex(be, a->pre));
+        memra_mm_args_t b = *a;
+        b.pre = NULL;
+        return memra__matmul_ex(be, &b);
     }
     return unfused(be, a);
 }

@@ -279,11 +279,20 @@ fi
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_MM_GEGLU_POST=1 matmul_ex.g4_ple_gate
 fi
+# ---- gemma4's post-norms as the next matmul's pre step (MEMRA_MM_PRE=1) ----
+# (off by default until this has passed): the Q8_0 fast path's PRE instance
+# computes the norm_ex in every block while it stages x (block 0 writes
+# it); off, the norm_ex launch and the matmul_ex. The same bits both ways
+# (each case also against the sequence), with the GEGLU post op too
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  kc_vs MEMRA_MM_PRE=1 matmul_ex.g4_pre
+  kc_vs "MEMRA_MM_PRE=1 MEMRA_MM_GEGLU_POST=1" matmul_ex.g4_pre
+fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   for mode in 0 1; do
-    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 \
+    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 MEMRA_MM_PRE=1 \
       MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-normsmem-$mode.log" 2>&1
-    note "models fast=$mode, MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
+    note "models fast=$mode, MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 MEMRA_MM_PRE=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
   done
 fi
 

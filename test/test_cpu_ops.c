@@ -252,7 +252,7 @@ static void mx_sequence(const memra_mm_args_t *a, float **y)
             if (a->post[i] != MEMRA_EW_COPY) {
                 const memra_ew_args_t e = {.op = a->post[i], .y = y[i], .a = y[i], .b = a->post_b[i],
                                            .aux = a->post_aux[i], .rows = n, .cols = a->w[i]->ne[1],
-                                           .ys = a->ldy[i], .as = a->ldy[i]};
+                                           .ys = a->ldy[i], .as = a->ldy[i], .bs = a->post_bs[i]};
                 assert_int_equal(g_be->iface->elementwise(g_be, &e), MEMRA_OK);
             }
         }
@@ -341,6 +341,55 @@ static void test_matmul_ex(void **state)
             free(want[i]);
         }
         check_bits(x, x_copy, (size_t)(n * ldx), "matmul_ex leaves x alone");
+    }
+
+    /* a pre step and a GEGLU post op with a row vector (gemma4's per-layer
+     * gate): norm_ex(pre) into x, then the matmul and GEGLU(y, b's rows) */
+    {
+        const int64_t ld = ne0 + 4, lb = 9;
+        float *px = rand_mat(&rng, n, ne0, ld, (size_t)(n * ld), 2.0f), *pad = rand_mat(&rng, n, ne0, ld, (size_t)(n * ld), 4.0f);
+        float *b = rand_mat(&rng, n, 7, lb, (size_t)(n * lb), 2.0f);
+        float *px2 = malloc((size_t)(n * ld) * sizeof *px2), *xs[2], *ys[2];
+        memcpy(px2, px, (size_t)(n * ld) * sizeof *px);
+        for (int k = 0; k < 2; k++) {
+            xs[k] = sent_buf((size_t)(n * ld));
+            ys[k] = sent_buf((size_t)(n * lb));
+        }
+        memra_norm_args_t pre[2];
+        for (int k = 0; k < 2; k++)
+            pre[k] = (memra_norm_args_t){.x = k ? px2 : px, .xs = ld, .w = nw, .eps = 1e-6f, .add = pad, .adds = ld,
+                                         .scale = 0.5f, .y = xs[k], .ys = ld, .rows = n, .dim = ne0,
+                                         .tmp = k ? px2 : px};
+        memra_mm_args_t a = {.x = xs[0], .ldx = ld, .n_rows = n, .n_w = 1, .w = {&w[0].w}, .y = {ys[0]}, .ldy = {lb},
+                             .post = {MEMRA_EW_GEGLU}, .post_b = {b}, .post_bs = {lb}, .x_tmp = x_tmp,
+                             .tmp = {tmp0, tmp1}, .pre = &pre[0]};
+        assert_int_equal(memra__matmul_ex(g_be, &a), MEMRA_OK);
+        assert_int_equal(memra__norm_ex(g_be, &pre[1]), MEMRA_OK);
+        a.x = xs[1];
+        a.pre = NULL;
+        mx_sequence(&a, &ys[1]);
+        check_bits(xs[0], xs[1], (size_t)(n * ld), "matmul_ex's pre step vs norm_ex");
+        check_bits(ys[0], ys[1], (size_t)(n * lb), "matmul_ex with a pre step and GEGLU vs its sequence");
+        check_sent_outside(ys[0], (size_t)(n * lb), n, 7, lb, "matmul_ex GEGLU y");
+        /* malformed: the pre step's rows are not x; GEGLU without its vector */
+        a.x = xs[0];
+        a.pre = &pre[0];
+        pre[0].ys = ld + 4;
+        assert_int_equal(memra__matmul_ex(g_be, &a), MEMRA_E_INVALID);
+        pre[0].ys = ld;
+        pre[0].y = xs[1];
+        assert_int_equal(memra__matmul_ex(g_be, &a), MEMRA_E_INVALID);
+        a.pre = NULL;
+        a.post_b[0] = NULL;
+        assert_int_equal(memra__matmul_ex(g_be, &a), MEMRA_E_INVALID);
+        free(px);
+        free(pad);
+        free(b);
+        free(px2);
+        for (int k = 0; k < 2; k++) {
+            free(xs[k]);
+            free(ys[k]);
+        }
     }
 
     /* malformed requests: a message and MEMRA_E_INVALID, nothing written */

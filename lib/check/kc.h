@@ -164,6 +164,7 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv);
 void memra__kc_matmul_ex_geglu(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows,
                                bool fast);
+void memra__kc_matmul_ex_pre(kc *k, const char *name, int64_t ne0, int64_t ne1, bool glu, float scale);
 void memra__kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n);
 
 /* kc_norm.c: norm, elementwise, rope, per-head norm + rope, norm + add + scale and chains of it, argmax */

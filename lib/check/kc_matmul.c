@@ -269,6 +269,64 @@ void memra__kc_matmul_ex_geglu(kc *k, const char *name, memra_type_t t, int64_t 
     memra__kc_check_fused(k, L, gb, &f, 1, mx_run, &c, (double)(w[1].nb1 * (size_t)ne1));
 }
 
+/* matmul_ex with a pre step, as gemma4's dense layers call it: x = add +
+ * rms(a, w) (* SCALE) into x, then Q8_0 weights over x, either the GeGLU
+ * pair (NE1 rows each, normalized x) or the per-layer gate (GEGLU post op
+ * with a per-row vector, x as it is). One decode row; against the CPU and
+ * the CUDA sequence (the norm_ex launch, then the matmul_ex) bit for bit,
+ * both outputs (y and the pre step's x). */
+void memra__kc_matmul_ex_pre(kc *k, const char *name, int64_t ne0, int64_t ne1, bool glu, float scale)
+{
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", TOL_F32, "q8_0 W[%lld] x %d, %lld wide, pre rms%s%s",
+                                                  (long long)ne1, glu ? 2 : 1, (long long)ne0,
+                                                  scale != 1.0f ? " scaled" : "", glu ? " norm geglu" : " geglu post");
+    if (!L)
+        return;
+    mx_case c;
+    memset(&c, 0, sizeof c);
+    memra_norm_args_t pre[3];
+    memra_weight_t w[2][2];
+    const kc_out o = {1, ne1, ne1}, ox = {1, ne0, ne0};
+    float *a = memra__kc_randf(k, (size_t)ne0, -2.0f, 2.0f), *r = memra__kc_randf(k, (size_t)ne0, -4.0f, 4.0f);
+    float *pw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f), *nw = memra__kc_randf(k, (size_t)ne0, 0.5f, 1.5f);
+    float *b = memra__kc_randf(k, (size_t)ne1, -2.0f, 2.0f);
+    void *pwp[2], *nwp[2], *bp[2];
+    if (!a || !r || !pw || !nw || !b || !memra__kc_weight(k, MEMRA_TYPE_Q8_0, ne0, ne1, 1, 0, w[0]) ||
+        (glu && !memra__kc_weight(k, MEMRA_TYPE_Q8_0, ne0, ne1, 1, 0, w[1])) ||
+        !memra__kc_both(k, pw, (size_t)ne0 * 4, pwp) || !memra__kc_both(k, nw, (size_t)ne0 * 4, nwp) ||
+        !memra__kc_both(k, b, (size_t)ne1 * 4, bp))
+        return;
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        /* every side its own rows: the sequence norms a in place (tmp) */
+        float *ad = memra__kc_put(k, be, a, (size_t)ne0 * 4), *rd = memra__kc_put(k, be, r, (size_t)ne0 * 4);
+        float *x = memra__kc_out_new(k, be, &ox, NULL), *y = memra__kc_out_new(k, be, &o, NULL);
+        float *xt = memra__kc_track(k, be, be->iface->alloc(be, (size_t)ne0 * 4));
+        float *t0 = memra__kc_track(k, be, be->iface->alloc(be, (size_t)ne1 * 4));
+        float *t1 = memra__kc_track(k, be, be->iface->alloc(be, (size_t)ne1 * 4));
+        if (!ad || !rd || !x || !y || !xt || !t0 || !t1)
+            return;
+        pre[s] = (memra_norm_args_t){.x = ad, .xs = ne0, .w = pwp[i], .eps = 1e-6f, .add = rd, .adds = ne0,
+                                     .scale = scale, .y = x, .ys = ne0, .rows = 1, .dim = ne0, .tmp = ad};
+        c.a[s] = (memra_mm_args_t){.x = x, .ldx = ne0, .n_rows = 1, .n_w = glu ? 2 : 1, .w = {&w[0][i], &w[1][i]},
+                                   .y = {y}, .ldy = {ne1}, .x_tmp = xt, .tmp = {t0, t1}, .pre = &pre[s]};
+        if (glu) {
+            c.a[s].norm = true;
+            c.a[s].norm_w = nwp[i];
+            c.a[s].eps = 1e-6f;
+            c.a[s].epi = MEMRA_MM_GLU;
+            c.a[s].act = MEMRA_ACT_GELU;
+        } else {
+            c.a[s].post[0] = MEMRA_EW_GEGLU;
+            c.a[s].post_b[0] = bp[i];
+        }
+    }
+    const kc_fused_out f[2] = {{c.a[0].y[0], c.a[1].y[0], c.a[2].y[0], &o, "y"},
+                               {c.a[0].x, c.a[1].x, c.a[2].x, &ox, "pre y"}};
+    memra__kc_check_fused(k, L, k->gpu, f, 2, mx_run, &c, (double)(w[0][1].nb1 * (size_t)ne1 * (glu ? 2 : 1)));
+}
+
 /* A batched decode step's fused matmul (qwen35's shapes and epilogues):
  * N_ROWS rows in one call equal N_ROWS one-row calls bit for bit, on the
  * engine K->GPU (exact) or K->FAST, which batched decode rows run on. The

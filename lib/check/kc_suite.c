@@ -678,6 +678,12 @@ static void run_suite(kc *k)
     KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.rows4", MEMRA_TYPE_Q8_0, 2560, 256, 4, false));
     KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.fast_rows4", MEMRA_TYPE_Q8_0, 2560, 256, 4, true));
     KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.q4_k_fast_rows12", MEMRA_TYPE_Q4_K, 1536, 256, 12, true));
+    /* gemma4's post-norms as the next matmul's pre step: the E4B's
+     * post-attention norm into its GeGLU, its post-FFN norm into the
+     * per-layer gate (GEGLU post op), the 31B's width */
+    KC(memra__kc_matmul_ex_pre(k, "matmul_ex.g4_pre_geglu", 2560, 1024, true, 1.0f));
+    KC(memra__kc_matmul_ex_pre(k, "matmul_ex.g4_pre_ple_gate", 2560, 256, false, 1.0f));
+    KC(memra__kc_matmul_ex_pre(k, "matmul_ex.g4_pre_geglu.d5376", 5376, 512, true, 0.5f));
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_e4b_scale", 1, 2560, true, 2, 0.37f, true));
     KC(memra__kc_norm_ex(k, "norm_ex.aligned_ple_rows", 42, 256, true, 1, 0.70710677f, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.swa", 1, 16, 8, 256, 256, false, false));
