@@ -8,11 +8,13 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "kv_store.cuh"
 #include "math.cuh"
 
 /* ---- norm ------------------------------------------------------------------ */
 
 #define NORM_THREADS MEMRA_NORM_BLOCK
+static_assert(NORM_THREADS == KV_THREADS, "qk_norm_rope's blocks convert rows as kv_store's do");
 #define NORM_U 8 /* 4-float chunks a thread holds in registers: rows up to 4 NORM_U NORM_THREADS = 8192 wide */
 
 /* Whether a row goes through norm_row_regs: whole 16-byte chunks at
@@ -425,16 +427,37 @@ memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a
 
 /* ---- per-head norm + rope (memra_qk_args_t) --------------------------------------- */
 
+/* A qk_norm_rope launch's stores (MEMRA_QK_STORE=1): item i's rows are
+ * part[i]'s dst (its blocks convert their head's span once the head row
+ * is written) or, part[i] = -1, rows no part writes (qwen35's V: converted
+ * by blocks of their own, grid row heads + j for extra[j] = i). */
+struct qk_stores {
+    memra_kv_store_args_t st[MEMRA_QK_MAX_STORES];
+    int code[MEMRA_QK_MAX_STORES], part[MEMRA_QK_MAX_STORES], extra[MEMRA_QK_MAX_STORES];
+    int n, n_extra;
+    int64_t heads;
+};
+
 /* Block per (token, head) of every part: norm_kernel's arithmetic into
  * shared memory, then rope_kernel's from there, so the sequence's bits. A
- * no_rope part's heads are normed straight into dst. */
-__global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_qk_args_t a, float theta_scale)
+ * no_rope part's heads are normed straight into dst. STORE: then the
+ * stores, with kv_store's conversions (cuda/kv_store.cuh), so the bits of
+ * the kv_store launch after the sequence. */
+template <bool STORE>
+static __device__ __forceinline__ void qk_norm_rope_body(const memra_qk_args_t &a, float theta_scale,
+                                                         const qk_stores *ks)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float qk_row[];
     __shared__ float red[NORM_THREADS / 32 + 1];
     const int64_t t = blockIdx.x, hd = a.rope.head_dim;
     int64_t h = blockIdx.y;
+    if (STORE && h >= ks->heads) { /* an item no part writes: its row t */
+        const int i = ks->extra[h - ks->heads];
+        if (t < ks->st[i].rows)
+            kv_store_row(ks->st[i], ks->code[i], t);
+        return;
+    }
     int p = 0; /* parts past n_parts have 0 heads (the host sets them) */
     while (p < MEMRA_QK_MAX_PARTS - 1 && h >= a.part[p].n_heads)
         h -= a.part[p++].n_heads;
@@ -445,16 +468,71 @@ __global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_
     if (q.no_rope) { /* block-uniform: no barrier is skipped by part of a block */
         for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
             dst[i] = row_scaled(src[i], scale, q.norm_w, i);
-        return;
+    } else {
+        for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
+            qk_row[i] = row_scaled(src[i], scale, q.norm_w, i);
+        __syncthreads();
+        const int64_t n_rot = a.rope.n_rot;
+        for (int64_t i = threadIdx.x; i < n_rot / 2; i += NORM_THREADS)
+            rope_rot(a.rope, rope_cs(a.rope, theta_scale, a.rope.pos[t], i), i, qk_row, dst);
+        for (int64_t i = n_rot + threadIdx.x; i < hd; i += NORM_THREADS)
+            dst[i] = qk_row[i];
     }
-    for (int64_t i = threadIdx.x; i < hd; i += NORM_THREADS)
-        qk_row[i] = row_scaled(src[i], scale, q.norm_w, i);
-    __syncthreads();
-    const int64_t n_rot = a.rope.n_rot;
-    for (int64_t i = threadIdx.x; i < n_rot / 2; i += NORM_THREADS)
-        rope_rot(a.rope, rope_cs(a.rope, theta_scale, a.rope.pos[t], i), i, qk_row, dst);
-    for (int64_t i = n_rot + threadIdx.x; i < hd; i += NORM_THREADS)
-        dst[i] = qk_row[i];
+    if (STORE)
+        for (int i = 0; i < ks->n; i++)
+            if (ks->part[i] == p) {
+                __syncthreads(); /* the block's head row written (block-uniform branch) */
+                kv_store_span(ks->st[i], ks->code[i], t, h * hd, hd);
+            }
+}
+
+__global__ void __launch_bounds__(NORM_THREADS) qk_norm_rope_kernel(const memra_qk_args_t a, float theta_scale)
+{
+    qk_norm_rope_body<false>(a, theta_scale, NULL);
+}
+
+__global__ void __launch_bounds__(NORM_THREADS)
+    qk_norm_rope_store_kernel(const memra_qk_args_t a, float theta_scale, const qk_stores ks)
+{
+    qk_norm_rope_body<true>(a, theta_scale, &ks);
+}
+
+/* Whether float ranges [P, P + N) and [Q, Q + M) share a byte. */
+static bool qk_overlap(const float *p, int64_t n, const float *q, int64_t m)
+{
+    return p < q + m && q < p + n;
+}
+
+/* A's stores as the store kernel takes them; false (the launch declines)
+ * for an item it cannot take. */
+static bool qk_store_plan(const memra_qk_args_t &a, int64_t heads, qk_stores *ks)
+{
+    memset(ks, 0, sizeof *ks);
+    const int64_t n = a.rope.n_tokens, hd = a.rope.head_dim;
+    ks->heads = heads;
+    for (int i = 0; i < a.n_store; i++) {
+        const memra_kv_store_args_t &st = a.store[i];
+        if (kv_misaligned(&st) || st.rows > n || st.cols > INT32_MAX)
+            return false;
+        ks->st[i] = st;
+        ks->code[i] = kv_code(st.type);
+        ks->part[i] = -1;
+        for (int p = 0; p < a.n_parts; p++) {
+            const memra_qk_part_t &q = a.part[p];
+            const int64_t span = (n - 1) * q.dst_token_stride + q.n_heads * q.dst_head_stride;
+            if (q.n_heads == 0 || !qk_overlap(st.src, (st.rows - 1) * st.src_stride + st.cols, q.dst, span))
+                continue;
+            /* rows a part writes: exactly its dst, a head's span each */
+            if (st.src != q.dst || st.src_stride != q.dst_token_stride || q.dst_head_stride != hd ||
+                st.cols != q.n_heads * hd || st.rows != n || ks->part[i] >= 0)
+                return false;
+            ks->part[i] = p;
+        }
+        if (ks->part[i] < 0)
+            ks->extra[ks->n_extra++] = i;
+    }
+    ks->n = a.n_store;
+    return true;
 }
 
 memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *a, bool *done)
@@ -471,8 +549,22 @@ memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_arg
         return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const float theta_scale = powf(a->rope.base, -2.0f / (float)a->rope.n_rot); /* as memra__cuda_rope */
-    memra__launch(qk_norm_rope_kernel, dim3((unsigned)a->rope.n_tokens, (unsigned)heads), NORM_THREADS,
-                  (size_t)a->rope.head_dim * sizeof(float), c->stream, k, theta_scale);
+    if (a->n_store) {
+        /* the stores in the same launch: MEMRA_QK_STORE=1, off until it has
+         * passed the kernel check on the device (off: declined, and
+         * memra__qk_norm_rope runs this launch, then the kv_store launch) */
+        static long on = -1;
+        if (on < 0)
+            on = memra__cuda_env_long("MEMRA_QK_STORE", 0);
+        qk_stores ks;
+        if (!on || !qk_store_plan(k, heads, &ks) || heads + ks.n_extra > 65535)
+            return MEMRA_OK;
+        memra__launch(qk_norm_rope_store_kernel, dim3((unsigned)a->rope.n_tokens, (unsigned)(heads + ks.n_extra)),
+                      NORM_THREADS, (size_t)a->rope.head_dim * sizeof(float), c->stream, k, theta_scale, ks);
+    } else {
+        memra__launch(qk_norm_rope_kernel, dim3((unsigned)a->rope.n_tokens, (unsigned)heads), NORM_THREADS,
+                      (size_t)a->rope.head_dim * sizeof(float), c->stream, k, theta_scale);
+    }
     MEMRA_CUDA_LAUNCHED(be);
     *done = true;
     return MEMRA_OK;

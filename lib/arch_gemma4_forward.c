@@ -145,8 +145,13 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
                                        .dst = v_rows, .dst_head_stride = hd, .dst_token_stride = kv_dim,
                                        .n_heads = L->n_kv_head, .norm_w = NULL, .no_rope = true};
         qk.n_parts = 3;
+        /* the rows' stores into the cache as the step's last ops (one
+         * launch with it on CUDA) */
+        memra_kv_store_args_t kv_items[MEMRA_QK_MAX_STORES];
+        const bool stored = memra__kv_put_kv_with(r, il, k_rows, kv_dim, v_rows, kv_dim, &qk, kv_items);
         MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
-        MEMRA__TRY(memra__kv_put_kv(r, il, k_rows, kv_dim, v_rows, kv_dim));
+        if (!stored)
+            MEMRA__TRY(memra__kv_put_kv(r, il, k_rows, kv_dim, v_rows, kv_dim));
         if (L->kv_carry) { /* a reader on a later stage: send the rows along */
             float *slot = r->carry + L->kv_carry;
             MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_COPY, slot, cf, k_rows, kv_dim, NULL, 0, n, kv_dim, 0.0f));

@@ -492,7 +492,7 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
 
     /* per-head RMS norm + NEOX rope of q (head h: rows [2h·hd, 2h·hd+hd) of
      * qg) and of k; K is cached after its norm and rope */
-    const memra_qk_args_t qk = {
+    memra_qk_args_t qk = {
         .part = {{.src = qg, .src_head_stride = 2 * hd, .src_token_stride = 2 * H * hd, .dst = qn,
                   .dst_head_stride = hd, .dst_token_stride = H * hd, .n_heads = H, .norm_w = L->q_norm},
                  {.src = kraw, .src_head_stride = hd, .src_token_stride = Hkv * hd, .dst = k_rows,
@@ -500,8 +500,13 @@ static memra_status_t attention(memra__run_t *r, const q35_layer_t *L, int32_t i
         .n_parts = 2, .eps = q->eps,
         .rope = {.n_tokens = n, .head_dim = hd, .n_rot = q->n_rot, .pos = r->pos, .base = q->rope_base,
                  .freq_factors = NULL, .mode = MEMRA_ROPE_NEOX}};
+    /* K's and V's stores into the cache as the step's last ops (one launch
+     * with it on CUDA) */
+    memra_kv_store_args_t kv_items[MEMRA_QK_MAX_STORES];
+    const bool stored = memra__kv_put_kv_with(r, il, k_rows, kv_w, v_rows, kv_w, &qk, kv_items);
     MEMRA__TRY(memra__qk_norm_rope(r->be, &qk));
-    MEMRA__TRY(memra__kv_put_kv(r, il, k_rows, kv_w, v_rows, kv_w));
+    if (!stored)
+        MEMRA__TRY(memra__kv_put_kv(r, il, k_rows, kv_w, v_rows, kv_w));
 
     const memra_attn_args_t at = {.q = qn, .out = o, .n_head = H, .n_kv_head = Hkv, .head_dim = hd,
                                   .q_stride = H * hd, .scale = 1.0f / sqrtf((float)hd), .n_swa = 0,

@@ -98,10 +98,15 @@ typedef struct memra_rope_args {
  * (memra__qk_norm_rope in lib/qk_norm_rope.c runs that sequence when a
  * backend has no qk_norm_rope or declines). Head h of token t is at
  * src + t*src_token_stride + h*src_head_stride (dst likewise); dst heads
- * must not overlap src or another part's. Parts may share a src. A
- * backend's fused step must give the bits of the sequence on the same
- * backend. */
+ * must not overlap src or another part's. Parts may share a src. With
+ * stores, the sequence ends in memra__kv_store_batch(store, n_store): this
+ * step's K and V rows into the cache (a store may read a part's dst, or
+ * rows no part writes: qwen35's V). A backend's fused step must give the
+ * bits of the sequence on the same backend. */
 #define MEMRA_QK_MAX_PARTS 3
+#define MEMRA_QK_MAX_STORES 2
+
+struct memra_kv_store_args;
 
 typedef struct memra_qk_part {
     const float *src;
@@ -118,6 +123,8 @@ typedef struct memra_qk_args {
     int n_parts;
     float eps;
     memra_rope_args_t rope;    /* x, n_heads, head_stride, token_stride: unused (the parts') */
+    const struct memra_kv_store_args *store; /* (optional) n_store items */
+    int n_store;
 } memra_qk_args_t;
 
 /* RMS norm of rows with an epilogue (gemma4's sandwich post-norms, whose

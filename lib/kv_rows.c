@@ -90,6 +90,23 @@ memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int
     return memra__kv_store_batch(r->be, a, kv_items(r, il, MEMRA__KV_V, v, v_stride, a, n));
 }
 
+bool memra__kv_put_kv_with(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
+                           int64_t v_stride, memra_qk_args_t *qk, memra_kv_store_args_t *items)
+{
+    if (r->n_seg > 1)
+        return false;
+    memra_kv_store_args_t a[2];
+    int32_t n = kv_items(r, il, MEMRA__KV_K, k, k_stride, a, 0);
+    n = kv_items(r, il, MEMRA__KV_V, v, v_stride, a, n);
+    if (n > MEMRA_QK_MAX_STORES)
+        return false;
+    for (int32_t i = 0; i < n; i++)
+        items[i] = a[i];
+    qk->store = items;
+    qk->n_store = n;
+    return true;
+}
+
 void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a)
 {
     a->k_cache = c->k[il];

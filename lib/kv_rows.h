@@ -40,6 +40,14 @@ memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part,
 memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
                                 int64_t v_stride);
 
+/* memra__kv_put_kv as one qk_norm_rope's stores where they fit its
+ * MEMRA_QK_MAX_STORES (one segment: one K and one V item, or none for an
+ * F32 cache computed in place): sets QK's store and n_store to them (in
+ * ITEMS, MEMRA_QK_MAX_STORES entries) and returns true; false when they
+ * do not fit (memra__kv_put_kv after the step then). */
+bool memra__kv_put_kv_with(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
+                           int64_t v_stride, memra_qk_args_t *qk, memra_kv_store_args_t *items);
+
 /* Fills A's k_cache, v_cache, types, kv_stride and row strides with layer
  * IL's rows of cache C. */
 void memra__kv_attn(const memra_cache_t *c, int32_t il, memra_attn_args_t *a);

@@ -28,6 +28,15 @@ static memra_status_t check(memra__backend_t *be, const memra_qk_args_t *a, bool
                                 q->dst_token_stride < q->n_heads * q->dst_head_stride)))
             return memra__fail(be->err, MEMRA_E_INVALID, "qk_norm_rope: part %d lacks src or has strides below its heads", p);
     }
+    if (a->n_store < 0 || a->n_store > MEMRA_QK_MAX_STORES || (a->n_store && !a->store))
+        return memra__fail(be->err, MEMRA_E_INVALID, "qk_norm_rope: %d stores (0 to %d)", a->n_store,
+                           MEMRA_QK_MAX_STORES);
+    for (int i = 0; i < a->n_store; i++) {
+        bool skip;
+        memra_status_t st = memra__check_kv_store(be, &a->store[i], &skip);
+        if (st)
+            return st;
+    }
     *none = a->rope.n_tokens == 0;
     return MEMRA_OK;
 }
@@ -76,6 +85,16 @@ memra_status_t memra__qk_norm_rope(memra__backend_t *be, const memra_qk_args_t *
         st = be->iface->qk_norm_rope(be, a, &done);
         if (st || done)
             return st;
+        if (a->n_store) { /* the backend's step without the stores, then the stores */
+            memra_qk_args_t b = *a;
+            b.n_store = 0;
+            st = be->iface->qk_norm_rope(be, &b, &done);
+            if (!st && done)
+                st = memra__kv_store_batch(be, a->store, a->n_store);
+            if (st || done)
+                return st;
+        }
     }
-    return sequence(be, a);
+    st = sequence(be, a);
+    return st || !a->n_store ? st : memra__kv_store_batch(be, a->store, a->n_store);
 }

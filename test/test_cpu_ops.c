@@ -760,7 +760,9 @@ static void test_router(void **state)
 
 /* qk_norm_rope with gemma4's three parts (q and k normed with weights and
  * roped, v normed without weight and not roped, v reading k's src) is the
- * sequence of norm and rope calls bit for bit; four parts are refused. */
+ * sequence of norm and rope calls bit for bit, with the step's stores that
+ * sequence and then kv_store's bytes; four parts, three stores and a store
+ * of a type no cache holds are refused. */
 static void test_qk_norm_rope_parts(void **state)
 {
     (void)state;
@@ -808,8 +810,42 @@ static void test_qk_norm_rope_parts(void **state)
     check_bits(got[1], want[1], kt, "qk_norm_rope k");
     check_bits(got[2], want[2], kt, "qk_norm_rope v (norm only)");
     check_sent_outside(got[2], kt, n, kd, kvs, "qk_norm_rope v");
+    /* with the step's stores: the same rows, then k and v into F16 cache
+     * rows from position 7 (kv_store's bytes: the same op after the step) */
+    const size_t rb = (size_t)kd * 2 + 8;
+    uint8_t *cache[2][2];
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < 2; j++) {
+            cache[c][j] = malloc(rb * 12);
+            memset(cache[c][j], 0xA5, rb * 12);
+        }
+    memra_kv_store_args_t st[2];
+    for (int j = 0; j < 2; j++)
+        st[j] = (memra_kv_store_args_t){.src = got[1 + j], .src_stride = kvs, .dst = cache[0][j] + 7 * rb,
+                                        .dst_row_bytes = rb, .type = MEMRA_TYPE_F16, .rows = n, .cols = kd, .pos = 7};
+    a.store = st;
+    a.n_store = 2;
+    assert_int_equal(memra__qk_norm_rope(g_be, &a), MEMRA_OK);
+    check_bits(got[0], want[0], (size_t)(n * qd), "qk_norm_rope q, with stores");
+    check_bits(got[1], want[1], kt, "qk_norm_rope k, with stores");
+    for (int j = 0; j < 2; j++) {
+        memra_kv_store_args_t w = st[j];
+        w.src = want[1 + j];
+        w.dst = cache[1][j] + 7 * rb;
+        assert_int_equal(o->kv_store(g_be, &w), MEMRA_OK);
+        assert_memory_equal(cache[0][j], cache[1][j], rb * 12);
+    }
+    a.n_store = 3; /* more than MEMRA_QK_MAX_STORES */
+    assert_int_equal(memra__qk_norm_rope(g_be, &a), MEMRA_E_INVALID);
+    a.n_store = 2;
+    st[1].type = MEMRA_TYPE_Q4_K; /* not a cache type: kv_store's own refusal */
+    assert_int_equal(memra__qk_norm_rope(g_be, &a), MEMRA_E_UNSUPPORTED);
+    a.n_store = 0;
     a.n_parts = 4;
     assert_int_equal(memra__qk_norm_rope(g_be, &a), MEMRA_E_INVALID);
+    for (int c = 0; c < 2; c++)
+        for (int j = 0; j < 2; j++)
+            free(cache[c][j]);
     for (int i = 0; i < 3; i++) {
         free(got[i]);
         free(want[i]);

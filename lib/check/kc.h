@@ -91,6 +91,8 @@ typedef struct kc_pair {
 
 /* One output of a fused case: REF on the CPU engine, GOT from the fused
  * op and SEQ from the plain sequence (both on the GPU engine). */
+/* REF NULL: compared with the sequence (SEQ) alone, bit for bit (a KV
+ * cache's bytes, whose floats from the CPU may round to other bytes). */
 typedef struct kc_fused_out {
     const float *ref, *got, *seq;
     const kc_out *o;
@@ -175,6 +177,8 @@ void memra__kc_ew(kc *k, memra_ew_op_t op, int64_t rows, int64_t cols, int mode)
 void memra__kc_rope(kc *k, const char *name, memra_rope_mode_t mode, int64_t n_tokens, int64_t n_heads, int64_t hd,
                     int64_t n_rot, bool ff, int32_t max_pos);
 void memra__kc_qk_norm_rope(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot);
+void memra__kc_qk_store(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, memra_type_t type,
+                        bool v_part);
 void memra__kc_qk_norm_rope_v(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, int64_t n_rot,
                               bool ff, bool v_is_k);
 void memra__kc_norm_ex(kc *k, const char *name, int64_t rows, int64_t dim, bool weight, int add, float scale,

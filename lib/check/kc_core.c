@@ -378,7 +378,8 @@ static void kc_check_two_ways(kc *k, memra_kernel_check_line_t *L, memra__backen
     memra__kc_acc_init(&e);
     for (int i = 0; i < n; i++) {
         const float *got = memra__kc_out_get(k, gb, f[i].got, f[i].o);
-        memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, f[i].ref, f[i].o), got, f[i].o, f[i].what);
+        if (f[i].ref) /* else an output compared with the sequence alone (kc_fused_out) */
+            memra__kc_cmp(&a, memra__kc_out_get(k, k->cpu, f[i].ref, f[i].o), got, f[i].o, f[i].what);
         memra__kc_cmp(&e, memra__kc_out_get(k, gb, f[i].seq, f[i].o), got, f[i].o, f[i].what);
     }
     kc_finish_fused(k, L, &a, &e, what);

@@ -290,6 +290,78 @@ void memra__kc_qk_norm_rope_v(kc *k, const char *name, int64_t n, int64_t H, int
     memra__kc_check_fused(k, L, k->gpu, fo, 3, qk_run, &c, (double)(n * (2 * H + 4 * Hkv) * hd * 4));
 }
 
+/* memra__qk_norm_rope with the step's K and V stores into caches of TYPE,
+ * as the forwards pass them: V_PART, gemma4's (k and a norm-only v part,
+ * each store reading its part's rows); else qwen35's (q and k parts, V
+ * stored from rows no part writes). q, k and v against the CPU and the
+ * CUDA sequence (the launch, then kv_store); the caches' bytes (read as
+ * floats: the rows' bytes a multiple of 4, a sentinel gap between rows)
+ * against the sequence alone, bit for bit. */
+void memra__kc_qk_store(kc *k, const char *name, int64_t n, int64_t H, int64_t Hkv, int64_t hd, memra_type_t type,
+                        bool v_part)
+{
+    const int64_t kvw = Hkv * hd;
+    const size_t rb = memra__row_bytes(type, kvw);
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "nmse", TOL_F32, "%lld tok, %lld q / %lld kv heads x %lld, stores -> %s%s", (long long)n,
+                       (long long)H, (long long)Hkv, (long long)hd, memra__kc_tname(type), v_part ? ", v part" : "");
+    if (!L)
+        return;
+    if (!rb || rb % 4) {
+        memra__kc_op_failed(k, L, "case", MEMRA_E_INVALID);
+        return;
+    }
+    const int64_t qs = H * hd, kvs = kvw + 8;
+    float *q = memra__kc_randf(k, (size_t)(n * qs), -2.0f, 2.0f), *kr = memra__kc_randf(k, (size_t)(n * kvs), -2.0f, 2.0f);
+    float *vr = memra__kc_randf(k, (size_t)(n * kvs), -3.0f, 3.0f);
+    float *qw = memra__kc_randf(k, (size_t)hd, 0.5f, 1.5f), *kw = memra__kc_randf(k, (size_t)hd, 0.5f, 1.5f);
+    int32_t *pos = memra__kc_host(k, (size_t)n * 4);
+    if (!q || !kr || !vr || !qw || !kw || !pos)
+        return;
+    for (int64_t t = 0; t < n; t++)
+        pos[t] = (int32_t)(1000 + t);
+    void *qp[2], *kp[2], *vp[2], *qwp[2], *kwp[2], *pp[2];
+    if (!memra__kc_both(k, q, (size_t)(n * qs) * 4, qp) || !memra__kc_both(k, kr, (size_t)(n * kvs) * 4, kp) ||
+        !memra__kc_both(k, vr, (size_t)(n * kvs) * 4, vp) || !memra__kc_both(k, qw, (size_t)hd * 4, qwp) ||
+        !memra__kc_both(k, kw, (size_t)hd * 4, kwp) || !memra__kc_both(k, pos, (size_t)n * 4, pp))
+        return;
+    const kc_out oq = {n, qs, qs}, ok = {n, kvw, kvs}, oc = {n, (int64_t)rb / 4, (int64_t)rb / 4 + 2};
+    qk_case c;
+    memra_kv_store_args_t st[3][2]; /* the sides' stores (their qk args point at them) */
+    for (int s = 0; s < 3; s++) {
+        memra__backend_t *be = s ? k->gpu : k->cpu;
+        const int i = s ? 1 : 0;
+        float *kd = memra__kc_out_new(k, be, &ok, NULL), *vd = v_part ? memra__kc_out_new(k, be, &ok, NULL) : NULL;
+        float *ck = memra__kc_out_new(k, be, &oc, NULL), *cv = memra__kc_out_new(k, be, &oc, NULL);
+        memra_qk_args_t a = {
+            .part = {{.src = qp[i], .src_head_stride = hd, .src_token_stride = qs, .dst = memra__kc_out_new(k, be, &oq, NULL),
+                      .dst_head_stride = hd, .dst_token_stride = qs, .n_heads = H, .norm_w = qwp[i]},
+                     {.src = kp[i], .src_head_stride = hd, .src_token_stride = kvs, .dst = kd, .dst_head_stride = hd,
+                      .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = kwp[i]},
+                     {.src = vp[i], .src_head_stride = hd, .src_token_stride = kvs, .dst = vd, .dst_head_stride = hd,
+                      .dst_token_stride = kvs, .n_heads = Hkv, .norm_w = NULL, .no_rope = true}},
+            .n_parts = v_part ? 3 : 2, .eps = 1e-6f,
+            .rope = {.n_tokens = n, .head_dim = hd, .n_rot = hd, .pos = pp[i], .base = 1000000.0f,
+                     .mode = MEMRA_ROPE_NEOX}};
+        if (!a.part[0].dst || !kd || (v_part && !vd) || !ck || !cv)
+            return;
+        st[s][0] = (memra_kv_store_args_t){.src = kd, .src_stride = kvs, .dst = ck, .dst_row_bytes = (size_t)oc.ld * 4,
+                                           .type = type, .rows = n, .cols = kvw, .pos = 1000};
+        st[s][1] = (memra_kv_store_args_t){.src = v_part ? vd : (const float *)vp[i], .src_stride = kvs, .dst = cv,
+                                           .dst_row_bytes = (size_t)oc.ld * 4, .type = type, .rows = n, .cols = kvw,
+                                           .pos = 1000};
+        a.store = st[s];
+        a.n_store = 2;
+        c.a[s] = a;
+    }
+    kc_fused_out fo[5] = {{c.a[0].part[0].dst, c.a[1].part[0].dst, c.a[2].part[0].dst, &oq, "q"},
+                          {c.a[0].part[1].dst, c.a[1].part[1].dst, c.a[2].part[1].dst, &ok, "k"},
+                          {NULL, st[1][0].dst, st[2][0].dst, &oc, "k cache"},
+                          {NULL, st[1][1].dst, st[2][1].dst, &oc, "v cache"},
+                          {c.a[0].part[2].dst, c.a[1].part[2].dst, c.a[2].part[2].dst, &ok, "v"}};
+    memra__kc_check_fused(k, L, k->gpu, fo, v_part ? 5 : 4, qk_run, &c, (double)(n * (2 * H + 6 * Hkv) * hd * 4));
+}
+
 /* ---- norm with add and scale ------------------------------------------------ */
 
 typedef struct nx_case {

@@ -690,6 +690,12 @@ static void run_suite(kc *k)
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.full_keqv", 1, 16, 2, 512, 512, true, true));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.prefill", 5, 8, 4, 256, 128, false, false));
     KC(memra__kc_qk_norm_rope_v(k, "qk_norm_rope.g4.fixture", 3, 4, 2, 16, 16, true, true));
+    /* the step's K and V stores in the same op (gemma4's v part, qwen35's V
+     * rows from its projection), f16 and q8_0 caches, a token and three */
+    KC(memra__kc_qk_store(k, "qk_norm_rope.store.g4_f16", 1, 8, 2, 256, MEMRA_TYPE_F16, true));
+    KC(memra__kc_qk_store(k, "qk_norm_rope.store.g4_q8_0", 3, 8, 2, 256, MEMRA_TYPE_Q8_0, true));
+    KC(memra__kc_qk_store(k, "qk_norm_rope.store.q35_f16", 1, 16, 4, 256, MEMRA_TYPE_F16, false));
+    KC(memra__kc_qk_store(k, "qk_norm_rope.store.q35_bf16", 3, 16, 4, 256, MEMRA_TYPE_BF16, false));
     {
         static const memra_type_t qkv[3] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K};
         static const memra_type_t q8[3] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
