@@ -315,13 +315,38 @@ static __device__ __forceinline__ uint8_t *mmv_wpark_at(uint8_t *ring, int64_t c
     return ring + ((c / MMV_WPARK_CHUNKS) * MMV_Q8D_RING + MMV_Q8D_RING - 1) * MMV_Q8D_SEG + (c % MMV_WPARK_CHUNKS) * 16;
 }
 
+/* The last pass of a one-read staging: thread t's chunks t, t + 256, ...
+ * (U of them) parked in XR_S read back, scaled as row_scaled does (by S,
+ * then the norm weight: parked at WPARK, else NW, else none) when NORM, and
+ * staged in place with their block sums. */
+template <bool SCALE, int U>
+static __device__ __forceinline__ void mmv_stage_parked(float *xr_s, float *sums, const float *nw, uint8_t *wpark,
+                                                        bool norm, float s, int64_t nc, int64_t ne0, bool vec)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t c0 = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < U; j++) {
+        const int64_t c = c0 + j * MMV_THREADS;
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (c < nc) {
+            const float4 v = *(const float4 *)(xr_s + mmv_xp<SCALE>(4 * c));
+            t[0] = v.x, t[1] = v.y, t[2] = v.z, t[3] = v.w;
+            if (norm)
+                mmv_scaled4(t, wpark ? *(const float4 *)mmv_wpark_at(wpark, c)
+                               : nw  ? mmv_ld4(nw, 4 * c, ne0, vec)
+                                     : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s);
+        }
+        mmv_stage_put<SCALE>(t, c, nc, ne0, c0 - lane + j * MMV_THREADS < nc, xr_s, sums);
+    }
+}
+
 template <bool SCALE>
 static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, const float *nw, uint8_t *wpark, float eps,
                                                            float *red, int64_t ne0, bool vec, float *xr_s,
                                                            float *sums)
 {
     const int64_t nc = (ne0 + 3) >> 2;
-    const int lane = threadIdx.x & 31;
     const int64_t c0 = threadIdx.x;
     float sq = 0.0f;
     {
@@ -351,19 +376,7 @@ static __device__ __forceinline__ void mmv_stage_row_norm1(const float *xr, cons
     if (threadIdx.x == 0 && blockIdx.x < MMV_TL_BLOCKS)
         mmv_tl[mmv_tl_seq_s % MMV_TL_LAUNCHES][blockIdx.x][5] = mmv_tl_after(s);
 #endif
-#pragma unroll
-    for (int j = 0; j < MMV_ONEPASS_U; j++) {
-        const int64_t c = c0 + j * MMV_THREADS;
-        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (c < nc) {
-            const float4 v = *(const float4 *)(xr_s + mmv_xp<SCALE>(4 * c));
-            t[0] = v.x, t[1] = v.y, t[2] = v.z, t[3] = v.w;
-            mmv_scaled4(t, wpark ? *(const float4 *)mmv_wpark_at(wpark, c)
-                           : nw  ? mmv_ld4(nw, 4 * c, ne0, vec)
-                                 : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s);
-        }
-        mmv_stage_put<SCALE>(t, c, nc, ne0, c0 - lane + j * MMV_THREADS < nc, xr_s, sums);
-    }
+    mmv_stage_parked<SCALE, MMV_ONEPASS_U>(xr_s, sums, nw, wpark, true, s, nc, ne0, vec);
 }
 
 template <bool SCALE>
@@ -412,7 +425,6 @@ static __device__ __forceinline__ const float *mmv_stage_x_pre(const mmv_args &a
 {
     __shared__ float red[MEMRA_NORM_BLOCK / 32];
     const int64_t ne0 = a.ne0, nc = ne0 >> 2, ld = mmv_xld<SCALE>(ne0);
-    const int lane = threadIdx.x & 31;
     const int64_t c0 = threadIdx.x;
     float *sums = xs + ld;
     /* pre_x parked where its chunks are staged (as mmv_stage_row_norm1
@@ -466,20 +478,7 @@ static __device__ __forceinline__ const float *mmv_stage_x_pre(const mmv_args &a
             ((float4 *)a.pre_y)[c] = *slot;
     }
     const float s2 = a.norm ? (float)row_scale_reduce(true, sq, ne0, a.eps, red) : 1.0f;
-#pragma unroll
-    for (int j = 0; j < MMV_PRE_U; j++) {
-        const int64_t c = c0 + j * MMV_THREADS;
-        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (c < nc) {
-            const float4 v = *(const float4 *)(xs + mmv_xp<SCALE>(4 * c));
-            t[0] = v.x, t[1] = v.y, t[2] = v.z, t[3] = v.w;
-            if (a.norm)
-                mmv_scaled4(t, wpark ? *(const float4 *)mmv_wpark_at(wpark, c)
-                               : a.norm_w ? ((const float4 *)a.norm_w)[c]
-                                          : make_float4(1.0f, 1.0f, 1.0f, 1.0f), s2);
-        }
-        mmv_stage_put<SCALE>(t, c, nc, ne0, c0 - lane + j * MMV_THREADS < nc, xs, sums);
-    }
+    mmv_stage_parked<SCALE, MMV_PRE_U>(xs, sums, a.norm_w, wpark, a.norm, s2, nc, ne0, true);
     __syncthreads();
     *xl = ld;
     return xs;
