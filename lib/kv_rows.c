@@ -70,18 +70,23 @@ memra_status_t memra__kv_put(memra__run_t *r, int32_t il, memra__kv_part_t part,
     return memra__kv_store_batch(r->be, a, kv_items(r, il, part, src, src_stride, a, 0));
 }
 
-memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
-                                int64_t v_stride)
+/* K's and V's items in one batched call while they fit one (a backend's
+ * batched store: one launch for both, each row converted as the one-item
+ * store converts it). MEMRA_KV_PAIR=0: one call each. */
+static bool kv_pair(void)
 {
-    /* K's and V's items in one batched call while they fit one (a
-     * backend's batched store: one launch for both, each row converted as
-     * the one-item store converts it). MEMRA_KV_PAIR=0: one call each. */
     static int pair = -1;
     if (pair < 0) {
         const char *e = getenv("MEMRA_KV_PAIR");
         pair = !(e && e[0] == '0');
     }
-    if (!pair || 2 * r->n_seg > MEMRA_MAX_BATCH) {
+    return pair;
+}
+
+memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
+                                int64_t v_stride)
+{
+    if (!kv_pair() || 2 * r->n_seg > MEMRA_MAX_BATCH) {
         MEMRA__TRY(memra__kv_put(r, il, MEMRA__KV_K, k, k_stride));
         return memra__kv_put(r, il, MEMRA__KV_V, v, v_stride);
     }
@@ -93,7 +98,7 @@ memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int
 bool memra__kv_put_kv_with(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
                            int64_t v_stride, memra_qk_args_t *qk, memra_kv_store_args_t *items)
 {
-    if (r->n_seg > 1)
+    if (r->n_seg > 1 || !kv_pair()) /* (MEMRA_KV_PAIR=0: the two calls of memra__kv_put_kv) */
         return false;
     memra_kv_store_args_t a[2];
     int32_t n = kv_items(r, il, MEMRA__KV_K, k, k_stride, a, 0);

@@ -44,7 +44,8 @@ memra_status_t memra__kv_put_kv(memra__run_t *r, int32_t il, const float *k, int
  * MEMRA_QK_MAX_STORES (one segment: one K and one V item, or none for an
  * F32 cache computed in place): sets QK's store and n_store to them (in
  * ITEMS, MEMRA_QK_MAX_STORES entries) and returns true; false when they
- * do not fit (memra__kv_put_kv after the step then). */
+ * do not fit, or with MEMRA_KV_PAIR=0 (memra__kv_put_kv after the step
+ * then). */
 bool memra__kv_put_kv_with(memra__run_t *r, int32_t il, const float *k, int64_t k_stride, const float *v,
                            int64_t v_stride, memra_qk_args_t *qk, memra_kv_store_args_t *items);
 
