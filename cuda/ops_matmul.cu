@@ -250,12 +250,6 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
     return a;
 }
 
-/* Whether float rows [P, P + N) and [Q, Q + N) share a byte. */
-static bool rows_overlap(const float *p, const float *q, int64_t n)
-{
-    return p && q && p < q + n && q < p + n;
-}
-
 /* matmul_ex with its pre step (gemma4's post-norm into the next
  * projection): one decode row of Q8_0 weights on the fast path's PRE
  * instance, every block computing the pre step while it stages x (block 0
@@ -271,8 +265,9 @@ static memra_status_t mm_pre(memra__backend_t *be, const memra_mm_args_t *m, boo
         on = memra__cuda_env_long("MEMRA_MM_PRE", 0);
     const memra_norm_args_t *p = m->pre;
     const int64_t ne0 = m->w[0]->ne[0];
-    if (!on || m->n_rows != 1 || m->conv_w || p->rows != 1 || p->dim != ne0 || rows_overlap(p->y, p->x, ne0) ||
-        rows_overlap(p->y, p->add, ne0))
+    const size_t row = (size_t)ne0 * sizeof(float);
+    if (!on || m->n_rows != 1 || m->conv_w || p->rows != 1 || p->dim != ne0 ||
+        memra__ranges_overlap(p->y, row, p->x, row) || memra__ranges_overlap(p->y, row, p->add, p->add ? row : 0))
         return MEMRA_OK;
     for (int i = 0; i < m->n_w; i++) {
         memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");

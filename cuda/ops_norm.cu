@@ -497,12 +497,6 @@ __global__ void __launch_bounds__(NORM_THREADS)
     qk_norm_rope_body<true>(a, theta_scale, &ks);
 }
 
-/* Whether float ranges [P, P + N) and [Q, Q + M) share a byte. */
-static bool qk_overlap(const float *p, int64_t n, const float *q, int64_t m)
-{
-    return p < q + m && q < p + n;
-}
-
 /* A's stores as the store kernel takes them; false (the launch declines)
  * for an item it cannot take. */
 static bool qk_store_plan(const memra_qk_args_t &a, int64_t heads, qk_stores *ks)
@@ -520,7 +514,8 @@ static bool qk_store_plan(const memra_qk_args_t &a, int64_t heads, qk_stores *ks
         for (int p = 0; p < a.n_parts; p++) {
             const memra_qk_part_t &q = a.part[p];
             const int64_t span = (n - 1) * q.dst_token_stride + q.n_heads * q.dst_head_stride;
-            if (q.n_heads == 0 || !qk_overlap(st.src, (st.rows - 1) * st.src_stride + st.cols, q.dst, span))
+            if (q.n_heads == 0 || !memra__ranges_overlap(st.src, (size_t)((st.rows - 1) * st.src_stride + st.cols) * 4,
+                                                         q.dst, (size_t)span * 4))
                 continue;
             /* rows a part writes: exactly its dst, a head's span each */
             if (st.src != q.dst || st.src_stride != q.dst_token_stride || q.dst_head_stride != hd ||
