@@ -9,7 +9,11 @@
  * The question it answers: is gsw_kernel's rate set by its instruction
  * count a quant (the conversion is about a third of it), so that the
  * integer form would stream at the one-row matvec's rate at 2-8 rows?
- * Also a plain streaming read of the same bytes (the ceiling). Weights
+ * g16_kernel turns the mma around (weights the A operand: 16 rows a warp,
+ * x rows the n of 8), so that every accumulator is an output and a
+ * block's scaling is shared by twice the quants (PTX: 318 instructions an
+ * item of 16 rows against gsw_kernel's 318 an item of 8). Also a plain
+ * streaming read of the same bytes (the ceiling). Weights
  * rotate over copies larger than L2; each kernel's error against a double
  * reference is printed (relative to the largest output).
  *
@@ -226,6 +230,172 @@ template <bool LO> __global__ void __launch_bounds__(GSW_WARPS * 32) g8_kernel(c
     gsw_finish<1>(a, acc, grp, ngroups, slice, np, g, t);
 }
 
+/* ---- weights as the mma's A operand ------------------------------------------
+ * g16_kernel: a warp owns 16 weight rows (the m of m16n8k32; items of
+ * 16 x 272 bytes) and up to 8 x rows (n): a block's quants of rows g and
+ * g + 8 are lane (g, t)'s A fragment as they lie, x row g's 8-bit parts
+ * its B fragment, and each accumulator (row g or g + 8, x rows 2t, 2t+1)
+ * is a useful output: half gsw's per-block scaling work a quant. STORE
+ * epilogue only (the lab's shapes). W warps a block, D ring items a warp.
+ * Scales staged [block][8 x rows] (lane t reads x rows 2t, 2t+1 at once). */
+#define G16_ROWS 16
+#define G16_SLOT (G16_ROWS * GSW_RB)
+
+template <bool LO, int W>
+__global__ void __launch_bounds__(W * 32) g16_kernel(const g8_args ga)
+{
+    const gs_args &a = ga.a;
+    extern __shared__ __align__(128) uint8_t g16_smem[];
+    __shared__ __align__(8) uint64_t bars[W][GSW_RING_MAX];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int D = a.st;
+    const int64_t nv = a.vrow0[a.nw];
+    const int64_t ngroups = (nv + G16_ROWS - 1) / G16_ROWS;
+    const int slice = blockIdx.y;
+    const int64_t kt0 = (int64_t)slice * a.kt_per;
+    const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
+    const int nbs = a.kt_per * 8;
+    const int xrs = nbs * G8_BB + 64;
+    uint8_t *ring = g16_smem + (size_t)warp * D * G16_SLOT;
+    uint8_t *xq = g16_smem + (size_t)W * D * G16_SLOT;
+    float *xsc = reinterpret_cast<float *>(xq + (size_t)8 * xrs); /* [nbs][8] */
+    mmv_bars_init(bars[warp], D, lane);
+    const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
+    const uint64_t policy = mmv_evict_first();
+    const int64_t grp = (int64_t)blockIdx.x * W + warp;
+    const bool live = grp < ngroups;
+    const int nvalid = live ? (int)min((int64_t)G16_ROWS, nv - grp * G16_ROWS) : 0;
+    const uint8_t *src = NULL;
+    if (lane < nvalid) {
+        int64_t lrow;
+        const int wi = gs_weight(a, grp * G16_ROWS + lane, &lrow);
+        src = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
+    }
+    int issued = 0;
+    auto issue_next = [&]() {
+        if (issued >= nt || !live)
+            return;
+        const int slot = issued % D;
+        const uint32_t bar = bar0 + 8 * slot;
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                         "r"(nvalid * GSW_RB)
+                         : "memory");
+        __syncwarp();
+        if (lane < nvalid)
+            asm volatile("fence.proxy.async.shared::cta;\n\t"
+                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * G16_SLOT + lane * GSW_RB),
+                         "l"(src + (size_t)issued * GSW_RB), "r"(GSW_RB), "r"(bar), "l"(policy)
+                         : "memory");
+        issued++;
+    };
+    memra_pdl_launch();
+    for (int k = 0; k < D - 1; k++)
+        issue_next();
+    memra_pdl_wait();
+    {
+        const int64_t nb = a.K / 32, b0 = kt0 * 8;
+        const int cpr = nt * 8 * G8_BB / 16;
+        for (int c = threadIdx.x; c < a.n * cpr; c += W * 32) {
+            const int r = c / cpr, k = c % cpr;
+            cp_async16(xq + (size_t)r * xrs + 16 * k, ga.xq + ((size_t)r * nb + b0) * G8_BB + 16 * k);
+        }
+        for (int c = threadIdx.x; c < 8 * nt * 8; c += W * 32) {
+            const int r = c & 7, k = c >> 3;
+            xsc[k * 8 + r] = r < a.n ? ga.xs[(size_t)r * nb + b0 + k] : 0.0f;
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+    }
+    if (!live)
+        return;
+    const int g = lane >> 2, t = lane & 3;
+    const int xr = g < a.n ? g : 0;
+    const uint32_t xa = mmv_saddr(xq + (size_t)xr * xrs + 16 * t);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint32_t phase = 0;
+    for (int it = 0; it < nt; it++) {
+        const int slot = it % D;
+        mmv_ring_wait(bar0, slot, phase);
+        issue_next();
+        const uint8_t *w = ring + slot * G16_SLOT;
+        const uint8_t *w0 = w + g * GSW_RB, *w1 = w + (g + 8) * GSW_RB;
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+            uint32_t q[4]; /* rows g, g+8 x quants 4t.., 16+4t.. : a0, a1, a2, a3 */
+            if ((34 * b + 2) & 3) {
+                const uint32_t *p0 = reinterpret_cast<const uint32_t *>(w0 + 34 * b + 4 * t);
+                const uint32_t *p1 = reinterpret_cast<const uint32_t *>(w1 + 34 * b + 4 * t);
+                q[0] = __byte_perm(p0[0], p0[1], 0x5432);
+                q[2] = __byte_perm(p0[4], p0[5], 0x5432);
+                q[1] = __byte_perm(p1[0], p1[1], 0x5432);
+                q[3] = __byte_perm(p1[4], p1[5], 0x5432);
+            } else {
+                const uint32_t *p0 = reinterpret_cast<const uint32_t *>(w0 + 34 * b + 2 + 4 * t);
+                const uint32_t *p1 = reinterpret_cast<const uint32_t *>(w1 + 34 * b + 2 + 4 * t);
+                q[0] = p0[0];
+                q[2] = p0[4];
+                q[1] = p1[0];
+                q[3] = p1[4];
+            }
+            const uint4 xv = g8_lds128(xa + (uint32_t)((it * 8 + b) * G8_BB));
+            int dh[4], dl[4];
+            asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                         "{%10,%10,%10,%10};"
+                         : "=r"(dh[0]), "=r"(dh[1]), "=r"(dh[2]), "=r"(dh[3])
+                         : "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]), "r"(xv.x), "r"(xv.y), "r"(0));
+            if (LO)
+                asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                             "{%8,%9}, {%10,%10,%10,%10};"
+                             : "=r"(dl[0]), "=r"(dl[1]), "=r"(dl[2]), "=r"(dl[3])
+                             : "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]), "r"(xv.z), "r"(xv.w), "r"(0));
+            const float2 sx = *reinterpret_cast<const float2 *>(xsc + (it * 8 + b) * 8 + 2 * t);
+            const float d0 = __half2float(*reinterpret_cast<const __half *>(w0 + 34 * b));
+            const float d1 = __half2float(*reinterpret_cast<const __half *>(w1 + 34 * b));
+            const float s[4] = {__fmul_rn(d0, sx.x), __fmul_rn(d0, sx.y), __fmul_rn(d1, sx.x), __fmul_rn(d1, sx.y)};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[i] = __fmaf_rn((float)(LO ? dh[i] * 254 + dl[i] : dh[i]), s[i], acc[i]);
+        }
+        __syncwarp();
+    }
+    /* split-K: [slice][group][x row < 8][16 rows]; the warp completing a group adds them in slice order */
+    if (a.split > 1) {
+        float *mine = a.part + ((size_t)slice * ngroups + grp) * 8 * G16_ROWS;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            mine[(2 * t + (i & 1)) * G16_ROWS + g + 8 * (i >> 1)] = acc[i];
+        __threadfence();
+        __syncwarp();
+        int last = 0;
+        if (lane == 0)
+            last = atomicAdd(&a.count[grp], 1) == a.split - 1;
+        if (!__shfl_sync(0xffffffffu, last, 0))
+            return;
+        __threadfence();
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float v = 0.0f;
+            for (int sl = 0; sl < a.split; sl++)
+                v += __ldcg(a.part + ((size_t)sl * ngroups + grp) * 8 * G16_ROWS + (2 * t + (i & 1)) * G16_ROWS + g +
+                            8 * (i >> 1));
+            acc[i] = v;
+        }
+        if (lane == 0)
+            a.count[grp] = 0;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int r = 2 * t + (i & 1);
+        int64_t lrow;
+        const int wi = gs_weight(a, grp * G16_ROWS + g + 8 * (i >> 1), &lrow);
+        if (r < a.n && lrow >= 0)
+            gs_store(a, wi, lrow, r, acc[i], 0.0f);
+    }
+}
+
 /* ---- harness ------------------------------------------------------------------- */
 
 template <int U> __global__ void __launch_bounds__(512) stream_kernel(const uint4 *w, size_t n16, unsigned *sink)
@@ -285,6 +455,49 @@ struct shape {
     const char *name;
     int64_t K, rows;
 };
+
+/* One g16_kernel configuration: its own grid (16-row groups) and split
+ * (three blocks an SM wanted, as gsw_run's), ring as deep as fits. */
+template <bool LO, int W, typename C>
+static void g16_case(g8_args ga, const shape &sh, int sms, std::vector<uint8_t *> &bufs, int nbuf, int *count,
+                     const char *tag, C check)
+{
+    gs_args &a = ga.a;
+    const int64_t groups = (sh.rows + G16_ROWS - 1) / G16_ROWS, nkt = sh.K / GS_KT;
+    const int64_t grid_x = (groups + W - 1) / W;
+    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
+    const int64_t want = (3 * (int64_t)sms + grid_x - 1) / grid_x;
+    split = split < want ? want : split;
+    split = split > nkt ? nkt : split;
+    a.kt_per = (int)((nkt + split - 1) / split);
+    a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
+    float *part = NULL;
+    if (a.split > 1)
+        CK(cudaMalloc(&part, (size_t)a.split * groups * 8 * G16_ROWS * 4));
+    a.part = part;
+    a.count = count;
+    const size_t xq_b = (size_t)8 * (a.kt_per * 8 * G8_BB + 64) + (size_t)8 * a.kt_per * 8 * 4;
+    const size_t cap = W == 8 ? GSW_SMEM_2 : 72u * 1024u; /* two blocks an SM at 8 warps, three at 4 */
+    a.st = 3;
+    while (a.st > 2 && (size_t)W * a.st * G16_SLOT + xq_b > cap)
+        a.st--;
+    const size_t smem = (size_t)W * a.st * G16_SLOT + xq_b;
+    CK(cudaFuncSetAttribute(g16_kernel<LO, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CK(cudaMemset(a.y[0], 0xff, (size_t)8 * sh.rows * 4));
+    a.W[0] = bufs[0];
+    CK(memra__launch(g16_kernel<LO, W>, dim3((unsigned)grid_x, (unsigned)a.split), W * 32, smem, 0, ga));
+    CK(cudaDeviceSynchronize());
+    const double us = time_us(
+        [&](int i) {
+            a.W[0] = bufs[i];
+            memra__launch(g16_kernel<LO, W>, dim3((unsigned)grid_x, (unsigned)a.split), W * 32, smem, 0, ga);
+        },
+        nbuf, 50);
+    char t2[64];
+    snprintf(t2, sizeof t2, "%s d%d", tag, a.st);
+    check(t2, us);
+    cudaFree(part);
+}
 
 int main(void)
 {
@@ -445,6 +658,10 @@ int main(void)
                     nbuf, 50);
                 check(lo ? "int8 hi+lo" : "int8 hi", us);
             }
+            /* weights as A: 16 rows a warp; W warps a block, ring of D */
+            g16_case<true, 8>(ga, sh, sms, bufs, nbuf, count, "A16 w8", check);
+            g16_case<true, 4>(ga, sh, sms, bufs, nbuf, count, "A16 w4", check);
+            g16_case<false, 8>(ga, sh, sms, bufs, nbuf, count, "A16 w8 hi", check);
         }
         for (uint8_t *b : bufs)
             cudaFree(b);
