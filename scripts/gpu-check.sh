@@ -288,6 +288,20 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_MM_PRE=1 matmul_ex.g4_pre
   kc_vs "MEMRA_MM_PRE=1 MEMRA_MM_GEGLU_POST=1" matmul_ex.g4_pre
 fi
+# ---- the batched fast Q8_0 kernel on the integer mma (MEMRA_GSI=1) ----
+# (off by default until the H200 has timed it; cuda/gemm_si.cu): other
+# bits than gsw_kernel's, so its kernel-check cases must pass against the
+# CPU within their bound and keep their row invariance (not print the same
+# lines), and the batched fast rows stay within theirs
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  MEMRA_GSI=1 timeout 200 $B/probes/memra-kernel-check --test=matmul_ex.gs >"$OUT/kc-gsi.log" 2>&1
+  note "kernel-check matmul_ex.gs, MEMRA_GSI=1: rc $?, $(tail -1 "$OUT/kc-gsi.log")"
+fi
+if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
+  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_GSI=1 timeout 300 \
+    $B/test/test_batch_fast >"$OUT/test_batch_fast-gsi.log" 2>&1
+  note "test_batch_fast, MEMRA_GSI=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch_fast-gsi.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch_fast-gsi.log") failed"
+fi
 # ---- the step's K and V stores in the qk_norm_rope launch (MEMRA_QK_STORE=1) ----
 # (off by default until this has passed): kv_store's conversions a head's
 # span at a time in the part blocks (V rows no part writes: blocks of their
