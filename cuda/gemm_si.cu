@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(MEMRA_NORM_BLOCK) gsi_prep_kernel(const float 
         for (int o = 16; o; o >>= 1)
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
         const float d = __fdiv_rn(m, 127.0f);
-        const float q = m > 0.0f ? __fdiv_rn(v, d) : 0.0f;
+        const float q = d > 0.0f ? __fdiv_rn(v, d) : 0.0f; /* d underflows only for blocks of near-zeros */
         const float hi = rintf(q), lo = rintf(__fmul_rn(__fsub_rn(q, hi), 254.0f));
         uint8_t *o = orow + b * GSI_XB + 16 * t + 4 * half + i;
         o[0] = (uint8_t)(int8_t)hi;
