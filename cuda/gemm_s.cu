@@ -140,6 +140,25 @@ static const gsw_knobs *gsw_cfg(void)
     return &k;
 }
 
+/* gsw_kernel's and gsi_kernel's slices of K into A: at most GSW_KT_MAX k
+ * tiles each (the staged x), and enough blocks of 64 rows (of NV) for
+ * three an SM: a function of the weight's shape and the device only,
+ * never of the row count (nor of a kernel's warps a block). false: more
+ * slices than a grid holds. */
+static bool gsw_slices(gs_args *a, int64_t nv, int sm_count)
+{
+    const int64_t nkt = a->K / GS_KT, blocks = (nv + 63) / 64;
+    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
+    const int64_t want = (3 * (int64_t)sm_count + blocks - 1) / blocks;
+    if (split < want)
+        split = want;
+    if (split > nkt)
+        split = nkt;
+    a->kt_per = (int)((nkt + split - 1) / split);
+    a->split = (int)((nkt + a->kt_per - 1) / a->kt_per);
+    return a->split <= 65535;
+}
+
 /* M's Q8_0 weights (A: their arguments) on gsw_kernel, in passes of
  * GSW_MAXN x rows. */
 static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
@@ -149,23 +168,9 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const int np = glu ? 2 : 1;
     const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t groups = (nv + GSW_ROWS - 1) / GSW_ROWS;
-    const int64_t nkt = a.K / GS_KT;
-    if (groups > INT32_MAX / 2)
+    if (groups > INT32_MAX / 2 || !gsw_slices(&a, nv, c->sm_count))
         return MEMRA_OK;
-    /* slices of at most GSW_KT_MAX k tiles (the staged x), and enough
-     * blocks for three per SM; a function of the shape and the device
-     * only, never of the row count */
     const int64_t grid_x = (groups + GSW_WARPS - 1) / GSW_WARPS;
-    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
-    const int64_t want = (3 * (int64_t)c->sm_count + grid_x - 1) / grid_x;
-    if (split < want)
-        split = want;
-    if (split > nkt)
-        split = nkt;
-    a.kt_per = (int)((nkt + split - 1) / split);
-    a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
-    if (a.split > 65535)
-        return MEMRA_OK;
 
     const int64_t n_all = m->n_rows;
     const int64_t nmax = n_all < GSW_MAXN ? n_all : GSW_MAXN;
@@ -201,8 +206,8 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
 }
 
 /* M's Q8_0 weights on gsi_kernel (MEMRA_GSI=1), in passes of GSW_MAXN x
- * rows: gsw_run's slicing (from 64-row blocks: the same k slices as
- * gsw_kernel's), x rows into 8-bit parts a pass (gsi_prep_kernel). */
+ * rows: gsw_kernel's slices of K, x rows into 8-bit parts a pass
+ * (gsi_prep_kernel). */
 static memra_status_t gsi_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
 {
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
@@ -210,21 +215,7 @@ static memra_status_t gsi_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const int np = glu ? 2 : 1;
     const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t groups = (nv + GSI_ROWS - 1) / GSI_ROWS;
-    const int64_t nkt = a.K / GS_KT;
-    if (groups > INT32_MAX / 2)
-        return MEMRA_OK;
-    /* a function of the shape and the device only (never of the row count
-     * nor of the warps a block, which vary with it) */
-    const int64_t grid_nom = (groups + 3) / 4;
-    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
-    const int64_t want = (3 * (int64_t)c->sm_count + grid_nom - 1) / grid_nom;
-    if (split < want)
-        split = want;
-    if (split > nkt)
-        split = nkt;
-    a.kt_per = (int)((nkt + split - 1) / split);
-    a.split = (int)((nkt + a.kt_per - 1) / a.kt_per);
-    if (a.split > 65535)
+    if (groups > INT32_MAX / 2 || !gsw_slices(&a, nv, c->sm_count))
         return MEMRA_OK;
 
     const int64_t n_all = m->n_rows;

@@ -30,8 +30,7 @@
  * nor of NT or the warps a block), and an output (weight row, x row)
  * reads its own x row only, so a row's result does not depend on the
  * other rows of its step. Exactness: fast tier only. */
-#include "gemm_s.cuh"
-#include "mmv.cuh"
+#include "gemm_sw.cuh"
 
 /* x rows into 8-bit parts (see above): a block a row, normalized first
  * when W is given or NORM is set (gs_prep_kernel's arithmetic), a warp a
@@ -91,16 +90,6 @@ static __device__ __forceinline__ void gsi_mma(int (&d)[4], const uint32_t (&q)[
                  : "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]), "r"(b0), "r"(b1), "r"(0));
 }
 
-/* Virtual row V of part P: its weight (GLU: P), the row there (-1: none). */
-static __device__ __forceinline__ int gsi_row(const gs_args &a, int64_t v, int p, int64_t *lrow)
-{
-    if (a.epi == MEMRA_MM_GLU) {
-        *lrow = v < a.vrow0[1] ? v : -1;
-        return p;
-    }
-    return gs_weight(a, v, lrow);
-}
-
 /* NT tiles of 8 x rows (a.n <= 8 NT), W warps a block, a warp one 16-row
  * group of one slice (blockIdx.y). Accumulator i of tile j: weight row g
  * + 8 (i >> 1), x row 8j + 2t + (i & 1). */
@@ -124,52 +113,17 @@ template <int NT, int W> __global__ void __launch_bounds__(W * 32) gsi_kernel(co
     uint8_t *ring = gsi_dyn + (size_t)warp * D * GSI_SLOT;
     uint8_t *xq = gsi_dyn + (size_t)W * D * GSI_SLOT;
     float *xsc = reinterpret_cast<float *>(xq + (size_t)NX * xrs); /* [nbs][NX] */
-    mmv_bars_init(bars[warp], D, lane);
-    const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
-    const uint64_t policy = mmv_evict_first();
-
     const int64_t grp = (int64_t)blockIdx.x * W + warp;
     const bool live = grp < ngroups;
-    /* lanes 0..15 copy row LANE of the group, part 0 then (GLU) part 1 */
-    const int nvalid = live ? (int)min((int64_t)GSI_ROWS, nv - grp * GSI_ROWS) : 0;
-    const uint8_t *src0 = NULL, *src1 = NULL;
-    if (lane < nvalid) {
-        int64_t lrow;
-        int wi = gsi_row(a, grp * GSI_ROWS + lane, 0, &lrow);
-        src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-        if (glu) {
-            wi = gsi_row(a, grp * GSI_ROWS + lane, 1, &lrow);
-            src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-        }
-    }
-    int issued = 0;
-    auto issue_next = [&]() { /* item ISSUED into slot issued % D */
-        if (issued >= nti || !live)
-            return;
-        const int slot = issued % D;
-        const uint32_t bar = bar0 + 8 * slot;
-        if (lane == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                         "r"(nvalid * GSW_RB)
-                         : "memory");
-        }
-        __syncwarp(); /* the bytes are expected before any copy completes */
-        if (lane < nvalid) {
-            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
-            asm volatile("fence.proxy.async.shared::cta;\n\t"
-                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
-                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * GSI_SLOT + lane * GSW_RB),
-                         "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
-                         : "memory");
-        }
-        issued++;
-    };
+    gsw_ring<GSI_ROWS> rg;
+    rg.init(a, bars[warp], ring, grp, nv, kt0, nt, lane);
+    const uint32_t bar0 = rg.bar0;
 
     /* weights are never written by a kernel: stream them before the wait
      * for the previous grid (x is its output) */
     memra_pdl_launch();
     for (int k = 0; k < D - 1; k++)
-        issue_next();
+        rg.issue_next();
     memra_pdl_wait();
     {
         const int64_t nb = a.K / 32, b0 = kt0 * 8;
@@ -203,7 +157,7 @@ template <int NT, int W> __global__ void __launch_bounds__(W * 32) gsi_kernel(co
     for (int it = 0; it < nti; it++) {
         const int slot = it % D;
         mmv_ring_wait(bar0, slot, phase);
-        issue_next();
+        rg.issue_next();
         const int p = it < nt ? 0 : 1, jt = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * GSI_SLOT;
         const uint8_t *w0 = w + g * GSW_RB, *w1 = w + (g + 8) * GSW_RB;
@@ -272,14 +226,8 @@ template <int NT, int W> __global__ void __launch_bounds__(W * 32) gsi_kernel(co
                 mine[(size_t)p * NX * GSI_ROWS + (8 * (i >> 2) + 2 * t + (i & 1)) * GSI_ROWS + g + 8 * ((i >> 1) & 1)] =
                     acc[p][i];
         }
-        __threadfence();
-        __syncwarp();
-        int last = 0;
-        if (lane == 0)
-            last = atomicAdd(&a.count[grp], 1) == a.split - 1;
-        if (!__shfl_sync(0xffffffffu, last, 0))
+        if (!gsw_last(a, grp, lane))
             return;
-        __threadfence();
 #pragma unroll
         for (int p = 0; p < 2; p++) {
             if (p == np)
@@ -301,7 +249,7 @@ template <int NT, int W> __global__ void __launch_bounds__(W * 32) gsi_kernel(co
     for (int i = 0; i < 4 * NT; i++) {
         const int r = 8 * (i >> 2) + 2 * t + (i & 1);
         int64_t lrow;
-        const int wi = gsi_row(a, grp * GSI_ROWS + g + 8 * ((i >> 1) & 1), 0, &lrow);
+        const int wi = gsw_row(a, grp * GSI_ROWS + g + 8 * ((i >> 1) & 1), 0, &lrow);
         if (r < a.n && lrow >= 0)
             gs_store(a, wi, lrow, r, acc[0][i], acc[1][i]);
     }

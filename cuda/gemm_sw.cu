@@ -39,19 +39,7 @@
  * reads its own x row only, so a row's result does not depend on the
  * other rows of its step (nor on its place among them: every m tile and
  * row of it is the same arithmetic). Exactness: fast tier only. */
-#include "gemm_s.cuh"
-#include "mmv.cuh"
-
-/* Virtual row V of part P: the weight it reads (GLU: P), its row there
- * (-1: past the end). */
-static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p, int64_t *lrow)
-{
-    if (a.epi == MEMRA_MM_GLU) {
-        *lrow = v < a.vrow0[1] ? v : -1;
-        return p;
-    }
-    return gs_weight(a, v, lrow);
-}
+#include "gemm_sw.cuh"
 
 static __device__ __forceinline__ uint2 gsw_lds64(uint32_t a)
 {
@@ -89,14 +77,8 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
                 }
             }
         }
-        __threadfence();
-        __syncwarp();
-        int last = 0;
-        if ((threadIdx.x & 31) == 0)
-            last = atomicAdd(&a.count[grp], 1) == a.split - 1;
-        if (!__shfl_sync(0xffffffffu, last, 0))
+        if (!gsw_last(a, grp, threadIdx.x & 31))
             return;
-        __threadfence();
 #pragma unroll
         for (int p = 0; p < 2; p++) {
             if (p == np)
@@ -153,52 +135,17 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row: rows 8 banks apart */
     uint8_t *ring = gsw_smem + (size_t)warp * D * GSW_SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * GSW_SLOT);
-    mmv_bars_init(bars[warp], D, lane);
-    const uint32_t bar0 = mmv_saddr(bars[warp]), ring0 = mmv_saddr(ring);
-    const uint64_t policy = mmv_evict_first();
-
     const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
     const bool live = grp < ngroups;
-    /* lanes 0..7 copy row LANE of the group, part 0 then (GLU) part 1 */
-    const int nvalid = live ? (int)min((int64_t)GSW_ROWS, nv - grp * GSW_ROWS) : 0;
-    const uint8_t *src0 = NULL, *src1 = NULL;
-    if (lane < nvalid) {
-        int64_t lrow;
-        int wi = gsw_row(a, grp * GSW_ROWS + lane, 0, &lrow);
-        src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-        if (glu) {
-            wi = gsw_row(a, grp * GSW_ROWS + lane, 1, &lrow);
-            src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
-        }
-    }
-    int issued = 0;
-    auto issue_next = [&]() { /* item ISSUED into slot issued % D */
-        if (issued >= nti || !live)
-            return;
-        const int slot = issued % D;
-        const uint32_t bar = bar0 + 8 * slot;
-        if (lane == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                         "r"(nvalid * GSW_RB)
-                         : "memory");
-        }
-        __syncwarp(); /* the bytes are expected before any copy completes */
-        if (lane < nvalid) {
-            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
-            asm volatile("fence.proxy.async.shared::cta;\n\t"
-                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
-                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * GSW_SLOT + lane * GSW_RB),
-                         "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
-                         : "memory");
-        }
-        issued++;
-    };
+    gsw_ring<GSW_ROWS> rg;
+    rg.init(a, bars[warp], ring, grp, nv, kt0, nt, lane);
+    const uint32_t bar0 = rg.bar0;
 
     /* weights are never written by a kernel: stream them before the wait
      * for the previous grid (x is its output) */
     memra_pdl_launch();
     for (int k = 0; k < D - 1; k++)
-        issue_next();
+        rg.issue_next();
     memra_pdl_wait();
     {
         const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
@@ -229,7 +176,7 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     for (int it = 0; it < nti; it++) {
         const int slot = it % D;
         mmv_ring_wait(bar0, slot, phase);
-        issue_next();
+        rg.issue_next();
         const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * GSW_SLOT;
         const uint8_t *wq = w + g * GSW_RB;

@@ -18,61 +18,16 @@
 #include <vector>
 
 #include "mmv_impl.cuh"
-
-long memra__cuda_env_long(const char *name, long def)
-{
-    const char *v = getenv(name);
-    return v && *v ? strtol(v, NULL, 10) : def;
-}
-bool memra__cuda_pdl(void) { return memra__cuda_env_long("MEMRA_PDL", 1) != 0; }
-
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                        \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "lab.cuh"
 
 /* ---- harness ------------------------------------------------------------------- */
 
 static int g_sms;
 
-/* The larger error, NaN winning (a skipped row stays NaN). */
-static double worse(double err, double e) { return e <= err ? err : e; }
-
 struct shape {
     const char *name;
     int64_t ne0, rows;
 };
-
-static float h_f16(uint16_t h)
-{
-    const uint32_t s = (h >> 15) & 1, e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 1024), (int)e - 25);
-    return s ? -v : v;
-}
-
-template <typename F> static double time_us(F launch, int nbuf, int reps)
-{
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < nbuf; i++)
-        launch(i);
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < reps; i++)
-        launch(i % nbuf);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaGetLastError());
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    return 1000.0 * ms / reps;
-}
 
 /* ---- block-level ring --------------------------------------------------------
  * A block owns the contiguous rows [r0, r1) (balanced to one row), i.e. one
@@ -250,26 +205,6 @@ static void run_wr(const char *tag, const shape &sh, mmv_args a, std::vector<uin
 }
 
 /* The copy ceiling: each thread U 16-byte streaming loads in flight. */
-template <int U> __global__ void __launch_bounds__(512) stream_kernel(const uint4 *w, size_t n16, unsigned *sink)
-{
-    MEMRA_PDL_ENTER();
-    unsigned acc = 0;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride * U) {
-        uint4 v[U];
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            if (i + u * stride < n16)
-                v[u] = ld_stream(w + i + u * stride);
-#pragma unroll
-        for (int u = 0; u < U; u++)
-            if (i + u * stride < n16)
-                acc ^= v[u].x ^ v[u].w;
-    }
-    if (acc == 0x9e3779b9u)
-        sink[0] = acc;
-}
-
 template <int WARPS, int KPW, int NS, bool MATH>
 static void run_ring(const char *tag, const shape &sh, mmv_args a, std::vector<uint8_t *> &bufs, float *part, int bps,
                      size_t bytes, const std::vector<double> *ref)
@@ -340,16 +275,7 @@ int main(void)
     for (const shape &sh : shapes) {
         const size_t rb = (size_t)sh.ne0 / 32 * 34, bytes = rb * sh.rows;
         const int nbuf = (int)((600u << 20) / bytes) + 1;
-        std::vector<uint8_t> host(bytes);
-        uint64_t st = 0x243f6a8885a308d3ull ^ bytes;
-        for (size_t i = 0; i < bytes; i++) {
-            st = st * 6364136223846793005ull + 1442695040888963407ull;
-            host[i] = (uint8_t)(st >> 33);
-        }
-        for (size_t b = 0; b < bytes; b += 34) { /* scales in [2^-9, 2^-7) */
-            const uint16_t h = (uint16_t)(0x1800 + (host[b] & 0x7) * 0x100 + host[b + 1]);
-            memcpy(&host[b], &h, 2);
-        }
+        const std::vector<uint8_t> host = lab_q8_bytes(bytes);
         std::vector<float> hx(sh.ne0);
         for (int64_t i = 0; i < sh.ne0; i++)
             hx[i] = (float)((int)(i * 2654435761u % 2001) - 1000) / 1000.0f;
