@@ -118,13 +118,7 @@ template <int NT, int W> __global__ void __launch_bounds__(W * 32) gsi_kernel(co
     gsw_ring<GSI_ROWS> rg;
     rg.init(a, bars[warp], ring, grp, nv, kt0, nt, lane);
     const uint32_t bar0 = rg.bar0;
-
-    /* weights are never written by a kernel: stream them before the wait
-     * for the previous grid (x is its output) */
-    memra_pdl_launch();
-    for (int k = 0; k < D - 1; k++)
-        rg.issue_next();
-    memra_pdl_wait();
+    rg.start();
     {
         const int64_t nb = a.K / 32, b0 = kt0 * 8;
         const int cpr = nt * 8 * GSI_XB / 16; /* 16-byte chunks of an x row's slice */

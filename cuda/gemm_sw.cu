@@ -140,13 +140,7 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     gsw_ring<GSW_ROWS> rg;
     rg.init(a, bars[warp], ring, grp, nv, kt0, nt, lane);
     const uint32_t bar0 = rg.bar0;
-
-    /* weights are never written by a kernel: stream them before the wait
-     * for the previous grid (x is its output) */
-    memra_pdl_launch();
-    for (int k = 0; k < D - 1; k++)
-        rg.issue_next();
-    memra_pdl_wait();
+    rg.start();
     {
         const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
         for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {

@@ -81,6 +81,15 @@ template <int ROWS> struct gsw_ring {
         }
         issued++;
     }
+    /* the first D - 1 items, issued before the wait for the previous grid:
+     * weights are never written by a kernel (x, read after, is its output) */
+    __device__ __forceinline__ void start()
+    {
+        memra_pdl_launch();
+        for (int k = 0; k < D - 1; k++)
+            issue_next();
+        memra_pdl_wait();
+    }
 };
 
 /* Split-K (gsw_kernel, gsi_kernel), once a warp has stored its slice's
