@@ -20,7 +20,7 @@
 # SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SKIP_SWITCHES=1 (not the
 # bit-for-bit comparisons of the side stream, the fused route and shared heads
 # against their other settings, nor the fixtures under the other attention
-# settings: their kernel-check cases still run), ROWMAPS (the Q8_0 row-map switches compared,
+# settings: their kernel-check cases still run), SKIP_SYNTH_BITS=1, ROWMAPS (the Q8_0 row-map switches compared,
 # default all), SYNTH=path (reuse a model),
 # BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
@@ -314,6 +314,47 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
     env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 MEMRA_MM_PRE=1 MEMRA_QK_STORE=1 \
       MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-normsmem-$mode.log" 2>&1
     note "models fast=$mode, NORM_SMEM, MM_GEGLU_POST, MM_PRE and QK_STORE on: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
+  done
+fi
+
+# The same four forms through whole forwards on memra-synth files (no
+# fixtures needed, so a prebuilt library runs it too): decode and prefill
+# logits, both tiers, bit for bit with all four on, and each alone in fast
+# decode; every arch that takes one (qwen3.5's attention layers take the
+# K/V stores). SKIP_SYNTH_BITS=1 skips it.
+if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
+  toks=$(python3 -c 'import random; random.seed(5); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
+  all4="MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 MEMRA_MM_PRE=1 MEMRA_QK_STORE=1"
+  for m in gemma-4-e4b gemma-4-26b-a4b gemma-4-31b qwen3.5-9b; do
+    f=/tmp/sw-bits.gguf
+    if ! $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --experts 32 --out "$f" \
+      >/dev/null 2>&1; then
+      note "decode forms on synth files: memra-synth $m failed"
+      continue
+    fi
+    bad=()
+    n=0
+    for fast in 0 1; do
+      for mode in decode prefill; do
+        sws=("$all4")
+        [ $fast = 1 ] && [ $mode = decode ] && sws+=($all4)
+        MEMRA_FAST=$fast $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode --device cuda:0 \
+          --out /tmp/sw0.f32 >/dev/null 2>&1 || rm -f /tmp/sw0.f32
+        for sw in "${sws[@]}"; do
+          env MEMRA_FAST=$fast $sw $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode \
+            --device cuda:0 --out /tmp/sw1.f32 >/dev/null 2>&1 || rm -f /tmp/sw1.f32
+          n=$((n + 1))
+          [ -s /tmp/sw0.f32 ] && cmp -s /tmp/sw0.f32 /tmp/sw1.f32 || bad+=("fast=$fast $mode [$sw]")
+          rm -f /tmp/sw1.f32
+        done
+      done
+    done
+    if [ ${#bad[@]} = 0 ]; then
+      note "NORM_SMEM, MM_GEGLU_POST, MM_PRE, QK_STORE on $m (6 layers, memra-synth): $n runs' logits bit for bit as the default"
+    else
+      note "NORM_SMEM, MM_GEGLU_POST, MM_PRE, QK_STORE on $m (6 layers): DIFFER (or failed) in ${#bad[@]} of $n: ${bad[*]}"
+    fi
+    rm -f "$f" /tmp/sw0.f32
   done
 fi
 
