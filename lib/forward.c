@@ -41,16 +41,22 @@ void memra__set_rows_mode(int mode)
  * 530; since 189475a two rows run on mmv_q8p_kernel: the 9B 481). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
  * row, or an exact engine: the decode kernels. Both knobs are read once
  * per process. */
-int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
+int32_t memra__batch_fast_min(void)
 {
-    static int32_t batch_fast = -1, batch_min = -1;
-    if (batch_fast < 0 && memra__env_int("MEMRA_BATCH_FAST", 0, 1, 1, &batch_fast))
-        batch_fast = 1;
+    static int32_t batch_min = -1;
     if (batch_min < 0 && memra__env_int("MEMRA_BATCH_FAST_MIN", 2, MEMRA_MAX_BATCH + 1, 3, &batch_min))
         batch_min = 3;
+    return batch_min;
+}
+
+int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
+{
+    static int32_t batch_fast = -1;
+    if (batch_fast < 0 && memra__env_int("MEMRA_BATCH_FAST", 0, 1, 1, &batch_fast))
+        batch_fast = 1;
     if (!memra__model_fast(m))
         return MEMRA__ROWS_ANY;
-    return n_rows >= batch_min && batch_fast ? MEMRA__ROWS_BATCH : MEMRA__ROWS_EXACT;
+    return n_rows >= memra__batch_fast_min() && batch_fast ? MEMRA__ROWS_BATCH : MEMRA__ROWS_EXACT;
 }
 
 int32_t memra_model_max_batch(const memra_model_t *m)

@@ -130,6 +130,9 @@ memra_status_t memra__parse_int(const char *what, const char *s, long lo, long h
  * (The CUDA backend's tuning knobs, read once inside kernels with no call
  * to fail, keep their default on garbage; cuda/cuda_backend.cu.) */
 memra_status_t memra__env_int(const char *name, long lo, long hi, long def, int32_t *out);
+/* The fewest decode rows a fast engine's step runs on the batched kernels
+ * (MEMRA_BATCH_FAST_MIN, default 3; read once). */
+int32_t memra__batch_fast_min(void);
 
 #define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
