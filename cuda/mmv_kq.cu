@@ -1,4 +1,4 @@
-/* Launchers of the K-quant matvec (cuda/mmv_kq.cuh) for Q4_K, Q5_K, Q6_K. */
+/* Launchers of the K-quant matvec (cuda/mmv_kq.cuh) for Q4_K, Q5_K, Q6_K and Q4_0. */
 #include <stdio.h>
 
 #include "mmv_kq.cuh"
@@ -58,6 +58,7 @@ bool mmv_kq_launch(int t, const mmv_args &a, int R, unsigned gy, int sm_count, c
     case MEMRA_TYPE_Q4_K: return kq_launch_t<MEMRA_TYPE_Q4_K>(a, R, gy, sm_count, s);
     case MEMRA_TYPE_Q5_K: return kq_launch_t<MEMRA_TYPE_Q5_K>(a, R, gy, sm_count, s);
     case MEMRA_TYPE_Q6_K: return kq_launch_t<MEMRA_TYPE_Q6_K>(a, R, gy, sm_count, s);
+    case MEMRA_TYPE_Q4_0: return kq_launch_t<MEMRA_TYPE_Q4_0>(a, R, gy, sm_count, s);
     default: return false;
     }
 }

@@ -1,4 +1,5 @@
-/* The K-quant matvec (Q4_K, Q5_K, Q6_K): decode, batched and exact-mode
+/* The K-quant matvec (Q4_K, Q5_K, Q6_K; Q4_0 on the same lanes, its eight
+ * blocks a 144-byte super-block): decode, batched and exact-mode
  * rows, matmul_ex fusions and the MoE's grouped expert matvecs (a.ids; the
  * fused MoE kernel has the same lanes: cuda/mmv_moe_kq.cuh), at a few
  * instructions per weight instead of the generic kernel's ~10 (mq_dot32: a byte load,
@@ -260,16 +261,23 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
 
 /* ---- host side ------------------------------------------------------------------ */
 
+/* The types the kernel takes. Q4_0 only with MEMRA_MMV_KQ_Q40=1 (off by
+ * default until the H200 has run it: its rows then leave the generic
+ * kernel's bits for these lanes', in every exact path alike). */
 static inline bool kq_type(int t)
 {
-    return t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K;
+    static long q40 = -1;
+    if (q40 < 0)
+        q40 = memra__cuda_env_long("MEMRA_MMV_KQ_Q40", 0) > 0;
+    return t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K || (t == MEMRA_TYPE_Q4_0 && q40);
 }
 
 static inline size_t kq_smem_of(int t, int64_t ne0, int nr, int d)
 {
     return t == MEMRA_TYPE_Q4_K   ? kq_smem_bytes<MEMRA_TYPE_Q4_K>(ne0, nr, d)
            : t == MEMRA_TYPE_Q5_K ? kq_smem_bytes<MEMRA_TYPE_Q5_K>(ne0, nr, d)
-                                  : kq_smem_bytes<MEMRA_TYPE_Q6_K>(ne0, nr, d);
+           : t == MEMRA_TYPE_Q6_K ? kq_smem_bytes<MEMRA_TYPE_Q6_K>(ne0, nr, d)
+                                  : kq_smem_bytes<MEMRA_TYPE_Q4_0>(ne0, nr, d);
 }
 
 /* NR x rows fit next to the smallest ring. */

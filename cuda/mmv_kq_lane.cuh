@@ -1,5 +1,5 @@
 /* The K-quant matvec's lane arithmetic (cuda/mmv_kq.cuh): one lane's share
- * of an item, for Q4_K, Q5_K and Q6_K. Host and device code: it reads
+ * of an item, for Q4_K, Q5_K, Q6_K and Q4_0. Host and device code: it reads
  * weights and x through small reader types (shared memory on the device,
  * plain memory on the host), so test/test_mmv_kq.cu runs the kernel's own
  * decoding and sums on the CPU against the float64 reference.
@@ -12,7 +12,9 @@
  *     the segment;
  *   Q6_K: half h = q / 2, pair a = q % 2: sub-blocks j = a (low nibbles of
  *     32 ql bytes) and j = a + 2 (their high nibbles), elements
- *     128 h + 32 a + [0, 32) and 128 h + 64 + 32 a + [0, 32) of b.
+ *     128 h + 32 a + [0, 32) and 128 h + 64 + 32 a + [0, 32) of b;
+ *   Q4_0 (eight 18-byte blocks a "super-block" of 144 bytes): blocks 2q
+ *     and 2q + 1, elements [64 l, 64 l + 64) of the segment.
  * x is staged as the Q8_0 path stages it (mmv.cuh: times 2^64, 4 floats of
  * padding after every 64, sums of 32 elements times 2^-78), so a lane's
  * 16-byte x loads fall on distinct banks in each quarter warp (Q6_K: lanes
@@ -30,7 +32,9 @@
  *     low byte, or into the next byte of a two-word permutation);
  *   Q6_K: q = ql | qh << 4 as 16 q in two bytes of one permutation,
  *     y += d sc_h 2^81 (S_h - 4 X16_h) per 16-element half h (q - 32: the
- *     bias as 32 sum(x) over the half, X16 = 2^-78 sums of 16).
+ *     bias as 32 sum(x) over the half, X16 = 2^-78 sums of 16);
+ *   Q4_0: y += d_j 2^85 S_j - d_j 2^81 X_j per block j (q - 8: the bias
+ *     as 8 sum(x), Q4_K's min term with m = 8).
  * Each product of a sum and its scale is rounded explicitly
  * (kq_mul/kq_fma/kq_add), so no launch shape changes a row's bits. The
  * bounds are the Q8_0 path's: x below 2^63 in magnitude, and sums below
@@ -238,7 +242,10 @@ struct kq_mem {
  *     X0 and X1, the x of the lane's two 32-runs in load order;
  *   finish(sc, ch, lc, s0, s1): the share's term, S0/S1 the sums of x
  *     that go with X0/X1's runs (Q4_K/Q5_K: both sub-blocks' in S0, one
- *     8-byte load). */
+ *     8-byte load);
+ *   xi(i): which 4 elements of each run step I takes (4 xi(i) ..): I for
+ *     all but Q4_0, whose steps take a word's low nibbles, then its high
+ *     ones. */
 template <int T> struct kq;
 
 /* Lane constants (Q6_K: which sub-block a load step takes). */
@@ -255,6 +262,7 @@ struct kq_lc {
  * bytes 0-3 / 4-7, chunks 2-3 the nibbles of bytes 8-11 with the top two
  * bits of bytes 0-3 / 4-7 above them). */
 struct kq_k45 {
+    static __host__ __device__ constexpr int xi(int i) { return i; }
     struct sc {
         float dl, dh, ml, mh; /* d sc 2^85, d sc 2^81, dmin m 2^78 (low, high sub-block) */
     };
@@ -358,6 +366,7 @@ template <> struct kq<MEMRA_TYPE_Q5_K> : kq_k45 {
  * aligned words around its bytes and funnel-shifts them into place. */
 template <> struct kq<MEMRA_TYPE_Q6_K> {
     static constexpr int bb = 210, s16 = 1;
+    static __host__ __device__ constexpr int xi(int i) { return i; }
     struct sc {
         float d[4]; /* d sc 2^81: sub-block a (halves 0, 1), sub-block a + 2 (halves 0, 1) */
     };
@@ -425,6 +434,59 @@ template <> struct kq<MEMRA_TYPE_Q6_K> {
         v = kq_fma(o.d[1], sw ? u[1][1] : u[0][1], v);
         v = kq_fma(o.d[2], sw ? u[0][0] : u[1][0], v);
         return kq_fma(o.d[3], sw ? u[0][1] : u[1][1], v);
+    }
+};
+
+/* Q4_0: blocks of d (f16) and qs[16], element j < 16 of a block the low
+ * nibble of qs[j], 16 + j its high nibble. Quarter C of a super-block
+ * (blocks 2C, 2C+1) is the 36 bytes at 36C: d0, qs0 (2 bytes off a word),
+ * d1, qs1 (on a word). Steps 2k and 2k+1 take word k of both blocks' qs,
+ * low nibbles then high ones shifted down (u, as Q4_K's low sub-block),
+ * against elements 4k.. and 16 + 4k.. of each block (xi); qs0's word is one
+ * permutation of the two words around it, the second kept for the next
+ * word. The scales are Q4_K's with sc = 1 and the min 8 d: d 2^85 and
+ * 8 d 2^78 = d 2^81 (exact), so kq_k45's finish is the block's
+ * d (sum(q x) - 8 sum(x)). */
+template <> struct kq<MEMRA_TYPE_Q4_0> : kq_k45 {
+    static constexpr int bb = 144, s16 = 0;
+    static __host__ __device__ constexpr int xi(int i) { return (i & 1) * 4 + (i >> 1); }
+    struct wd {
+        uint32_t at, ul, q0, q1; /* quarter address, qs0's last raw word, the two blocks' word */
+    };
+    template <class RD> static __host__ __device__ __forceinline__ void scales(sc &o, const RD &rd, uint32_t sb, int c)
+    {
+        const uint32_t a = sb + 36 * (uint32_t)c;
+        const float d0 = kq_half(rd.u32(a)), d1 = kq_half(rd.u32(a + 16) >> 16);
+        o.dl = kq_mul(d0, 0x1p85f);
+        o.dh = kq_mul(d1, 0x1p85f);
+        o.ml = kq_mul(d0, 0x1p81f);
+        o.mh = kq_mul(d1, 0x1p81f);
+    }
+    template <class RD> static __host__ __device__ __forceinline__ void begin(wd &o, const RD &rd, uint32_t sb, int c)
+    {
+        o.at = sb + 36 * (uint32_t)c;
+        o.ul = rd.u32(o.at);
+        o.q0 = o.q1 = 0; /* set by step 0 (the host compiler cannot see it) */
+    }
+    template <class RD>
+    static __host__ __device__ __forceinline__ void word(wd &o, const RD &rd, int i, const kq_lc &, float4 x0,
+                                                         float4 x1, ch &c)
+    {
+        const uint32_t k = (uint32_t)i >> 1;
+        if ((i & 1) == 0) {
+            const uint32_t nl = rd.u32(o.at + 4 * (k + 1));
+            o.q0 = kq_prmt(o.ul, nl, 0x5432u); /* bytes 2..5: qs0[4k, 4k + 4) */
+            o.ul = nl;
+            o.q1 = rd.u32(o.at + 20 + 4 * k);
+        }
+        const uint32_t sh = 4 * ((uint32_t)i & 1);
+        const uint32_t a = (o.q0 >> sh) & 0x0F0F0F0Fu, b = (o.q1 >> sh) & 0x0F0F0F0Fu;
+        const float xa[4] = {x0.x, x0.y, x0.z, x0.w}, xb[4] = {x1.x, x1.y, x1.z, x1.w};
+        KQ_UNROLL
+        for (int n = 0; n < 4; n++) {
+            c.l[n] = fmaf(kq_f(kq_prmt(a, 0u, 0x4440u + n)), xa[n], c.l[n]);
+            c.h[n] = fmaf(kq_f(kq_prmt(b, 0u, 0x4440u + n)), xb[n], c.h[n]);
+        }
     }
 };
 
@@ -525,7 +587,7 @@ __host__ __device__ __forceinline__ void kq_lane(const WR (&wr)[KQ_M], const uin
         const uint32_t xo = 4 * r * xl;
         KQ_UNROLL
         for (int i = 0; i < 8; i++) {
-            const float4 xa = xr.f128(xo + x0 + 16 * i), xb = xr.f128(xo + x1 + 16 * i);
+            const float4 xa = xr.f128(xo + x0 + 16 * K::xi(i)), xb = xr.f128(xo + x1 + 16 * K::xi(i));
             KQ_UNROLL
             for (int m = 0; m < KQ_M; m++)
                 if (m == 0 || two)

@@ -1,5 +1,5 @@
 /* Launchers of the MoE decode kernel on K-quant experts
- * (cuda/mmv_moe_kq.cuh) for Q4_K, Q5_K, Q6_K. */
+ * (cuda/mmv_moe_kq.cuh) for Q4_K, Q5_K, Q6_K and Q4_0. */
 #include <stdio.h>
 
 #include "mmv_moe_kq.cuh"
@@ -22,6 +22,7 @@ int mmv_moe_kq_pack(int t, int64_t ne0)
     case MEMRA_TYPE_Q4_K: return kq_pack_of<MEMRA_TYPE_Q4_K>(ne0);
     case MEMRA_TYPE_Q5_K: return kq_pack_of<MEMRA_TYPE_Q5_K>(ne0);
     case MEMRA_TYPE_Q6_K: return kq_pack_of<MEMRA_TYPE_Q6_K>(ne0);
+    case MEMRA_TYPE_Q4_0: return kq_pack_of<MEMRA_TYPE_Q4_0>(ne0);
     default: return 0;
     }
 }
@@ -70,6 +71,7 @@ bool mmv_moe_kq_launch(int t, mmv_moe_args a, bool down, unsigned gy, int sm_cou
     case MEMRA_TYPE_Q4_K: return moe_kq_launch_t<MEMRA_TYPE_Q4_K>(a, down, gy, sm_count, s);
     case MEMRA_TYPE_Q5_K: return moe_kq_launch_t<MEMRA_TYPE_Q5_K>(a, down, gy, sm_count, s);
     case MEMRA_TYPE_Q6_K: return moe_kq_launch_t<MEMRA_TYPE_Q6_K>(a, down, gy, sm_count, s);
+    case MEMRA_TYPE_Q4_0: return moe_kq_launch_t<MEMRA_TYPE_Q4_0>(a, down, gy, sm_count, s);
     default: return false;
     }
 }

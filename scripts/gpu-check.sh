@@ -302,6 +302,44 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
     $B/test/test_batch_fast >"$OUT/test_batch_fast-gsi.log" 2>&1
   note "test_batch_fast, MEMRA_GSI=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch_fast-gsi.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch_fast-gsi.log") failed"
 fi
+# ---- Q4_0 on the K-quant matvec's lanes (MEMRA_MMV_KQ_Q40=1, off by default) ----
+# its kernel-check cases (the K-quant groups' q4_0 cases: against the CPU,
+# rows invariant, fused == unfused, expert ids, the fused MoE), then on
+# 6-layer memra-synth Q4_0 files: exact decode == exact prefill in chunks of
+# 13 bit for bit (every exact path takes the same lanes), and the exact
+# prefill against the CPU reference within the generic kernel's error
+# (logits-compare.py's baseline bound)
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for t in matmul.kq.q4_0 matmul.rowinv.kq.q4_0 matmul_ex.kq.q4_0 matmul_ex.rowinv.kq.q4_0 moe.kq.q4_0 \
+    moe.fused.kq.q4_0; do
+    MEMRA_MMV_KQ_Q40=1 timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-q40-$t.log" 2>&1
+    note "kernel-check $t, MEMRA_MMV_KQ_Q40=1: rc $?, $(tail -1 "$OUT/kc-q40-$t.log")"
+  done
+fi
+if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
+  toks=$(python3 -c 'import random; random.seed(7); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
+  for m in qwen3.5-9b gemma-4-e4b qwen3.6-35b-a3b; do
+    f=/tmp/q40-check.gguf
+    if ! $B/examples/memra-synth --model $m --type q4_0 --layers 6 --vocab 4096 --experts 32 --out "$f" \
+      >/dev/null 2>&1; then
+      note "Q4_0 lanes: memra-synth $m failed"
+      continue
+    fi
+    lg() { # MEMRA_MMV_KQ_Q40's value, then memra-logits' arguments
+      local q=$1
+      shift
+      env MEMRA_FAST=0 MEMRA_MMV_KQ_Q40=$q $B/examples/memra-logits -m "$f" --tokens "$toks" "$@" >/dev/null 2>&1
+    }
+    lg 1 --mode decode --device cuda:0 --out /tmp/q40d.f32 || rm -f /tmp/q40d.f32
+    lg 1 --mode prefill --chunk 13 --device cuda:0 --out /tmp/q40p.f32 || rm -f /tmp/q40p.f32
+    lg 0 --mode prefill --chunk 13 --device cuda:0 --out /tmp/q40g.f32
+    lg 0 --mode prefill --device cpu --out /tmp/q40c.f32
+    [ -s /tmp/q40d.f32 ] && cmp -s /tmp/q40d.f32 /tmp/q40p.f32 && r="bit for bit" || r="DIFFER (or failed)"
+    note "MEMRA_MMV_KQ_Q40=1, $m Q4_0 (6 layers): exact decode against exact prefill (chunks of 13): $r; against the CPU: $(scripts/logits-compare.py /tmp/q40c.f32 /tmp/q40p.f32 --vocab 4096 --baseline /tmp/q40g.f32 2>&1 | tail -1)"
+    rm -f "$f" /tmp/q40?.f32
+  done
+fi
+
 # ---- the step's K and V stores in the qk_norm_rope launch (MEMRA_QK_STORE=1) ----
 # (off by default until this has passed): kv_store's conversions a head's
 # span at a time in the part blocks (V rows no part writes: blocks of their

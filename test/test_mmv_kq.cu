@@ -43,15 +43,19 @@ static void put_fp16(uint8_t *p, float v)
     memcpy(p, &h, 2);
 }
 
-/* Random bytes with sane scales (the kernel check's weights). */
+/* Random bytes with sane scales (the kernel check's weights), NBLK
+ * super-blocks (Q4_0: eight blocks each). */
 static void fill_blocks(int t, uint8_t *b, int64_t nblk)
 {
-    const int bb = t == MEMRA_TYPE_Q4_K ? 144 : t == MEMRA_TYPE_Q5_K ? 176 : 210;
+    const int bb = t == MEMRA_TYPE_Q5_K ? 176 : t == MEMRA_TYPE_Q6_K ? 210 : 144;
     for (int64_t i = 0; i < nblk; i++, b += bb) {
         for (int j = 0; j < bb; j++)
             b[j] = (uint8_t)(rng_next() >> 56);
         const float d = rng_unif(0.002f, 0.02f), m = rng_unif(0.002f, 0.02f);
-        if (t == MEMRA_TYPE_Q6_K) {
+        if (t == MEMRA_TYPE_Q4_0) {
+            for (int j = 0; j < 8; j++)
+                put_fp16(b + 18 * j, rng_unif(0.002f, 0.02f) * (j & 1 ? -1.0f : 1.0f));
+        } else if (t == MEMRA_TYPE_Q6_K) {
             put_fp16(b + 208, d * 0.05f);
         } else {
             put_fp16(b, d * 0.1f);
@@ -323,6 +327,7 @@ static void test_pack(void **state)
     for (int nsb = 1; nsb <= 4; nsb++) {
         check_pack<MEMRA_TYPE_Q4_K>(nsb, 0);
         check_pack<MEMRA_TYPE_Q5_K>(nsb, 0);
+        check_pack<MEMRA_TYPE_Q4_0>(nsb, 0);
         for (size_t sh = 0; sh < 16; sh += 2)
             check_pack<MEMRA_TYPE_Q6_K>(nsb, sh);
     }
@@ -353,6 +358,15 @@ static void test_q5_k(void **state)
     check<MEMRA_TYPE_Q5_K>(2048, 3, 0, 1e-6f);
 }
 
+static void test_q4_0(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        check<MEMRA_TYPE_Q4_0>(widths[i], 5, 0, 1.0f);
+    check<MEMRA_TYPE_Q4_0>(4096, 4, 0, 1e-6f);
+    check<MEMRA_TYPE_Q4_0>(4096, 4, 0, 1e6f);
+}
+
 /* Q6_K rows start anywhere even: every 4-byte alignment of the blocks and
  * every offset in the first 16 bytes */
 static void test_q6_k(void **state)
@@ -372,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_q4_k),
         cmocka_unit_test(test_q5_k),
         cmocka_unit_test(test_q6_k),
+        cmocka_unit_test(test_q4_0),
         cmocka_unit_test(test_pack_butterfly),
         cmocka_unit_test(test_pack),
     };

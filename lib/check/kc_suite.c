@@ -46,7 +46,9 @@ static void kc_case_done(kc *k)
  * expert ids (moe). */
 static void run_kq(kc *k, bool big)
 {
-    static const memra_type_t kt[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K};
+    /* Q4_0 takes these lanes with MEMRA_MMV_KQ_Q40=1, else the generic
+     * kernel: the same cases check either */
+    static const memra_type_t kt[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_0};
     static const struct {
         const char *name;
         int64_t ne0, ne1, rows, pad;
@@ -131,6 +133,8 @@ static void run_kq(kc *k, bool big)
                      MEMRA_ACT_SILU));
     KC(memra__kc_moe(k, "moe.kq.q5_k.gate_up", MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K, 2, 16, 2, 2560, 768, true, true,
                      MEMRA_ACT_GELU));
+    KC(memra__kc_moe(k, "moe.kq.q4_0", MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0, 3, 32, 4, 2304, 512, false, false,
+                     MEMRA_ACT_SILU));
 }
 
 static void run_suite(kc *k)
@@ -572,6 +576,10 @@ static void run_suite(kc *k)
          * offset) */
         MF("moe.fused.kq.pack", Q5_K, Q4_K, Q4_K, 32, 8, 768, 512, false, false, SILU, 512, n1238);
         MF("moe.fused.kq.pack_q6k", Q6_K, Q6_K, Q6_K, 16, 5, 1024, 256, true, true, GELU, 256, n1238);
+        /* Q4_0 experts (on these lanes with MEMRA_MMV_KQ_Q40=1): one-item
+         * and packed walks */
+        MF("moe.fused.kq.q4_0", Q4_0, Q4_0, Q4_0, 16, 4, 2304, 512, false, false, SILU, 512, n1238);
+        MF("moe.fused.kq.q4_0_pack", Q4_0, Q4_0, Q4_0, 32, 8, 768, 512, true, false, GELU, 512, n1238);
         {
             const kc_moe_shape gp = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, 16, 4, 2048, 512, false,
                                      false, MEMRA_ACT_SILU, 512, 8, 0, false};
