@@ -191,7 +191,31 @@ template <int N> struct gq_words {
  * against 4378 tok/s, H200, 2026-12-05); MEMRA_GQ_KQ_WORDS=0 keeps gq_raw. */
 template <int T> struct gq_raw_kq : gq_raw<T> {};
 template <int T> struct gq_kq_words {
-    static constexpr bool value = T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K;
+    static constexpr bool value =
+        T == MEMRA_TYPE_Q4_K || T == MEMRA_TYPE_Q5_K || T == MEMRA_TYPE_Q6_K || T == MEMRA_TYPE_Q4_0;
+};
+
+/* Q4_0's block the same way: d and its 16 quant bytes a k tile ahead,
+ * mq_deq32's arithmetic. Only with MEMRA_GQ_Q40_WORDS=1 (off until the
+ * device's kernel check has compared it with the byte loads). */
+template <> struct gq_raw_kq<MEMRA_TYPE_Q4_0> {
+    uint32_t d;    /* f16 bits */
+    gq_words<4> q; /* qs[16] (2 bytes past the block start) */
+    __device__ __forceinline__ void load(const uint8_t *row, int64_t k)
+    {
+        const uint8_t *b = row + (k / 32) * 18;
+        d = *reinterpret_cast<const uint16_t *>(b);
+        q.load(b + 2);
+    }
+    __device__ __forceinline__ void decode(float *v) const
+    {
+        const float df = __half2float(__ushort_as_half((unsigned short)d));
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            v[j] = __fmul_rn((float)((int)(q.byte(j) & 0xF) - 8), df);
+            v[j + 16] = __fmul_rn((float)((int)(q.byte(j) >> 4) - 8), df);
+        }
+    }
 };
 
 /* Q4_K's and Q5_K's common head: d, dmin and the three scale bytes of
@@ -687,7 +711,8 @@ template <int T, class RAW> static bool gq_launch_raw(const gq_args &a, unsigned
     {                                                                                                                  \
         static long words = -1;                                                                                        \
         if (words < 0)                                                                                                 \
-            words = memra__cuda_env_long("MEMRA_GQ_KQ_WORDS", 1);                                                      \
+            words = T == MEMRA_TYPE_Q4_0 ? memra__cuda_env_long("MEMRA_GQ_Q40_WORDS", 0)                               \
+                                         : memra__cuda_env_long("MEMRA_GQ_KQ_WORDS", 1);                               \
         if (gq_kq_words<T>::value && words)                                                                            \
             return gq_launch_raw<T, typename std::conditional<gq_kq_words<T>::value, gq_raw_kq<T>, gq_raw<T>>::type>( \
                 a, n_tiles_max, s);                                                                                    \

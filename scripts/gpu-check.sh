@@ -213,6 +213,10 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast; do
     kc_vs MEMRA_GQ_KQ_WORDS=0 "$t" MEMRA_FAST_GEMM=mmq
   done
+  # Q4_0's block the same way (MEMRA_GQ_Q40_WORDS=1, off by default until this prints the same lines)
+  for t in moe.fast matmul.q4_0.prefill_fast; do
+    kc_vs MEMRA_GQ_Q40_WORDS=1 "$t" MEMRA_FAST_GEMM=mmq
+  done
 fi
 
 # ---- packed K-quant MoE decode items ----------------------------------------

@@ -515,6 +515,9 @@ static void run_suite(kc *k)
     /* Q5_K gate_up; Q6_K down rows of 210 bytes (blocks 2 past 4-byte
      * alignment every other row: gemm_q.cuh's gq_words) */
     MOE_FAST("moe.fast.q5k_q6k", Q5_K, Q6_K, 70, 16, 2, 768, 256, true, false, SILU, SKEWED);
+    /* Q4_0 experts of released widths (2304: 72 blocks; rows 2 past 4-byte
+     * alignment every other one) */
+    MOE_FAST("moe.fast.q4_0", Q4_0, Q4_0, 70, 16, 2, 2304, 256, true, false, GELU, SKEWED);
     /* the g4-moe fixture's shape: 4 experts, top 2, fused gate_up, GELU */
     MOE_FAST("moe.fast.g4fix", F16, F16, 64, 4, 2, 64, 32, true, true, GELU, UNIFORM);
     MOE_FAST("moe.fast.g4fix_sep", BF16, F16, 64, 4, 2, 64, 32, false, true, GELU, UNIFORM);
@@ -524,6 +527,7 @@ static void run_suite(kc *k)
     if (big) {
         MOE_FAST("moe.fast.qwen35moe", Q8_0, Q8_0, 512, 256, 8, 2048, 512, false, false, SILU, UNIFORM);
         MOE_FAST("moe.fast.qwen35moe_q4k", Q4_K, Q6_K, 512, 256, 8, 2048, 512, false, false, SILU, UNIFORM);
+        MOE_FAST("moe.fast.qwen35moe_q4_0", Q4_0, Q4_0, 512, 256, 8, 2048, 512, false, false, SILU, UNIFORM);
         MOE_FAST("moe.fast.gemma4", Q8_0, Q8_0, 512, 128, 8, 2816, 704, true, true, GELU, UNIFORM);
         MOE_FAST("moe.fast.gemma4_skewed", Q8_0, Q8_0, 300, 128, 8, 2816, 704, true, true, GELU, SKEWED);
         MOE_FAST("moe.fast.shared_qwen", Q8_0, Q8_0, 512, 1, 1, 2048, 512, false, false, SILU, UNIFORM);
