@@ -341,13 +341,19 @@ static void test_pack(void **state)
  * segments (4096), and a long row (12288) */
 static const int64_t widths[] = {256, 2304, 2560, 4096, 5376, 12288};
 
+/* every width, then tiny and large x */
+template <int T> static void check_widths_and_scales(void)
+{
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        check<T>(widths[i], 5, 0, 1.0f);
+    check<T>(4096, 4, 0, 1e-6f);
+    check<T>(4096, 4, 0, 1e6f);
+}
+
 static void test_q4_k(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        check<MEMRA_TYPE_Q4_K>(widths[i], 5, 0, 1.0f);
-    check<MEMRA_TYPE_Q4_K>(4096, 4, 0, 1e-6f);
-    check<MEMRA_TYPE_Q4_K>(4096, 4, 0, 1e6f);
+    check_widths_and_scales<MEMRA_TYPE_Q4_K>();
 }
 
 static void test_q5_k(void **state)
@@ -361,10 +367,7 @@ static void test_q5_k(void **state)
 static void test_q4_0(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        check<MEMRA_TYPE_Q4_0>(widths[i], 5, 0, 1.0f);
-    check<MEMRA_TYPE_Q4_0>(4096, 4, 0, 1e-6f);
-    check<MEMRA_TYPE_Q4_0>(4096, 4, 0, 1e6f);
+    check_widths_and_scales<MEMRA_TYPE_Q4_0>();
 }
 
 /* Q6_K rows start anywhere even: every 4-byte alignment of the blocks and
