@@ -119,28 +119,25 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
 
 /* gsw_kernel's switches, read once: MEMRA_BATCH_GSW=0 (Q8_0 on gs_kernel
  * too), MEMRA_GSW_RING (ring items per warp, 2..GSW_RING_MAX; fewer
- * where two blocks would not fit an SM), A/B runs with the same bits;
- * MEMRA_GSI=1 (Q8_0 on gsi_kernel instead: other bits, the fast tier's
- * bound; off until the H200 has timed it). */
+ * where two blocks would not fit an SM), A/B runs with the same bits. */
 typedef struct gsw_knobs {
-    int on, ring, gsi;
+    int on, ring;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0};
+    static gsw_knobs k = {-1, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
         r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
         r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
-        r.gsi = memra__cuda_env_long("MEMRA_GSI", 0) != 0;
         k = r;
     }
     return &k;
 }
 
-/* gsw_kernel's and gsi_kernel's slices of K into A: at most GSW_KT_MAX k
+/* gsw_kernel's slices of K into A: at most GSW_KT_MAX k
  * tiles each (the staged x), and enough blocks of 64 rows (of NV) for
  * three an SM: a function of the weight's shape and the device only,
  * never of the row count (nor of a kernel's warps a block). false: more
@@ -205,52 +202,6 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     return MEMRA_OK;
 }
 
-/* M's Q8_0 weights on gsi_kernel (MEMRA_GSI=1), in passes of GSW_MAXN x
- * rows: gsw_kernel's slices of K, x rows into 8-bit parts a pass
- * (gsi_prep_kernel). */
-static memra_status_t gsi_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
-{
-    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    const bool glu = a.epi == MEMRA_MM_GLU;
-    const int np = glu ? 2 : 1;
-    const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t groups = (nv + GSI_ROWS - 1) / GSI_ROWS;
-    if (groups > INT32_MAX / 2 || !gsw_slices(&a, nv, c->sm_count))
-        return MEMRA_OK;
-
-    const int64_t n_all = m->n_rows;
-    const int64_t nmax = n_all < GSW_MAXN ? n_all : GSW_MAXN;
-    const size_t qbytes = ((size_t)nmax * (a.K / 32) * GSI_XB + 255) & ~(size_t)255;
-    const size_t xbytes = qbytes + (((size_t)nmax * (a.K / 32) * sizeof(float) + 255) & ~(size_t)255);
-    const size_t pbytes = a.split > 1 ? (size_t)a.split * groups * np * GSW_MAXN * GSI_ROWS * sizeof(float) : 0;
-    memra_status_t st = gs_scratch(be, &a, xbytes, pbytes, (size_t)groups);
-    if (st)
-        return st;
-    uint8_t *xq = (uint8_t *)a.X;
-    float *xs = (float *)(xq + qbytes);
-    a.X = NULL;
-    a.XQ = xq;
-    a.XS = xs;
-    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsi split %d%s", (long long)a.K, (long long)a.vrow0[a.nw],
-                           a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
-    for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {
-        a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
-        a.st = gsw_cfg()->ring;
-        const size_t smem = gsi_smem(a, &a.st);
-        memra__launch(gsi_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
-                      m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, xq, xs);
-        MEMRA_CUDA_LAUNCHED(be);
-        if (!gsi_launch(a, smem, c->stream))
-            return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 integer skinny GEMM launch failed")
-                      : MEMRA_OK;
-        MEMRA_CUDA_LAUNCHED(be);
-        for (int i = 0; i < a.nw; i++)
-            a.y[i] += GSW_MAXN * a.ldy[i];
-    }
-    *done = true;
-    return MEMRA_OK;
-}
-
 memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
 {
     *done = false;
@@ -286,7 +237,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.epi = (int)m->epi;
     a.gelu = m->act == MEMRA_ACT_GELU;
     if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
-        return gsw_cfg()->gsi ? gsi_run(be, m, a, done) : gsw_run(be, m, a, done);
+        return gsw_run(be, m, a, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t per = m->epi == MEMRA_MM_GLU ? GS_BM / 2 : GS_BM;

@@ -69,8 +69,6 @@ typedef struct gs_args {
     int *count;                 /* split > 1: per row tile, zero between launches */
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
-    const uint8_t *XQ;          /* gsi_kernel: x in 8-bit parts [n][K/32][GSI_XB] (gsi_prep_kernel) */
-    const float *XS;            /* gsi_kernel: their scales [n][K/32] */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)
@@ -421,19 +419,6 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_RING_MAX 4
 #define GSW_SMEM_2 (110u * 1024u)         /* dynamic shared memory of a block when two share an SM */
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
-
-/* The integer-mma form of it (cuda/gemm_si.cu, MEMRA_GSI=1): 16-row
- * groups, x in 8-bit parts. gsi_smem: the dynamic shared memory of a
- * launch of a.n rows, *ST lowered to the ring depth that fits; gsi_launch:
- * false when the launch failed. */
-#define GSI_ROWS 16                       /* weight rows of a warp's group: the mma's m */
-#define GSI_SLOT (GSI_ROWS * GSW_RB)      /* one ring item */
-#define GSI_XB 64                         /* bytes of one x row's 32-block: hi and lo parts */
-#define GSI_SMEM_3 (72u * 1024u)          /* dynamic shared memory of a block when three share an SM */
-__global__ void gsi_prep_kernel(const float *x, int64_t ldx, int norm, const float *w, float eps, int64_t K,
-                                uint8_t *xq, float *xs);
-size_t gsi_smem(const gs_args &a, int *st);
-bool gsi_launch(const gs_args &a, size_t smem, cudaStream_t s);
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */

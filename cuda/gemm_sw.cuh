@@ -1,13 +1,12 @@
-/* What gsw_kernel (cuda/gemm_sw.cu) and gsi_kernel (cuda/gemm_si.cu)
- * share: the virtual rows, the warp's ring of weight items and split-K's
- * last warp. */
+/* gsw_kernel's (cuda/gemm_sw.cu) virtual rows, warp ring of weight items
+ * and split-K's last warp. */
 #ifndef MEMRA_CUDA_GEMM_SW_CUH
 #define MEMRA_CUDA_GEMM_SW_CUH
 
 #include "gemm_s.cuh"
 #include "mmv.cuh"
 
-/* Virtual row V of part P (gsw_kernel, gsi_kernel): the weight it reads
+/* Virtual row V of part P (gsw_kernel): the weight it reads
  * (GLU: P), its row there (-1: past the end). */
 static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p, int64_t *lrow)
 {
@@ -18,7 +17,7 @@ static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p
     return gs_weight(a, v, lrow);
 }
 
-/* A warp's ring of weight items (gsw_kernel, gsi_kernel): an item is one
+/* A warp's ring of weight items (gsw_kernel): an item is one
  * k tile (GSW_RB bytes) of each of the group's ROWS rows, one bulk copy a
  * row by the lanes below the group's valid rows, on the warp's own
  * mbarriers (slot s at bar0 + 8 s, SLOT bytes at ring0 + s SLOT); items
@@ -92,7 +91,7 @@ template <int ROWS> struct gsw_ring {
     }
 };
 
-/* Split-K (gsw_kernel, gsi_kernel), once a warp has stored its slice's
+/* Split-K (gsw_kernel), once a warp has stored its slice's
  * partials of group GRP: whether it is the warp that completes the group
  * (the last of a.split); that warp then reads every slice's partials
  * (after the fence here) and resets the group's counter. */

@@ -261,15 +261,12 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
 
 /* ---- host side ------------------------------------------------------------------ */
 
-/* The types the kernel takes. Q4_0 only with MEMRA_MMV_KQ_Q40=1 (off by
- * default until the H200 has run it: its rows then leave the generic
- * kernel's bits for these lanes', in every exact path alike). */
+/* The types the kernel takes: the K-quants and Q4_0 (its eight blocks a
+ * super-block; the 9B Q4_0's tg128 346.3 against 256.5 tok/s on the
+ * generic kernel, H100, 2026-12-05). */
 static inline bool kq_type(int t)
 {
-    static long q40 = -1;
-    if (q40 < 0)
-        q40 = memra__cuda_env_long("MEMRA_MMV_KQ_Q40", 0) > 0;
-    return t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K || (t == MEMRA_TYPE_Q4_0 && q40);
+    return t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K || t == MEMRA_TYPE_Q4_0;
 }
 
 static inline size_t kq_smem_of(int t, int64_t ne0, int nr, int d)
@@ -288,7 +285,8 @@ static inline bool mmv_kq_x_fits(int t, int64_t ne0, int nr)
 
 /* The one selection rule: the K-quant kernel takes every matvec of A's
  * weights (any row count, fusion, expert ids) when it is on
- * (MEMRA_MMV_KFAST, default 1; its copies are TMA, so MEMRA_MMV_TMA=0 turns
+ * (MEMRA_MMV_KFAST, default 1, =0 the generic kernel for all its types;
+ * its copies are TMA, so MEMRA_MMV_TMA=0 turns
  * it off too), one x row fits shared memory, and the rows and expert
  * slices start on 16 bytes (Q6_K: on 2, its blocks' own alignment).
  * Everything here is a property of the weights, so a row's kernel, and its

@@ -205,17 +205,13 @@ if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   note "models fast, MEMRA_FA_TC_PIPE=0: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-fast-pipe0.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-fast-pipe0.log") failed"
 fi
 
-# ---- K-quant weights into the tensor-core GEMMs as words a tile ahead ----
+# ---- K-quant (and Q4_0) weights into the tensor-core GEMMs as words a tile ahead ----
 # (the default; MEMRA_GQ_KQ_WORDS=0 the byte loads): the same decode
 # arithmetic both ways, so the MoE prefill cases and the K-quant dense
 # prefill matmuls on mmq print the same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast; do
+  for t in moe.fast matmul.q4_k.prefill_fast matmul.q6_k.prefill_fast matmul.q4_0.prefill_fast; do
     kc_vs MEMRA_GQ_KQ_WORDS=0 "$t" MEMRA_FAST_GEMM=mmq
-  done
-  # Q4_0's block the same way (MEMRA_GQ_Q40_WORDS=1, off by default until this prints the same lines)
-  for t in moe.fast matmul.q4_0.prefill_fast; do
-    kc_vs MEMRA_GQ_Q40_WORDS=1 "$t" MEMRA_FAST_GEMM=mmq
   done
 fi
 
@@ -292,34 +288,11 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_MM_PRE=1 matmul_ex.g4_pre
   kc_vs "MEMRA_MM_PRE=1 MEMRA_MM_GEGLU_POST=1" matmul_ex.g4_pre
 fi
-# ---- the batched fast Q8_0 kernel on the integer mma (MEMRA_GSI=1) ----
-# (off by default until the H200 has timed it; cuda/gemm_si.cu): other
-# bits than gsw_kernel's, so its kernel-check cases must pass against the
-# CPU within their bound and keep their row invariance (not print the same
-# lines), and the batched fast rows stay within theirs
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  MEMRA_GSI=1 timeout 200 $B/probes/memra-kernel-check --test=matmul_ex.gs >"$OUT/kc-gsi.log" 2>&1
-  note "kernel-check matmul_ex.gs, MEMRA_GSI=1: rc $?, $(tail -1 "$OUT/kc-gsi.log")"
-fi
-if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
-  env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_GSI=1 timeout 300 \
-    $B/test/test_batch_fast >"$OUT/test_batch_fast-gsi.log" 2>&1
-  note "test_batch_fast, MEMRA_GSI=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch_fast-gsi.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch_fast-gsi.log") failed"
-fi
-# ---- Q4_0 on the K-quant matvec's lanes (MEMRA_MMV_KQ_Q40=1, off by default) ----
-# its kernel-check cases (the K-quant groups' q4_0 cases: against the CPU,
-# rows invariant, fused == unfused, expert ids, the fused MoE), then on
-# 6-layer memra-synth Q4_0 files: exact decode == exact prefill in chunks of
-# 13 bit for bit (every exact path takes the same lanes), and the exact
-# prefill against the CPU reference within the generic kernel's error
-# (logits-compare.py's baseline bound)
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  for t in matmul.kq.q4_0 matmul.rowinv.kq.q4_0 matmul_ex.kq.q4_0 matmul_ex.rowinv.kq.q4_0 moe.kq.q4_0 \
-    moe.fused.kq.q4_0; do
-    MEMRA_MMV_KQ_Q40=1 timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-q40-$t.log" 2>&1
-    note "kernel-check $t, MEMRA_MMV_KQ_Q40=1: rc $?, $(tail -1 "$OUT/kc-q40-$t.log")"
-  done
-fi
+# ---- Q4_0 on the K-quant matvec's lanes (the kernel check's *.kq.q4_0 cases) ----
+# on 6-layer memra-synth Q4_0 files: exact decode == exact prefill in
+# chunks of 13 bit for bit (every exact path takes the same lanes), and the
+# exact prefill against the CPU reference within the generic kernel's
+# error (MEMRA_MMV_KFAST=0; logits-compare.py's baseline bound)
 if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(7); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
   for m in qwen3.5-9b gemma-4-e4b qwen3.6-35b-a3b; do
@@ -329,17 +302,17 @@ if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
       note "Q4_0 lanes: memra-synth $m failed"
       continue
     fi
-    lg() { # MEMRA_MMV_KQ_Q40's value, then memra-logits' arguments
+    lg() { # MEMRA_MMV_KFAST's value, then memra-logits' arguments
       local q=$1
       shift
-      env MEMRA_FAST=0 MEMRA_MMV_KQ_Q40=$q $B/examples/memra-logits -m "$f" --tokens "$toks" "$@" >/dev/null 2>&1
+      env MEMRA_FAST=0 MEMRA_MMV_KFAST=$q $B/examples/memra-logits -m "$f" --tokens "$toks" "$@" >/dev/null 2>&1
     }
     lg 1 --mode decode --device cuda:0 --out /tmp/q40d.f32 || rm -f /tmp/q40d.f32
     lg 1 --mode prefill --chunk 13 --device cuda:0 --out /tmp/q40p.f32 || rm -f /tmp/q40p.f32
     lg 0 --mode prefill --chunk 13 --device cuda:0 --out /tmp/q40g.f32
-    lg 0 --mode prefill --device cpu --out /tmp/q40c.f32
+    lg 1 --mode prefill --device cpu --out /tmp/q40c.f32
     [ -s /tmp/q40d.f32 ] && cmp -s /tmp/q40d.f32 /tmp/q40p.f32 && r="bit for bit" || r="DIFFER (or failed)"
-    note "MEMRA_MMV_KQ_Q40=1, $m Q4_0 (6 layers): exact decode against exact prefill (chunks of 13): $r; against the CPU: $(scripts/logits-compare.py /tmp/q40c.f32 /tmp/q40p.f32 --vocab 4096 --baseline /tmp/q40g.f32 2>&1 | tail -1)"
+    note "$m Q4_0 (6 layers): exact decode against exact prefill (chunks of 13): $r; against the CPU: $(scripts/logits-compare.py /tmp/q40c.f32 /tmp/q40p.f32 --vocab 4096 --baseline /tmp/q40g.f32 2>&1 | tail -1)"
     rm -f "$f" /tmp/q40?.f32
   done
 fi

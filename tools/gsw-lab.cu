@@ -1,11 +1,8 @@
 /* Batched Q8_0 step lab (device only, not part of the library): times the
- * fast tier's two Q8_0 kernels of batched decode steps alone, on the same
- * buffers in one run, at 1-32 x rows of the Qwen3.5-9B shapes:
- * gsw_kernel (cuda/gemm_sw.cu: x in f16, each quant made an f16, mma
- * m16n8k16, 8 weight rows a warp) and gsi_kernel (cuda/gemm_si.cu,
- * MEMRA_GSI=1: x in two 8-bit parts a 32-block, the quants to the integer
- * mma m16n8k32 as they lie, 16 weight rows a warp), with the slicing and
- * ring depths their launches in cuda/gemm_s.cu pick, against a plain
+ * fast tier's Q8_0 kernel of batched decode steps alone at 1-32 x rows of
+ * the Qwen3.5-9B shapes: gsw_kernel (cuda/gemm_sw.cu: x in f16, each quant
+ * made an f16, mma m16n8k16, 8 weight rows a warp), with the slicing and
+ * ring depth its launch in cuda/gemm_s.cu picks, against a plain
  * streaming read of the same bytes (the ceiling). Weights rotate over
  * copies larger than L2; each kernel's error against a double reference is
  * printed, relative to the largest output (x has one element in 64 thirty
@@ -17,8 +14,7 @@
 #include <string.h>
 #include <vector>
 
-#include "gemm_si.cu" /* the library's kernels, compiled into the lab */
-#include "gemm_sw.cu"
+#include "gemm_sw.cu" /* the library's kernel, compiled into the lab */
 #include "lab.cuh"
 
 __global__ void to_half_kernel(const float *x, __half *h, int64_t n)
@@ -33,7 +29,7 @@ struct shape {
     int64_t K, rows;
 };
 
-/* gsw_run's and gsi_run's slicing (cuda/gemm_s.cu): slices of at most
+/* gsw_run's slicing (cuda/gemm_s.cu): slices of at most
  * GSW_KT_MAX k tiles, enough blocks of 64 rows for three an SM */
 static void slices(gs_args &a, int64_t rows, int sms)
 {
@@ -94,18 +90,13 @@ int main(void)
             CK(cudaMalloc(&bufs[i], bytes));
             CK(cudaMemcpy(bufs[i], host.data(), bytes, cudaMemcpyHostToDevice));
         }
-        float *x, *y, *xs, *part;
+        float *x, *y, *part;
         __half *xh;
-        uint8_t *xq;
-        const int64_t nb = sh.K / 32;
         CK(cudaMalloc(&x, hx.size() * 4));
         CK(cudaMalloc(&xh, hx.size() * 2));
-        CK(cudaMalloc(&xq, (size_t)NMAX * nb * GSI_XB));
-        CK(cudaMalloc(&xs, (size_t)NMAX * nb * 4));
         CK(cudaMalloc(&y, (size_t)NMAX * sh.rows * 4));
         CK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
         to_half_kernel<<<(unsigned)((hx.size() + 255) / 256), 256>>>(x, xh, (int64_t)hx.size());
-        gsi_prep_kernel<<<NMAX, MEMRA_NORM_BLOCK>>>(x, sh.K, 0, NULL, 0.0f, sh.K, xq, xs);
         CK(cudaDeviceSynchronize());
 
         const double ceil_us = time_us(
@@ -121,8 +112,6 @@ int main(void)
         a.K = sh.K;
         a.X = xh;
         a.ldx = sh.K;
-        a.XQ = xq;
-        a.XS = xs;
         a.ldy[0] = sh.rows;
         a.y[0] = y;
         a.epi = MEMRA_MM_STORE;
@@ -159,16 +148,11 @@ int main(void)
                 a.st--;
             const size_t smem_w = (size_t)GSW_WARPS * a.st * GSW_SLOT + xs_b;
             run("gsw", [&]() { return gsw_launch(a, grid_w, smem_w, 0); });
-            a.st = 3;
-            const size_t smem_i = gsi_smem(a, &a.st);
-            run("gsi", [&]() { return gsi_launch(a, smem_i, 0); });
         }
         for (uint8_t *b : bufs)
             cudaFree(b);
         cudaFree(x);
         cudaFree(xh);
-        cudaFree(xq);
-        cudaFree(xs);
         cudaFree(y);
         cudaFree(part);
     }

@@ -46,8 +46,7 @@ static void kc_case_done(kc *k)
  * expert ids (moe). */
 static void run_kq(kc *k, bool big)
 {
-    /* Q4_0 takes these lanes with MEMRA_MMV_KQ_Q40=1, else the generic
-     * kernel: the same cases check either */
+    /* Q4_0: its eight blocks a super-block on the same lanes */
     static const memra_type_t kt[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_0};
     static const struct {
         const char *name;
@@ -580,8 +579,7 @@ static void run_suite(kc *k)
          * offset) */
         MF("moe.fused.kq.pack", Q5_K, Q4_K, Q4_K, 32, 8, 768, 512, false, false, SILU, 512, n1238);
         MF("moe.fused.kq.pack_q6k", Q6_K, Q6_K, Q6_K, 16, 5, 1024, 256, true, true, GELU, 256, n1238);
-        /* Q4_0 experts (on these lanes with MEMRA_MMV_KQ_Q40=1): one-item
-         * and packed walks */
+        /* Q4_0 experts: one-item and packed walks */
         MF("moe.fused.kq.q4_0", Q4_0, Q4_0, Q4_0, 16, 4, 2304, 512, false, false, SILU, 512, n1238);
         MF("moe.fused.kq.q4_0_pack", Q4_0, Q4_0, Q4_0, 32, 8, 768, 512, true, false, GELU, 512, n1238);
         {
