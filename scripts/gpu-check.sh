@@ -20,7 +20,9 @@
 # SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SKIP_SWITCHES=1 (not the
 # bit-for-bit comparisons of the side stream, the fused route and shared heads
 # against their other settings, nor the fixtures under the other attention
-# settings: their kernel-check cases still run), SKIP_SYNTH_BITS=1, ROWMAPS (the Q8_0 row-map switches compared,
+# settings: their kernel-check cases still run), SKIP_VS=1 (none of the
+# kernel-check groups rerun under another setting to compare its lines: the
+# whole check still runs once), SKIP_SYNTH_BITS=1, ROWMAPS (the Q8_0 row-map switches compared,
 # default all), SYNTH=path (reuse a model),
 # BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
@@ -47,6 +49,7 @@ kc_base() {
 # setting that keeps the bits prints BASE's lines.
 kc_vs() {
   local sw=$1 t=$2 base=${3:-} f r
+  [ "${SKIP_VS:-0}" = 1 ] && return
   kc_base "$t" "$base"
   f="$OUT/kc-$t-base-$(kc_tag "$base")"
   env $base $sw timeout 200 $B/probes/memra-kernel-check --test=$t >"$OUT/kc-$t-$(kc_tag "${base:+$base }$sw").log" 2>&1
