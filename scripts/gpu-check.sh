@@ -20,10 +20,10 @@
 # SKIP_MODELS=1, SKIP_KC=1, SKIP_BATCH_TESTS=1, SKIP_MOE=1, SKIP_BENCH=1, SKIP_SWITCHES=1 (not the
 # bit-for-bit comparisons of the side stream, the fused route and shared heads
 # against their other settings, nor the fixtures under the other attention
-# settings: their kernel-check cases still run), SKIP_VS=1 (none of the
-# kernel-check groups rerun under another setting to compare its lines: the
-# whole check still runs once), SKIP_SYNTH_BITS=1, ROWMAPS (the Q8_0 row-map switches compared,
-# default all), SYNTH=path (reuse a model),
+# settings: their kernel-check cases still run), SKIP_VS=1 (no kernel-check
+# group rerun under another setting, to compare its lines or to check that
+# setting: the whole check still runs once), SKIP_SYNTH_BITS=1, ROWMAPS (the
+# Q8_0 row-map switches compared, default all), SYNTH=path (reuse a model),
 # BUILD (the build folder, default /tmp/build-gpu), BATCH (batched bench's B list, default 1,8,32; empty: none),
 # BENCH_REPS (default 3), BENCH_DEPTHS (default "0 512"), PREBUILT=dir (binaries
 # built elsewhere, laid out as a build folder: scripts/prebuilt.sh; no build).
@@ -184,7 +184,7 @@ fi
 # cases' bound) and the fixtures in fast mode with each
 for sw in MEMRA_FA_TC_QLO=1 MEMRA_FA_TC_SPLIT=0; do
   tag=${sw//=/_}
-  if [ "${SKIP_KC:-0}" != 1 ]; then
+  if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_VS:-0}" != 1 ]; then
     env $sw timeout 150 $B/probes/memra-kernel-check --test=attention >"$OUT/kc-attn-$tag.log" 2>&1
     note "kernel-check attention, $sw: rc $?, $(tail -1 "$OUT/kc-attn-$tag.log")"
   fi
