@@ -137,11 +137,10 @@ static const gsw_knobs *gsw_cfg(void)
     return &k;
 }
 
-/* gsw_kernel's slices of K into A: at most GSW_KT_MAX k
- * tiles each (the staged x), and enough blocks of 64 rows (of NV) for
- * three an SM: a function of the weight's shape and the device only,
- * never of the row count (nor of a kernel's warps a block). false: more
- * slices than a grid holds. */
+/* gsw_kernel's slices of K into A: at most GSW_KT_MAX k tiles each (the
+ * staged x), and enough blocks of 64 rows (of NV) for three an SM: a
+ * function of the weight's shape and the device only, never of the row
+ * count. false: more slices than a grid holds. */
 static bool gsw_slices(gs_args *a, int64_t nv, int sm_count)
 {
     const int64_t nkt = a->K / GS_KT, blocks = (nv + 63) / 64;
