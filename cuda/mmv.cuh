@@ -73,20 +73,12 @@ struct mmv_args {
     int add;                     /* y += W·x */
     int post[MMV_MAXW];          /* STORE: memra_ew_op_t applied to each output (COPY: none) */
     const float *post_b[MMV_MAXW], *post_aux[MMV_MAXW];
-    int64_t post_bs[MMV_MAXW];   /* GEGLU: post_b's row stride (0: one row) */
     const float *conv_w;         /* weight 0's outputs through the causal conv (one x row) */
     float *conv_state;
     int conv_k;
     int norm;                    /* x staged as rmsnorm(x) [* norm_w] */
     const float *norm_w;
     float eps;
-    /* matmul_ex's pre step (mmv_q8d_kernel's PRE instance only): x =
-     * pre_add + rms(pre_x) · pre_w (· pre_scale), norm_ex's arithmetic,
-     * computed by every block while it stages x and written to pre_y (= x)
-     * by block 0; NULL pre_x: none */
-    const float *pre_x, *pre_add, *pre_w;
-    float *pre_y;
-    float pre_eps, pre_scale;
     size_t nb2;
     int64_t ne0;
     const float *x;
@@ -408,82 +400,6 @@ static __device__ __forceinline__ const float *mmv_stage_x(const mmv_args &a, co
     return xs;
 }
 
-/* x of matmul_ex's pre step, staged (one row, ne0 % 4 == 0, ne0 <= 4
- * MMV_PRE_U MMV_THREADS, every row 16-byte aligned): thread t's chunks t, t
- * + 256, ... of pre_x and pre_add loaded at once; y = pre_add + (pre_x ·
- * s1) · pre_w (· pre_scale), s1 from row_scale_reduce over pre_x (the
- * norm_ex kernels' steps, each rounded); block 0 writes y to pre_y; then y
- * staged as mmv_stage_row_norm1 stages a row (its squares in the same
- * order, s2 over y, (y · s2) · norm_w, the norm weight parked at WPARK or
- * from global memory), so x is what the norm_ex launch and then the
- * staging would have made of it. */
-#define MMV_PRE_U 6
-
-template <bool SCALE>
-static __device__ __forceinline__ const float *mmv_stage_x_pre(const mmv_args &a, float *xs, int64_t *xl,
-                                                               uint8_t *wpark)
-{
-    __shared__ float red[MEMRA_NORM_BLOCK / 32];
-    const int64_t ne0 = a.ne0, nc = ne0 >> 2, ld = mmv_xld<SCALE>(ne0);
-    const int64_t c0 = threadIdx.x;
-    float *sums = xs + ld;
-    /* pre_x parked where its chunks are staged (as mmv_stage_row_norm1
-     * parks x), pre_add in registers: both in flight at once */
-    float4 av[MMV_PRE_U];
-    float sq = 0.0f;
-    {
-        float4 v[MMV_PRE_U];
-#pragma unroll
-        for (int j = 0; j < MMV_PRE_U; j++) {
-            const int64_t c = c0 + j * MMV_THREADS;
-            v[j] = c < nc ? ((const float4 *)a.pre_x)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            av[j] = c < nc && a.pre_add ? ((const float4 *)a.pre_add)[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int j = 0; j < MMV_PRE_U; j++) { /* zeros past the row add nothing */
-            const int64_t c = c0 + j * MMV_THREADS;
-            sq = row_sq_add(v[j].x, sq);
-            sq = row_sq_add(v[j].y, sq);
-            sq = row_sq_add(v[j].z, sq);
-            sq = row_sq_add(v[j].w, sq);
-            if (c < nc)
-                *(float4 *)(xs + mmv_xp<SCALE>(4 * c)) = v[j];
-        }
-    }
-    const float s1 = (float)row_scale_reduce(true, sq, ne0, a.pre_eps, red);
-    const bool scaled = a.pre_scale != 1.0f;
-    sq = 0.0f;
-#pragma unroll
-    for (int j = 0; j < MMV_PRE_U; j++) {
-        const int64_t c = c0 + j * MMV_THREADS;
-        if (c >= nc)
-            continue; /* past the row: nothing to add to the squares */
-        float4 *slot = (float4 *)(xs + mmv_xp<SCALE>(4 * c));
-        const float4 v = *slot, w = a.pre_w ? ((const float4 *)a.pre_w)[c] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        float t[4] = {v.x, v.y, v.z, v.w};
-        const float wq[4] = {w.x, w.y, w.z, w.w}, aq[4] = {av[j].x, av[j].y, av[j].z, av[j].w};
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            t[q] = __fmul_rn(t[q], s1);
-            if (a.pre_w)
-                t[q] = __fmul_rn(t[q], wq[q]);
-            if (a.pre_add)
-                t[q] = __fadd_rn(aq[q], t[q]);
-            if (scaled)
-                t[q] = __fmul_rn(t[q], a.pre_scale);
-            sq = row_sq_add(t[q], sq);
-        }
-        *slot = make_float4(t[0], t[1], t[2], t[3]);
-        if (blockIdx.x == 0)
-            ((float4 *)a.pre_y)[c] = *slot;
-    }
-    const float s2 = a.norm ? (float)row_scale_reduce(true, sq, ne0, a.eps, red) : 1.0f;
-    mmv_stage_parked<SCALE, MMV_PRE_U>(xs, sums, a.norm_w, wpark, a.norm, s2, nc, ne0, true);
-    __syncthreads();
-    *xl = ld;
-    return xs;
-}
-
 /* mmv_stage_x for a block of NT threads other than MMV_THREADS (the
  * Q8_0 fast path's wide blocks): one x row, never normalized (the norm's
  * block reduction is MEMRA_NORM_BLOCK threads'), the same chunks and sums
@@ -516,21 +432,14 @@ static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, f
 }
 
 /* Whether A's epilogue is one only the generic kernels carry: the causal
- * conv, or a GEGLU post op (its float64 tanh in every Q8_0 fast-path
- * instance would be code those kernels carry for gemma4's per-layer gate
- * alone). */
+ * conv. */
 static inline bool mmv_generic_epi(const mmv_args &a)
 {
-    if (a.conv_w)
-        return true;
-    for (int i = 0; i < a.nw; i++)
-        if (a.post[i] == MEMRA_EW_GEGLU)
-            return true;
-    return false;
+    return a.conv_w != NULL;
 }
 
 /* Writes one output of virtual row V (weight WI, local row LROW) for x row R.
- * CONV = false leaves the conv and GEGLU epilogues out (mmv_generic_epi:
+ * CONV = false leaves the conv epilogue out (mmv_generic_epi:
  * the Q8_0 fast paths, whose launchers send those launches to the generic
  * kernel: no decode forward fuses the conv into a matvec any more, and the
  * fast path is measured to slow down with every piece of code it
@@ -552,8 +461,6 @@ static __device__ __forceinline__ void mmv_store(const mmv_args &a, int wi, int6
         *y = (float)d_sigmoid(g);
     else if (a.post[wi] == MEMRA_EW_SOFTPLUS_MUL)
         *y = (float)(d_softplus((double)g + (double)a.post_b[wi][lrow]) * (double)a.post_aux[wi][lrow]);
-    else if (CONV && a.post[wi] == MEMRA_EW_GEGLU) /* elementwise GEGLU's arithmetic (d_glu, as the GLU epilogue) */
-        *y = d_glu(true, g, a.post_b[wi][(yrow + r) * a.post_bs[wi] + lrow]);
     else
         *y = g;
 }
@@ -1208,15 +1115,11 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
  * 033baf5) each measured 3-8 % slower per token although each launch
  * ran less code, and so did loading a row's epilogue inputs when the row
  * starts. The modes only re-map rows to warps; DEFAULT's code is as it was. */
-template <int T, int MODE, int NW = MMV_WARPS, bool PRE = false>
+template <int T, int MODE, int NW = MMV_WARPS>
 __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     static_assert(NW == MMV_WARPS || MODE == MMV_Q8D_DEFAULT, "wide blocks walk the default rows");
-    /* PRE: matmul_ex's pre step staged with x (mmv_stage_x_pre), and the
-     * generic kernels' epilogues (mmv_generic_epi's GEGLU: gemma4's
-     * per-layer gate takes both); the default rows, eight warps */
-    static_assert(!PRE || (MODE == MMV_Q8D_DEFAULT && NW == MMV_WARPS), "the pre step: default rows");
     constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
     constexpr int SEG = MMV_Q8D_SEG;
     const int D = a.ring; /* MMV_Q8D_RING, deeper at one block an SM */
@@ -1310,9 +1213,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     int64_t xl;
     float *xs = (float *)(mmv_q8d_dyn + (size_t)NW * D * SL);
     const float *x;
-    if constexpr (PRE)
-        x = mmv_stage_x_pre<true>(a, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
-    else if constexpr (NW == MMV_WARPS)
+    if constexpr (NW == MMV_WARPS)
         x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
     else
         x = mmv_stage_x_plain<true, NW * 32>(a, a.x, xs, &xl);
@@ -1350,7 +1251,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
                 if (lane == 0) {
                     int64_t lrow;
                     const int wi = mmv_weight(a, cq, &lrow);
-                    mmv_store<PRE>(a, wi, lrow, 0, 0, g, 0.0f);
+                    mmv_store<false>(a, wi, lrow, 0, 0, g, 0.0f);
                 }
             }
         } else if (GROUPED && cq.s == nseg - 1) {
@@ -1370,7 +1271,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
             if (lane == 0) {
                 int64_t lrow;
                 const int wi = mmv_weight(a, cq, &lrow);
-                mmv_store<PRE>(a, wi, lrow, 0, 0, g, u);
+                mmv_store<false>(a, wi, lrow, 0, 0, g, u);
             }
             acc0 = acc1 = 0.0f;
         }
@@ -1408,10 +1309,6 @@ template <int T> static constexpr int mmv_item_nch(int64_t ne0)
  * memory when it fits (always with a.norm; the host checks mmv_x_fits).
  * Returns false when the launch could not be configured. */
 template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec);
-/* Whether the Q8_0 fast path's PRE instance takes A (its pre step set): no
- * other kernel computes a pre step, so matmul_ex passes one only then
- * (cuda/mmv_q8.cu). */
-bool mmv_q8d_pre_fits(const mmv_args &a);
 
 /* x rows of NE0 floats, R of them, fit next to type T's ring. */
 template <int T> static inline bool mmv_x_fits(int64_t ne0, int R)

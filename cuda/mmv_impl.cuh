@@ -300,53 +300,6 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     }
 }
 
-/* The PRE instance of the Q8_0 fast path (matmul_ex's pre step staged with
- * x): one x row of Q8_0 rows on 4 bytes, no conv, the pre step's rows and
- * the norm weight 16-byte aligned and at most 4 MMV_PRE_U MMV_THREADS wide,
- * its shared memory and a block an SM at least. Its ring, grid and row walk
- * are the default mode's, so every output's dot and sum are. */
-template <int T> static bool mmv_q8d_pre_plan(const mmv_args &a, size_t *smem, int *occ)
-{
-    static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
-    static long on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1) && memra__cuda_env_long("MEMRA_MMV_TMA", 1);
-    const uintptr_t al = (uintptr_t)a.pre_x | (uintptr_t)a.pre_add | (uintptr_t)a.pre_w | (uintptr_t)a.pre_y |
-                         (uintptr_t)a.norm_w;
-    if (!on || !a.pre_x || !a.pre_y || a.n_rows != 1 || a.ids || a.conv_w || a.ne0 % 32 ||
-        a.ne0 > 4 * MMV_PRE_U * MMV_THREADS || al % 16)
-        return false;
-    const int slot = mmv_q8_slot(a);
-    if (!slot)
-        return false;
-    *smem = (size_t)MMV_WARPS * MMV_Q8D_RING * slot + mmv_x_bytes<T>(a.ne0, 1);
-    if (*smem > MMV_SMEM_MAX)
-        return false;
-    static std::atomic<uint64_t> cache[64][8];
-    *occ = mmv_occupancy((const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>, *smem, cache);
-    return *occ > 0;
-}
-
-template <int T> static bool mmv_launch_q8d_pre(const mmv_args &a0, int sm_count, cudaStream_t s)
-{
-    size_t smem;
-    int occ;
-    if (!mmv_q8d_pre_plan<T>(a0, &smem, &occ))
-        return false;
-    mmv_args a = a0;
-    a.xsm = 1;
-    a.q8_slot = mmv_q8_slot(a0);
-    a.ring = MMV_Q8D_RING;
-    a.ymap = 0;
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
-    if (mmv_debug())
-        fprintf(stderr, "mmv q8d pre: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, smem %zu\n", (long long)a.ne0,
-                (long long)(a.glu ? a.vrow0[1] : a.vrow0[a.nw]), a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid,
-                occ, smem);
-    return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_WARPS, true>, dim3(grid), MMV_THREADS,
-                         smem, s, a) == cudaSuccess;
-}
-
 /* The two-row Q8_0 kernel (cuda/mmv_q8p.cuh) for steps of two x rows
  * (GY block columns of two); false when it does not apply or fit. Its
  * ring is as deep as the shared memory left at the occupancy of a ring of
@@ -432,11 +385,6 @@ template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, c
     static long tma = -1;
     if (tma < 0)
         tma = memra__cuda_env_long("MEMRA_MMV_TMA", 1);
-    if (a.pre_x) { /* a pre step: the fast path's PRE instance only (run_mmv retries mapped y unmapped) */
-        if constexpr (T == MEMRA_TYPE_Q8_0)
-            return R == 1 && gy == 1 && !a.ymap && mmv_launch_q8d_pre<T>(a, sm_count, s);
-        return false;
-    }
     if (a.ymap) { /* only the grouped fast path writes mapped memory (run_mmv redirects the rest) */
         if constexpr (T == MEMRA_TYPE_Q8_0)
             return R == 1 && tma && mmv_launch_q8d<T>(a, gy, sm_count, s);

@@ -124,17 +124,12 @@ static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_a
     }
     const float *x = a.x;
     float *y[MMV_MAXW];
-    const float *pb[MMV_MAXW];
     memcpy(y, a.y, sizeof y);
-    memcpy(pb, a.post_b, sizeof pb);
     for (int64_t r0 = 0; r0 < n_rows; r0 += (int64_t)R * 65535) {
         const int64_t n = n_rows - r0 < (int64_t)R * 65535 ? n_rows - r0 : (int64_t)R * 65535;
         a.x = x + r0 * a.ldx;
-        for (int i = 0; i < a.nw; i++) {
+        for (int i = 0; i < a.nw; i++)
             a.y[i] = y[i] + r0 * a.ldy[i];
-            if (a.post[i] == MEMRA_EW_GEGLU) /* its per-row vector (SOFTPLUS_MUL's is one row) */
-                a.post_b[i] = pb[i] + r0 * a.post_bs[i];
-        }
         a.n_rows = n;
         memra_status_t st = run_mmv(be, type, a, R, (unsigned)((n + R - 1) / R));
         if (st)
@@ -224,7 +219,6 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
         a.post[nw] = (int)m->post[i0 + nw];
         a.post_b[nw] = m->post_b[i0 + nw];
         a.post_aux[nw] = m->post_aux[i0 + nw];
-        a.post_bs[nw] = m->post_bs[i0 + nw];
         a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
         nw++;
     }
@@ -250,50 +244,6 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
     return a;
 }
 
-/* matmul_ex with its pre step (gemma4's post-norm into the next
- * projection): one decode row of Q8_0 weights on the fast path's PRE
- * instance, every block computing the pre step while it stages x (block 0
- * writing its output), with MEMRA_MM_PRE=1 (off until it has passed the
- * kernel check on the device). Declined otherwise: memra__matmul_ex then
- * runs the pre step's norm_ex launch and the matmul_ex without it. The
- * blocks read the pre step's x and add while block 0 writes its y: those
- * may not share memory. */
-static memra_status_t mm_pre(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
-{
-    static long on = -1;
-    if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MM_PRE", 0);
-    const memra_norm_args_t *p = m->pre;
-    const int64_t ne0 = m->w[0]->ne[0];
-    const size_t row = (size_t)ne0 * sizeof(float);
-    if (!on || m->n_rows != 1 || m->conv_w || p->rows != 1 || p->dim != ne0 ||
-        memra__ranges_overlap(p->y, row, p->x, row) || memra__ranges_overlap(p->y, row, p->add, p->add ? row : 0))
-        return MEMRA_OK;
-    for (int i = 0; i < m->n_w; i++) {
-        memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");
-        if (st)
-            return st;
-        if (m->w[i]->type != MEMRA_TYPE_Q8_0)
-            return MEMRA_OK;
-    }
-    int nw;
-    mmv_args a = mm_run_args(m, 0, &nw);
-    a.pre_x = p->x;
-    a.pre_add = p->add;
-    a.pre_w = p->w;
-    a.pre_y = p->y;
-    a.pre_eps = p->eps;
-    a.pre_scale = p->scale;
-    a.n_rows = 1;
-    if (nw != m->n_w || !mmv_q8d_pre_fits(a))
-        return MEMRA_OK;
-    MEMRA_CUDA_PROF_DETAIL(memra__cuda_ctx(be), "q8_0 %lldx%lld x%d pre%s%s", (long long)ne0, (long long)m->w[0]->ne[1],
-                           m->n_w, m->norm ? " norm" : "", m->epi == MEMRA_MM_GLU ? " glu" : "");
-    memra_status_t st = matvec_rows(be, MEMRA_TYPE_Q8_0, a, 1);
-    *done = st == MEMRA_OK;
-    return st;
-}
-
 /* Fuses what the matvec kernel can: quantized weights of one type, decode
  * or exact-mode rows (fast prefill runs the sequence, whose GEMMs win
  * there), x within shared memory when it is normalized on the way in.
@@ -302,17 +252,16 @@ static memra_status_t mm_pre(memra__backend_t *be, const memra_mm_args_t *m, boo
 memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
 {
     *done = false;
-    /* the GEGLU post op in the matvec's epilogue (gemma4's per-layer gate):
-     * MEMRA_MM_GEGLU_POST=1, off until it has passed the kernel check on
-     * the device (off: the sequence, a matmul and an elementwise launch) */
-    static long geglu_post = -1;
-    if (geglu_post < 0)
-        geglu_post = memra__cuda_env_long("MEMRA_MM_GEGLU_POST", 0);
-    for (int i = 0; i < m->n_w; i++)
-        if (m->post[i] == MEMRA_EW_GEGLU && !geglu_post)
-            return MEMRA_OK;
+    /* a pre step or a GEGLU post op (gemma4's post-norms and per-layer
+     * gate): the sequence, norm_ex / elementwise launches beside the
+     * matmul. Their fused forms (the pre step in the Q8_0 fast path's
+     * staging, GEGLU in the matvec's epilogue) measured 1-3 % slower on
+     * the E4B (H100, 2026-12-05) and were removed. */
     if (m->pre)
-        return mm_pre(be, m, done);
+        return MEMRA_OK;
+    for (int i = 0; i < m->n_w; i++)
+        if (m->post[i] == MEMRA_EW_GEGLU)
+            return MEMRA_OK;
     memra_status_t gs = memra__cuda_gemm_s(be, m, done);
     if (gs || *done)
         return gs;

@@ -275,22 +275,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
     kc_vs MEMRA_NORM_SMEM=1 "$t"
   done
 fi
-# ---- gemma4's per-layer gate with the GEGLU in the matvec's epilogue ----
-# (MEMRA_MM_GEGLU_POST=1, off by default until this has passed): the
-# matmul_ex.g4_ple_gate cases equal the sequence bit for bit either way,
-# so their lines are the same; the fixtures below run with it on too
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_vs MEMRA_MM_GEGLU_POST=1 matmul_ex.g4_ple_gate
-fi
-# ---- gemma4's post-norms as the next matmul's pre step (MEMRA_MM_PRE=1) ----
-# (off by default until this has passed): the Q8_0 fast path's PRE instance
-# computes the norm_ex in every block while it stages x (block 0 writes
-# it); off, the norm_ex launch and the matmul_ex. The same bits both ways
-# (each case also against the sequence), with the GEGLU post op too
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_vs MEMRA_MM_PRE=1 matmul_ex.g4_pre
-  kc_vs "MEMRA_MM_PRE=1 MEMRA_MM_GEGLU_POST=1" matmul_ex.g4_pre
-fi
 # ---- Q4_0 on the K-quant matvec's lanes (the kernel check's *.kq.q4_0 cases) ----
 # on 6-layer memra-synth Q4_0 files: exact decode == exact prefill in
 # chunks of 13 bit for bit (every exact path takes the same lanes), and the
@@ -329,20 +313,20 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   for mode in 0 1; do
-    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 MEMRA_MM_PRE=1 MEMRA_QK_STORE=1 \
+    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=1 MEMRA_QK_STORE=1 \
       MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-normsmem-$mode.log" 2>&1
-    note "models fast=$mode, NORM_SMEM, MM_GEGLU_POST, MM_PRE and QK_STORE on: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
+    note "models fast=$mode, NORM_SMEM and QK_STORE on: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
   done
 fi
 
-# The same four forms through whole forwards on memra-synth files (no
+# The same two forms through whole forwards on memra-synth files (no
 # fixtures needed, so a prebuilt library runs it too): decode and prefill
-# logits (decode in both tiers, fast prefill) bit for bit with all four
+# logits (decode in both tiers, fast prefill) bit for bit with both
 # on, and each alone in fast decode; every arch that takes one (qwen3.5's
 # attention layers take the K/V stores). SKIP_SYNTH_BITS=1 skips it.
 if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(5); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
-  all4="MEMRA_NORM_SMEM=1 MEMRA_MM_GEGLU_POST=1 MEMRA_MM_PRE=1 MEMRA_QK_STORE=1"
+  both="MEMRA_NORM_SMEM=1 MEMRA_QK_STORE=1"
   for m in gemma-4-e4b gemma-4-26b-a4b gemma-4-31b qwen3.5-9b; do
     f=/tmp/sw-bits.gguf
     if ! $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --experts 32 --out "$f" \
@@ -354,8 +338,8 @@ if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
     n=0
     for run in "0 decode" "1 decode" "1 prefill"; do
       read -r fast mode <<<"$run"
-      sws=("$all4")
-      [ $fast = 1 ] && [ $mode = decode ] && sws+=($all4)
+      sws=("$both")
+      [ $fast = 1 ] && [ $mode = decode ] && sws+=($both)
       MEMRA_FAST=$fast $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode --device cuda:0 \
         --out /tmp/sw0.f32 >/dev/null 2>&1 || rm -f /tmp/sw0.f32
       for sw in "${sws[@]}"; do
@@ -367,9 +351,9 @@ if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
       done
     done
     if [ ${#bad[@]} = 0 ]; then
-      note "NORM_SMEM, MM_GEGLU_POST, MM_PRE, QK_STORE on $m (6 layers, memra-synth): $n runs' logits bit for bit as the default"
+      note "NORM_SMEM, QK_STORE on $m (6 layers, memra-synth): $n runs' logits bit for bit as the default"
     else
-      note "NORM_SMEM, MM_GEGLU_POST, MM_PRE, QK_STORE on $m (6 layers): DIFFER (or failed) in ${#bad[@]} of $n: ${bad[*]}"
+      note "NORM_SMEM, QK_STORE on $m (6 layers): DIFFER (or failed) in ${#bad[@]} of $n: ${bad[*]}"
     fi
     rm -f "$f" /tmp/sw0.f32
   done
