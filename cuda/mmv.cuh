@@ -1310,12 +1310,6 @@ template <int T> static constexpr int mmv_item_nch(int64_t ne0)
  * Returns false when the launch could not be configured. */
 template <int T> bool mmv_launch(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s, bool vec);
 
-/* The fast tier's Q8_0 matvec of a batched step (x quantized while it is
- * staged, dp4a: mmv_q8p_kernel's QX form) over A's n_rows x rows: each
- * output's arithmetic depends on its own x row and the weight only.
- * False when it does not apply or fit (cuda/mmv_q8.cu). */
-bool mmv_q8x_launch(const mmv_args &a, int sm_count, cudaStream_t s);
-
 /* x rows of NE0 floats, R of them, fit next to type T's ring. */
 template <int T> static inline bool mmv_x_fits(int64_t ne0, int R)
 {

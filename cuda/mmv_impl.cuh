@@ -336,50 +336,6 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     return memra__launch(mmv_q8p_kernel<T>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
-/* The QX form of the two-row kernel (cuda/mmv_q8p.cuh: x quantized, dp4a;
- * the fast tier's) over A's x rows: Q8X_NR a block column, or 2 or 1
- * where more rows' x does not fit beside the ring (the 31B's 21504-wide
- * down: two), so that a step's row count never decides whether it runs;
- * false when it does not apply or one row does not fit. Its ring as the
- * exact form's. */
-template <int T> static bool mmv_launch_q8x(const mmv_args &a0, int sm_count, cudaStream_t s)
-{
-    if (a0.ymap || a0.ids || a0.ne0 % 32 || mmv_generic_epi(a0) || a0.n_rows < 1 || a0.n_rows > 65535 * Q8X_NR ||
-        ((uintptr_t)a0.x & 15) || a0.ldx % 4 || (a0.norm && a0.norm_w && ((uintptr_t)a0.norm_w & 3)))
-        return false;
-    mmv_args a = a0;
-    a.xsm = 1;
-    a.q8_slot = mmv_q8_slot(a0);
-    if (a.q8_slot == 0)
-        return false;
-    const size_t item = (size_t)MMV_WARPS * Q8P_M * a.q8_slot;
-    const void *kernel = (const void *)mmv_q8p_kernel<T, Q8X_NR, true>;
-    static std::atomic<uint64_t> cache[64][8];
-    int per = Q8X_NR, occ = 0;
-    size_t xb = 0, smem = 0;
-    for (; per >= 1 && occ == 0; per /= 2) {
-        const int nr = a.n_rows < per ? (int)a.n_rows : per;
-        xb = q8x_x_bytes(a.ne0, nr);
-        smem = 2 * item + xb;
-        occ = smem <= MMV_SMEM_MAX ? mmv_occupancy(kernel, smem, cache) : 0;
-    }
-    if (occ == 0)
-        return false;
-    per *= 2; /* the loop's last halving */
-    /* the kernel takes ceil(n_rows / gy) rows a column: at most per */
-    const unsigned gy = (unsigned)((a.n_rows + per - 1) / per);
-    if ((a.n_rows + gy - 1) / gy > per)
-        return false;
-    static std::atomic<size_t> budgets[3][64]; /* per occupancy (1, 2 or more) and device */
-    a.ring = mmv_ring_deepen(kernel, occ, xb, item, 2, budgets[occ < 2 ? occ : 2], cache, &smem);
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
-    if (mmv_debug())
-        fprintf(stderr, "mmv q8x: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
-                (long long)a.ne0, (long long)(a.glu ? a.vrow0[1] : a.vrow0[a.nw]), a.nw, a.glu ? " glu" : "",
-                a.norm ? " norm" : "", (long long)a.n_rows, grid, gy, occ, a.ring, smem);
-    return memra__launch(mmv_q8p_kernel<T, Q8X_NR, true>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
-}
-
 /* The batched Q8_0 kernel (cuda/mmv_q8b.cuh) for R x rows per block
  * column; false when it does not apply or fit. */
 template <int RH, bool OFF> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s)

@@ -20,14 +20,7 @@
  * one-row kernel's arithmetic (q8b_dot: mmv_q8_pair's operations, a
  * segment's part 0 + v, added to the row's sum in segment order, the warp
  * sum), so a row's result is the one it gets decoded alone; kernel-check's
- * matmul_ex.rowinv.*_r2 cases compare them bit for bit.
- *
- * QX (the fast tier's form, Q8X_NR x rows a block column): the same walk,
- * ring and epilogues, x quantized while it is staged and the dot on dp4a
- * (q8x_stage, q8x_dot below). Why: the exact dot's float FMA a quant and
- * x row keeps the kernel issue-bound from two rows on (docs/CUDA.md,
- * Open); four dp4a a word, x row and part cost about a tenth of that, so
- * a few rows stream at about the one-row kernel's rate. */
+ * matmul_ex.rowinv.*_r2 cases compare them bit for bit. */
 #ifndef MEMRA_CUDA_MMV_Q8P_CUH
 #define MEMRA_CUDA_MMV_Q8P_CUH
 
@@ -35,139 +28,6 @@
 
 #define Q8P_NR 2 /* x rows a block column */
 #define Q8P_M 2  /* weight rows an item */
-#define Q8X_NR 4 /* x rows a block column of the QX form */
-
-/* The QX form's staged x (one row): per 64-block segment 2048 bytes of
- * high parts, then the row's segments again for the low parts, lane L's
- * 64 elements of a segment as four 16-byte chunks at (k 32 + L) 16 (a
- * warp's loads of one chunk contiguous: no bank conflicts). After the
- * NR rows, each row's block scales (NBR floats). */
-static __host__ __device__ __forceinline__ size_t q8x_row_bytes(int64_t ne0)
-{
-    return (size_t)((ne0 / 32 + 63) / 64) * 4096;
-}
-
-static __host__ __device__ __forceinline__ size_t q8x_x_bytes(int64_t ne0, int nr)
-{
-    return ((size_t)nr * (q8x_row_bytes(ne0) + (size_t)(ne0 / 32) * 4) + 15) / 16 * 16;
-}
-
-/* Stages NR x rows from X (rows a.ldx apart, 16-byte aligned; rmsnorm'd
- * with a.norm, as the skinny GEMM's prep: row_scale, row_scaled) as two
- * 8-bit parts a 32-block: m = the block's largest magnitude, q = x (127 /
- * m), hi = rint(q), lo = rint((q - hi) 254), x ~ (m / (127 254)) (254 hi
- * + lo): ~15 bits against the block's largest element (f16 keeps 11
- * against each element). Every block stages the same bits. Eight lanes a
- * 32-block, four elements a lane; the whole block's threads (row_scale's
- * reduction). */
-static __device__ __forceinline__ void q8x_stage(const mmv_args &a, const float *x, int nr, uint8_t *xq)
-{
-    __shared__ float red[MEMRA_NORM_BLOCK / 32];
-    const int64_t ne0 = a.ne0, nbr = ne0 / 32;
-    const size_t rb = q8x_row_bytes(ne0);
-    float *xd = (float *)(xq + (size_t)nr * rb);
-    const int lane = threadIdx.x & 31, sub = lane & 7;
-    for (int r = 0; r < nr; r++) {
-        const float *xr = x + (int64_t)r * a.ldx;
-        const float s = a.norm ? (float)row_scale(true, xr, ne0, a.eps, red) : 1.0f;
-        uint8_t *hi = xq + (size_t)r * rb, *lo = hi + rb / 2;
-        for (int64_t b0 = (threadIdx.x >> 3); b0 - (lane >> 3) < nbr; b0 += MMV_THREADS / 8) {
-            const int64_t b = b0, e = b * 32 + 4 * sub;
-            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (b < nbr) {
-                const float4 t = *(const float4 *)(xr + e);
-                v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
-                if (a.norm)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        v[i] = row_scaled(v[i], s, a.norm_w, e + i);
-            }
-            float m = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-#pragma unroll
-            for (int o = 4; o; o >>= 1)
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            if (b >= nbr)
-                continue;
-            const float inv = m > 0.0f ? __fdiv_rn(127.0f, m) : 0.0f;
-            int h[4], l[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float q = __fmul_rn(v[i], inv), hf = rintf(q);
-                h[i] = (int)hf;
-                l[i] = (int)rintf(__fmul_rn(__fsub_rn(q, hf), 254.0f));
-            }
-            const int bi = (int)(b & 63), k = ((bi & 1) * 32 + 4 * sub) >> 4;
-            const size_t off = (size_t)(b >> 6) * 2048 + (size_t)(k * 32 + (bi >> 1)) * 16 + ((4 * sub) & 15);
-            *(uint32_t *)(hi + off) = __byte_perm(__byte_perm(h[0], h[1], 0x0040), __byte_perm(h[2], h[3], 0x0040), 0x5410);
-            *(uint32_t *)(lo + off) = __byte_perm(__byte_perm(l[0], l[1], 0x0040), __byte_perm(l[2], l[3], 0x0040), 0x5410);
-            if (sub == 0)
-                xd[(int64_t)r * nbr + b] = __fdiv_rn(m, 127.0f * 254.0f);
-        }
-    }
-    __syncthreads();
-}
-
-static __device__ __forceinline__ uint4 q8x_lds128(uint32_t a)
-{
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-    return v;
-}
-
-/* The QX dot of a lane's block pair (W: the pair's 17 words for each of M
- * weight rows, as the exact kernel reads them) against NR staged x rows:
- * XQ the lane's chunk 0 of row 0's high part (a row RB bytes on, the low
- * part RB / 2), XD row 0's scale of the pair's first block (a row DS
- * bytes on). Per block and row: 254 Σ w hi + Σ w lo exact in int32 (eight
- * dp4a each), then one float32 multiply by (weight scale · x scale), the
- * second block's added by an FMA; T[r][m] += the pair's value. The
- * arithmetic depends on the row's own x only. */
-template <int NR, int M>
-static __device__ __forceinline__ void q8x_dot(const uint32_t (&w)[M][17], bool two, uint32_t xq, uint32_t rb,
-                                               uint32_t xd, uint32_t ds, int nr, float (&t)[NR][M])
-{
-    uint32_t q[M][16]; /* the pair's quant words: block 0's shifted by its 2-byte scale */
-    float d0[M], d1[M];
-#pragma unroll
-    for (int m = 0; m < M; m++) {
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            q[m][j] = __byte_perm(w[m][j], w[m][j + 1], 0x5432);
-            q[m][8 + j] = w[m][9 + j];
-        }
-        d0[m] = __half2float(__ushort_as_half((unsigned short)(w[m][0] & 0xFFFFu)));
-        d1[m] = __half2float(__ushort_as_half((unsigned short)(w[m][8] >> 16)));
-    }
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        if (r >= nr)
-            continue;
-        int h[M][2], l[M][2];
-#pragma unroll
-        for (int m = 0; m < M; m++)
-            h[m][0] = h[m][1] = l[m][0] = l[m][1] = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            const uint4 xh = q8x_lds128(xq + r * rb + 512 * k), xl = q8x_lds128(xq + r * rb + rb / 2 + 512 * k);
-            const uint32_t hw[4] = {xh.x, xh.y, xh.z, xh.w}, lw[4] = {xl.x, xl.y, xl.z, xl.w};
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int m = 0; m < M; m++) {
-                    h[m][k >> 1] = __dp4a((int)q[m][4 * k + i], (int)hw[i], h[m][k >> 1]);
-                    l[m][k >> 1] = __dp4a((int)q[m][4 * k + i], (int)lw[i], l[m][k >> 1]);
-                }
-        }
-        const float xd0 = mmv_ldsf(xd + r * ds), xd1 = two ? mmv_ldsf(xd + r * ds + 4) : 0.0f;
-#pragma unroll
-        for (int m = 0; m < M; m++) {
-            float v = __fmul_rn((float)(254 * h[m][0] + l[m][0]), __fmul_rn(d0[m], xd0));
-            if (two)
-                v = __fmaf_rn((float)(254 * h[m][1] + l[m][1]), __fmul_rn(d1[m], xd1), v);
-            t[r][m] = __fadd_rn(t[r][m], v);
-        }
-    }
-}
 
 /* q8b_dot for NR x rows at once (XA, SA: row 0's; XS, SS: bytes to the
  * next row's): each weight byte converted once for all NR rows, each
@@ -229,12 +89,10 @@ static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const
     }
 }
 
-template <int T, int NR = Q8P_NR, bool QX = false>
-__global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args a)
+template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
-    static_assert(QX || NR == Q8P_NR, "the exact form takes two rows");
-    constexpr int M = Q8P_M;
+    constexpr int NR = Q8P_NR, M = Q8P_M;
     const int D = a.ring;
     extern __shared__ __align__(128) uint8_t q8p_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][MMV_Q8D_RING_MAX];
@@ -298,23 +156,12 @@ __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args 
     for (int d = 0; d < D - 1; d++)
         issue(d);
     MEMRA_PDL_ENTER();
-    /* QX: up to NR rows a column, as many as the launch's shared memory
-     * took (the bits do not depend on it) */
-    const int64_t per = QX ? (a.n_rows + gridDim.y - 1) / gridDim.y : NR;
-    const int64_t r0 = (int64_t)blockIdx.y * per;
-    const int nr = (int)min(per, a.n_rows - r0);
+    const int64_t r0 = (int64_t)blockIdx.y * NR;
+    const int nr = (int)min((int64_t)NR, a.n_rows - r0);
     int64_t xl;
     float *xs = (float *)(q8p_dyn + (size_t)MMV_WARPS * D * IS);
-    uint32_t xa, sa;
-    if constexpr (QX) {
-        q8x_stage(a, a.x + r0 * a.ldx, nr, (uint8_t *)xs);
-        xl = (int64_t)q8x_row_bytes(a.ne0);
-        xa = mmv_saddr(xs);
-        sa = xa + (uint32_t)(nr * xl);
-    } else {
-        const float *x = mmv_stage_x<true>(a, a.x + r0 * a.ldx, nr, xs, &xl);
-        xa = mmv_saddr(x), sa = mmv_saddr(x + nr * xl);
-    }
+    const float *x = mmv_stage_x<true>(a, a.x + r0 * a.ldx, nr, xs, &xl);
+    const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + nr * xl);
 
     mmv_pos cq = {gw, 0, 0};
     /* the compute side's row starts modulo 16 (rows off 16 bytes only) */
@@ -351,10 +198,8 @@ __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args 
 #pragma unroll
                 for (int i = 0; i < 17; i++)
                     w[m][i] = mmv_lds32(at + 4 * i);
-                if constexpr (!QX) {
-                    da[m] = __half2float(__ushort_as_half((unsigned short)(w[m][0] & 0xFFFFu))) * 0x1p85f;
-                    db[m] = __half2float(__ushort_as_half((unsigned short)(w[m][8] >> 16))) * 0x1p85f;
-                }
+                da[m] = __half2float(__ushort_as_half((unsigned short)(w[m][0] & 0xFFFFu))) * 0x1p85f;
+                db[m] = __half2float(__ushort_as_half((unsigned short)(w[m][8] >> 16))) * 0x1p85f;
             }
             const int64_t b0 = (int64_t)cq.s * 64 + pb;
             float t[NR][M]; /* the segment's parts: 0 + v, as the one-row kernel's */
@@ -363,12 +208,8 @@ __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args 
 #pragma unroll
                 for (int m = 0; m < M; m++)
                     t[r][m] = 0.0f;
-            if constexpr (QX)
-                q8x_dot<NR, M>(w, two, xa + (uint32_t)cq.s * 2048u + 16u * (uint32_t)lane, (uint32_t)xl,
-                               sa + 4 * (uint32_t)b0, 4 * (uint32_t)nbr, nr, t);
-            else
-                q8p_dot<NR, M>(w, da, db, two, xa + 4 * (uint32_t)mmv_xp<true>(b0 * 32), 4 * (uint32_t)xl,
-                               sa + 4 * (uint32_t)b0, 4 * (uint32_t)nbr, nr, t);
+            q8p_dot<NR, M>(w, da, db, two, xa + 4 * (uint32_t)mmv_xp<true>(b0 * 32), 4 * (uint32_t)xl,
+                           sa + 4 * (uint32_t)b0, 4 * (uint32_t)nbr, nr, t);
 #pragma unroll
             for (int r = 0; r < NR; r++)
 #pragma unroll

@@ -244,39 +244,6 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
     return a;
 }
 
-/* A batched step's fast rows (2 to memra__batch_q8x_max() of them) of
- * Q8_0 weights on the quantized-x matvec
- * (mmv_q8x_launch) instead of the skinny GEMM: each row's result depends
- * on its x row and the weight only, so a sequence's bits are the same in
- * every step of 2 to MEMRA_BATCH_Q8X rows (and, as before, in every
- * larger step). Declined (the skinny GEMM then) where it does not fit. */
-static memra_status_t mm_q8x(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
-{
-    if (!be->fast || !memra__rows_batch() || m->n_rows < 2 || m->n_rows > memra__batch_q8x_max() || m->conv_w)
-        return MEMRA_OK;
-    for (int i = 0; i < m->n_w; i++) {
-        memra_status_t st = memra__check_weight(be, m->w[i], "matmul_ex");
-        if (st)
-            return st;
-        if (m->w[i]->type != MEMRA_TYPE_Q8_0)
-            return MEMRA_OK;
-    }
-    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    int nw;
-    mmv_args a = mm_run_args(m, 0, &nw);
-    a.n_rows = m->n_rows;
-    if (nw != m->n_w || (a.nw == 1 && memra__cuda_mapped(c, a.y[0])))
-        return MEMRA_OK;
-    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld q8x%s", (long long)a.ne0, (long long)m->w[0]->ne[1], m->n_w,
-                           (long long)m->n_rows, m->norm ? " norm" : "");
-    const bool ok = mmv_q8x_launch(a, c->sm_count, c->stream);
-    MEMRA_CUDA_LAUNCHED(be); /* a failed launch (not a declined one) */
-    if (!ok)
-        return MEMRA_OK;
-    *done = true;
-    return MEMRA_OK;
-}
-
 /* Fuses what the matvec kernel can: quantized weights of one type, decode
  * or exact-mode rows (fast prefill runs the sequence, whose GEMMs win
  * there), x within shared memory when it is normalized on the way in.
@@ -295,10 +262,7 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     for (int i = 0; i < m->n_w; i++)
         if (m->post[i] == MEMRA_EW_GEGLU)
             return MEMRA_OK;
-    memra_status_t gs = mm_q8x(be, m, done);
-    if (gs || *done)
-        return gs;
-    gs = memra__cuda_gemm_s(be, m, done);
+    memra_status_t gs = memra__cuda_gemm_s(be, m, done);
     if (gs || *done)
         return gs;
     const memra_type_t t0 = m->w[0]->type;

@@ -49,15 +49,6 @@ int32_t memra__batch_fast_min(void)
     return batch_min;
 }
 
-/* MEMRA_BATCH_Q8X (backend.h): read once; garbage keeps the default. */
-int32_t memra__batch_q8x_max(void)
-{
-    static int32_t q8x = -1;
-    if (q8x < 0 && memra__env_int("MEMRA_BATCH_Q8X", 0, MEMRA_MAX_BATCH, 4, &q8x))
-        q8x = 4;
-    return q8x;
-}
-
 int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
 {
     static int32_t batch_fast = -1;

@@ -133,11 +133,6 @@ memra_status_t memra__env_int(const char *name, long lo, long hi, long def, int3
 /* The fewest decode rows a fast engine's step runs on the batched kernels
  * (MEMRA_BATCH_FAST_MIN, default 3; read once). */
 int32_t memra__batch_fast_min(void);
-/* The most rows of a fast step whose Q8_0 matmuls a backend runs on its
- * small-step kernel (MEMRA_BATCH_Q8X, default 4, 0 for none; CUDA: the
- * quantized-x matvec); larger steps take the GEMMs. A row's bits are the
- * same in every fast step on the same side of this count (read once). */
-int32_t memra__batch_q8x_max(void);
 
 #define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

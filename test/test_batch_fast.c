@@ -5,21 +5,15 @@
  * model, and on $MEMRA_TEST_MODEL when set (e.g. a memra-synth file whose
  * widths are multiples of 256, which the skinny GEMM takes):
  *   - composition: 12 sequences decoded with fixed tokens, all in one step
- *     and again in random groups in shuffled order: every row is
- *     bit-identical between steps of the same class (a row does not depend
- *     on the rest of its step). Steps of at least MEMRA_BATCH_FAST_MIN = 3
- *     rows take the batched kernels, up to memra__batch_q8x_max() = 4 rows
- *     the small-step ones (CUDA: the quantized-x Q8_0 matvec), from there
- *     the GEMMs: the step of 12 against groups of 5..8, and two random
- *     arrangements of steps of 3..4 against each other. Pairs stay on the
- *     decode kernels: bit-identical to decoding alone (with
- *     MEMRA_BATCH_FAST_MIN=2 they take the small-step kernels: identical
- *     to the small steps' rows, or with MEMRA_BATCH_Q8X=0 to the step of
- *     all);
- *   - bound: every batched row (the step of all, the small steps) within
- *     MEMRA_TEST_BATCH_TOL (default 5e-3, the fast prefill bound of the
- *     GPU checks) times max(1, max |logit|) of the same token decoded
- *     alone. A model with experts routes by a
+ *     and again in random groups of 3..6 in shuffled order (steps of at
+ *     least MEMRA_BATCH_FAST_MIN = 3 rows take the batched kernels): every
+ *     row is bit-identical between the two (a row does not depend on the
+ *     rest of its step); and in pairs, which stay on the decode kernels:
+ *     bit-identical to decoding alone (with MEMRA_BATCH_FAST_MIN=2 they
+ *     take the batched kernels: bit-identical to the step of all);
+ *   - bound: every batched row within MEMRA_TEST_BATCH_TOL (default 5e-3,
+ *     the fast prefill bound of the GPU checks) times max(1, max |logit|)
+ *     of the same token decoded alone. A model with experts routes by a
  *     top-k: where two router logits nearly tie, the fast rows' roundings
  *     upstream of the router may pick the other expert, and from there the
  *     sequence's row (and its later rows: the cache holds what that step
@@ -47,7 +41,7 @@
 
 #include <cmocka.h>
 
-#include "internal.h" /* memra__batch_fast_min, memra__batch_q8x_max */
+#include "internal.h" /* memra__batch_fast_min */
 #include "memra/memra.h"
 #include "testutil.h"
 
@@ -142,78 +136,6 @@ static void prefill(memra_model_t *m, seqs_t *s, float *row)
     }
 }
 
-#define ROW(buf, i, j) ((buf) + ((size_t)(i) * STEPS + (size_t)(j)) * (size_t)V)
-
-/* Fresh caches, then STEPS steps of every sequence in random groups of LO..HI
- * rows (a random partition of NS into such sizes, if one exists; else one
- * step of all), the sequences shuffled each step; rows into OUT. */
-static void run_groups(memra_model_t *m, seqs_t *s, float *row, uint64_t *rng, int lo, int hi, float *out)
-{
-    const int32_t V = memra_model_n_vocab(m);
-    bool ok[NS + 1]; /* ok[r]: r sequences split into sizes lo..hi */
-    ok[0] = true;
-    for (int r = 1; r <= NS; r++) {
-        ok[r] = false;
-        for (int n = lo; n <= hi && n <= r; n++)
-            ok[r] = ok[r] || ok[r - n];
-    }
-    prefill(m, s, row);
-    for (int j = 0; j < STEPS; j++) {
-        int order[NS];
-        for (int i = 0; i < NS; i++)
-            order[i] = i;
-        for (int i = NS - 1; i > 0; i--) {
-            const int k = (int)tu_rng_int(rng, i + 1), t = order[i];
-            order[i] = order[k];
-            order[k] = t;
-        }
-        for (int g0 = 0; g0 < NS;) {
-            const int rem = NS - g0;
-            int cand[NS], nc = 0;
-            for (int n = lo; n <= hi && n <= rem; n++)
-                if (ok[rem - n])
-                    cand[nc++] = n;
-            const int n = nc ? cand[tu_rng_int(rng, nc)] : rem;
-            memra_batch_item_t it[NS];
-            for (int q = 0; q < n; q++) {
-                const int i = order[g0 + q];
-                it[q] = (memra_batch_item_t){.cache = s->c[i], .tokens = &s->tok[i][j], .n_tokens = 1,
-                                             .logits = ROW(out, i, j)};
-            }
-            assert_int_equal(memra_forward_batch(m, it, n, 0), MEMRA_OK);
-            g0 += n;
-        }
-    }
-}
-
-/* Each sequence's batched ROWS within TOL (times max(1, max |logit|)) of
- * ALONE; on a MoE model a sequence past the bound parts there (its later
- * rows continue another cache), at most NS / 2 of them (*PARTED). The
- * worst difference over the scale. */
-static double bound_rows(const char *what, const char *tier, const float *rows, const float *alone, int32_t V, bool moe,
-                         double tol, int *parted)
-{
-    double worst = 0;
-    for (int i = 0; i < NS; i++) {
-        for (int j = 0; j < STEPS; j++) {
-            double scale;
-            const double d = max_diff(ROW(rows, i, j), ROW(alone, i, j), V, &scale);
-            const double lim = tol * (scale > 1 ? scale : 1);
-            if (!(d <= lim) && moe && d == d && *parted < NS / 2) {
-                fprintf(stderr, "%s: sequence %d parts at step %d of %s (%.3g from the decode alone, limit %.3g: an "
-                        "expert choice at a near tie)\n", what, i, j, tier, d, lim);
-                ++*parted;
-                break; /* its later rows continue another cache */
-            }
-            if (!(d <= lim))
-                fail_msg("%s: sequence %d step %d: row of %s %.3g from the decode alone (limit %.3g%s)", what, i, j,
-                         tier, d, lim, moe ? "; more than NS / 2 MoE sequences parted" : "");
-            worst = d / (scale > 1 ? scale : 1) > worst ? d / (scale > 1 ? scale : 1) : worst;
-        }
-    }
-    return worst;
-}
-
 static void check_model(const char *what, memra_model_t *m)
 {
     const int32_t V = memra_model_n_vocab(m);
@@ -235,6 +157,7 @@ static void check_model(const char *what, memra_model_t *m)
     assert_non_null(one);
     assert_non_null(groups);
     assert_non_null(row);
+#define ROW(buf, i, j) ((buf) + ((size_t)(i) * STEPS + (size_t)(j)) * (size_t)V)
     prefill(m, &s, row);
     for (int i = 0; i < NS; i++)
         for (int j = 0; j < STEPS; j++)
@@ -248,34 +171,36 @@ static void check_model(const char *what, memra_model_t *m)
             it[i] = (memra_batch_item_t){.cache = s.c[i], .tokens = &s.tok[i][j], .n_tokens = 1, .logits = ROW(one, i, j)};
         assert_int_equal(memra_forward_batch(m, it, NS, 0), MEMRA_OK);
     }
-    /* the step sizes whose rows share their bits: the small steps (the
-     * small-step kernel, up to memra__batch_q8x_max() rows) and the large
-     * ones; random groups of the step of NS's class, shuffled */
-    const int fmin = memra__batch_fast_min(), q8x = memra__batch_q8x_max();
-    const bool small_cls = q8x >= fmin; /* small fast steps exist */
-    const int lo = small_cls && NS > q8x ? q8x + 1 : fmin;
-    run_groups(m, &s, row, &rng, lo, lo + 3, groups);
-    /* small steps: two random arrangements of sizes fmin..q8x */
-    float *small = NULL;
-    if (small_cls) {
-        float *small2 = malloc(rows * sizeof *small2);
-        small = malloc(rows * sizeof *small);
-        assert_non_null(small);
-        assert_non_null(small2);
-        run_groups(m, &s, row, &rng, fmin, q8x, small);
-        run_groups(m, &s, row, &rng, fmin, q8x, small2);
+    /* random groups of 3..6, shuffled */
+    prefill(m, &s, row);
+    for (int j = 0; j < STEPS; j++) {
+        int order[NS];
         for (int i = 0; i < NS; i++)
-            for (int j = 0; j < STEPS; j++)
-                if (memcmp(ROW(small, i, j), ROW(small2, i, j), (size_t)V * sizeof(float)))
-                    fail_msg("%s: sequence %d step %d: the row differs between two steps of %d..%d rows", what, i, j,
-                             fmin, q8x);
-        free(small2);
+            order[i] = i;
+        for (int i = NS - 1; i > 0; i--) {
+            const int k = (int)tu_rng_int(&rng, i + 1), t = order[i];
+            order[i] = order[k];
+            order[k] = t;
+        }
+        for (int g0 = 0; g0 < NS;) {
+            int n = 3 + (int)tu_rng_int(&rng, 4);
+            if (NS - g0 - n < 3)
+                n = NS - g0;
+            memra_batch_item_t it[NS];
+            for (int q = 0; q < n; q++) {
+                const int i = order[g0 + q];
+                it[q] = (memra_batch_item_t){.cache = s.c[i], .tokens = &s.tok[i][j], .n_tokens = 1,
+                                             .logits = ROW(groups, i, j)};
+            }
+            assert_int_equal(memra_forward_batch(m, it, n, 0), MEMRA_OK);
+            g0 += n;
+        }
     }
     /* pairs: below MEMRA_BATCH_FAST_MIN rows the decode kernels, equal to
      * the decode alone; from it (MEMRA_BATCH_FAST_MIN=2) the batched
-     * kernels, equal to the rows of the steps of their class */
-    const bool pair_batched = fmin <= 2;
-    const float *pair_ref = !pair_batched ? alone : q8x >= 2 ? small : one;
+     * kernels, equal to the rows of the step of NS */
+    const bool pair_batched = memra__batch_fast_min() <= 2;
+    const float *pair_ref = pair_batched ? one : alone;
     float *pairs = malloc(rows * sizeof *pairs);
     assert_non_null(pairs);
     prefill(m, &s, row);
@@ -291,18 +216,35 @@ static void check_model(const char *what, memra_model_t *m)
         for (int j = 0; j < STEPS; j++)
             if (memcmp(ROW(pairs, i, j), ROW(pair_ref, i, j), (size_t)V * sizeof(float)))
                 fail_msg("%s: sequence %d step %d: a row of a two-row step differs from %s", what, i, j,
-                         !pair_batched ? "the decode alone" : q8x >= 2 ? "the small steps'" : "the step of all");
+                         pair_batched ? "the step of all" : "the decode alone");
     free(pairs);
-    for (int i = 0; i < NS; i++)
-        for (int j = 0; j < STEPS; j++)
-            if (memcmp(ROW(one, i, j), ROW(groups, i, j), (size_t)V * sizeof(float)))
-                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and groups of %d..%d", what, i,
-                         j, NS, lo, lo + 3);
+    double worst = 0;
     const bool moe = has_experts(m);
-    int parted = 0, parted_small = 0;
-    const double worst = bound_rows(what, "a step of all", one, alone, V, moe, tol, &parted);
-    const double worst_small = small ? bound_rows(what, "a small step", small, alone, V, moe, tol, &parted_small) : 0;
-    free(small);
+    int parted = 0;
+    for (int i = 0; i < NS; i++) {
+        bool gone = false;
+        for (int j = 0; j < STEPS; j++) {
+            if (memcmp(ROW(one, i, j), ROW(groups, i, j), (size_t)V * sizeof(float)))
+                fail_msg("%s: sequence %d step %d: the row differs between a step of %d and a group of 3..6", what, i,
+                         j, NS);
+            if (gone)
+                continue; /* its later rows continue another cache */
+            double scale;
+            const double d = max_diff(ROW(one, i, j), ROW(alone, i, j), V, &scale);
+            const double lim = tol * (scale > 1 ? scale : 1);
+            if (!(d <= lim) && moe && d == d && parted < NS / 2) {
+                fprintf(stderr, "%s: sequence %d parts at step %d (%.3g from the decode alone, limit %.3g: an expert "
+                        "choice at a near tie)\n", what, i, j, d, lim);
+                parted++;
+                gone = true;
+                continue;
+            }
+            if (!(d <= lim))
+                fail_msg("%s: sequence %d step %d: batched row %.3g from the decode alone (limit %.3g%s)", what, i, j, d,
+                         lim, moe ? "; more than NS / 2 MoE sequences parted" : "");
+            worst = d / (scale > 1 ? scale : 1) > worst ? d / (scale > 1 ? scale : 1) : worst;
+        }
+    }
     for (int i = 0; i < NS; i++)
         memra_cache_free(s.c[i]);
 
@@ -360,16 +302,16 @@ static void check_model(const char *what, memra_model_t *m)
     for (int i = 0; i < GB; i++)
         memra_cache_free(c[i]);
     fprintf(stderr,
-            "%s: %d x %d batched rows, worst %.3g of scale (limit %.3g), %d sequences parted; small steps (%d..%d "
-            "rows) worst %.3g, %d parted; %d greedy tokens compared\n",
-            what, NS, STEPS, worst, tol, parted, fmin, q8x, worst_small, parted_small, compared);
+            "%s: %d x %d batched rows, worst %.3g of scale (limit %.3g), %d sequences parted; %d greedy tokens "
+            "compared\n",
+            what, NS, STEPS, worst, tol, parted, compared);
     free(rows8);
     free(alone);
     free(one);
     free(groups);
     free(row);
-}
 #undef ROW
+}
 
 static void test_fixture(void **state)
 {

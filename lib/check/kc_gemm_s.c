@@ -6,11 +6,7 @@
  *   NAME.inv  the N rows of one call against the same rows taken two (or
  *             three) at a time, bit for bit: a row does not depend on the other rows
  *             of its step (what keeps a sequence's logits independent of
- *             the batch it is decoded in). Calls above
- *             memra__batch_q8x_max() rows run another kernel than the
- *             small ones (CUDA: the skinny GEMM, not the quantized-x
- *             matvec): theirs are taken memra__batch_q8x_max() + 1 (or
- *             more) at a time. */
+ *             the batch it is decoded in). */
 #include "kc.h"
 #include "pipeline_impl.h" /* memra__set_rows_mode */
 
@@ -98,11 +94,9 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
         return;
     memra_status_t st = MEMRA_OK;
     memra__set_rows_mode(MEMRA__ROWS_BATCH);
-    /* pairs, the last group three rows when N is odd (an ADD adds once);
-     * above the small steps, groups of the large steps' class */
-    const int64_t q8x = memra__batch_q8x_max(), g = n_rows > q8x && q8x >= 2 ? q8x + 1 : 2;
+    /* pairs, the last group three rows when N is odd (an ADD adds once) */
     for (int64_t r0 = 0; !st && r0 < n_rows;) {
-        const int64_t nr = n_rows - r0 < 2 * g ? n_rows - r0 : g;
+        const int64_t nr = n_rows - r0 == 3 ? 3 : 2;
         memra_mm_args_t two = pr;
         two.x = (const float *)xp[1] + r0 * ldx;
         two.n_rows = nr;
@@ -128,8 +122,7 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
     for (int i = 0; i < n_w; i++)
         bytes += (double)(w[1][i].nb1 * (size_t)ne1[i]);
     memra__kc_finish_cpu_pairs(k, L, gb, p, n_out);
-    memra_kernel_check_line_t *LI = memra__kc_line(k, inv, "exact", 0, "%lld rows in one call vs %lld (to %lld) at a time, batched fast",
-                                                   (long long)n_rows, (long long)g, (long long)(2 * g - 1));
+    memra_kernel_check_line_t *LI = memra__kc_line(k, inv, "exact", 0, "%lld rows in one call vs 2 (3) at a time, batched fast", (long long)n_rows);
     if (LI)
         memra__kc_finish_exact(k, LI, st, q, n_out);
     memra__kc_bench(k, L, gs_run, &c, gb, bytes);

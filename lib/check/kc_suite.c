@@ -338,18 +338,6 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
-            /* steps of up to memra__batch_q8x_max() rows, Q8_0 on the
-             * quantized-x matvec (cuda/mmv_q8p.cuh, QX): the gates' post
-             * ops, a head, short last segments (2560, 1344, 256), rows off
-             * 16 bytes (2112, which the skinny GEMM does not take), x too
-             * wide for four rows a block (21504: two) */
-            {"matmul_ex.gs.q8_0.gdn_in_r3", 4, q8, 4096, gdn, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
-            {"matmul_ex.gs.q8_0.vocab_r3", 1, q8, 4096, voc, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
-            {"matmul_ex.gs.q8_0.e4b_geglu_r4", 2, q8, 2560, e4b, 4, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, true, false, MX_GS},
-            {"matmul_ex.gs.q8_0.g26_down_r3", 1, q8, 2112, g26d, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
-            {"matmul_ex.gs.q8_0.g31_down_r4", 1, q8, 21504, g31, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
-            {"matmul_ex.gs.q8_0.w1344_geglu_r3", 2, q8, 1344, glu, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, false, false, MX_GS},
-            {"matmul_ex.gs.q8_0.proj4_r2", 4, q8, 256, proj, 2, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
         };
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
