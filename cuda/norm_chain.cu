@@ -32,9 +32,13 @@
  * Taken for chains of equal-width steps, rows of whole aligned 16-byte
  * chunks up to 8192 floats, at most NCS_MAX_ROWS rows (decode and batched
  * decode: a block a row; prefill chunks keep norm_chain_kernel, which
- * needs no shared memory) and NCS_MAX_SLOTS rows of shared memory, with
- * MEMRA_NORM_SMEM=1 (off by default until timed on the device: then
- * norm_chain_kernel takes every chain). */
+ * needs no shared memory) and NCS_MAX_SLOTS rows of shared memory, of at
+ * least two steps: with every launch on it (MEMRA_NORM_SMEM=2) the
+ * 26B-A4B, whose MoE layers run two 3-step chains, decoded 1.8 % faster,
+ * the E4B and the 31B, whose norms are single steps, 0.7-0.9 % slower
+ * (H100, 2026-12-05, docs/PERFORMANCE.md): one step has no round trip
+ * between steps to save. MEMRA_NORM_SMEM=0: norm_chain_kernel takes every
+ * chain. */
 #include <atomic>
 #include <string.h>
 
@@ -156,9 +160,9 @@ memra_status_t memra__cuda_norm_chain_smem(memra__backend_t *be, const memra_nor
     *done = false;
     static long on = -1;
     if (on < 0)
-        on = memra__cuda_env_long("MEMRA_NORM_SMEM", 0);
+        on = memra__cuda_env_long("MEMRA_NORM_SMEM", 1);
     ncs_plan pl;
-    if (!on || !ncs_make_plan(a, n, &pl))
+    if (!on || (n < 2 && on < 2) || !ncs_make_plan(a, n, &pl))
         return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const size_t smem = (size_t)pl.n_slots * (size_t)pl.ld * 16;

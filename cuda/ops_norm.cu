@@ -427,7 +427,7 @@ memra_status_t memra__cuda_rope(memra__backend_t *be, const memra_rope_args_t *a
 
 /* ---- per-head norm + rope (memra_qk_args_t) --------------------------------------- */
 
-/* A qk_norm_rope launch's stores (MEMRA_QK_STORE=1): item i's rows are
+/* A qk_norm_rope launch's stores (MEMRA_QK_STORE, on by default): item i's rows are
  * part[i]'s dst (its blocks convert their head's span once the head row
  * is written) or, part[i] = -1, rows no part writes (qwen35's V: converted
  * by blocks of their own, grid row heads + j for extra[j] = i). */
@@ -545,12 +545,13 @@ memra_status_t memra__cuda_qk_norm_rope(memra__backend_t *be, const memra_qk_arg
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const float theta_scale = powf(a->rope.base, -2.0f / (float)a->rope.n_rot); /* as memra__cuda_rope */
     if (a->n_store) {
-        /* the stores in the same launch: MEMRA_QK_STORE=1, off until it has
-         * passed the kernel check on the device (off: declined, and
-         * memra__qk_norm_rope runs this launch, then the kv_store launch) */
+        /* the stores in the same launch, the default since 2026-12-05 (H100,
+         * tg128: the 26B-A4B +1.9 %, the 31B +1.8 %, the E4B level;
+         * docs/PERFORMANCE.md). MEMRA_QK_STORE=0: declined, and
+         * memra__qk_norm_rope runs this launch, then the kv_store launch */
         static long on = -1;
         if (on < 0)
-            on = memra__cuda_env_long("MEMRA_QK_STORE", 0);
+            on = memra__cuda_env_long("MEMRA_QK_STORE", 1);
         qk_stores ks;
         if (!on || !qk_store_plan(k, heads, &ks) || heads + ks.n_extra > 65535)
             return MEMRA_OK;

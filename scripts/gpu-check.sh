@@ -264,15 +264,16 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
-# ---- norm_ex chains with their rows in shared memory (MEMRA_NORM_SMEM=1) ----
-# (off by default until this has passed on the device; cuda/norm_chain.cu):
-# every element the sequence's arithmetic, so the norm_ex and norm_chain
-# cases print the same lines both ways (each fused case still equal to
-# the sequence bit for bit), and the fixtures (gemma4's among them) pass
-# with it on in both modes
+# ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
+# (chains of two or more steps by default; MEMRA_NORM_SMEM=0 none, =2 every
+# launch): every element the sequence's arithmetic, so the norm_ex and
+# norm_chain cases print the same lines every way (each fused case still
+# equal to the sequence bit for bit), and the fixtures (gemma4's among
+# them) pass with the other forms in both modes
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in norm_ex norm_chain; do
-    kc_vs MEMRA_NORM_SMEM=1 "$t"
+    kc_vs MEMRA_NORM_SMEM=0 "$t"
+    kc_vs MEMRA_NORM_SMEM=2 "$t"
   done
 fi
 # ---- Q4_0 on the K-quant matvec's lanes (the kernel check's *.kq.q4_0 cases) ----
@@ -304,29 +305,29 @@ if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
   done
 fi
 
-# ---- the step's K and V stores in the qk_norm_rope launch (MEMRA_QK_STORE=1) ----
-# (off by default until this has passed): kv_store's conversions a head's
-# span at a time in the part blocks (V rows no part writes: blocks of their
-# own), so the cache bytes equal the sequence's (the launch, then kv_store)
+# ---- the step's K and V stores in the qk_norm_rope launch (the default) ----
+# (MEMRA_QK_STORE=0: the launch, then kv_store): kv_store's conversions a
+# head's span at a time in the part blocks (V rows no part writes: blocks
+# of their own), so the cache bytes equal the sequence's
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_vs MEMRA_QK_STORE=1 qk_norm_rope
+  kc_vs MEMRA_QK_STORE=0 qk_norm_rope
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   for mode in 0 1; do
-    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=1 MEMRA_QK_STORE=1 \
+    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_NORM_SMEM=2 MEMRA_QK_STORE=0 \
       MEMRA_TEST_PREFILL_TOL="${FAST_PREFILL_TOL:-5e-3}" $B/test/test_models >"$OUT/models-normsmem-$mode.log" 2>&1
-    note "models fast=$mode, NORM_SMEM and QK_STORE on: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
+    note "models fast=$mode, NORM_SMEM=2 and QK_STORE=0: rc $?, $(grep -cE '^\[       OK \]' "$OUT/models-normsmem-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/models-normsmem-$mode.log") failed"
   done
 fi
 
-# The same two forms through whole forwards on memra-synth files (no
-# fixtures needed, so a prebuilt library runs it too): decode and prefill
-# logits (decode in both tiers, fast prefill) bit for bit with both
-# on, and each alone in fast decode; every arch that takes one (qwen3.5's
+# The other forms of the same two through whole forwards on memra-synth
+# files (no fixtures needed, so a prebuilt library runs it too): decode and
+# prefill logits (decode in both tiers, fast prefill) bit for bit with both
+# switched, and each alone in fast decode; every arch that takes one (qwen3.5's
 # attention layers take the K/V stores). SKIP_SYNTH_BITS=1 skips it.
 if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
   toks=$(python3 -c 'import random; random.seed(5); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
-  both="MEMRA_NORM_SMEM=1 MEMRA_QK_STORE=1"
+  both="MEMRA_NORM_SMEM=2 MEMRA_QK_STORE=0"
   for m in gemma-4-e4b gemma-4-26b-a4b gemma-4-31b qwen3.5-9b; do
     f=/tmp/sw-bits.gguf
     if ! $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --experts 32 --out "$f" \
@@ -339,7 +340,7 @@ if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
     for run in "0 decode" "1 decode" "1 prefill"; do
       read -r fast mode <<<"$run"
       sws=("$both")
-      [ $fast = 1 ] && [ $mode = decode ] && sws+=($both)
+      [ $fast = 1 ] && [ $mode = decode ] && sws+=($both MEMRA_NORM_SMEM=0)
       MEMRA_FAST=$fast $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode --device cuda:0 \
         --out /tmp/sw0.f32 >/dev/null 2>&1 || rm -f /tmp/sw0.f32
       for sw in "${sws[@]}"; do
@@ -351,9 +352,9 @@ if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
       done
     done
     if [ ${#bad[@]} = 0 ]; then
-      note "NORM_SMEM, QK_STORE on $m (6 layers, memra-synth): $n runs' logits bit for bit as the default"
+      note "NORM_SMEM=0/2, QK_STORE=0 on $m (6 layers, memra-synth): $n runs' logits bit for bit as the default"
     else
-      note "NORM_SMEM, QK_STORE on $m (6 layers): DIFFER (or failed) in ${#bad[@]} of $n: ${bad[*]}"
+      note "NORM_SMEM=0/2, QK_STORE=0 on $m (6 layers): DIFFER (or failed) in ${#bad[@]} of $n: ${bad[*]}"
     fi
     rm -f "$f" /tmp/sw0.f32
   done
