@@ -54,11 +54,8 @@ bool mmv_kq_launch(int t, const mmv_args &a, int R, unsigned gy, int sm_count, c
 {
     if (a.ymap) /* mapped host output: run_mmv goes through device memory */
         return false;
-    switch (t) {
-    case MEMRA_TYPE_Q4_K: return kq_launch_t<MEMRA_TYPE_Q4_K>(a, R, gy, sm_count, s);
-    case MEMRA_TYPE_Q5_K: return kq_launch_t<MEMRA_TYPE_Q5_K>(a, R, gy, sm_count, s);
-    case MEMRA_TYPE_Q6_K: return kq_launch_t<MEMRA_TYPE_Q6_K>(a, R, gy, sm_count, s);
-    case MEMRA_TYPE_Q4_0: return kq_launch_t<MEMRA_TYPE_Q4_0>(a, R, gy, sm_count, s);
-    default: return false;
-    }
+#define KQ_LAUNCH(T) return kq_launch_t<T>(a, R, gy, sm_count, s)
+    KQ_DISPATCH(t, KQ_LAUNCH)
+#undef KQ_LAUNCH
+    return false;
 }

@@ -261,20 +261,35 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
 
 /* ---- host side ------------------------------------------------------------------ */
 
-/* The types the kernel takes: the K-quants and Q4_0 (its eight blocks a
- * super-block; the 9B Q4_0's tg128 346.3 against 256.5 tok/s on the
- * generic kernel, H100, 2026-12-05). */
+/* The types the kernel takes, listed once: the K-quants and Q4_0 (its
+ * eight blocks a super-block; the 9B Q4_0's tg128 346.3 against 256.5
+ * tok/s on the generic kernel, H100, 2026-12-05). KQ_DISPATCH runs
+ * CASE(T) for type t when the kernel takes it (CASE returns), and falls
+ * through otherwise. */
+#define KQ_DISPATCH(t, CASE)                                                                                           \
+    switch (t) {                                                                                                       \
+    case MEMRA_TYPE_Q4_K: CASE(MEMRA_TYPE_Q4_K);                                                                       \
+    case MEMRA_TYPE_Q5_K: CASE(MEMRA_TYPE_Q5_K);                                                                       \
+    case MEMRA_TYPE_Q6_K: CASE(MEMRA_TYPE_Q6_K);                                                                       \
+    case MEMRA_TYPE_Q4_0: CASE(MEMRA_TYPE_Q4_0);                                                                       \
+    default: break;                                                                                                    \
+    }
+
 static inline bool kq_type(int t)
 {
-    return t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K || t == MEMRA_TYPE_Q4_0;
+#define KQ_TAKES(T) return true
+    KQ_DISPATCH(t, KQ_TAKES)
+#undef KQ_TAKES
+    return false;
 }
 
+/* (SIZE_MAX for a type the kernel does not take: it fits nothing) */
 static inline size_t kq_smem_of(int t, int64_t ne0, int nr, int d)
 {
-    return t == MEMRA_TYPE_Q4_K   ? kq_smem_bytes<MEMRA_TYPE_Q4_K>(ne0, nr, d)
-           : t == MEMRA_TYPE_Q5_K ? kq_smem_bytes<MEMRA_TYPE_Q5_K>(ne0, nr, d)
-           : t == MEMRA_TYPE_Q6_K ? kq_smem_bytes<MEMRA_TYPE_Q6_K>(ne0, nr, d)
-                                  : kq_smem_bytes<MEMRA_TYPE_Q4_0>(ne0, nr, d);
+#define KQ_SMEM(T) return kq_smem_bytes<T>(ne0, nr, d)
+    KQ_DISPATCH(t, KQ_SMEM)
+#undef KQ_SMEM
+    return SIZE_MAX;
 }
 
 /* NR x rows fit next to the smallest ring. */

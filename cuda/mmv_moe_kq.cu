@@ -18,13 +18,10 @@ int mmv_moe_kq_pack(int t, int64_t ne0)
         on = memra__cuda_env_long("MEMRA_MOE_KQ_PACK", 1);
     if (!on)
         return 0;
-    switch (t) {
-    case MEMRA_TYPE_Q4_K: return kq_pack_of<MEMRA_TYPE_Q4_K>(ne0);
-    case MEMRA_TYPE_Q5_K: return kq_pack_of<MEMRA_TYPE_Q5_K>(ne0);
-    case MEMRA_TYPE_Q6_K: return kq_pack_of<MEMRA_TYPE_Q6_K>(ne0);
-    case MEMRA_TYPE_Q4_0: return kq_pack_of<MEMRA_TYPE_Q4_0>(ne0);
-    default: return 0;
-    }
+#define KQ_PACK(T) return kq_pack_of<T>(ne0)
+    KQ_DISPATCH(t, KQ_PACK)
+#undef KQ_PACK
+    return 0;
 }
 
 template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
@@ -67,11 +64,8 @@ template <int T> static bool moe_kq_launch_t(const mmv_moe_args &a, bool down, u
 
 bool mmv_moe_kq_launch(int t, mmv_moe_args a, bool down, unsigned gy, int sm_count, cudaStream_t s)
 {
-    switch (t) {
-    case MEMRA_TYPE_Q4_K: return moe_kq_launch_t<MEMRA_TYPE_Q4_K>(a, down, gy, sm_count, s);
-    case MEMRA_TYPE_Q5_K: return moe_kq_launch_t<MEMRA_TYPE_Q5_K>(a, down, gy, sm_count, s);
-    case MEMRA_TYPE_Q6_K: return moe_kq_launch_t<MEMRA_TYPE_Q6_K>(a, down, gy, sm_count, s);
-    case MEMRA_TYPE_Q4_0: return moe_kq_launch_t<MEMRA_TYPE_Q4_0>(a, down, gy, sm_count, s);
-    default: return false;
-    }
+#define KQ_LAUNCH(T) return moe_kq_launch_t<T>(a, down, gy, sm_count, s)
+    KQ_DISPATCH(t, KQ_LAUNCH)
+#undef KQ_LAUNCH
+    return false;
 }
