@@ -295,14 +295,20 @@ static inline bool memra__cuda_fast_rows(const memra__backend_t *be, int64_t n_r
 /* Whether the MoE A (n_tokens tokens, k of n_expert experts each) takes
  * the grouped tensor-core GEMMs of fast prefill rather than the per-token
  * fused MoE matvecs of decode: the fast tier's rows, except in a batched
- * decode step of fewer slots than experts (n_tokens k < n_expert). There a
+ * decode step of fewer slots than half the experts (2 n_tokens k <
+ * n_expert; MEMRA_BATCH_MOE_DIV=D puts the line at n_expert / D). There a
  * few tokens spread over many experts (8 of 256 each: ~1.1 tokens per
  * active expert at 8 tokens) leave the GEMMs' 64-entry tiles nearly empty
  * while the matvecs stream each slot's expert at the decode rate, and give
  * each row the bits of its sequence decoded alone (H200, Qwen3.6-35B-A3B,
  * 2026-12-02: 511 vs 261 tok/s at 4 sequences, 695 vs 481 at 8, 840 vs 864
- * at 16, 923 vs 1361 at 32). MEMRA_BATCH_MOE_GEMM=0 or 1 sends every
- * batched step to the matvecs or to the GEMMs (A/B). */
+ * at 16, 923 vs 1361 at 32). From half the experts the GEMMs read each
+ * routed expert once where the matvecs read it once a slot: on an H100
+ * (2026-12-05, aggregate tok/s, matvecs against GEMMs) the 26B-A4B (128
+ * experts, top 8) 573.5 / 509.7 at 4 sequences, 772.8 / 896.5 at 8; the
+ * 35B-A3B (256) 873.7 / 641.8 at 8, 1076.4 / 1092.7 at 16.
+ * MEMRA_BATCH_MOE_GEMM=0 or 1 sends every batched step to the matvecs or
+ * to the GEMMs (A/B). */
 static inline bool memra__cuda_moe_gemm_rows(const memra__backend_t *be, const memra_moe_args_t *a)
 {
     static long knob = -2;
@@ -312,8 +318,11 @@ static inline bool memra__cuda_moe_gemm_rows(const memra__backend_t *be, const m
         return false;
     if (!memra__rows_batch() || knob == 1)
         return true;
+    static long div = -1;
+    if (div < 0)
+        div = memra__cuda_env_long("MEMRA_BATCH_MOE_DIV", 2);
     const int64_t n_expert = a->down->ne[2] > 0 ? a->down->ne[2] : 1;
-    return knob != 0 && a->n_tokens * a->k >= n_expert;
+    return knob != 0 && a->n_tokens * a->k * (div > 0 ? div : 1) >= n_expert;
 }
 
 /* The skinny tensor-core GEMM (cuda/gemm_s.cu) for a matmul or fused matmul

@@ -101,12 +101,46 @@ static int rows_per_pass(int64_t n_rows)
     return n_rows == 1 ? 1 : n_rows == 2 ? 2 : n_rows <= 4 ? 4 : 8;
 }
 
+/* The bytes of A's weights (GLU: both). */
+static size_t mmv_weight_bytes(const mmv_args &a)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < (a.nw > 1 ? a.nw : 1); i++) {
+        const int64_t rows = a.glu ? a.vrow0[1] : a.vrow0[i + 1] - a.vrow0[i];
+        bytes += (size_t)rows * a.nb1[i];
+    }
+    return bytes;
+}
+
+/* Whether a batched decode step's matvec of A (either rows mode of
+ * lib/backend.h) runs one x row a block column (R = 1, a column per row)
+ * rather than R rows a pass: weights of at most
+ * MEMRA_BATCH_COLS_BYTES (default 8 MiB), which stay in L2 while the
+ * columns read them. Each row's bits are the same either way (every
+ * kernel's row is the one-row arithmetic: kernel-check matmul.batch.* and
+ * matmul.rowinv.*); what changes is the grid. A MoE router (128 or 256
+ * rows of 2048-2816 floats) or a shared-expert gate (one row) gives the
+ * R-row kernels 1-32 blocks, each staging every x row and walking every
+ * row: the 26B-A4B's router took 40 us a call at 8 rows, its 2112-wide
+ * Q8_0 ffn_down (6.3 MB) 40 us, where one row takes a few (H100,
+ * MEMRA_CUDA_PROFILE, 2026-12-05). */
+static bool batch_cols(const mmv_args &a, int64_t n_rows)
+{
+    static long max_bytes = -1;
+    if (max_bytes < 0)
+        max_bytes = memra__cuda_env_long("MEMRA_BATCH_COLS_BYTES", 8l << 20);
+    return n_rows > 1 && n_rows <= 65535 && (memra__rows_batch() || memra__rows_exact()) &&
+           mmv_weight_bytes(a) <= (size_t)max_bytes;
+}
+
 /* Runs A (its weights, epilogue and x set) over N_ROWS x rows in passes of
  * at most R * 65535 rows. */
 static memra_status_t matvec_rows(memra__backend_t *be, memra_type_t type, mmv_args a, int64_t n_rows)
 {
     int R = rows_per_pass(n_rows);
-    if (type == MEMRA_TYPE_Q8_0) {
+    if (batch_cols(a, n_rows)) {
+        R = 1;
+    } else if (type == MEMRA_TYPE_Q8_0) {
         /* the batched kernel: as many rows per pass as fit; else as many
          * as keep x in shared memory, where Q8_0's dot is the one-row
          * kernels' (from global memory the generic kernel takes another
