@@ -177,8 +177,18 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     if (st)
         return st;
     __half *ws = (__half *)a.X;
-    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s", (long long)a.K, (long long)a.vrow0[a.nw],
-                           a.nw, (long long)n_all, a.split, m->norm ? " norm" : "");
+    /* x without a norm: gsw_kernel stages the float rows itself, rounding
+     * each element to f16 as gs_prep_kernel would (the same bits, one
+     * launch fewer: the prep cost ~8 us of marginal time a call in a 9B
+     * step of 4 rows, CUPTI, H100 2026-12-05); MEMRA_GSW_XF=0 keeps the
+     * prep */
+    static long xf_knob = -1;
+    if (xf_knob < 0)
+        xf_knob = memra__cuda_env_long("MEMRA_GSW_XF", 1);
+    const bool xf = xf_knob && !m->norm && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
+    a.ldxf = m->ldx;
+    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s%s", (long long)a.K, (long long)a.vrow0[a.nw],
+                           a.nw, (long long)n_all, a.split, m->norm ? " norm" : "", xf ? " xf" : "");
     for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {
         a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
         /* the ring as deep as two blocks an SM allow (the staged x of 32
@@ -188,9 +198,13 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         while (a.st > 2 && (size_t)GSW_WARPS * a.st * GSW_SLOT + xs > GSW_SMEM_2)
             a.st--;
         const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT + xs;
-        memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
-                      m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
-        MEMRA_CUDA_LAUNCHED(be);
+        if (xf) {
+            a.Xf = m->x + r0 * m->ldx;
+        } else {
+            memra__launch(gs_prep_kernel, dim3((unsigned)a.n), MEMRA_NORM_BLOCK, 0, c->stream, m->x + r0 * m->ldx,
+                          m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
+            MEMRA_CUDA_LAUNCHED(be);
+        }
         if (!gsw_launch(a, (unsigned)grid_x, smem, c->stream))
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 skinny GEMM launch failed") : MEMRA_OK;
         MEMRA_CUDA_LAUNCHED(be);

@@ -56,6 +56,9 @@ typedef struct gs_args {
     int64_t K;                  /* a multiple of GS_KT */
     const __half *X;            /* n rows of K halves, ldx apart (a multiple of 8) */
     int64_t ldx;
+    const float *Xf;            /* gsw_kernel: float x rows instead (ldxf apart, 16-byte aligned), each
+                                 * element rounded to f16 as it is staged (gs_prep_kernel's rounding) */
+    int64_t ldxf;
     int n;                      /* x rows, 1 .. GS_MAXN */
     float *y[GS_MAXW];
     int64_t ldy[GS_MAXW];

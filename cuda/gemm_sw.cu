@@ -246,12 +246,23 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     rg.start();
     {
         const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
-        for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
-            const int r = c / cpr, k = (c % cpr) * 8;
-            cp_async16(xs + (size_t)r * ldx + k, a.X + (size_t)r * a.ldx + kt0 * GS_KT + k);
+        if (a.Xf) { /* float rows: eight elements to f16 a chunk, as gs_prep_kernel rounds them */
+            for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
+                const int r = c / cpr, k = (c % cpr) * 8;
+                const float4 *src = reinterpret_cast<const float4 *>(a.Xf + (size_t)r * a.ldxf + kt0 * GS_KT + k);
+                const float4 v0 = src[0], v1 = src[1];
+                const uint4 h = make_uint4(gq_pack(v0.x, v0.y), gq_pack(v0.z, v0.w), gq_pack(v1.x, v1.y),
+                                           gq_pack(v1.z, v1.w));
+                *reinterpret_cast<uint4 *>(xs + (size_t)r * ldx + k) = h;
+            }
+        } else {
+            for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
+                const int r = c / cpr, k = (c % cpr) * 8;
+                cp_async16(xs + (size_t)r * ldx + k, a.X + (size_t)r * a.ldx + kt0 * GS_KT + k);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
         }
-        cp_async_commit();
-        cp_async_wait<0>();
         __syncthreads();
     }
     if (!live)
