@@ -126,14 +126,23 @@ static size_t mmv_weight_bytes(const mmv_args &a)
  * MEMRA_CUDA_PROFILE, 2026-12-05). Columns for those 2816 rows too, not
  * only for the narrow routers: the 26B-A4B's batched steps of 2 / 4 / 8
  * rows 423.3 / 608.2 / 1002.6 tok/s against 416.5 / 606.6 / 973.8 with
- * columns only up to 1024 rows (same H100 run). */
+ * columns only up to 1024 rows (same H100 run). But not where the columns
+ * would read more than MEMRA_BATCH_COLS_READ bytes (default 128 MiB: the
+ * weight times the rows) from L2: the 26B-A4B's steps of 16 / 32 rows
+ * 1679.2 / 2431.6 with every small weight in columns against 1641.2 /
+ * 2580.4 with none (H100, one run), its 6.3 MB ffn_down read 101 / 202 MB
+ * a call that way; its router (1.4 MB) stays in columns. */
 static bool batch_cols(const mmv_args &a, int64_t n_rows)
 {
-    static long max_bytes = -1;
-    if (max_bytes < 0)
+    static long max_bytes = -1, max_read = -1;
+    if (max_bytes < 0) {
         max_bytes = memra__cuda_env_long("MEMRA_BATCH_COLS_BYTES", 8l << 20);
-    return n_rows > 1 && n_rows <= 65535 && (memra__rows_batch() || memra__rows_exact()) &&
-           mmv_weight_bytes(a) <= (size_t)max_bytes;
+        max_read = memra__cuda_env_long("MEMRA_BATCH_COLS_READ", 128l << 20);
+    }
+    if (n_rows < 2 || n_rows > 65535 || !(memra__rows_batch() || memra__rows_exact()))
+        return false;
+    const size_t bytes = mmv_weight_bytes(a);
+    return bytes <= (size_t)max_bytes && bytes * (size_t)n_rows <= (size_t)max_read;
 }
 
 /* Runs A (its weights, epilogue and x set) over N_ROWS x rows in passes of
