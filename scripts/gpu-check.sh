@@ -264,6 +264,14 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
+# ---- gsw_kernel staging float x itself (MEMRA_GSW_XF, the default) ----
+# against the prep launch (MEMRA_GSW_XF=0): the same f16 rounding of each
+# element, so the batched fast steps' matmul cases print the same lines
+# both ways
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  kc_vs MEMRA_GSW_XF=0 matmul_ex
+fi
+
 # ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
 # (chains of two or more steps by default; MEMRA_NORM_SMEM=0 none, =2 every
 # launch): every element the sequence's arithmetic, so the norm_ex and
