@@ -59,6 +59,14 @@ kc_vs() {
   note "kernel-check $t${base:+ ($base)}, $sw against ${base:-the default}: $r; $(tail -1 "$OUT/kc-$t-$(kc_tag "${base:+$base }$sw").log")"
 }
 kc_attn_vs() { kc_vs "$1" attention; }
+# N random token ids below V from seed S (the same list every run): S V N
+rand_toks() { python3 -c "import random; random.seed($1); print(' '.join(str(random.randrange($2)) for _ in range($3)))"; }
+# a small memra-synth file (vocab 4096): MODEL TYPE LAYERS OUT [more memra-synth options]
+synth_small() {
+  local m=$1 t=$2 l=$3 o=$4
+  shift 4
+  $B/examples/memra-synth --model "$m" --type "$t" --layers "$l" --vocab 4096 "$@" --out "$o" >/dev/null 2>&1
+}
 
 # ---- dependencies --------------------------------------------------------
 . scripts/gpu-env.sh || exit 2
@@ -161,8 +169,8 @@ if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHE
   # a 4-layer Qwen3.6-27B shape (one attention layer, 24/4 heads): decode and
   # exact prefill logits bit for bit with one and with shared heads a block
   f=/tmp/heads-check.gguf
-  toks=$(python3 -c 'import random; random.seed(2); print(" ".join(str(random.randrange(4096)) for _ in range(1300)))')
-  if $B/examples/memra-synth --model qwen3.6-27b --type q8_0 --layers 4 --vocab 4096 --out "$f" >/dev/null 2>&1; then
+  toks=$(rand_toks 2 4096 1300)
+  if synth_small qwen3.6-27b q8_0 4 "$f"; then
     for mode in decode prefill; do
       for h in 1 4; do
         MEMRA_FAST=0 MEMRA_FA_HEADS=$h $B/examples/memra-logits -m "$f" --tokens "$toks" --mode $mode --device cuda:0 \
@@ -290,11 +298,10 @@ fi
 # exact prefill against the CPU reference within the generic kernel's
 # error (MEMRA_MMV_KFAST=0; logits-compare.py's baseline bound)
 if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
-  toks=$(python3 -c 'import random; random.seed(7); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
+  toks=$(rand_toks 7 4096 40)
   for m in qwen3.5-9b gemma-4-e4b qwen3.6-35b-a3b; do
     f=/tmp/q40-check.gguf
-    if ! $B/examples/memra-synth --model $m --type q4_0 --layers 6 --vocab 4096 --experts 32 --out "$f" \
-      >/dev/null 2>&1; then
+    if ! synth_small $m q4_0 6 "$f" --experts 32; then
       note "Q4_0 lanes: memra-synth $m failed"
       continue
     fi
@@ -334,12 +341,11 @@ fi
 # switched, and each alone in fast decode; every arch that takes one (qwen3.5's
 # attention layers take the K/V stores). SKIP_SYNTH_BITS=1 skips it.
 if [ "${SKIP_SYNTH_BITS:-0}" != 1 ]; then
-  toks=$(python3 -c 'import random; random.seed(5); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
+  toks=$(rand_toks 5 4096 40)
   both="MEMRA_NORM_SMEM=2 MEMRA_QK_STORE=0"
   for m in gemma-4-e4b gemma-4-26b-a4b gemma-4-31b qwen3.5-9b; do
     f=/tmp/sw-bits.gguf
-    if ! $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --experts 32 --out "$f" \
-      >/dev/null 2>&1; then
+    if ! synth_small $m q8_0 6 "$f" --experts 32; then
       note "decode forms on synth files: memra-synth $m failed"
       continue
     fi
@@ -395,14 +401,14 @@ fi
 # SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it
 # takes; ROWMAPS picks entries by switch name, default all)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
-  toks=$(python3 -c 'import random; random.seed(3); print(" ".join(str(random.randrange(4096)) for _ in range(40)))')
+  toks=$(rand_toks 3 4096 40)
   for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
     [ -n "${ROWMAPS:-}" ] && [[ " $ROWMAPS " != *" ${sw%%:*} "* ]] && continue
     IFS=: read -r var marker models <<<"$sw"
     kc_vs "$var=0" matmul # on by default
     for m in $models; do
       f=/tmp/rowmap-check.gguf
-      if $B/examples/memra-synth --model $m --type q8_0 --layers 6 --vocab 4096 --out "$f" >/dev/null 2>&1; then
+      if synth_small $m q8_0 6 "$f"; then
         for w in 0 1; do
           env MEMRA_FAST=0 $var=$w MEMRA_MMV_DEBUG=$w $B/examples/memra-logits -m "$f" --tokens "$toks" \
             --mode decode --device cuda:0 --out /tmp/rm$w.f32 >/dev/null 2>"$OUT/rowmap-$var-$m-$w.err" || rm -f /tmp/rm$w.f32
@@ -427,10 +433,10 @@ fi
 # it). Bound: logits' rms error within max(1e-2, 1.5 x the baseline's) of
 # the reference's rms, top-1 agreement on 90 % of 200 positions.
 if [ "${SKIP_MOE:-0}" != 1 ]; then
-  toks=$(python3 -c 'import random; random.seed(1); print(" ".join(str(random.randrange(256)) for _ in range(200)))')
+  toks=$(rand_toks 1 256 200)
   for m in qwen3.6-35b-a3b qwen3.5-122b-a10b gemma-4-26b-a4b; do
     f=/tmp/moe-check-$m.gguf
-    $B/examples/memra-synth --model $m --type q8_0 --layers 2 --vocab 4096 --experts 32 --out "$f" >/dev/null 2>&1 &&
+    synth_small $m q8_0 2 "$f" --experts 32 &&
       $B/examples/memra-logits -m "$f" --tokens "$toks" --mode prefill --device cpu --out /tmp/moe-ref.f32 >/dev/null &&
       MEMRA_FAST=1 $B/examples/memra-logits -m "$f" --tokens "$toks" --mode prefill --device cuda:0 \
         --out /tmp/moe-fast.f32 >/dev/null &&
