@@ -32,7 +32,8 @@
  * sums, the explicit roundings); a row's lane sums add the segments' parts
  * in segment order from +0 and meet in warp_sum's tree; x is staged by
  * mmv_stage_x (the same per-row staging and norm). kernel-check's
- * matmul.batch.* cases compare it with the one-row kernel bit for bit. */
+ * matmul.rowinv.* and matmul_ex.rowinv.* cases compare it with the one-row
+ * kernel bit for bit. */
 #ifndef MEMRA_CUDA_MMV_Q8B_CUH
 #define MEMRA_CUDA_MMV_Q8B_CUH
 

@@ -117,8 +117,9 @@ static size_t mmv_weight_bytes(const mmv_args &a)
  * rather than R rows a pass: weights of at most
  * MEMRA_BATCH_COLS_BYTES (default 8 MiB), which stay in L2 while the
  * columns read them. Each row's bits are the same either way (every
- * kernel's row is the one-row arithmetic: kernel-check matmul.batch.* and
- * matmul.rowinv.*); what changes is the grid. A MoE router (128 or 256
+ * kernel's row is the one-row arithmetic: kernel-check matmul.rowinv.* and
+ * matmul_ex.rowinv.*, and a column is a one-row launch's block); what
+ * changes is the grid. A MoE router (128 or 256
  * rows of 2048-2816 floats) or a shared-expert gate (one row) gives the
  * R-row kernels 1-32 blocks, each staging every x row and walking every
  * row: the 26B-A4B's router took 40 us a call at 8 rows, its 2112-wide
