@@ -114,25 +114,16 @@ static size_t mmv_weight_bytes(const mmv_args &a)
 
 /* Whether a batched decode step's matvec of A (either rows mode of
  * lib/backend.h) runs one x row a block column (R = 1, a column per row)
- * rather than R rows a pass: weights of at most
- * MEMRA_BATCH_COLS_BYTES (default 8 MiB), which stay in L2 while the
- * columns read them. Each row's bits are the same either way (every
+ * rather than R rows a pass: weights of at most MEMRA_BATCH_COLS_BYTES
+ * (8 MiB), read by all the columns together at most MEMRA_BATCH_COLS_READ
+ * bytes (128 MiB) from L2. Each row's bits are the same either way (every
  * kernel's row is the one-row arithmetic: kernel-check matmul.rowinv.* and
- * matmul_ex.rowinv.*, and a column is a one-row launch's block); what
- * changes is the grid. A MoE router (128 or 256
- * rows of 2048-2816 floats) or a shared-expert gate (one row) gives the
- * R-row kernels 1-32 blocks, each staging every x row and walking every
- * row: the 26B-A4B's router took 40 us a call at 8 rows, its 2112-wide
- * Q8_0 ffn_down (6.3 MB) 40 us, where one row takes a few (H100,
- * MEMRA_CUDA_PROFILE, 2026-12-05). Columns for those 2816 rows too, not
- * only for the narrow routers: the 26B-A4B's batched steps of 2 / 4 / 8
- * rows 423.3 / 608.2 / 1002.6 tok/s against 416.5 / 606.6 / 973.8 with
- * columns only up to 1024 rows (same H100 run). But not where the columns
- * would read more than MEMRA_BATCH_COLS_READ bytes (default 128 MiB: the
- * weight times the rows) from L2: the 26B-A4B's steps of 16 / 32 rows
- * 1679.2 / 2431.6 with every small weight in columns against 1641.2 /
- * 2580.4 with none (H100, one run), its 6.3 MB ffn_down read 101 / 202 MB
- * a call that way; its router (1.4 MB) stays in columns. */
+ * matmul_ex.rowinv.*); only the grid changes. Why: a MoE router (128-256
+ * float rows) or a shared-expert gate (one row) gave the R-row kernels
+ * 1-32 blocks, each staging every x row (40 us a call at 8 rows, H100), and
+ * the 26B-A4B's 2112-wide ffn_down took as long; past the read cap the
+ * R-row passes win again (that ffn_down at 32 rows). Measurements:
+ * docs/PERFORMANCE.md, "On an H100 at 985c095 and 9fa1174". */
 static bool batch_cols(const mmv_args &a, int64_t n_rows)
 {
     static long max_bytes = -1, max_read = -1;
