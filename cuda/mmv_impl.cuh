@@ -157,7 +157,8 @@ static int mmv_q8_slot(const mmv_args &a)
  * 0 = not yet asked). Sets *SMEM and returns the depth, or returns D0
  * when nothing deeper fits. The ring depth changes no bit. */
 static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, int d0,
-                           std::atomic<size_t> (&budget)[64], std::atomic<uint64_t> (*cache)[8], size_t *smem)
+                           std::atomic<size_t> (&budget)[64], std::atomic<uint64_t> (*cache)[8], size_t *smem,
+                           size_t smem_max = MMV_SMEM_MAX)
 {
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
@@ -172,7 +173,7 @@ static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, 
         return d0;
     const int dd = d < MMV_Q8D_RING_MAX ? d : MMV_Q8D_RING_MAX;
     const size_t s2 = (size_t)dd * item + xb;
-    if (s2 > MMV_SMEM_MAX || mmv_occupancy(kernel, s2, cache) != occ)
+    if (s2 > smem_max || mmv_occupancy(kernel, s2, cache, smem_max) != occ)
         return d0;
     *smem = s2;
     return dd;
@@ -304,7 +305,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
  * (GY block columns of two); false when it does not apply or fit. Its
  * ring is as deep as the shared memory left at the occupancy of a ring of
  * two allows (two x rows of 12288 floats leave one block an SM: a ring of
- * two would keep one item a warp in flight). */
+ * two would keep one item a warp in flight), up to the device's 227 KiB a
+ * block rather than MMV_SMEM_MAX: at 200 KiB that block's ring stayed at
+ * two (177 KB), where three take 212 KB. */
 template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned gy, int sm_count, cudaStream_t s)
 {
     static long on = -1;
@@ -322,11 +325,12 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     const void *kernel = (const void *)mmv_q8p_kernel<T>;
     static std::atomic<uint64_t> cache[64][8];
     size_t smem = 2 * item + xb;
-    const int occ = smem <= MMV_SMEM_MAX ? mmv_occupancy(kernel, smem, cache) : 0;
+    const size_t smax = MMV_Q8D_WIDE_SMEM_MAX;
+    const int occ = smem <= smax ? mmv_occupancy(kernel, smem, cache, smax) : 0;
     if (occ == 0)
         return false;
     static std::atomic<size_t> budgets[3][64]; /* per occupancy (1, 2 or more) and device */
-    a.ring = mmv_ring_deepen(kernel, occ, xb, item, 2, budgets[occ < 2 ? occ : 2], cache, &smem);
+    a.ring = mmv_ring_deepen(kernel, occ, xb, item, 2, budgets[occ < 2 ? occ : 2], cache, &smem, smax);
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
     if (mmv_debug())

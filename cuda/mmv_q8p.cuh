@@ -30,15 +30,19 @@
 #define Q8P_M 2  /* weight rows an item */
 
 /* q8b_dot for NR x rows at once (XA, SA: row 0's; XS, SS: bytes to the
- * next row's): each weight byte converted once for all NR rows, each
- * (x row, weight row) with q8b_dot's arithmetic. T[r][m] += 0 + v. (NR
+ * next row's, 0 when the block has one row: its second row then repeats
+ * the first and is not stored): each weight byte converted once for all
+ * NR rows, each (x row, weight row) with q8b_dot's arithmetic. T[r][m] +=
+ * 0 + v. (Loads under a row predicate cost each x load a zeroing of its
+ * four registers: 64 of the 744 instructions an item took (Nsight
+ * Compute, H100, 2026-12-05). NR
  * calls of q8b_dot kept every converted weight live between the calls:
  * 128 registers and spills. The batched kernel keeps its own q8b_dot: the
  * same arithmetic through this one compiles to another schedule, not
  * measured.) */
 template <int NR, int M>
 static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const float (&da)[M], const float (&db)[M],
-                                               bool two, uint32_t xa, uint32_t xs, uint32_t sa, uint32_t ss, int nr,
+                                               bool two, uint32_t xa, uint32_t xs, uint32_t sa, uint32_t ss,
                                                float (&t)[NR][M])
 {
     float s[NR][M][2][4];
@@ -56,7 +60,7 @@ static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const
         float xx[NR][4];
 #pragma unroll
         for (int r = 0; r < NR; r++) {
-            const float4 xv = r < nr ? mmv_lds128(xa + r * xs + 16 * j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 xv = mmv_lds128(xa + r * xs + 16 * j);
             xx[r][0] = xv.x, xx[r][1] = xv.y, xx[r][2] = xv.z, xx[r][3] = xv.w;
         }
 #pragma unroll
@@ -74,17 +78,15 @@ static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const
     }
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        if (r < nr) {
-            const float suma = mmv_ldsf(sa + r * ss), sumb = two ? mmv_ldsf(sa + r * ss + 4) : 0.0f;
+        const float suma = mmv_ldsf(sa + r * ss), sumb = two ? mmv_ldsf(sa + r * ss + 4) : 0.0f;
 #pragma unroll
-            for (int m = 0; m < M; m++) {
-                const float ta = (s[r][m][0][0] + s[r][m][0][1]) + (s[r][m][0][2] + s[r][m][0][3]);
-                const float tb = (s[r][m][1][0] + s[r][m][1][1]) + (s[r][m][1][2] + s[r][m][1][3]);
-                float v = __fmul_rn(__fsub_rn(ta, suma), da[m]);
-                if (two)
-                    v = __fmaf_rn(__fsub_rn(tb, sumb), db[m], v);
-                t[r][m] += __fadd_rn(0.0f, v);
-            }
+        for (int m = 0; m < M; m++) {
+            const float ta = (s[r][m][0][0] + s[r][m][0][1]) + (s[r][m][0][2] + s[r][m][0][3]);
+            const float tb = (s[r][m][1][0] + s[r][m][1][1]) + (s[r][m][1][2] + s[r][m][1][3]);
+            float v = __fmul_rn(__fsub_rn(ta, suma), da[m]);
+            if (two)
+                v = __fmaf_rn(__fsub_rn(tb, sumb), db[m], v);
+            t[r][m] += __fadd_rn(0.0f, v);
         }
     }
 }
@@ -162,6 +164,8 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kerne
     float *xs = (float *)(q8p_dyn + (size_t)MMV_WARPS * D * IS);
     const float *x = mmv_stage_x<true>(a, a.x + r0 * a.ldx, nr, xs, &xl);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + nr * xl);
+    const uint32_t xstep = nr > 1 ? 4 * (uint32_t)xl : 0u, sstep = nr > 1 ? 4 * (uint32_t)nbr : 0u;
+    static_assert(NR == 2, "rows past nr repeat row 0 (xstep, sstep)");
 
     mmv_pos cq = {gw, 0, 0};
     /* the compute side's row starts modulo 16 (rows off 16 bytes only) */
@@ -208,8 +212,8 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kerne
 #pragma unroll
                 for (int m = 0; m < M; m++)
                     t[r][m] = 0.0f;
-            q8p_dot<NR, M>(w, da, db, two, xa + 4 * (uint32_t)mmv_xp<true>(b0 * 32), 4 * (uint32_t)xl,
-                           sa + 4 * (uint32_t)b0, 4 * (uint32_t)nbr, nr, t);
+            q8p_dot<NR, M>(w, da, db, two, xa + 4 * (uint32_t)mmv_xp<true>(b0 * 32), xstep, sa + 4 * (uint32_t)b0,
+                           sstep, t);
 #pragma unroll
             for (int r = 0; r < NR; r++)
 #pragma unroll
@@ -231,19 +235,24 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kerne
                     u[r][m] = a.glu ? warp_sum(acc1[r][m]) : 0.0f;
                     acc0[r][m] = acc1[r][m] = 0.0f;
                 }
-            if (lane == 0) {
+            /* lane r * M + m stores (x row r, weight row m): one copy of
+             * the epilogue's code instead of NR * M inlined in the loop
+             * (36 KB of the loop.s 51, where instruction fetch
+             * was 19 % of the warps' stalls); every lane holds each sum,
+             * the butterfly's bits */
+            const int sr = lane / M, sm = lane % M;
+            float gv = 0.0f, uv = 0.0f;
 #pragma unroll
-                for (int m = 0; m < M; m++) {
-                    if (m == 0 || two_rows) {
-                        const mmv_pos q = {cq.v + m * nwt, cq.p, 0};
-                        int64_t lrow;
-                        const int wi = mmv_weight(a, q, &lrow);
+            for (int r = 0; r < NR; r++)
 #pragma unroll
-                        for (int r = 0; r < NR; r++)
-                            if (r < nr)
-                                mmv_store<false>(a, wi, lrow, r0, r, g[r][m], u[r][m]);
-                    }
-                }
+                for (int m = 0; m < M; m++)
+                    if (sr == r && sm == m)
+                        gv = g[r][m], uv = u[r][m];
+            if (lane < NR * M && sr < nr && (sm == 0 || two_rows)) {
+                const mmv_pos q = {cq.v + sm * nwt, cq.p, 0};
+                int64_t lrow;
+                const int wi = mmv_weight(a, q, &lrow);
+                mmv_store<false>(a, wi, lrow, r0, sr, gv, uv);
             }
         }
         mmv_next(cq, np, nseg, 2 * nwt);
