@@ -305,9 +305,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
  * (GY block columns of two); false when it does not apply or fit. Its
  * ring is as deep as the shared memory left at the occupancy of a ring of
  * two allows (two x rows of 12288 floats leave one block an SM: a ring of
- * two would keep one item a warp in flight), up to the device's 227 KiB a
- * block rather than MMV_SMEM_MAX: at 200 KiB that block's ring stayed at
- * two (177 KB), where three take 212 KB. */
+ * two would keep one item a warp in flight), up to 225 KiB a block rather
+ * than MMV_SMEM_MAX: at 200 KiB that block's ring stayed at two (177 KB),
+ * where three take 212 KB. Which shapes take the kernel (a ring of two
+ * within MMV_SMEM_MAX; the 27B's 17408-wide down does not) is unchanged. */
 template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned gy, int sm_count, cudaStream_t s)
 {
     static long on = -1;
@@ -325,8 +326,8 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     const void *kernel = (const void *)mmv_q8p_kernel<T>;
     static std::atomic<uint64_t> cache[64][8];
     size_t smem = 2 * item + xb;
-    const size_t smax = MMV_Q8D_WIDE_SMEM_MAX;
-    const int occ = smem <= smax ? mmv_occupancy(kernel, smem, cache, smax) : 0;
+    const size_t smax = MMV_Q8D_WIDE_SMEM_MAX; /* the deepened ring's cap; a ring of two keeps MMV_SMEM_MAX's */
+    const int occ = smem <= MMV_SMEM_MAX ? mmv_occupancy(kernel, smem, cache, smax) : 0;
     if (occ == 0)
         return false;
     static std::atomic<size_t> budgets[3][64]; /* per occupancy (1, 2 or more) and device */
