@@ -312,6 +312,10 @@ static void run_suite(kc *k)
             {"matmul_ex.rowinv.q8_0.g26_geglu_r2", 2, q8, 2816, g26f, 2, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g26_down_r2", 1, q8, 2112, g26d, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.g31_down_r2", 1, q8, 21504, g31, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
+            /* three rows where the batched kernel stages only two (Llama 3 8B's
+             * 14336-wide down): passes of two on mmv_q8p_kernel, whose second
+             * block column has one row (it reads that row twice, stores it once) */
+            {"matmul_ex.rowinv.q8_0.l8_down_r3", 1, q8, 14336, hid, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             /* rows off 16 bytes and widths of part 8-block groups: the batched
              * kernel's OFF form (MEMRA_MMV_Q8B_OFF=1), else the generic kernel;
              * 1344 is one short segment (42 blocks, 1428-byte rows) */
