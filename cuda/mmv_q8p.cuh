@@ -34,12 +34,11 @@
  * the first and is not stored): each weight byte converted once for all
  * NR rows, each (x row, weight row) with q8b_dot's arithmetic. T[r][m] +=
  * 0 + v. (Loads under a row predicate cost each x load a zeroing of its
- * four registers: 64 of the 744 instructions an item took (Nsight
- * Compute, H100, 2026-12-05). NR
- * calls of q8b_dot kept every converted weight live between the calls:
- * 128 registers and spills. The batched kernel keeps its own q8b_dot: the
- * same arithmetic through this one compiles to another schedule, not
- * measured.) */
+ * four registers, 64 of the 744 instructions an item took: Nsight
+ * Compute, H100, 2026-12-05. NR calls of q8b_dot kept every converted
+ * weight live between the calls: 128 registers and spills. The batched
+ * kernel keeps its own q8b_dot: the same arithmetic through this one
+ * compiles to another schedule, not measured.) */
 template <int NR, int M>
 static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const float (&da)[M], const float (&db)[M],
                                                bool two, uint32_t xa, uint32_t xs, uint32_t sa, uint32_t ss,
@@ -237,9 +236,9 @@ template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kerne
                 }
             /* lane r * M + m stores (x row r, weight row m): one copy of
              * the epilogue's code instead of NR * M inlined in the loop
-             * (36 KB of the loop.s 51, where instruction fetch
-             * was 19 % of the warps' stalls); every lane holds each sum,
-             * the butterfly's bits */
+             * (36 KB of the loop's 51, where instruction fetch was 19 %
+             * of the warps' stalls); every lane holds each sum, the
+             * butterfly's bits */
             const int sr = lane / M, sm = lane % M;
             float gv = 0.0f, uv = 0.0f;
 #pragma unroll
