@@ -59,6 +59,10 @@ typedef struct gs_args {
     const float *Xf;            /* gsw_kernel: float x rows instead (ldxf apart, 16-byte aligned), each
                                  * element rounded to f16 as it is staged (gs_prep_kernel's rounding) */
     int64_t ldxf;
+    int xnorm;                  /* with Xf: RMS-normalize the rows first, gs_prep_kernel's arithmetic
+                                 * (each block sums every row's squares itself) */
+    const float *xnorm_w;       /* the norm's weight (NULL: none) */
+    float xnorm_eps;
     int n;                      /* x rows, 1 .. GS_MAXN */
     float *y[GS_MAXW];
     int64_t ldy[GS_MAXW];

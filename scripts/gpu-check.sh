@@ -278,6 +278,10 @@ fi
 # both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_GSW_XF=0 matmul_ex
+  # and normalizing x itself in steps of up to 8 rows (MEMRA_GSW_NORM=8,
+  # off by default): gs_prep_kernel's row scales and products, so again
+  # the same lines
+  kc_vs MEMRA_GSW_NORM=8 matmul_ex
 fi
 
 # ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
