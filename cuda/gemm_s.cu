@@ -182,7 +182,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
      * launch fewer: the prep cost ~8 us of marginal time a call in a 9B
      * step of 4 rows, CUPTI, H100 2026-12-05); MEMRA_GSW_XF=0 keeps the
      * prep */
-    static long xf_knob = -1, norm_rows = -1;
+    static long xf_knob = -1, norm_rows = -1, no_pfence = 0;
     if (xf_knob < 0) {
         xf_knob = memra__cuda_env_long("MEMRA_GSW_XF", 1);
         /* MEMRA_GSW_NORM=N: steps of at most N rows normalize x in
@@ -191,7 +191,11 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
          * launch. Off (0) until measured: each block then reads n x K
          * floats from L2 where the prep reads them once. */
         norm_rows = memra__cuda_env_long("MEMRA_GSW_NORM", 0);
+        /* MEMRA_GSW_PFENCE=0: no proxy fence before the ring's copies
+         * (gemm_sw.cu, gsw_ring; on until measured) */
+        no_pfence = memra__cuda_env_long("MEMRA_GSW_PFENCE", 1) == 0;
     }
+    a.no_pfence = (int)no_pfence;
     const bool xnorm = m->norm && n_all <= norm_rows && n_all <= 8; /* gsw_launch: GSW_NORM_ROWS */
     const bool xf = xf_knob && (!m->norm || xnorm) && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
     a.ldxf = m->ldx;

@@ -63,6 +63,7 @@ typedef struct gs_args {
                                  * (each block sums every row's squares itself) */
     const float *xnorm_w;       /* the norm's weight (NULL: none) */
     float xnorm_eps;
+    int no_pfence;              /* gsw_kernel: no proxy fence before its bulk copies (MEMRA_GSW_PFENCE=0) */
     int n;                      /* x rows, 1 .. GS_MAXN */
     float *y[GS_MAXW];
     int64_t ldy[GS_MAXW];

@@ -282,6 +282,8 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # off by default): gs_prep_kernel's row scales and products, so again
   # the same lines
   kc_vs MEMRA_GSW_NORM=8 matmul_ex
+  # and without the proxy fence before the ring's copies (MEMRA_GSW_PFENCE=0)
+  kc_vs MEMRA_GSW_PFENCE=0 matmul_ex
 fi
 
 # ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
