@@ -428,9 +428,10 @@ static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaSt
            cudaSuccess;
 }
 
-/* The normalizing instance (XN) is its own, for up to GSW_NORM_ROWS rows:
- * the default instances keep their code (48 registers at up to 8 rows;
- * with the row scales inlined, 62). */
+/* The normalizing instance (XN) is its own, for up to GSW_NORM_ROWS rows,
+ * so that the default instances do not carry the row scales' code and
+ * registers (inlined into them, the 8-row instance took 62 registers
+ * instead of 48). */
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
