@@ -419,6 +419,7 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
  * slices, SMEM bytes; a.count holds a counter per row group. false: the
  * launch failed. */
 #define GSW_MAXN 32
+#define GSW_NORM_ROWS 8                   /* rows a step that gsw_kernel normalizes itself, at most */
 #define GSW_WARPS 8
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
 #define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */

@@ -225,17 +225,15 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
 }
 
 /* The row scales of A's n float x rows (a.xnorm) into SCALE, each the
- * float32 rounding of row_scale(true, row, K, eps): row_sumsq_part's order
- * (thread t's 4-element chunks t, t + 256, ... in element order), the
- * warp's butterfly, the warps' sums in order; GSW_NORM_ROWS rows at a
- * time so that their loads are in flight together. The block has
+ * float32 rounding of row_scale(true, row, K, eps): the partial sums in
+ * row_sumsq_part's order (thread t's 4-element chunks t, t + 256, ... in
+ * element order), GSW_NORM_ROWS rows at a time so that their loads are in
+ * flight together, then row_scale_reduce on each. The block has
  * MEMRA_NORM_BLOCK threads (static_assert below), so each scale is
  * gs_prep_kernel's bits. Ends in a barrier. */
-#define GSW_NORM_ROWS 8
 static __device__ __forceinline__ void gsw_row_scales(const gs_args &a, float *scale)
 {
-    __shared__ float red[GSW_NORM_ROWS][MEMRA_NORM_BLOCK / 32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __shared__ float red[MEMRA_NORM_BLOCK / 32];
     for (int r0 = 0; r0 < a.n; r0 += GSW_NORM_ROWS) {
         float part[GSW_NORM_ROWS];
 #pragma unroll
@@ -253,27 +251,21 @@ static __device__ __forceinline__ void gsw_row_scales(const gs_args &a, float *s
         }
 #pragma unroll
         for (int r = 0; r < GSW_NORM_ROWS; r++) {
-            const float w = warp_sum(part[r]);
-            if (lane == 0)
-                red[r][warp] = w;
+            if (r0 + r < a.n) {
+                /* every thread gets the same bits; its barriers also order red's reuse */
+                const float s = (float)row_scale_reduce(true, part[r], a.K, a.xnorm_eps, red);
+                if (threadIdx.x == 0)
+                    scale[r0 + r] = s;
+            }
         }
-        __syncthreads();
-        if (threadIdx.x < GSW_NORM_ROWS && r0 + (int)threadIdx.x < a.n) {
-            float t = 0.0f;
-#pragma unroll
-            for (int i = 0; i < MEMRA_NORM_BLOCK / 32; i++)
-                t += red[threadIdx.x][i];
-            scale[r0 + threadIdx.x] = (float)row_scale_of(true, (double)t, a.K, a.xnorm_eps);
-        }
-        __syncthreads(); /* red is reused, scale is read */
     }
+    __syncthreads(); /* scale is read */
 }
 
 /* NX: x row sets of 8 (1: up to 8 rows, 2: 16, 4: 32 as two m tiles of
  * the mma sharing each converted weight fragment). A warp owns one group
  * of one slice (a block for every 8 groups). */
 static_assert(GSW_WARPS * 32 == MEMRA_NORM_BLOCK, "gsw_row_scales sums in row_scale's order");
-static_assert(GSW_NORM_ROWS <= GSW_WARPS * 32, "a thread per row adds the warps' sums");
 
 template <int NX, bool XN> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
