@@ -177,31 +177,16 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     if (st)
         return st;
     __half *ws = (__half *)a.X;
-    /* xf: gsw_kernel stages the float rows itself, rounding each element
-     * to f16 as gs_prep_kernel would (the same bits, one launch fewer: the
-     * prep cost ~8 us of marginal time a call in a 9B step of 4 rows,
-     * CUPTI, H100 2026-12-05): x without a norm (MEMRA_GSW_XF=0 keeps the
-     * prep), and with one where MEMRA_GSW_NORM allows */
-    static long xf_knob = -1, norm_rows = -1, no_pfence = 0;
-    if (xf_knob < 0) {
+    /* x without a norm: gsw_kernel stages the float rows itself, rounding
+     * each element to f16 as gs_prep_kernel would (the same bits, one
+     * launch fewer: the prep cost ~8 us of marginal time a call in a 9B
+     * step of 4 rows, CUPTI, H100 2026-12-05); MEMRA_GSW_XF=0 keeps the
+     * prep */
+    static long xf_knob = -1;
+    if (xf_knob < 0)
         xf_knob = memra__cuda_env_long("MEMRA_GSW_XF", 1);
-        /* MEMRA_GSW_NORM=N: steps of at most N rows normalize x in
-         * gsw_kernel too (every block sums the squares of each whole row
-         * itself, gs_prep_kernel's arithmetic: the same bits), no prep
-         * launch. Off (0) until measured: each block then reads n x K
-         * floats from L2 where the prep reads them once. */
-        norm_rows = memra__cuda_env_long("MEMRA_GSW_NORM", 0);
-        /* MEMRA_GSW_PFENCE=0: no proxy fence before the ring's copies
-         * (gemm_sw.cu, gsw_ring; on until measured) */
-        no_pfence = memra__cuda_env_long("MEMRA_GSW_PFENCE", 1) == 0;
-    }
-    a.no_pfence = (int)no_pfence;
-    const bool xnorm_ok = n_all <= norm_rows && n_all <= GSW_NORM_ROWS;
-    const bool xf = xf_knob && (!m->norm || xnorm_ok) && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
+    const bool xf = xf_knob && !m->norm && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
     a.ldxf = m->ldx;
-    a.xnorm = xf && m->norm;
-    a.xnorm_w = m->norm_w;
-    a.xnorm_eps = m->eps;
     MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s%s", (long long)a.K, (long long)a.vrow0[a.nw],
                            a.nw, (long long)n_all, a.split, m->norm ? " norm" : "", xf ? " xf" : "");
     for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {

@@ -59,11 +59,6 @@ typedef struct gs_args {
     const float *Xf;            /* gsw_kernel: float x rows instead (ldxf apart, 16-byte aligned), each
                                  * element rounded to f16 as it is staged (gs_prep_kernel's rounding) */
     int64_t ldxf;
-    int xnorm;                  /* with Xf: RMS-normalize the rows first, gs_prep_kernel's arithmetic
-                                 * (each block sums every row's squares itself) */
-    const float *xnorm_w;       /* the norm's weight (NULL: none) */
-    float xnorm_eps;
-    int no_pfence;              /* gsw_kernel: no proxy fence before its bulk copies (MEMRA_GSW_PFENCE=0) */
     int n;                      /* x rows, 1 .. GS_MAXN */
     float *y[GS_MAXW];
     int64_t ldy[GS_MAXW];
@@ -419,7 +414,6 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
  * slices, SMEM bytes; a.count holds a counter per row group. false: the
  * launch failed. */
 #define GSW_MAXN 32
-#define GSW_NORM_ROWS 8                   /* rows a step that gsw_kernel normalizes itself, at most */
 #define GSW_WARPS 8
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
 #define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */

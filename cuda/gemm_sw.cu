@@ -64,13 +64,6 @@ template <int ROWS> struct gsw_ring {
     uint64_t policy;
     const uint8_t *src0, *src1;
     int nvalid, nt, nti, issued, D, lane;
-    /* the proxy fence before each copy (the slot's generic reads before
-     * the async proxy's write); gs_args.no_pfence drops it: every read of
-     * a refilled slot was consumed by an instruction issued before the
-     * copy (the previous item's), the reasoning of TMA pipelines that
-     * release a buffer by an mbarrier arrival alone. Nsight Compute had
-     * the fence at 9 % of the stall samples at four rows (2026-12-05). */
-    bool pfence;
 
     /* group GRP (ROWS virtual rows from grp ROWS; none when it is past NV)
      * of the slice from k tile KT0, NT tiles long */
@@ -80,7 +73,6 @@ template <int ROWS> struct gsw_ring {
         const bool glu = a.epi == MEMRA_MM_GLU;
         D = a.st;
         lane = lane_;
-        pfence = !a.no_pfence;
         nt = nt_;
         nti = (glu ? 2 : 1) * nt;
         issued = 0;
@@ -116,10 +108,11 @@ template <int ROWS> struct gsw_ring {
         __syncwarp(); /* the bytes are expected before any copy completes */
         if (lane < nvalid) {
             const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
-            if (pfence)
-                mmv_bulk_copy_f(ring0 + slot * SLOT + lane * GSW_RB, s, GSW_RB, bar, policy);
-            else
-                mmv_bulk_copy(ring0 + slot * SLOT + lane * GSW_RB, s, GSW_RB, bar, policy);
+            asm volatile("fence.proxy.async.shared::cta;\n\t"
+                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * GSW_RB),
+                         "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
+                         : "memory");
         }
         issued++;
     }
@@ -224,50 +217,10 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
     }
 }
 
-/* The row scales of A's n float x rows (a.xnorm) into SCALE, each the
- * float32 rounding of row_scale(true, row, K, eps): the partial sums in
- * row_sumsq_part's order (thread t's 4-element chunks t, t + 256, ... in
- * element order), GSW_NORM_ROWS rows at a time so that their loads are in
- * flight together, then row_scale_reduce on each. The block has
- * MEMRA_NORM_BLOCK threads (static_assert below), so each scale is
- * gs_prep_kernel's bits. Ends in a barrier. */
-static __device__ __forceinline__ void gsw_row_scales(const gs_args &a, float *scale)
-{
-    __shared__ float red[MEMRA_NORM_BLOCK / 32];
-    for (int r0 = 0; r0 < a.n; r0 += GSW_NORM_ROWS) {
-        float part[GSW_NORM_ROWS];
-#pragma unroll
-        for (int r = 0; r < GSW_NORM_ROWS; r++)
-            part[r] = 0.0f;
-        /* K is a multiple of GS_KT: every chunk is whole */
-        for (int64_t c = threadIdx.x; 4 * c < a.K; c += MEMRA_NORM_BLOCK) {
-#pragma unroll
-            for (int r = 0; r < GSW_NORM_ROWS; r++) {
-                if (r0 + r < a.n) {
-                    const float4 v = *reinterpret_cast<const float4 *>(a.Xf + (size_t)(r0 + r) * a.ldxf + 4 * c);
-                    part[r] = row_sq_add(v.w, row_sq_add(v.z, row_sq_add(v.y, row_sq_add(v.x, part[r]))));
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < GSW_NORM_ROWS; r++) {
-            if (r0 + r < a.n) {
-                /* every thread gets the same bits; its barriers also order red's reuse */
-                const float s = (float)row_scale_reduce(true, part[r], a.K, a.xnorm_eps, red);
-                if (threadIdx.x == 0)
-                    scale[r0 + r] = s;
-            }
-        }
-    }
-    __syncthreads(); /* scale is read */
-}
-
 /* NX: x row sets of 8 (1: up to 8 rows, 2: 16, 4: 32 as two m tiles of
  * the mma sharing each converted weight fragment). A warp owns one group
  * of one slice (a block for every 8 groups). */
-static_assert(GSW_WARPS * 32 == MEMRA_NORM_BLOCK, "gsw_row_scales sums in row_scale's order");
-
-template <int NX, bool XN> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
+template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
     constexpr int MT = (NX + 1) / 2; /* m tiles of 16 x rows */
     extern __shared__ __align__(128) uint8_t gsw_smem[];
@@ -294,22 +247,10 @@ template <int NX, bool XN> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw
     {
         const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
         if (a.Xf) { /* float rows: eight elements to f16 a chunk, as gs_prep_kernel rounds them */
-            __shared__ float scale[GSW_MAXN];
-            if (XN)
-                gsw_row_scales(a, scale);
             for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
                 const int r = c / cpr, k = (c % cpr) * 8;
-                const int64_t i0 = kt0 * GS_KT + k;
-                const float4 *src = reinterpret_cast<const float4 *>(a.Xf + (size_t)r * a.ldxf + i0);
-                float4 v0 = src[0], v1 = src[1];
-                if (XN) { /* gs_prep_kernel's row_scaled, element by element */
-                    const float sc = scale[r];
-                    const float *w = a.xnorm_w;
-                    v0 = make_float4(row_scaled(v0.x, sc, w, i0), row_scaled(v0.y, sc, w, i0 + 1),
-                                     row_scaled(v0.z, sc, w, i0 + 2), row_scaled(v0.w, sc, w, i0 + 3));
-                    v1 = make_float4(row_scaled(v1.x, sc, w, i0 + 4), row_scaled(v1.y, sc, w, i0 + 5),
-                                     row_scaled(v1.z, sc, w, i0 + 6), row_scaled(v1.w, sc, w, i0 + 7));
-                }
+                const float4 *src = reinterpret_cast<const float4 *>(a.Xf + (size_t)r * a.ldxf + kt0 * GS_KT + k);
+                const float4 v0 = src[0], v1 = src[1];
                 const uint4 h = make_uint4(gq_pack(v0.x, v0.y), gq_pack(v0.z, v0.w), gq_pack(v1.x, v1.y),
                                            gq_pack(v1.z, v1.w));
                 *reinterpret_cast<uint4 *>(xs + (size_t)r * ldx + k) = h;
@@ -410,26 +351,17 @@ template <int NX, bool XN> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
 }
 
-template <int NX, bool XN = false>
-static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+template <int NX> static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
-    if (cudaFuncSetAttribute(gsw_kernel<NX, XN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess)
+    if (cudaFuncSetAttribute(gsw_kernel<NX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
         return false;
-    return memra__launch(gsw_kernel<NX, XN>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
-           cudaSuccess;
+    return memra__launch(gsw_kernel<NX>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
 }
 
-/* The normalizing instance (XN) is its own, for up to GSW_NORM_ROWS rows,
- * so that the default instances do not carry the row scales' code and
- * registers (inlined into them, the 8-row instance took 62 registers
- * instead of 48). */
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
         return false;
-    if (a.xnorm)
-        return a.Xf && a.n <= GSW_NORM_ROWS && gsw_launch_nx<1, true>(a, grid_x, smem, s);
     return a.n <= 8 ? gsw_launch_nx<1>(a, grid_x, smem, s)
            : a.n <= 16 ? gsw_launch_nx<2>(a, grid_x, smem, s)
                        : gsw_launch_nx<4>(a, grid_x, smem, s);

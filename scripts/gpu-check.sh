@@ -278,12 +278,6 @@ fi
 # both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_GSW_XF=0 matmul_ex
-  # and normalizing x itself in steps of up to 8 rows (MEMRA_GSW_NORM=8,
-  # off by default): gs_prep_kernel's row scales and products, so again
-  # the same lines
-  kc_vs MEMRA_GSW_NORM=8 matmul_ex
-  # and without the proxy fence before the ring's copies (MEMRA_GSW_PFENCE=0)
-  kc_vs MEMRA_GSW_PFENCE=0 matmul_ex
 fi
 
 # ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
