@@ -1129,6 +1129,10 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     const unsigned long long tl0 = mmv_tl_now();
 #endif
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    /* the block column's x row and output row: a batched step's small
+     * matvecs run one x row a column (mmv_launch_q8d; ungrouped only), a
+     * decode matvec has one column */
+    const int64_t col = blockIdx.y;
     /* segments of 64 blocks, the last one short when ne0 is not a multiple
      * of 2048 (Gemma 4's 2560, 2816 and 5376, the 27B's 5120): the generic
      * kernel's items (mmv_locate), so the same dots */
@@ -1214,9 +1218,9 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
     float *xs = (float *)(mmv_q8d_dyn + (size_t)NW * D * SL);
     const float *x;
     if constexpr (NW == MMV_WARPS)
-        x = mmv_stage_x<true>(a, a.x, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
+        x = mmv_stage_x<true>(a, a.x + col * a.ldx, 1, xs, &xl, wpark ? mmv_q8d_dyn : NULL);
     else
-        x = mmv_stage_x_plain<true, NW * 32>(a, a.x, xs, &xl);
+        x = mmv_stage_x_plain<true, NW * 32>(a, a.x + col * a.ldx, xs, &xl);
 #ifdef MEMRA_MMV_TIMELINE
     MMV_TL(a, 2, mmv_tl_now());
 #endif
@@ -1251,7 +1255,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
                 if (lane == 0) {
                     int64_t lrow;
                     const int wi = mmv_weight(a, cq, &lrow);
-                    mmv_store<false>(a, wi, lrow, 0, 0, g, 0.0f);
+                    mmv_store<false>(a, wi, lrow, col, 0, g, 0.0f);
                 }
             }
         } else if (GROUPED && cq.s == nseg - 1) {
@@ -1271,7 +1275,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
             if (lane == 0) {
                 int64_t lrow;
                 const int wi = mmv_weight(a, cq, &lrow);
-                mmv_store<false>(a, wi, lrow, 0, 0, g, u);
+                mmv_store<false>(a, wi, lrow, col, 0, g, u);
             }
             acc0 = acc1 = 0.0f;
         }

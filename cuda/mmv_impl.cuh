@@ -195,9 +195,14 @@ static int mmv_q8d_group_shift(int64_t nv, int64_t nwt)
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1;
+    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1, cols = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
+        /* a batched step's small matvecs (one x row a block column,
+         * ops_matmul.cu batch_cols) here rather than on the generic kernel:
+         * each column's rows are the one-row launch's (the same dots and
+         * sums, only the grid is narrower), so the same bits */
+        cols = memra__cuda_env_long("MEMRA_MMV_Q8D_COLS", 0);
         wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WIDE", 1); /* 0: one-block launches keep 8 warps (A/B) */
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
@@ -206,9 +211,11 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     }
     /* any whole number of blocks a row; rows that start on 4 bytes (the
      * generic kernel then takes the same pair dots: its (off & 3) == 0) */
-    if (!on || gy != 1 || a0.ids || a0.n_rows != 1 || a0.ne0 % 32 || mmv_generic_epi(a0))
+    if (!on || gy < 1 || a0.ids || a0.n_rows != (int64_t)gy || a0.ne0 % 32 || mmv_generic_epi(a0))
         return false;
     const bool grouped = a0.ymap != 0;
+    if (gy > 1 && (!cols || grouped))
+        return false; /* columns: the default row map only (the grouped stores write one row) */
     if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
         return false;
     mmv_args a = a0;
@@ -244,8 +251,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, 1);
-    if (!grouped && split_on && !a.glu && a.ne0 == 4096) {
+    const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
+    if (gy == 1 && !grouped && split_on && !a.glu && a.ne0 == 4096) {
         /* pairs of warps when the busiest warp has three rows or more and
          * the pairs take an eighth or more off its items (attention's
          * in-projections: 8 to 7; not the head: 158 to 157). Not the out
@@ -260,7 +267,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 mode = MMV_Q8D_SPLIT;
         }
     }
-    if (mode == MMV_Q8D_DEFAULT && occ == 1 && !a.norm && wide && a.ring == MMV_Q8D_RING) {
+    if (gy == 1 && mode == MMV_Q8D_DEFAULT && occ == 1 && !a.norm && wide && a.ring == MMV_Q8D_RING) {
         /* one block an SM (x of 16384 floats and more: the 27B's and 31B's
          * ffn down, gemma4's 16384-wide attention out): MMV_Q8D_WIDE_NW
          * warps share the staged x, twice the items in flight an SM.
@@ -285,9 +292,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (grouped)
         a.ymap = mmv_q8d_group_shift(nv, (int64_t)grid * MMV_WARPS);
     if (mmv_debug())
-        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
-                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, occ, a.ring,
-                smem, mode);
+        fprintf(stderr, "mmv q8d: %lld x %lld (%d weights%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu, mode %d\n",
+                (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", grid, gy, occ,
+                a.ring, smem, mode);
 #ifdef MEMRA_MMV_TIMELINE
     mmv_tl_note(a, grid, nv);
 #endif
@@ -297,7 +304,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     case MMV_Q8D_SPLIT:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_SPLIT>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     default:
-        return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+        return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, dim3(grid, gy), MMV_THREADS, smem, s, a) ==
+               cudaSuccess;
     }
 }
 

@@ -272,6 +272,15 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
+# ---- a step's small matvecs on the Q8_0 fast path (MEMRA_MMV_Q8D_COLS=1) ----
+# (off by default until measured): one x row a block column of
+# mmv_q8d_kernel instead of the generic kernel, each row the one-row
+# launch's bits, so matmul_ex (its .step cases) prints the same lines both
+# ways
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  kc_vs MEMRA_MMV_Q8D_COLS=1 matmul_ex
+fi
+
 # ---- gsw_kernel staging float x itself (MEMRA_GSW_XF, the default) ----
 # against the prep launch (MEMRA_GSW_XF=0): the same f16 rounding of each
 # element, so the batched fast steps' matmul cases print the same lines

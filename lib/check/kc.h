@@ -159,7 +159,8 @@ void memra__kc_matmul(kc *k, const char *name, memra_type_t t, int64_t ne0, int6
 void memra__kc_matmul_rowinv(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows);
 void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1);
 void memra__kc_matmul_ex_rowinv(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0,
-                                const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act);
+                                const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act,
+                                int rows_mode);
 void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
                             int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act);
 void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,

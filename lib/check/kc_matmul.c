@@ -1,6 +1,7 @@
 /* Kernel check cases: matmul (decode, rows, prefill, row invariance,
  * mapped host output), the fused matmul_ex, get_rows. */
 #include "kc.h"
+#include "pipeline_impl.h" /* memra__set_rows_mode */
 
 /* ---- matmul ------------------------------------------------------------------ */
 
@@ -333,15 +334,20 @@ void memra__kc_matmul_ex_pre(kc *k, const char *name, int64_t ne0, int64_t ne1, 
  * N_ROWS rows in one call equal N_ROWS one-row calls bit for bit, on the
  * engine K->GPU (exact) or K->FAST, which batched decode rows run on. The
  * CUDA backend takes the rows in passes of a batched kernel (Q8_0:
- * cuda/mmv_q8b.cuh) and one row through the one-row kernels. */
+ * cuda/mmv_q8b.cuh) and one row through the one-row kernels. ROWS_MODE
+ * (MEMRA__ROWS_*, backend.h) is set for the N-row call: with
+ * MEMRA__ROWS_EXACT, an exact batched step's, weights of at most 8 MiB
+ * run one x row a block column (cuda/ops_matmul.cu, batch_cols). */
 void memra__kc_matmul_ex_rowinv(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0,
-                                const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act)
+                                const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act,
+                                int rows_mode)
 {
     const bool post = epi == MEMRA_MM_STORE && n_w == 4;
-    memra_kernel_check_line_t *L = memra__kc_line(k, name, "exact", 0, "%s W[%lld..] x %d, %lld wide, %lld rows vs 1+1+..%s%s",
-                                                  memra__kc_tname(t[0]), (long long)ne1[0], n_w, (long long)ne0,
-                                                  (long long)n_rows, norm ? " norm" : "",
-                                                  epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? " glu" : "");
+    memra_kernel_check_line_t *L =
+        memra__kc_line(k, name, "exact", 0, "%s W[%lld..] x %d, %lld wide, %lld rows%s vs 1+1+..%s%s",
+                       memra__kc_tname(t[0]), (long long)ne1[0], n_w, (long long)ne0, (long long)n_rows,
+                       rows_mode == MEMRA__ROWS_EXACT ? " (a step's)" : "", norm ? " norm" : "",
+                       epi == MEMRA_MM_ADD ? " add" : epi == MEMRA_MM_GLU ? " glu" : "");
     if (!L)
         return;
     memra__backend_t *be = k->gpu;
@@ -394,7 +400,9 @@ void memra__kc_matmul_ex_rowinv(kc *k, const char *name, int n_w, const memra_ty
         if (!m->x_tmp || !m->tmp[0] || !m->tmp[1])
             return;
     }
+    memra__set_rows_mode(rows_mode);
     memra_status_t st = memra__matmul_ex(be, &a[0]);
+    memra__set_rows_mode(MEMRA__ROWS_ANY);
     for (int64_t r = 0; !st && r < n_rows; r++) {
         memra_mm_args_t one = a[1];
         one.x = xd + r * ldx;

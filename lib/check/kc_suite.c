@@ -29,6 +29,8 @@ static void kc_case_done(kc *k)
 
 /* One case, then its buffers released. */
 #define MX_GS 2 /* a matmul_ex case's check: the batched fast rows */
+#define MX_STEP 3 /* N rows in one call vs N one-row calls, in an exact batched step (one x row a
+                         * block column for weights of at most 8 MiB) */
 
 #define KC(call)                                                                                   \
     do {                                                                                           \
@@ -119,7 +121,7 @@ static void run_kq(kc *k, bool big)
             snprintf(name, sizeof name, "matmul_ex.%skq.%s.%s", mx[j].rowinv ? "rowinv." : "", tn, mx[j].name);
             if (mx[j].rowinv)
                 KC(memra__kc_matmul_ex_rowinv(k, name, mx[j].n_w, tt, mx[j].ne0, mx[j].ne1, mx[j].rows, mx[j].norm,
-                                              mx[j].epi, mx[j].act));
+                                              mx[j].epi, mx[j].act, MEMRA__ROWS_ANY));
             else
                 KC(memra__kc_matmul_ex(k, name, mx[j].n_w, tt, mx[j].ne0, mx[j].ne1, mx[j].rows, mx[j].norm,
                                        mx[j].epi, mx[j].act, false, mx[j].conv));
@@ -242,7 +244,7 @@ static void run_suite(kc *k)
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
                              hid[1] = {4096}, one301[1] = {301}, e4b[2] = {10240, 10240}, g31[1] = {5376},
                              voc[1] = {248320}, g31q[3] = {8192, 4096, 4096}, g26q[3] = {4096, 2048, 2048},
-                             g26f[2] = {2112, 2112}, g26d[1] = {2816};
+                             g26f[2] = {2112, 2112}, g26d[1] = {2816}, e4bp[1] = {256};
         static const struct {
             const char *name;
             int n_w;
@@ -327,6 +329,17 @@ static void run_suite(kc *k)
              * two and four n tiles, a second pass), split K (4096-wide
              * outputs) and none (the vocab), the 9B / E4B shapes, K-quants and
              * the legacy formats */
+            /* an exact batched step's small weights, one x row a block
+             * column (cuda/ops_matmul.cu batch_cols; on mmv_q8d_kernel with
+             * MEMRA_MMV_Q8D_COLS=1): the 26B-A4B's dense down (rows off 16
+             * bytes, a short segment), a norm and four weights with their
+             * post ops, a GLU, x of 16384 floats, the E4B's per-layer gate */
+            {"matmul_ex.step.q8_0.g26_down_r2", 1, q8, 2112, g26d, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, MX_STEP},
+            {"matmul_ex.step.q8_0.g26_down_r5", 1, q8, 2112, g26d, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, MX_STEP},
+            {"matmul_ex.step.q8_0.proj4_r3", 4, q8, 256, proj, 3, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, MX_STEP},
+            {"matmul_ex.step.q8_0.geglu_r3", 2, q8, 2304, glu, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, MX_STEP},
+            {"matmul_ex.step.q8_0.w16384_r4", 1, q8, 16384, one301, 4, false, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, MX_STEP},
+            {"matmul_ex.step.q8_0.e4b_gate_r6", 1, q8, 2560, e4bp, 6, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, MX_STEP},
             {"matmul_ex.gs.q8_0.proj4_r5", 4, q8, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.iq4_xs.swiglu_r9", 2, ix, 512, glu, 9, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.q4_0.add_r3", 1, q40, 768, one, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
@@ -351,7 +364,8 @@ static void run_suite(kc *k)
                                           mx[i].norm, mx[i].epi, mx[i].act));
             } else if (mx[i].rowinv) {
                 KC(memra__kc_matmul_ex_rowinv(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows,
-                                              mx[i].norm, mx[i].epi, mx[i].act));
+                                              mx[i].norm, mx[i].epi, mx[i].act,
+                                              mx[i].rowinv == MX_STEP ? MEMRA__ROWS_EXACT : MEMRA__ROWS_ANY));
             } else {
                 KC(memra__kc_matmul_ex(k, mx[i].name, mx[i].n_w, mx[i].t, mx[i].ne0, mx[i].ne1, mx[i].rows, mx[i].norm,
                                        mx[i].epi, mx[i].act, mx[i].fast, mx[i].conv));
