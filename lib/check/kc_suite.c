@@ -27,11 +27,12 @@ static void kc_case_done(kc *k)
     memra__kc_release(k);
 }
 
-/* One case, then its buffers released. */
 #define MX_GS 2 /* a matmul_ex case's check: the batched fast rows */
-#define MX_STEP 3 /* N rows in one call vs N one-row calls, in an exact batched step (one x row a
-                         * block column for weights of at most 8 MiB) */
+/* a matmul_ex case's check: N rows in one call vs N one-row calls in an exact
+ * batched step's rows mode (weights of at most 8 MiB: one x row a block column) */
+#define MX_STEP 3
 
+/* One case, then its buffers released. */
 #define KC(call)                                                                                   \
     do {                                                                                           \
         call;                                                                                      \
@@ -325,10 +326,6 @@ static void run_suite(kc *k)
             {"matmul_ex.rowinv.q8_0.g26_down_r5", 1, q8, 2112, g26d, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, true},
             {"matmul_ex.rowinv.q8_0.w1344_geglu_r5", 2, q8, 1344, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, true},
             {"matmul_ex.rowinv.q8_0.w1344_proj4_r8", 4, q8, 1344, proj, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, true},
-            /* a batched fast step's matmuls: every epilogue, 2..40 rows (one,
-             * two and four n tiles, a second pass), split K (4096-wide
-             * outputs) and none (the vocab), the 9B / E4B shapes, K-quants and
-             * the legacy formats */
             /* an exact batched step's small weights, one x row a block
              * column (cuda/ops_matmul.cu batch_cols; on mmv_q8d_kernel with
              * MEMRA_MMV_Q8D_COLS=1): the 26B-A4B's dense down (rows off 16
@@ -340,6 +337,10 @@ static void run_suite(kc *k)
             {"matmul_ex.step.q8_0.geglu_r3", 2, q8, 2304, glu, 3, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, MX_STEP},
             {"matmul_ex.step.q8_0.w16384_r4", 1, q8, 16384, one301, 4, false, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, MX_STEP},
             {"matmul_ex.step.q8_0.e4b_gate_r6", 1, q8, 2560, e4bp, 6, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, true, false, MX_STEP},
+            /* a batched fast step's matmuls: every epilogue, 2..40 rows (one,
+             * two and four n tiles, a second pass), split K (4096-wide
+             * outputs) and none (the vocab), the 9B / E4B shapes, K-quants and
+             * the legacy formats */
             {"matmul_ex.gs.q8_0.proj4_r5", 4, q8, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.iq4_xs.swiglu_r9", 2, ix, 512, glu, 9, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.q4_0.add_r3", 1, q40, 768, one, 3, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
