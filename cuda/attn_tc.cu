@@ -195,26 +195,33 @@ struct tc_rows {
         gq_mma(s[2 * (JJ) + 1], qa, kf + 2);                                                                           \
     }
 
-/* S = Q·Kᵀ of one warp: its 16 q rows ROW0.. (Qs, and with QLO the f16
- * remainders Ql) against NK keys KEY0.. (Ks, and off an f16 cache Kl), the
- * fragments by ldmatrix, the mmas in TC_QK_MMA's order; s starts at zero.
- * Both kernels' score loop. */
-template <int HD, int NK, int LQ, int T, bool QLO>
-static __device__ __forceinline__ void tc_qk_scores(float (&s)[NK / 8][4], const __half *Qs, const __half *Ql,
+/* S = Q·Kᵀ of one warp: its 16 MT q rows ROW0.. (Qs, and with QLO the f16
+ * remainders Ql; row block mt's scores in s[mt]) against NK keys KEY0..
+ * (Ks, and off an f16 cache Kl), the fragments by ldmatrix, the mmas in
+ * TC_QK_MMA's order; s starts at zero. Both kernels' score loop; with MT
+ * row blocks each k fragment feeds MT of them (each row block's mmas the
+ * one-block loop's, in its order). */
+template <int HD, int NK, int LQ, int T, bool QLO, int MT = 1>
+static __device__ __forceinline__ void tc_qk_scores(float (&sm)[MT][NK / 8][4], const __half *Qs, const __half *Ql,
                                                     const __half *Ks, const __half *Kl, int row0, int key0,
                                                     int lane)
 {
 #pragma unroll
-    for (int j = 0; j < NK / 8; j++)
-        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NK / 8; j++)
+            sm[mt][j][0] = sm[mt][j][1] = sm[mt][j][2] = sm[mt][j][3] = 0.0f;
     const int mi = lane >> 3, r = lane & 7;
 #pragma unroll 4
     for (int kk = 0; kk < HD / 16; kk++) {
-        uint32_t qa[4], ql[4];
-        const int qo = (row0 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
-        gq_ldmatrix_x4(qa, Qs + qo);
-        if (QLO)
-            gq_ldmatrix_x4(ql, Ql + qo);
+        uint32_t qm[MT][4], qlm[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            const int qo = (row0 + mt * 16 + (mi & 1) * 8 + r) * LQ + kk * 16 + (mi >> 1) * 8;
+            gq_ldmatrix_x4(qm[mt], Qs + qo);
+            if (QLO)
+                gq_ldmatrix_x4(qlm[mt], Ql + qo);
+        }
 #pragma unroll
         for (int jj = 0; jj < NK / 16; jj++) {
             uint32_t kf[4], kl[4];
@@ -222,7 +229,12 @@ static __device__ __forceinline__ void tc_qk_scores(float (&s)[NK / 8][4], const
             gq_ldmatrix_x4(kf, Ks + ko);
             if (T != KV_F16)
                 gq_ldmatrix_x4(kl, Kl + ko);
-            TC_QK_MMA(jj)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                float(&s)[NK / 8][4] = sm[mt];
+                const uint32_t *qa = qm[mt], *ql = qlm[mt];
+                TC_QK_MMA(jj)
+            }
         }
     }
 }
@@ -355,8 +367,9 @@ __global__ void __launch_bounds__(TC_THREADS) fa_tc_kernel(const tc_args f)
         if (!rw.seen(a, k0, BK))
             continue;
         /* S = Q·Kᵀ: 16 rows x 64 keys per warp */
-        float s[BK / 8][4];
-        tc_qk_scores<HD, BK, LQ, T, QLO>(s, Qs, Ql, Ks, Kl, warp * 16, 0, lane);
+        float sm[1][BK / 8][4];
+        float(&s)[BK / 8][4] = sm[0];
+        tc_qk_scores<HD, BK, LQ, T, QLO>(sm, Qs, Ql, Ks, Kl, warp * 16, 0, lane);
         /* mask, scale, online softmax (base 2), per row */
         TC_MASK_MAX(BK / 8, k0)
         /* the row's four threads' sums are added at the end */
@@ -432,15 +445,16 @@ static __device__ __forceinline__ void tc_rows_sync(int id)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(64) : "memory");
 }
 
-template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
-    static constexpr int NSL = HD / 128, DV = 128, NTH = 128 * NSL, KH = BK / NSL;
+template <int HD, int BK, int T, bool QLO, int MT = 1> struct tc_pair_shape {
+    static constexpr int NSL = HD / 128, DV = 128, NTH = 128 * NSL, KH = BK / NSL, BQ = TC_BQ * MT;
     static constexpr int LQ = HD + 8, LV = HD + 8, LP = BK + 8;
-    static constexpr size_t smem = ((size_t)(QLO ? 2 : 1) * TC_BQ * LQ + (size_t)(T != KV_F16 ? 2 : 1) * BK * LQ +
-                                    (size_t)BK * LV + (size_t)TC_BQ * LP) * sizeof(__half) +
-                                   (size_t)2 * NSL * TC_BQ * sizeof(float);
+    static constexpr size_t smem = ((size_t)(QLO ? 2 : 1) * BQ * LQ + (size_t)(T != KV_F16 ? 2 : 1) * BK * LQ +
+                                    (size_t)BK * LV + (size_t)BQ * LP) * sizeof(__half) +
+                                   (size_t)2 * NSL * BQ * sizeof(float);
     /* two blocks an SM where their shared memory fits (an f16 cache
      * without q's remainder: 109 KB each), so that one block's loads
-     * overlap the other's tensor-core work; 128 registers then */
+     * overlap the other's tensor-core work; 128 registers then. MT = 2
+     * (152 KB, the o accumulators of two row blocks): one */
     static constexpr int MINB = 2 * (smem + 1024) <= 228 * 1024 ? 2 : 1;
 };
 
@@ -448,72 +462,103 @@ template <int HD, int BK, int T, bool QLO> struct tc_pair_shape {
  * the next tile's K issued once this tile's scores are done and its V once
  * its P·V is, so the loads run under the softmax and the next scores; the
  * same arithmetic in the same order (the default; MEMRA_FA_TC_PIPE=0 loads
- * through registers). The 9B's pp512 at depth 16384 +3 % (2026-12-04). */
-template <int HD, int BK, int T, bool QLO = true, bool PIPE = false>
-__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_shape<HD, BK, T, QLO>::MINB)
+ * through registers). The 9B's pp512 at depth 16384 +3 % (2026-12-04).
+ *
+ * MT = 2 (MEMRA_FA_TC_M32=1, PIPE only): a block owns two query tiles (128
+ * queries) and each warp two 16-row blocks of one of them, so that each K
+ * fragment feeds two rows' mmas and each V fragment two. With one row block
+ * a warp, a 64-key tile costs 84 ldmatrix.x4 (43 KB of shared-memory reads)
+ * for its 128 mmas, and two blocks an SM read ~5.4k cycles' worth of shared
+ * memory a tile at 128 B a cycle: about the 2.7 us a tile they take at
+ * depth 16384 (the 9B's pp512, H200). Two row blocks read 52 KB for 256
+ * mmas. The block's keys are the union of its tiles' ranges; a tile of keys
+ * that a row block cannot see leaves its rows as they were (as for partly
+ * seen tiles with one row block), and each query tile keeps its own splits
+ * (its partials, or its output where its keys lie in one split), so each
+ * row's arithmetic is the one-tile block's: the same bits (kernel check
+ * attention.kv.f16.fast*.vs_f32: the f16 cache's path against the f32
+ * rows', which keep one row block). */
+template <int HD, int BK, int T, bool QLO = true, bool PIPE = false, int MT = 1>
+__global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO, MT>::NTH, tc_pair_shape<HD, BK, T, QLO, MT>::MINB)
     fa_tc_pair_kernel(const tc_args f)
 {
-    using S = tc_pair_shape<HD, BK, T, QLO>;
+    using S = tc_pair_shape<HD, BK, T, QLO, MT>;
     static_assert(!PIPE || T == KV_F16, "cp.async copies the cache's f16 bytes as they are");
-    constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP;
+    static_assert(MT == 1 || (MT == 2 && PIPE), "two row blocks a warp: the cp.async path only");
+    constexpr int NSL = S::NSL, DV = S::DV, NTH = S::NTH, KH = S::KH, LQ = S::LQ, LV = S::LV, LP = S::LP, BQ = S::BQ;
     static_assert(NSL == 2, "pairs of warps: a named barrier of 64 threads");
     static_assert(KH % 16 == 0, "a warp's part of a key tile: whole k16 chunks");
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    __half *Qs = (__half *)tc_smem;                     /* [TC_BQ][LQ] */
-    __half *Ql = Qs + TC_BQ * LQ;                       /* [TC_BQ][LQ]: q - f16(q) (with QLO) */
-    __half *Ks = Ql + (QLO ? TC_BQ * LQ : 0);           /* [BK][LQ] */
+    __half *Qs = (__half *)tc_smem;                     /* [BQ][LQ] */
+    __half *Ql = Qs + BQ * LQ;                          /* [BQ][LQ]: q - f16(q) (with QLO) */
+    __half *Ks = Ql + (QLO ? BQ * LQ : 0);              /* [BK][LQ] */
     __half *Kl = Ks + BK * LQ;                          /* [BK][LQ]: k - f16(k) (not on an f16 cache) */
     __half *Vs = Kl + (T != KV_F16 ? BK * LQ : 0);      /* [BK][LV]: every column */
-    __half *Ps = Vs + BK * LV;                          /* [TC_BQ][LP]: the tile's P */
-    float *xm = (float *)(Ps + TC_BQ * LP);             /* [NSL][TC_BQ]: each part's row maxima */
-    float *xl = xm + NSL * TC_BQ;                       /* [NSL][TC_BQ]: each part's row sums */
+    __half *Ps = Vs + BK * LV;                          /* [BQ][LP]: the tile's P */
+    float *xm = (float *)(Ps + BQ * LP);                /* [NSL][BQ]: each part's row maxima */
+    float *xl = xm + NSL * BQ;                          /* [NSL][BQ]: each part's row sums */
     const memra_attn_args_t &a = f.a;
-    const int64_t qt = f.qt0 + f.n_qt - 1 - blockIdx.x; /* the longest key ranges first */
+    /* the block's first query tile: the longest key ranges first */
+    const int64_t nb = (f.n_qt + MT - 1) / MT, qt = f.qt0 + (nb - 1 - blockIdx.x) * MT;
     const int64_t h = blockIdx.y;
     const int64_t t0 = qt * TC_BQ;
-    const int nq = (int)min((int64_t)TC_BQ, a.n_tokens - t0);
+    const int nq = (int)min((int64_t)BQ, a.n_tokens - t0);
     const int64_t kvh = h / (a.n_head / a.n_kv_head);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-    const int rg = warp & 3, cs = warp >> 2; /* rows rg*16 .. rg*16+15; key part and output slice cs */
-    /* this block's keys: the tile's, or one split of them (blockIdx.z) */
-    int64_t ks_lo, ks_end;
+    const int rg = warp & 3, cs = warp >> 2; /* rows rg*16*MT .. +16*MT-1; key part and output slice cs */
+    /* this warp's query tile (both row blocks lie in it) and its keys */
+    const int tt = rg * MT / 4;
+    const int64_t tq0 = t0 + (int64_t)tt * TC_BQ;
+    int64_t tk_lo, tk_end;
+    tc_rows::tile_keys(a, tq0, (int)max((int64_t)1, min((int64_t)TC_BQ, a.n_tokens - tq0)), BK, &tk_lo, &tk_end);
+    /* this block's keys: its tiles', or one split of them (blockIdx.z) */
+    int64_t ks_lo, ks_end, sp = 0;
     tc_rows::tile_keys(a, t0, nq, BK, &ks_lo, &ks_end);
-    const int64_t s_lo = f.split_keys > 0 ? ks_lo / f.split_keys : 0;
-    const bool split = f.split_keys > 0 && (ks_end - 1) / f.split_keys > s_lo;
-    if (split) {
-        const int64_t s = s_lo + blockIdx.z;
-        if (s * f.split_keys >= ks_end)
-            return; /* past the tile's keys */
-        ks_lo = max(ks_lo, s * f.split_keys);
-        ks_end = min(ks_end, (s + 1) * f.split_keys);
+    if (f.split_keys > 0) {
+        sp = ks_lo / f.split_keys + blockIdx.z;
+        if (sp * f.split_keys >= ks_end)
+            return; /* past the tiles' keys */
+        ks_lo = max(ks_lo, sp * f.split_keys);
+        ks_end = min(ks_end, (sp + 1) * f.split_keys);
     } else if (blockIdx.z > 0) {
         return; /* one split: block 0 writes the output */
     }
+    /* the warp's tile: keys in several splits (partials, this split's at
+     * sp - its first), and whether this split holds any of its keys */
+    const int64_t ts_lo = f.split_keys > 0 ? tk_lo / f.split_keys : 0;
+    const bool split = f.split_keys > 0 && (tk_end - 1) / f.split_keys > ts_lo;
+    const bool mine = f.split_keys == 0 || (sp >= ts_lo && sp <= (tk_end - 1) / f.split_keys);
     MEMRA_PDL_ENTER();
 
-    tc_load_rows<TC_BQ, HD, LQ, QLO, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
-                                                 (size_t)a.q_stride * sizeof(float), nq);
+    tc_load_rows<BQ, HD, LQ, QLO, KV_F32, NTH>(Qs, Ql, (const char *)(a.q + t0 * a.q_stride + h * HD),
+                                              (size_t)a.q_stride * sizeof(float), nq);
 
-    const tc_rows rw(a, t0, nq, BK, rg * 16, g); /* this warp pair's 16 rows */
-    const int r0 = rw.r0;
+    /* this warp pair's row blocks (the first MT) */
+    const tc_rows rws[2] = {tc_rows(a, t0, nq, BK, rg * 16 * MT, g), tc_rows(a, t0, nq, BK, rg * 16 * MT + 16, g)};
 
-    float o[DV / 8][4];
+    float o[MT][DV / 8][4];
+    float m0[MT], m1[MT], l0[MT], l1[MT];
 #pragma unroll
-    for (int j = 0; j < DV / 8; j++)
-        o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++)
+            o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
+        m0[mt] = m1[mt] = -INFINITY;
+        l0[mt] = l1[mt] = 0.0f;
+    }
 
     const char *kb = (const char *)a.k_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const char *vb = (const char *)a.v_cache + (int64_t)kv_head_bytes(T, kvh * HD);
     const int mi = lane >> 3, r = lane & 7;
+    const int64_t k_end = rws[0].k_end; /* the block's last key + 1 */
     if constexpr (PIPE) { /* the first tile's K, then its V: two groups */
-        tc_async_rows<BK, HD, LQ, NTH>(Ks, kb + ks_lo * f.k_rs, f.k_rs, (int)min((int64_t)BK, rw.k_end - ks_lo));
+        tc_async_rows<BK, HD, LQ, NTH>(Ks, kb + ks_lo * f.k_rs, f.k_rs, (int)min((int64_t)BK, k_end - ks_lo));
         cp_async_commit();
-        tc_async_rows<BK, HD, LV, NTH>(Vs, vb + ks_lo * f.v_rs, f.v_rs, (int)min((int64_t)BK, rw.k_end - ks_lo));
+        tc_async_rows<BK, HD, LV, NTH>(Vs, vb + ks_lo * f.v_rs, f.v_rs, (int)min((int64_t)BK, k_end - ks_lo));
         cp_async_commit();
     }
     for (int64_t k0 = ks_lo; k0 < ks_end; k0 += BK) {
-        const int nk = (int)min((int64_t)BK, rw.k_end - k0);
+        const int nk = (int)min((int64_t)BK, k_end - k0);
         const bool more = k0 + BK < ks_end; /* a next tile (PIPE) */
         if constexpr (PIPE) {
             cp_async_wait<1>(); /* this tile's K (its V may still be in flight) */
@@ -525,39 +570,56 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
             __syncthreads();
         }
         /* the same for both warps of a pair (their rows) */
-        const bool seen = rw.seen(a, k0, BK);
+        bool seen = false;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            seen = seen || rws[mt].seen(a, k0, BK);
         if (!PIPE && !seen)
             continue;
-        /* S = Q·Kᵀ for this warp's part: 16 rows x KH keys */
-        float s[KH / 8][4];
+        /* S = Q·Kᵀ for this warp's part: 16 MT rows x KH keys */
+        float sm[MT][KH / 8][4];
         if (PIPE ? seen : true)
-            tc_qk_scores<HD, KH, LQ, T, QLO>(s, Qs, Ql, Ks, Kl, rg * 16, cs * KH, lane);
+            tc_qk_scores<HD, KH, LQ, T, QLO, MT>(sm, Qs, Ql, Ks, Kl, rg * 16 * MT, cs * KH, lane);
         if constexpr (PIPE) { /* every warp's scores are done with K: the next tile's K */
             __syncthreads();
             if (more)
                 tc_async_rows<BK, HD, LQ, NTH>(Ks, kb + (k0 + BK) * f.k_rs, f.k_rs,
-                                               (int)min((int64_t)BK, rw.k_end - k0 - BK));
+                                               (int)min((int64_t)BK, k_end - k0 - BK));
             cp_async_commit();
         }
         if (PIPE ? seen : true) {
-            TC_MASK_MAX(KH / 8, k0 + cs * KH)
-            /* the tile's row maxima over both parts (the max does not depend on the order) */
-            if (tig == 0) {
-                xm[cs * TC_BQ + r0] = mx0;
-                xm[cs * TC_BQ + r0 + 8] = mx1;
+            float mx0m[MT], mx1m[MT];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                float(&s)[KH / 8][4] = sm[mt];
+                const tc_rows &rw = rws[mt];
+                TC_MASK_MAX(KH / 8, k0 + cs * KH)
+                /* the tile's row maxima over both parts (the max does not depend on the order) */
+                if (tig == 0) {
+                    xm[cs * BQ + rw.r0] = mx0;
+                    xm[cs * BQ + rw.r0 + 8] = mx1;
+                }
+                mx0m[mt] = mx0;
+                mx1m[mt] = mx1;
             }
             tc_rows_sync(1 + rg);
 #pragma unroll
-            for (int q = 0; q < NSL; q++) {
-                mx0 = fmaxf(mx0, xm[q * TC_BQ + r0]);
-                mx1 = fmaxf(mx1, xm[q * TC_BQ + r0 + 8]);
+            for (int mt = 0; mt < MT; mt++) {
+                float(&s)[KH / 8][4] = sm[mt];
+                const int r0 = rws[mt].r0;
+                float mx0 = mx0m[mt], mx1 = mx1m[mt];
+#pragma unroll
+                for (int q = 0; q < NSL; q++) {
+                    mx0 = fmaxf(mx0, xm[q * BQ + r0]);
+                    mx1 = fmaxf(mx1, xm[q * BQ + r0 + 8]);
+                }
+                /* this part's sums (the parts are added at the end); this part
+                 * of P, f16, for both warps' P·V */
+                tc_softmax_step(s, o[mt], mx0, mx1, m0[mt], m1[mt], l0[mt], l1[mt], [&](int j) {
+                    *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
+                    *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
+                });
             }
-            /* this part's sums (the parts are added at the end); this part
-             * of P, f16, for both warps' P·V */
-            tc_softmax_step(s, o, mx0, mx1, m0, m1, l0, l1, [&](int j) {
-                *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
-                *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
-            });
             tc_rows_sync(1 + rg); /* both parts of P written */
         }
         if constexpr (PIPE) { /* this tile's V */
@@ -567,15 +629,20 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
         if (PIPE ? seen : true) {
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++) {
-                uint32_t pa[4];
-                gq_ldmatrix_x4(pa, Ps + (rg * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
+                uint32_t pa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    gq_ldmatrix_x4(pa[mt], Ps + (rg * 16 * MT + mt * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
 #pragma unroll
                 for (int jj = 0; jj < DV / 16; jj++) {
                     uint32_t vf[4];
                     tc_ldmatrix_x4_trans(vf,
                                          Vs + (kk * 16 + (mi & 1) * 8 + r) * LV + cs * DV + jj * 16 + (mi >> 1) * 8);
-                    gq_mma(o[2 * jj], pa, vf);
-                    gq_mma(o[2 * jj + 1], pa, vf + 2);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        gq_mma(o[mt][2 * jj], pa[mt], vf);
+                        gq_mma(o[mt][2 * jj + 1], pa[mt], vf + 2);
+                    }
                 }
             }
         }
@@ -583,42 +650,52 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO>::NTH, tc_pair_sh
             __syncthreads();
             if (more)
                 tc_async_rows<BK, HD, LV, NTH>(Vs, vb + (k0 + BK) * f.v_rs, f.v_rs,
-                                               (int)min((int64_t)BK, rw.k_end - k0 - BK));
+                                               (int)min((int64_t)BK, k_end - k0 - BK));
             cp_async_commit();
         }
     }
 #pragma unroll
-    for (int x = 1; x <= 2; x <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
-    }
-    if (tig == 0) {
-        xl[cs * TC_BQ + r0] = l0;
-        xl[cs * TC_BQ + r0 + 8] = l1;
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int x = 1; x <= 2; x <<= 1) {
+            l0[mt] += __shfl_xor_sync(0xffffffffu, l0[mt], x);
+            l1[mt] += __shfl_xor_sync(0xffffffffu, l1[mt], x);
+        }
+        if (tig == 0) {
+            xl[cs * BQ + rws[mt].r0] = l0[mt];
+            xl[cs * BQ + rws[mt].r0 + 8] = l1[mt];
+        }
     }
     tc_rows_sync(1 + rg);
-    float L0 = 0.0f, L1 = 0.0f; /* the parts in order */
+    if (!mine)
+        return; /* none of the warp's tile's keys in this split */
 #pragma unroll
-    for (int q = 0; q < NSL; q++) {
-        L0 += xl[q * TC_BQ + r0];
-        L1 += xl[q * TC_BQ + r0 + 8];
-    }
-    if (split) { /* this split's partial: o as it is, the max and the sum */
+    for (int mt = 0; mt < MT; mt++) {
+        const tc_rows &rw = rws[mt];
+        const int r0 = rw.r0;
+        float L0 = 0.0f, L1 = 0.0f; /* the parts in order */
 #pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-            if (!(hf ? rw.v1 : rw.v0))
-                continue;
-            const int64_t t = t0 + r0 + hf * 8 - f.qt0 * TC_BQ;
-            float *pp = f.part + ((t * a.n_head + h) * f.max_splits + blockIdx.z) * (int64_t)(HD + 2);
-#pragma unroll
-            for (int j = 0; j < DV / 8; j++)
-                *(float2 *)(pp + cs * DV + j * 8 + tig * 2) = make_float2(o[j][2 * hf], o[j][2 * hf + 1]);
-            if (cs == 0 && tig == 0)
-                *(float2 *)(pp + HD) = make_float2(hf ? m1 : m0, hf ? L1 : L0);
+        for (int q = 0; q < NSL; q++) {
+            L0 += xl[q * BQ + r0];
+            L1 += xl[q * BQ + r0 + 8];
         }
-        return;
+        if (split) { /* this split's partial: o as it is, the max and the sum */
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                if (!(hf ? rw.v1 : rw.v0))
+                    continue;
+                const int64_t t = t0 + r0 + hf * 8 - f.qt0 * TC_BQ;
+                float *pp = f.part + ((t * a.n_head + h) * f.max_splits + (sp - ts_lo)) * (int64_t)(HD + 2);
+#pragma unroll
+                for (int j = 0; j < DV / 8; j++)
+                    *(float2 *)(pp + cs * DV + j * 8 + tig * 2) = make_float2(o[mt][j][2 * hf], o[mt][j][2 * hf + 1]);
+                if (cs == 0 && tig == 0)
+                    *(float2 *)(pp + HD) = make_float2(hf ? m1[mt] : m0[mt], hf ? L1 : L0);
+            }
+            continue;
+        }
+        tc_store_out<DV>(a, rw, t0, h, (int64_t)cs * DV, HD, tig, o[mt], 1.0f / L0, 1.0f / L1);
     }
-    tc_store_out<DV>(a, rw, t0, h, (int64_t)cs * DV, HD, tig, o, 1.0f / L0, 1.0f / L1);
 }
 
 /* The output of the tokens of tiles qt0 .. qt0 + n_qt - 1 whose tile has
@@ -670,32 +747,46 @@ template <int HD> __global__ void __launch_bounds__(HD / 2) tc_merge_kernel(cons
 /* bytes of partials a launch may take (its tiles in waves below that) */
 #define TC_PART_BYTES ((size_t)64 << 20)
 
-template <int HD, int BK, int T, bool QLO, bool PIPE = false>
+template <int HD, int BK, int T, bool QLO, bool PIPE = false, int MT = 1>
 static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
 {
-    using S = tc_pair_shape<HD, BK, T, QLO>;
+    using S = tc_pair_shape<HD, BK, T, QLO, MT>;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>,
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, MT>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
     tc_args f = f0;
-    /* the most splits a tile's keys fall in (the tiles' ranges as the kernel's) */
+    /* the splits the keys of tokens [t, t + n) fall in (the kernel's ranges) */
+    auto splits = [&](int64_t t, int64_t n) {
+        const int64_t p_first = f.a.pos0 + t;
+        const int64_t lo = f.a.n_swa > 0 && p_first - f.a.n_swa + 1 > 0 ? p_first - f.a.n_swa + 1 : 0;
+        return (p_first + n - 1) / f.split_keys - lo / f.split_keys + 1;
+    };
+    /* the most splits a tile's keys fall in (its partials' stride), and a
+     * block's (its MT tiles' keys: the grid's depth) */
     f.max_splits = 1;
-    if (f.split_keys > 0)
+    int64_t gz = 1;
+    if (f.split_keys > 0) {
         for (int64_t qt = 0; qt < f.n_qt; qt++) {
-            const int64_t p_first = f.a.pos0 + qt * TC_BQ, nq = min((int64_t)TC_BQ, f.a.n_tokens - qt * TC_BQ);
-            const int64_t lo = f.a.n_swa > 0 && p_first - f.a.n_swa + 1 > 0 ? p_first - f.a.n_swa + 1 : 0;
-            const int64_t ns = (p_first + nq - 1) / f.split_keys - lo / f.split_keys + 1;
+            const int64_t ns = splits(qt * TC_BQ, min((int64_t)TC_BQ, f.a.n_tokens - qt * TC_BQ));
             f.max_splits = ns > f.max_splits ? ns : f.max_splits;
         }
-    if (f.max_splits > 65535)
-        return memra__fail(be->err, MEMRA_E_INVALID, "attention: %lld key splits", (long long)f.max_splits);
-    if (f.max_splits == 1)
+        for (int64_t qt = 0; qt < f.n_qt; qt += MT) {
+            const int64_t ns = splits(qt * TC_BQ, min((int64_t)S::BQ, f.a.n_tokens - qt * TC_BQ));
+            gz = ns > gz ? ns : gz;
+        }
+    }
+    if (gz > 65535)
+        return memra__fail(be->err, MEMRA_E_INVALID, "attention: %lld key splits", (long long)gz);
+    if (f.max_splits == 1) { /* every tile's keys in one split: the tiles' whole ranges */
         f.split_keys = 0;
+        gz = 1;
+    }
     const size_t tile_bytes = (size_t)TC_BQ * (size_t)f.a.n_head * (size_t)f.max_splits * (HD + 2) * sizeof(float);
     int64_t wave = f.n_qt;
-    if (f.split_keys > 0) {
+    if (f.split_keys > 0) { /* waves of whole blocks */
         wave = (int64_t)(TC_PART_BYTES / tile_bytes);
-        wave = wave < 1 ? 1 : wave > f.n_qt ? f.n_qt : wave;
+        wave -= wave % MT;
+        wave = wave < MT ? MT : wave > f.n_qt ? f.n_qt : wave;
         f.part = (float *)memra__cuda_ws(be, (size_t)wave * tile_bytes);
         if (!f.part)
             return be->err ? be->err->status : MEMRA_E_NOMEM;
@@ -704,8 +795,8 @@ static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
     for (int64_t qt0 = 0; qt0 < n_qt; qt0 += wave) {
         f.qt0 = qt0;
         f.n_qt = n_qt - qt0 < wave ? n_qt - qt0 : wave;
-        const dim3 grid((unsigned)f.n_qt, (unsigned)f.a.n_head, (unsigned)f.max_splits);
-        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE>, grid, S::NTH, S::smem, c->stream, f);
+        const dim3 grid((unsigned)((f.n_qt + MT - 1) / MT), (unsigned)f.a.n_head, (unsigned)gz);
+        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, MT>, grid, S::NTH, S::smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (f.split_keys > 0) {
             memra__launch(tc_merge_kernel<HD>, dim3((unsigned)(f.n_qt * TC_BQ), (unsigned)f.a.n_head, 1), HD / 2, 0,
@@ -731,7 +822,7 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, m32 = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -756,6 +847,9 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * softmax and the scores (fa_tc_pair_kernel's PIPE; 0: through
          * registers, for A/B runs) */
         pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 1);
+        /* the cp.async kernel with two row blocks a warp, 128 queries a
+         * block (fa_tc_pair_kernel's MT = 2; the same bits) */
+        m32 = memra__cuda_env_long("MEMRA_FA_TC_M32", 0);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -792,7 +886,9 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     case 256:
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
-             : no_qlo && pipe && t == KV_F16 && al16 ? tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f)
+             : no_qlo && pipe && t == KV_F16 && al16
+                 ? (m32 ? tc_pair_launch_t<256, 64, KV_F16, false, true, 2>(be, f)
+                        : tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f))
              : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
                                                      : tc_pair_launch<256, 64>(be, f, t);
         break;

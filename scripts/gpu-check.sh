@@ -209,6 +209,8 @@ done
 # both ways (bit for bit), and the fixtures stay within their fast bound
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_attn_vs MEMRA_FA_TC_PIPE=0
+  # two query tiles a block: each row's arithmetic is the one-tile block's
+  kc_attn_vs MEMRA_FA_TC_M32=1
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \

@@ -679,6 +679,14 @@ static void run_suite(kc *k)
     KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.split.swa", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 100, 4050, 8, 4, 256,
                                    1024));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_f16.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 20, 100, 8, 4, 256, 0));
+    /* blocks of two query tiles (MEMRA_FA_TC_M32=1): a tile with one split
+     * beside one with two, an absent second tile, and windows whose tiles
+     * start at different keys; .vs_f32 holds them to the f32 rows' kernel
+     * (one tile a block) bit for bit */
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.tiles2", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 150, 4000, 16, 4, 256,
+                                   0));
+    KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.tiles2.swa", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 190, 4000, 8, 2,
+                                   256, 200));
 
     /* gemma4's decode fusions (lib/arch_gemma4_forward.c): the post-norms
      * with the residual add and the layer's output scale, the router's
