@@ -632,7 +632,8 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO, MT>::NTH, tc_pai
                 uint32_t pa[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++)
-                    gq_ldmatrix_x4(pa[mt], Ps + (rg * 16 * MT + mt * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
+                    gq_ldmatrix_x4(pa[mt],
+                                   Ps + (rg * 16 * MT + mt * 16 + (mi & 1) * 8 + r) * LP + kk * 16 + (mi >> 1) * 8);
 #pragma unroll
                 for (int jj = 0; jj < DV / 16; jj++) {
                     uint32_t vf[4];
