@@ -464,20 +464,21 @@ template <int HD, int BK, int T, bool QLO, int MT = 1> struct tc_pair_shape {
  * same arithmetic in the same order (the default; MEMRA_FA_TC_PIPE=0 loads
  * through registers). The 9B's pp512 at depth 16384 +3 % (2026-12-04).
  *
- * MT = 2 (MEMRA_FA_TC_M32=1, PIPE only): a block owns two query tiles (128
- * queries) and each warp two 16-row blocks of one of them, so that each K
- * fragment feeds two rows' mmas and each V fragment two. With one row block
- * a warp, a 64-key tile costs 84 ldmatrix.x4 (43 KB of shared-memory reads)
- * for its 128 mmas, and two blocks an SM read ~5.4k cycles' worth of shared
- * memory a tile at 128 B a cycle: about the 2.7 us a tile they take at
- * depth 16384 (the 9B's pp512, H200). Two row blocks read 52 KB for 256
- * mmas. The block's keys are the union of its tiles' ranges; a tile of keys
- * that a row block cannot see leaves its rows as they were (as for partly
- * seen tiles with one row block), and each query tile keeps its own splits
- * (its partials, or its output where its keys lie in one split), so each
- * row's arithmetic is the one-tile block's: the same bits (kernel check
- * attention.kv.f16.fast*.vs_f32: the f16 cache's path against the f32
- * rows', which keep one row block). */
+ * MT = 2 (PIPE's default; MEMRA_FA_TC_M32=0 keeps one row block): a block
+ * owns two query tiles (128 queries) and each warp two 16-row blocks of
+ * one of them, so that each K fragment feeds two rows' mmas and each V
+ * fragment two. With one row block a warp, a 64-key tile costs 84
+ * ldmatrix.x4 (43 KB of shared-memory reads) for its 128 mmas; two row
+ * blocks read 52 KB for 256 mmas, in one block an SM (255 registers). The
+ * 9B's pp512 at depth 16384 +1.6 %, not the ~1.6x that a kernel bound by
+ * shared-memory reads would take (H100, 2026-12-06): the reads were not
+ * the bound. The block's keys are the union of its tiles' ranges; a tile
+ * of keys that a row block cannot see leaves its rows as they were (as for
+ * partly seen tiles with one row block), and each query tile keeps its own
+ * splits (its partials, or its output where its keys lie in one split), so
+ * each row's arithmetic is the one-tile block's: the same bits (kernel
+ * check attention.kv.f16.fast*.vs_f32: the f16 cache's path against the
+ * f32 rows', which keep one row block). */
 template <int HD, int BK, int T, bool QLO = true, bool PIPE = false, int MT = 1>
 __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO, MT>::NTH, tc_pair_shape<HD, BK, T, QLO, MT>::MINB)
     fa_tc_pair_kernel(const tc_args f)
@@ -849,8 +850,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * registers, for A/B runs) */
         pipe = memra__cuda_env_long("MEMRA_FA_TC_PIPE", 1);
         /* the cp.async kernel with two row blocks a warp, 128 queries a
-         * block (fa_tc_pair_kernel's MT = 2; the same bits) */
-        m32 = memra__cuda_env_long("MEMRA_FA_TC_M32", 0);
+         * block (fa_tc_pair_kernel's MT = 2; the same bits): the 9B's
+         * pp512 at depth 16384 +1.6 %, at depth 0 level (H100,
+         * 2026-12-06); MEMRA_FA_TC_M32=0 one row block a warp (A/B) */
+        m32 = memra__cuda_env_long("MEMRA_FA_TC_M32", 1);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */

@@ -201,8 +201,11 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         /* a batched step's small matvecs (one x row a block column,
          * ops_matmul.cu batch_cols) here rather than on the generic kernel:
          * each column's rows are the one-row launch's (the same dots and
-         * sums, only the grid is narrower), so the same bits */
-        cols = memra__cuda_env_long("MEMRA_MMV_Q8D_COLS", 0);
+         * sums, only the grid is narrower), so the same bits. The 26B-A4B's
+         * batched steps of 2 / 4 rows +1.9 / +1.0 % against the generic
+         * kernel, the 35B-A3B's and the 9B's level (H100, 2026-12-06);
+         * MEMRA_MMV_Q8D_COLS=0 keeps the generic kernel (A/B) */
+        cols = memra__cuda_env_long("MEMRA_MMV_Q8D_COLS", 1);
         wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WIDE", 1); /* 0: one-block launches keep 8 warps (A/B) */
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);

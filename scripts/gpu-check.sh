@@ -209,8 +209,9 @@ done
 # both ways (bit for bit), and the fixtures stay within their fast bound
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_attn_vs MEMRA_FA_TC_PIPE=0
-  # two query tiles a block: each row's arithmetic is the one-tile block's
-  kc_attn_vs MEMRA_FA_TC_M32=1
+  # one query tile a block against two (the default): each row's
+  # arithmetic is the one-tile block's
+  kc_attn_vs MEMRA_FA_TC_M32=0
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
@@ -274,13 +275,12 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
-# ---- a step's small matvecs on the Q8_0 fast path (MEMRA_MMV_Q8D_COLS=1) ----
-# (off by default until measured): one x row a block column of
-# mmv_q8d_kernel instead of the generic kernel, each row the one-row
-# launch's bits, so matmul_ex (its .step cases) prints the same lines both
-# ways
+# ---- a step's small matvecs on the generic kernel (MEMRA_MMV_Q8D_COLS=0) ----
+# against the default, one x row a block column of mmv_q8d_kernel: each
+# row the one-row launch's bits either way, so matmul_ex (its .step cases)
+# prints the same lines both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
-  kc_vs MEMRA_MMV_Q8D_COLS=1 matmul_ex
+  kc_vs MEMRA_MMV_Q8D_COLS=0 matmul_ex
 fi
 
 # ---- gsw_kernel staging float x itself (MEMRA_GSW_XF, the default) ----

@@ -327,8 +327,8 @@ static void run_suite(kc *k)
             {"matmul_ex.rowinv.q8_0.w1344_geglu_r5", 2, q8, 1344, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false, false, true},
             {"matmul_ex.rowinv.q8_0.w1344_proj4_r8", 4, q8, 1344, proj, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false, false, true},
             /* an exact batched step's small weights, one x row a block
-             * column (cuda/ops_matmul.cu batch_cols; on mmv_q8d_kernel with
-             * MEMRA_MMV_Q8D_COLS=1): the 26B-A4B's dense down (rows off 16
+             * column (cuda/ops_matmul.cu batch_cols; on mmv_q8d_kernel,
+             * MEMRA_MMV_Q8D_COLS=0 the generic kernel): the 26B-A4B's dense down (rows off 16
              * bytes, a short segment), a norm and four weights with their
              * post ops, a GLU, x of 16384 floats, the E4B's per-layer gate */
             {"matmul_ex.step.q8_0.g26_down_r2", 1, q8, 2112, g26d, 2, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, false, true, false, MX_STEP},
@@ -679,7 +679,7 @@ static void run_suite(kc *k)
     KC(memra__kc_attention_kv_fast(k, "attention.kv.f16.fast.split.swa", MEMRA_TYPE_F16, MEMRA_TYPE_F16, 100, 4050, 8, 4, 256,
                                    1024));
     KC(memra__kc_attention_kv_fast(k, "attention.kv.q8_0_f16.fast", MEMRA_TYPE_Q8_0, MEMRA_TYPE_F16, 20, 100, 8, 4, 256, 0));
-    /* blocks of two query tiles (MEMRA_FA_TC_M32=1): a tile with one split
+    /* blocks of two query tiles (the default; MEMRA_FA_TC_M32=0 one): a tile with one split
      * beside one with two, an absent second tile, and windows whose tiles
      * start at different keys; .vs_f32 holds them to the f32 rows' kernel
      * (one tile a block) bit for bit */
