@@ -59,6 +59,9 @@ struct tc_args {
      * writes its output. Tiles qt0 .. qt0 + n_qt - 1 of the call. */
     int64_t split_keys, qt0, max_splits;
     float *part;
+    /* fa_tc_pair_kernel: tiles every row of a row block sees skip the
+     * per-key mask (MEMRA_FA_TC_FULL; the same bits) */
+    int full_tiles;
 };
 
 static __device__ __forceinline__ void tc_ldmatrix_x4_trans(uint32_t *r, const __half *p)
@@ -167,6 +170,12 @@ struct tc_rows {
     {
         return any && k0 <= wp_hi && (a.n_swa <= 0 || k0 + bk - 1 > wp_lo - a.n_swa);
     }
+    /* whether all 16 rows see every key of [k0, k0 + bk) (each key at or
+     * before the first row, the last row's window reaching k0) */
+    __device__ __forceinline__ bool sees_all(const memra_attn_args_t &a, int64_t k0, int bk) const
+    {
+        return any && wp_hi - wp_lo == 15 && k0 + bk - 1 <= wp_lo && (a.n_swa <= 0 || wp_hi - k0 < a.n_swa);
+    }
     /* whether row e < 2 ? r0 : r0 + 8 sees KEY */
     __device__ __forceinline__ bool sees(const memra_attn_args_t &a, int e, int64_t key) const
     {
@@ -242,18 +251,32 @@ static __device__ __forceinline__ void tc_qk_scores(float (&sm)[MT][NK / 8][4], 
 /* In a kernel with s[NJ][4] (a thread's scores of two rows), rw, a, f and
  * tig: the scores (keys KEY0 + j * 8 + tig * 2 + (e & 1)) scaled to base 2,
  * -inf where the row cannot see the key, and each row's maximum over its
- * four threads declared as mx0 and mx1. A macro: as a function it changed
- * both kernels' PTX, which is what the kernel check verified. */
-#define TC_MASK_MAX(NJ, KEY0)                                                                      \
+ * four threads declared as mx0 and mx1. FULL (warp-uniform): every row of
+ * the 16 sees every key of the tile, so the per-key test is skipped (the
+ * same products and maxima). A macro: as a function it changed both
+ * kernels' PTX, which is what the kernel check verified. */
+#define TC_MASK_MAX(NJ, KEY0) TC_MASK_MAX_IF(NJ, KEY0, false)
+#define TC_MASK_MAX_IF(NJ, KEY0, FULL)                                                             \
     float mx0 = -INFINITY, mx1 = -INFINITY;                                                        \
-    _Pragma("unroll") for (int j = 0; j < (NJ); j++) _Pragma("unroll") for (int e = 0; e < 4; e++) \
-    {                                                                                              \
-        const int64_t key = (KEY0) + j * 8 + tig * 2 + (e & 1);                                    \
-        s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;                         \
-        if (e < 2)                                                                                 \
-            mx0 = fmaxf(mx0, s[j][e]);                                                             \
-        else                                                                                       \
-            mx1 = fmaxf(mx1, s[j][e]);                                                             \
+    if (FULL) {                                                                                    \
+        _Pragma("unroll") for (int j = 0; j < (NJ); j++) _Pragma("unroll") for (int e = 0; e < 4; e++) \
+        {                                                                                          \
+            s[j][e] = s[j][e] * f.scale_log2;                                                      \
+            if (e < 2)                                                                             \
+                mx0 = fmaxf(mx0, s[j][e]);                                                         \
+            else                                                                                   \
+                mx1 = fmaxf(mx1, s[j][e]);                                                         \
+        }                                                                                          \
+    } else {                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < (NJ); j++) _Pragma("unroll") for (int e = 0; e < 4; e++) \
+        {                                                                                          \
+            const int64_t key = (KEY0) + j * 8 + tig * 2 + (e & 1);                                \
+            s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;                     \
+            if (e < 2)                                                                             \
+                mx0 = fmaxf(mx0, s[j][e]);                                                         \
+            else                                                                                   \
+                mx1 = fmaxf(mx1, s[j][e]);                                                         \
+        }                                                                                          \
     }                                                                                              \
     _Pragma("unroll") for (int x = 1; x <= 2; x <<= 1)                                             \
     {                                                                                              \
@@ -594,7 +617,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO, MT>::NTH, tc_pai
             for (int mt = 0; mt < MT; mt++) {
                 float(&s)[KH / 8][4] = sm[mt];
                 const tc_rows &rw = rws[mt];
-                TC_MASK_MAX(KH / 8, k0 + cs * KH)
+                TC_MASK_MAX_IF(KH / 8, k0 + cs * KH, f.full_tiles && rw.sees_all(a, k0, BK))
                 /* the tile's row maxima over both parts (the max does not depend on the order) */
                 if (tig == 0) {
                     xm[cs * BQ + rw.r0] = mx0;
@@ -824,7 +847,7 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, m32 = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, m32 = -1, full = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -854,6 +877,10 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * pp512 at depth 16384 +1.6 %, at depth 0 level (H100,
          * 2026-12-06); MEMRA_FA_TC_M32=0 one row block a warp (A/B) */
         m32 = memra__cuda_env_long("MEMRA_FA_TC_M32", 1);
+        /* the paired kernel's tiles that all of a row block's rows see
+         * whole (at depth, all but the last few) without the per-key mask
+         * test: the same products and maxima (1; 0 tests every key) */
+        full = memra__cuda_env_long("MEMRA_FA_TC_FULL", 0);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -876,6 +903,7 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
     f.qt0 = 0;
     f.max_splits = 1;
     f.part = NULL;
+    f.full_tiles = full != 0;
     if (f.n_qt > INT32_MAX)
         return MEMRA_OK;
     const bool no_qlo = !qlo && fabsf(a->scale) <= 0.125f;
