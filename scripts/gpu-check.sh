@@ -212,8 +212,9 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # one query tile a block against two (the default): each row's
   # arithmetic is the one-tile block's
   kc_attn_vs MEMRA_FA_TC_M32=0
-  # tiles every row sees without the per-key mask test: the same products
-  kc_attn_vs MEMRA_FA_TC_FULL=1
+  # every key's mask test against the default's wholly seen tiles without
+  # it: the same products
+  kc_attn_vs MEMRA_FA_TC_FULL=0
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
