@@ -256,26 +256,25 @@ static __device__ __forceinline__ void tc_qk_scores(float (&sm)[MT][NK / 8][4], 
  * same products and maxima). A macro: as a function it changed both
  * kernels' PTX, which is what the kernel check verified. */
 #define TC_MASK_MAX(NJ, KEY0) TC_MASK_MAX_IF(NJ, KEY0, false)
+/* s[j][e] = V, then into its row's maximum (e < 2: the first row) */
+#define TC_SCORE_MAX(V)                                                                            \
+    {                                                                                              \
+        s[j][e] = (V);                                                                             \
+        if (e < 2)                                                                                 \
+            mx0 = fmaxf(mx0, s[j][e]);                                                             \
+        else                                                                                       \
+            mx1 = fmaxf(mx1, s[j][e]);                                                             \
+    }
 #define TC_MASK_MAX_IF(NJ, KEY0, FULL)                                                             \
     float mx0 = -INFINITY, mx1 = -INFINITY;                                                        \
     if (FULL) {                                                                                    \
         _Pragma("unroll") for (int j = 0; j < (NJ); j++) _Pragma("unroll") for (int e = 0; e < 4; e++) \
-        {                                                                                          \
-            s[j][e] = s[j][e] * f.scale_log2;                                                      \
-            if (e < 2)                                                                             \
-                mx0 = fmaxf(mx0, s[j][e]);                                                         \
-            else                                                                                   \
-                mx1 = fmaxf(mx1, s[j][e]);                                                         \
-        }                                                                                          \
+            TC_SCORE_MAX(s[j][e] * f.scale_log2)                                                   \
     } else {                                                                                       \
         _Pragma("unroll") for (int j = 0; j < (NJ); j++) _Pragma("unroll") for (int e = 0; e < 4; e++) \
         {                                                                                          \
             const int64_t key = (KEY0) + j * 8 + tig * 2 + (e & 1);                                \
-            s[j][e] = rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY;                     \
-            if (e < 2)                                                                             \
-                mx0 = fmaxf(mx0, s[j][e]);                                                         \
-            else                                                                                   \
-                mx1 = fmaxf(mx1, s[j][e]);                                                         \
+            TC_SCORE_MAX(rw.sees(a, e, key) ? s[j][e] * f.scale_log2 : -INFINITY)                  \
         }                                                                                          \
     }                                                                                              \
     _Pragma("unroll") for (int x = 1; x <= 2; x <<= 1)                                             \
