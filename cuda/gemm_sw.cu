@@ -182,23 +182,64 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
         }
         if (!gsw_last(a, grp, threadIdx.x & 31))
             return;
+        if (a.fin) {
+            /* slice by slice, each slice's partials of every (part, x
+             * row) loaded together: the same sums in slice order as the
+             * loop below, whose loads wait one by one (2 NX x split of
+             * them at the end of the warp's task) */
+            float sum[2][NX][2];
 #pragma unroll
-        for (int p = 0; p < 2; p++) {
-            if (p == np)
-                break;
+            for (int p = 0; p < 2; p++)
 #pragma unroll
-            for (int i = 0; i < NX; i++) {
-                if (g + 8 * i >= a.n)
-                    continue;
-                float s0 = 0.0f, s1 = 0.0f;
-                for (int sl = 0; sl < a.split; sl++) {
-                    const float *q = a.part + ((size_t)sl * ngroups + grp) * per + (size_t)p * a.n * GSW_ROWS +
-                                     (size_t)(g + 8 * i) * GSW_ROWS + 2 * t;
-                    s0 += __ldcg(q);
-                    s1 += __ldcg(q + 1);
+                for (int i = 0; i < NX; i++)
+                    sum[p][i][0] = sum[p][i][1] = 0.0f;
+            const float *q0 = a.part + (size_t)grp * per + 2 * t;
+            for (int sl = 0; sl < a.split; sl++) {
+                const float *qs = q0 + (size_t)sl * ngroups * per;
+                float2 pv[2][NX];
+#pragma unroll
+                for (int p = 0; p < 2; p++)
+#pragma unroll
+                    for (int i = 0; i < NX; i++)
+                        if (p < np && g + 8 * i < a.n)
+                            pv[p][i] = __ldcg(reinterpret_cast<const float2 *>(qs + (size_t)p * a.n * GSW_ROWS +
+                                                                               (size_t)(g + 8 * i) * GSW_ROWS));
+#pragma unroll
+                for (int p = 0; p < 2; p++)
+#pragma unroll
+                    for (int i = 0; i < NX; i++)
+                        if (p < np && g + 8 * i < a.n) {
+                            sum[p][i][0] += pv[p][i].x;
+                            sum[p][i][1] += pv[p][i].y;
+                        }
+            }
+#pragma unroll
+            for (int p = 0; p < 2; p++)
+#pragma unroll
+                for (int i = 0; i < NX; i++)
+                    if (p < np && g + 8 * i < a.n) {
+                        v[p][GSW_ACC(i)] = sum[p][i][0];
+                        v[p][GSW_ACC(i) + 1] = sum[p][i][1];
+                    }
+        } else {
+#pragma unroll
+            for (int p = 0; p < 2; p++) {
+                if (p == np)
+                    break;
+#pragma unroll
+                for (int i = 0; i < NX; i++) {
+                    if (g + 8 * i >= a.n)
+                        continue;
+                    float s0 = 0.0f, s1 = 0.0f;
+                    for (int sl = 0; sl < a.split; sl++) {
+                        const float *q = a.part + ((size_t)sl * ngroups + grp) * per + (size_t)p * a.n * GSW_ROWS +
+                                         (size_t)(g + 8 * i) * GSW_ROWS + 2 * t;
+                        s0 += __ldcg(q);
+                        s1 += __ldcg(q + 1);
+                    }
+                    v[p][GSW_ACC(i)] = s0;
+                    v[p][GSW_ACC(i) + 1] = s1;
                 }
-                v[p][GSW_ACC(i)] = s0;
-                v[p][GSW_ACC(i) + 1] = s1;
             }
         }
         if ((threadIdx.x & 31) == 0)

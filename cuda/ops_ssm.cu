@@ -692,10 +692,15 @@ struct gdn_batch {
 };
 
 /* Item blockIdx.y's step: gdn_kernel's blocks with that item's pointers
- * (clusters run along x, so a cluster never mixes items). */
-template <int EPT, bool CONV>
-__global__ void __launch_bounds__(GDN_THREADS) gdn_batch_kernel(const __grid_constant__ gdn_batch b, int P, int R, int B,
-                                                                int trig)
+ * (clusters run along x, so a cluster never mixes items). MINB: blocks an
+ * SM the registers must allow. The one-sequence step (64 blocks of the
+ * 9B's heads) has an SM per block and takes 128 registers a thread, which
+ * leaves a block of 512 threads alone on its SM; a batched step has a
+ * grid of blocks per sequence, and at one block an SM they run in waves
+ * (16 sequences: 1024 blocks, ~8 waves of a latency-bound step). */
+template <int EPT, bool CONV, int MINB = 1>
+__global__ void __launch_bounds__(GDN_THREADS, MINB) gdn_batch_kernel(const __grid_constant__ gdn_batch b, int P, int R,
+                                                                      int B, int trig)
 {
     const gdn_item &it = b.it[blockIdx.y];
     memra_gdn_args_t g = b.base;
@@ -756,7 +761,16 @@ memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_
     const memra_delta_args_t &d = b.base.delta;
     const size_t smem = (size_t)d.d * 4 * sizeof(float);
     const int trig = gdn_trigger();
-    if (p0.conv_in && p0.B == 2)
+    /* steps of at least MEMRA_GDN_BATCH_MINB2 items (0: none) on the
+     * instance that two blocks an SM fit (64 registers, ~80 bytes of
+     * spills): the same operations, allocated to fewer registers */
+    static long minb2 = -1;
+    if (minb2 < 0)
+        minb2 = memra__cuda_env_long("MEMRA_GDN_BATCH_MINB2", 0);
+    if (p0.conv_in && p0.B == 2 && minb2 > 0 && m >= minb2)
+        memra__launch_cluster(gdn_batch_kernel<DELTA_EPT / 2, true, 2>, dim3((unsigned)(d.n_v * 2), (unsigned)m),
+                              p0.threads, smem, c->stream, (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
+    else if (p0.conv_in && p0.B == 2)
         memra__launch_cluster(gdn_batch_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(d.n_v * 2), (unsigned)m), p0.threads,
                               smem, c->stream, (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
     else if (p0.conv_in)
