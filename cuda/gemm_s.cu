@@ -120,23 +120,22 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
 /* gsw_kernel's switches, read once: MEMRA_BATCH_GSW=0 (Q8_0 on gs_kernel
  * too), MEMRA_GSW_RING (ring items per warp, 2..GSW_RING_MAX; fewer
  * where two blocks would not fit an SM), MEMRA_GSW_XF (0: x through
- * gs_prep_kernel) and MEMRA_GSW_XF_MAX (float x staged by the kernel up
- * to that many rows, the prep above), MEMRA_GSW_FIN (1: the split-K sums
- * with a slice's loads together), A/B runs with the same bits. */
+ * gs_prep_kernel), MEMRA_GSW_FIN (0: steps of 17-32 rows add the
+ * split-K partials with the loads of one slice at a time, as smaller
+ * steps do), A/B runs with the same bits. */
 typedef struct gsw_knobs {
-    int on, ring, xf, xf_max, fin;
+    int on, ring, xf, fin;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0, 0, 0};
+    static gsw_knobs k = {-1, 0, 0, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
         r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
         r.xf = memra__cuda_env_long("MEMRA_GSW_XF", 1) != 0;
-        r.xf_max = (int)memra__cuda_env_long("MEMRA_GSW_XF_MAX", GSW_MAXN);
-        r.fin = memra__cuda_env_long("MEMRA_GSW_FIN", 0) != 0;
+        r.fin = memra__cuda_env_long("MEMRA_GSW_FIN", 1) != 0;
         r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
         k = r;
     }
@@ -187,12 +186,10 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
      * each element to f16 as gs_prep_kernel would (the same bits, one
      * launch fewer: the prep cost ~8 us of marginal time a call in a 9B
      * step of 4 rows, CUPTI, H100 2026-12-05); MEMRA_GSW_XF=0 keeps the
-     * prep. Every block stages its slice of x for all the rows, so at 32
-     * rows the float rows it reads are about the bytes of its weights:
-     * MEMRA_GSW_XF_MAX sends larger steps through the prep (f16 x, half
-     * the bytes, no conversion in the blocks) */
+     * prep (also for 16 and 32 rows, where each block's float x is about
+     * its weights' bytes: the prep's f16 x lost 3-5 %, H100 2026-12-06) */
     const gsw_knobs *kn = gsw_cfg();
-    const bool xf = kn->xf && m->n_rows <= kn->xf_max && !m->norm && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
+    const bool xf = kn->xf && !m->norm && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
     a.fin = kn->fin;
     a.ldxf = m->ldx;
     MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s%s", (long long)a.K, (long long)a.vrow0[a.nw],

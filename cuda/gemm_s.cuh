@@ -72,7 +72,7 @@ typedef struct gs_args {
     int *count;                 /* split > 1: per row tile, zero between launches */
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
-    int fin;                    /* gsw_kernel: the split-K sums a slice at a time (MEMRA_GSW_FIN) */
+    int fin;                    /* gsw_kernel, 17-32 rows: the split-K sums a slice at a time (MEMRA_GSW_FIN) */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)

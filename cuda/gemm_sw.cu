@@ -182,11 +182,14 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
         }
         if (!gsw_last(a, grp, threadIdx.x & 31))
             return;
-        if (a.fin) {
+        if (NX == 4 && a.fin) {
             /* slice by slice, each slice's partials of every (part, x
              * row) loaded together: the same sums in slice order as the
              * loop below, whose loads wait one by one (2 NX x split of
-             * them at the end of the warp's task) */
+             * them at the end of the warp's task). Steps of 17-32 rows:
+             * the 9B's and the 31B's 32 rows +1.3 %; at 8 and 16 rows
+             * level or -1 % (H100, 2026-12-06), so the smaller instances
+             * keep the loop */
             float sum[2][NX][2];
 #pragma unroll
             for (int p = 0; p < 2; p++)

@@ -761,12 +761,14 @@ memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_
     const memra_delta_args_t &d = b.base.delta;
     const size_t smem = (size_t)d.d * 4 * sizeof(float);
     const int trig = gdn_trigger();
-    /* steps of at least MEMRA_GDN_BATCH_MINB2 items (0: none) on the
-     * instance that two blocks an SM fit (64 registers, ~80 bytes of
-     * spills): the same operations, allocated to fewer registers */
+    /* steps of at least MEMRA_GDN_BATCH_MINB2 items (default 16; 0: none)
+     * on the instance that two blocks an SM fit (64 registers, ~80 bytes
+     * of spills): the same operations, allocated to fewer registers. The
+     * 9B's steps of 16 and 32 rows +1.3 % and +3.7 %, of 4 and 8 rows -1 %
+     * and level (H100, 2026-12-06; the 35B-A3B's 16 rows +0.2 %) */
     static long minb2 = -1;
     if (minb2 < 0)
-        minb2 = memra__cuda_env_long("MEMRA_GDN_BATCH_MINB2", 0);
+        minb2 = memra__cuda_env_long("MEMRA_GDN_BATCH_MINB2", 16);
     if (p0.conv_in && p0.B == 2 && minb2 > 0 && m >= minb2)
         memra__launch_cluster(gdn_batch_kernel<DELTA_EPT / 2, true, 2>, dim3((unsigned)(d.n_v * 2), (unsigned)m),
                               p0.threads, smem, c->stream, (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
