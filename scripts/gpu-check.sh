@@ -215,6 +215,9 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # every key's mask test against the default's wholly seen tiles without
   # it: the same products
   kc_attn_vs MEMRA_FA_TC_FULL=0
+  # o rescaled only when a row has a new maximum (off by default until
+  # timed): skipping a product by exactly 1 keeps every bit
+  kc_attn_vs MEMRA_FA_TC_LAZY=1
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
@@ -292,6 +295,13 @@ fi
 # both ways
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_GSW_XF=0 matmul_ex
+  # steps of 17-32 rows: the split-K partials a slice at a time (the
+  # default) against the loop the smaller instances keep, the same sums
+  kc_vs MEMRA_GSW_FIN=0 matmul_ex
+  # batched Gated DeltaNet steps from 16 items on the two-blocks-an-SM
+  # instance (the default) against the one-block instance: the same
+  # operations
+  kc_vs MEMRA_GDN_BATCH_MINB2=0 gdn
 fi
 
 # ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
