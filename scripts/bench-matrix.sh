@@ -30,7 +30,8 @@
 # LONG_MODELS (the entries that get it, default every one), REPS
 # (default 3), DIR (where models are written, default /tmp/bench-matrix),
 # KEEP=1 (keep the model files), OUT (logs and JSON, default
-# /tmp/bench-matrix-out), REV (the commit to print; default git's HEAD, which a
+# /tmp/bench-matrix-out), REV (the commit to print; default $B/REV (scripts/prebuilt.sh
+# writes it) or else git's HEAD, which a
 # copied working tree's git metadata may not match: pass it from the checkout),
 # BATCH (e.g. 1,2,4,8,16,32; empty (the default) skips the batched table),
 # BATCH_P and BATCH_N (default 128 and 128; memra-bench takes the median of
@@ -103,8 +104,9 @@ batch_ctx=0
 for b in ${BATCH//,/ }; do
   (( b * (BATCH_P + BATCH_N) > batch_ctx )) && batch_ctx=$(( b * (BATCH_P + BATCH_N) ))
 done
-# REV names the build in the table (a copied working tree's .git may be older than its files)
-rev=${REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# REV names the build in the table (a copied working tree's .git may be older than its files);
+# without it, the REV file scripts/prebuilt.sh writes beside the binaries, else git's HEAD
+rev=${REV:-$(cat "$B/REV" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 echo "bench-matrix: memra $rev, $(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
 # One A/B line into ab.txt: LABEL, then memra-bench's figure for its test
