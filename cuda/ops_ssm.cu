@@ -771,12 +771,11 @@ memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_
     static long minb2 = -1;
     if (minb2 < 0)
         minb2 = memra__cuda_env_long("MEMRA_GDN_BATCH_MINB2", 16);
-    if (p0.conv_in && p0.B == 2 && minb2 > 0 && m >= minb2)
-        memra__launch_cluster(gdn_batch_kernel<DELTA_EPT / 2, true, 2>, dim3((unsigned)(d.n_v * 2), (unsigned)m),
-                              p0.threads, smem, c->stream, (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
-    else if (p0.conv_in && p0.B == 2)
-        memra__launch_cluster(gdn_batch_kernel<DELTA_EPT / 2, true>, dim3((unsigned)(d.n_v * 2), (unsigned)m), p0.threads,
-                              smem, c->stream, (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
+    if (p0.conv_in && p0.B == 2)
+        memra__launch_cluster(minb2 > 0 && m >= minb2 ? gdn_batch_kernel<DELTA_EPT / 2, true, 2>
+                                                      : gdn_batch_kernel<DELTA_EPT / 2, true>,
+                              dim3((unsigned)(d.n_v * 2), (unsigned)m), p0.threads, smem, c->stream,
+                              (unsigned)(p0.R * 2), b, 2 * p0.P, (int)p0.R, 2, trig);
     else if (p0.conv_in)
         memra__launch_cluster(gdn_batch_kernel<DELTA_EPT, true>, dim3((unsigned)d.n_v, (unsigned)m), p0.threads, smem,
                               c->stream, (unsigned)p0.R, b, p0.P, (int)p0.R, 1, trig);
