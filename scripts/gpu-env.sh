@@ -1,9 +1,10 @@
 # Sourced by the device scripts: unpacks the Debian packages the device
-# image lacks (carried in .deps/) into /tmp/deps, never into /, and points
-# pkg-config and the loader at them; puts nvcc on PATH.
+# image lacks (carried in .deps/, or the folder GPU_DEPS names) into
+# /tmp/deps, never into /, and points pkg-config and the loader at them;
+# puts nvcc on PATH.
 if ! pkg-config --exists cmocka libutf8proc libpcre2-8 2>/dev/null; then
   rm -rf /tmp/deps && mkdir -p /tmp/deps
-  for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps || return 2; done
+  for f in "${GPU_DEPS:-.deps}"/*.deb; do dpkg -x "$f" /tmp/deps || return 2; done
   ml=/tmp/deps/usr/lib/x86_64-linux-gnu
   export PKG_CONFIG_LIBDIR=$ml/pkgconfig:/tmp/deps/usr/share/pkgconfig
   export PKG_CONFIG_PATH=$PKG_CONFIG_LIBDIR

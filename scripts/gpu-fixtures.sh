@@ -10,10 +10,10 @@ OUT=${OUT:-/tmp}
 mkdir -p "$OUT"
 W=/tmp/gpufix
 [ -f .gpufix/test_models.xz ] || { echo "gpu-fixtures: no .gpufix/ (scripts/prebuilt-fixtures.sh, carry .gpufix)" >&2; exit 2; }
-rm -rf "$W" && mkdir -p "$W/deps"
-for f in .gpufix/deps/*.deb; do dpkg -x "$f" "$W/deps" || exit 2; done
+GPU_DEPS=.gpufix/deps . scripts/gpu-env.sh || exit 2 # its runtime packages, nvcc's PATH
+rm -rf "$W" && mkdir -p "$W"
 tar -xJf .gpufix/models.tar.xz -C "$W" && xz -dc .gpufix/test_models.xz >"$W/test_models" && chmod +x "$W/test_models" || exit 2
-export LD_LIBRARY_PATH=$W/deps/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 rc=0 lines=()
 for mode in 1 0; do
   tol=()
