@@ -18,16 +18,18 @@
 /* ---- route ------------------------------------------------------------------ */
 
 /* One block a token (route_block_token, cuda/route.cuh): the maximum and
- * the sum of exp over the block, then warp 0 picks: a block-wide round a
- * pick costs two barriers, and the route sits on a decode layer's critical
- * path between the router and the experts. */
-template <bool FAST> __global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
+ * the sum of exp over the block, then every thread ranks its experts
+ * (RANK; else warp 0 picks in k rounds: a block-wide round a pick costs
+ * two barriers, and the route sits on a decode layer's critical path
+ * between the router and the experts). */
+template <bool FAST, bool RANK>
+__global__ void __launch_bounds__(ROUTE_THREADS) route_kernel(const memra_route_args_t a)
 {
     MEMRA_PDL_ENTER(); /* cuda_common.cuh */
     extern __shared__ float r_p[];
     __shared__ double r_red[ROUTE_THREADS / 32];
     for (int64_t t = blockIdx.x; t < a.n_tokens; t += gridDim.x)
-        route_block_token<FAST>(a, t, a.logits + t * a.n_expert, r_p, r_red);
+        route_block_token<FAST, RANK>(a, t, a.logits + t * a.n_expert, r_p, r_red);
 }
 
 /* One warp per token (ROUTE_WARPS tokens a block), for up to
@@ -97,13 +99,22 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
     /* route_block_token's FAST form (cuda/route.cuh; the same ids and
      * weights; the 35B-A3B's tg128 316.4 against 310.4 tok/s, H200,
      * 2026-12-05); MEMRA_ROUTE_REDUX=0 keeps the plain one */
-    static long redux = -1;
-    if (redux < 0)
+    static long redux = -1, rank = -1;
+    if (redux < 0) {
         redux = memra__cuda_env_long("MEMRA_ROUTE_REDUX", 1);
+        /* the picks by rank (route_pick_rank: the same ids and weights;
+         * the 35B-A3B's --batch 1,2,4,8 309.8 / 503.6 / 745.6 / 1055.6
+         * against 298.3 / 483.7 / 724.4 / 1029.7 tok/s with warp 0's
+         * rounds, the 26B-A4B's 297.0 / 456.5 / 628.5 / 1048.8 against
+         * 290.5 / 447.4 / 621.7 / 1037.1; H100, 2026-12-06); 0: the rounds */
+        rank = memra__cuda_env_long("MEMRA_ROUTE_RANK", 1);
+    }
     const size_t smem = (size_t)(a->n_expert + a->k) * sizeof(float); /* the probabilities, the picks */
     if (smem > 200 * 1024)
         return memra__fail(be->err, MEMRA_E_UNSUPPORTED, "route: %lld experts", (long long)a->n_expert);
-    void (*const kernel)(const memra_route_args_t) = redux ? route_kernel<true> : route_kernel<false>;
+    void (*const kernel)(const memra_route_args_t) = !redux ? route_kernel<false, false>
+                                                     : rank ? route_kernel<true, true>
+                                                            : route_kernel<true, false>;
     if (smem > 48 * 1024)
         MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

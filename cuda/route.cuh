@@ -77,6 +77,71 @@ static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t 
         w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
 }
 
+/* route_pick_warp's picks by rank, for at most ROUTE_RANK_MAX experts:
+ * expert e's rank is the number of experts before it in the order (prob
+ * descending, id ascending), and those of rank below k are the picks in
+ * rank order, which are the rounds' picks (each the best expert after the
+ * previous one in that order). Every thread ranks its own experts at once
+ * (each warp stops once none of its lanes can be a pick), where warp 0's
+ * k rounds are a serial chain: the 35B-A3B's decode route_kernel took
+ * 12.0 us alone, its other warps waiting at the barrier after the picks
+ * (Nsight Compute, H100, 2026-12-06). The weights' sum is the picks' in
+ * pick order, as the rounds add them. Probabilities with a NaN (then all
+ * of them: the softmax's sum is NaN) keep the rounds, whose fallback
+ * picks are no order. Ends in a barrier. */
+#define ROUTE_RANK_MAX 1024
+
+template <bool FAST>
+static __device__ __forceinline__ void route_pick_rank(const memra_route_args_t &a, int64_t t, const float *p,
+                                                       float *pk)
+{
+    const int ne = (int)a.n_expert, k = (int)a.k;
+    bool nan = false;
+    for (int e = threadIdx.x; e < ne; e += ROUTE_THREADS)
+        nan = nan || isnan(p[e]);
+    if (__syncthreads_or(nan)) {
+        if (threadIdx.x < 32)
+            route_pick_warp<FAST>(a, t, p, pk, (int)threadIdx.x);
+        __syncthreads();
+        return;
+    }
+    int32_t *ids = a.ids + t * a.k;
+    for (int e0 = 0; e0 < ne; e0 += ROUTE_THREADS) {
+        const int e = e0 + (int)threadIdx.x;
+        const float v = e < ne ? p[e] : 0.0f;
+        int before = e < ne ? 0 : k;
+        for (int j0 = 0; j0 < ne; j0 += 32) {
+            if (__all_sync(0xffffffffu, before >= k))
+                break;
+            if (j0 + 32 <= ne) {
+#pragma unroll
+                for (int j = 0; j < 32; j++) {
+                    const float q = p[j0 + j];
+                    before += q > v || (q == v && j0 + j < e);
+                }
+            } else {
+                for (int j = j0; j < ne; j++) {
+                    const float q = p[j];
+                    before += q > v || (q == v && j < e);
+                }
+            }
+        }
+        if (before < k) {
+            ids[before] = e;
+            pk[before] = v;
+        }
+    }
+    __syncthreads();
+    float *w = a.weights + t * a.k;
+    for (int s = threadIdx.x; s < k; s += ROUTE_THREADS) {
+        double wsum = 0.0;
+        for (int i = 0; i < k; i++)
+            wsum += (double)pk[i];
+        w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
+    }
+    __syncthreads();
+}
+
 /* Token T of A in a block of ROUTE_THREADS threads: the maximum and the
  * sum of exp over the block (thread i's experts i, i + ROUTE_THREADS, ...,
  * the warps' xor trees, the warps' partials in order), the probabilities
@@ -89,7 +154,7 @@ static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t 
  * by redux (d_warp_best_redux): the same values, sums and picks. */
 #define ROUTE_EXP_KEEP 4
 
-template <bool FAST = false>
+template <bool FAST = false, bool RANK = false>
 static __device__ __forceinline__ void route_block_token(const memra_route_args_t &a, int64_t t, const float *l,
                                                          float *p, double *red)
 {
@@ -138,6 +203,10 @@ static __device__ __forceinline__ void route_block_token(const memra_route_args_
     for (int64_t e = threadIdx.x + (int64_t)KEEP * ROUTE_THREADS; e < ne; e += ROUTE_THREADS)
         p[e] = (float)(exp((double)l[e] - mx) / sum);
     __syncthreads();
+    if (RANK && ne <= ROUTE_RANK_MAX) {
+        route_pick_rank<FAST>(a, t, p, p + ne);
+        return;
+    }
     if (warp == 0)
         route_pick_warp<FAST>(a, t, p, p + ne, lane);
     __syncthreads();
