@@ -287,13 +287,8 @@ static __device__ __forceinline__ void tc_qk_scores(float (&sm)[MT][NK / 8][4], 
  * tile's row maxima mx0, mx1: the new maxima, s[][] replaced by exp2(s -
  * max), the sums (this thread's columns) and o rescaled. A row that has
  * seen no key yet keeps -inf: its reference is 0. emit(j) runs once s[j]
- * is final (the pair kernel writes its part of P there). LAZY: when no
- * row of the warp has a new maximum (every factor exactly 1, as at depth
- * once the maxima settle) the multiplications of o, which would leave it
- * as it is, are skipped (the same bits): they are 128 of the ~1400
- * instructions a 64-key tile takes a thread of the two-row-block pair
- * kernel (Nsight Compute, H100, 2026-12-06). */
-template <bool LAZY = false, int NJ, int NO, class Emit>
+ * is final (the pair kernel writes its part of P there). */
+template <int NJ, int NO, class Emit>
 static __device__ __forceinline__ void tc_softmax_step(float (&s)[NJ][4], float (&o)[NO][4], float mx0, float mx1,
                                                        float &m0, float &m1, float &l0, float &l1, Emit emit)
 {
@@ -315,8 +310,6 @@ static __device__ __forceinline__ void tc_softmax_step(float (&s)[NJ][4], float 
     }
     l0 = l0 * al0 + ps0;
     l1 = l1 * al1 + ps1;
-    if (LAZY && __all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f))
-        return;
 #pragma unroll
     for (int j = 0; j < NO; j++) {
         o[j][0] *= al0;
@@ -508,7 +501,7 @@ template <int HD, int BK, int T, bool QLO, int MT = 1> struct tc_pair_shape {
  * each row's arithmetic is the one-tile block's: the same bits (kernel
  * check attention.kv.f16.fast*.vs_f32: the f16 cache's path against the
  * f32 rows', which keep one row block). */
-template <int HD, int BK, int T, bool QLO = true, bool PIPE = false, int MT = 1, bool LAZY = false>
+template <int HD, int BK, int T, bool QLO = true, bool PIPE = false, int MT = 1>
 __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO, MT>::NTH, tc_pair_shape<HD, BK, T, QLO, MT>::MINB)
     fa_tc_pair_kernel(const tc_args f)
 {
@@ -645,7 +638,7 @@ __global__ void __launch_bounds__(tc_pair_shape<HD, BK, T, QLO, MT>::NTH, tc_pai
                 }
                 /* this part's sums (the parts are added at the end); this part
                  * of P, f16, for both warps' P·V */
-                tc_softmax_step<LAZY>(s, o[mt], mx0, mx1, m0[mt], m1[mt], l0[mt], l1[mt], [&](int j) {
+                tc_softmax_step(s, o[mt], mx0, mx1, m0[mt], m1[mt], l0[mt], l1[mt], [&](int j) {
                     *(uint32_t *)(Ps + r0 * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][0], s[j][1]);
                     *(uint32_t *)(Ps + (r0 + 8) * LP + cs * KH + j * 8 + tig * 2) = gq_pack(s[j][2], s[j][3]);
                 });
@@ -778,12 +771,12 @@ template <int HD> __global__ void __launch_bounds__(HD / 2) tc_merge_kernel(cons
 /* bytes of partials a launch may take (its tiles in waves below that) */
 #define TC_PART_BYTES ((size_t)64 << 20)
 
-template <int HD, int BK, int T, bool QLO, bool PIPE = false, int MT = 1, bool LAZY = false>
+template <int HD, int BK, int T, bool QLO, bool PIPE = false, int MT = 1>
 static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
 {
     using S = tc_pair_shape<HD, BK, T, QLO, MT>;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
-    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, MT, LAZY>,
+    MEMRA_CUDA_TRY(be, cudaFuncSetAttribute(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, MT>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem));
     tc_args f = f0;
     /* the splits the keys of tokens [t, t + n) fall in (the kernel's ranges) */
@@ -827,7 +820,7 @@ static memra_status_t tc_pair_launch_t(memra__backend_t *be, const tc_args &f0)
         f.qt0 = qt0;
         f.n_qt = n_qt - qt0 < wave ? n_qt - qt0 : wave;
         const dim3 grid((unsigned)((f.n_qt + MT - 1) / MT), (unsigned)f.a.n_head, (unsigned)gz);
-        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, MT, LAZY>, grid, S::NTH, S::smem, c->stream, f);
+        memra__launch(fa_tc_pair_kernel<HD, BK, T, QLO, PIPE, MT>, grid, S::NTH, S::smem, c->stream, f);
         MEMRA_CUDA_LAUNCHED(be);
         if (f.split_keys > 0) {
             memra__launch(tc_merge_kernel<HD>, dim3((unsigned)(f.n_qt * TC_BQ), (unsigned)f.a.n_head, 1), HD / 2, 0,
@@ -853,8 +846,7 @@ static memra_status_t tc_pair_launch(memra__backend_t *be, const tc_args &f, int
 memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_args_t *a, bool *done)
 {
     *done = false;
-    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, m32 = -1, full = -1,
-                lazy = -1;
+    static long on = -1, pairs = -1, pair_bk = -1, qlo = -1, split_keys = -1, pipe = -1, m32 = -1, full = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_FA_TC", 1);
         pairs = memra__cuda_env_long("MEMRA_FA_TC_PAIRS", 1);
@@ -890,11 +882,6 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
          * 16384 +1.7 % (H100, 2026-12-06). MEMRA_FA_TC_FULL=0 tests every
          * key (A/B) */
         full = memra__cuda_env_long("MEMRA_FA_TC_FULL", 1);
-        /* the two-row-block kernel's o rescaled only when a row of the
-         * warp has a new maximum (tc_softmax_step's LAZY; the same bits).
-         * Off until it is timed and its kernel-check lines compared on a
-         * device */
-        lazy = memra__cuda_env_long("MEMRA_FA_TC_LAZY", 0);
     }
     const int64_t hd = a->head_dim;
     /* K and V of one cache type (mixed pairs keep the flash-decoding kernel) */
@@ -933,9 +920,8 @@ memra_status_t memra__cuda_attention_tc(memra__backend_t *be, const memra_attn_a
         st = !pairs ? tc_launch<256, 128, 32>(be, f, t)
              : pair_bk == 32 ? tc_pair_launch<256, 32>(be, f, t)
              : no_qlo && pipe && t == KV_F16 && al16
-                 ? (m32 && lazy ? tc_pair_launch_t<256, 64, KV_F16, false, true, 2, true>(be, f)
-                    : m32        ? tc_pair_launch_t<256, 64, KV_F16, false, true, 2>(be, f)
-                                 : tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f))
+                 ? (m32 ? tc_pair_launch_t<256, 64, KV_F16, false, true, 2>(be, f)
+                        : tc_pair_launch_t<256, 64, KV_F16, false, true>(be, f))
              : no_qlo                                ? tc_pair_launch<256, 64, false>(be, f, t)
                                                      : tc_pair_launch<256, 64>(be, f, t);
         break;

@@ -215,9 +215,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # every key's mask test against the default's wholly seen tiles without
   # it: the same products
   kc_attn_vs MEMRA_FA_TC_FULL=0
-  # o rescaled only when a row has a new maximum (off by default until
-  # timed): skipping a product by exactly 1 keeps every bit
-  kc_attn_vs MEMRA_FA_TC_LAZY=1
 fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=1 MEMRA_FA_TC_PIPE=0 \
@@ -302,6 +299,10 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # instance (the default) against the one-block instance: the same
   # operations
   kc_vs MEMRA_GDN_BATCH_MINB2=0 gdn
+  # the route's picks by rank (the default) against warp 0's rounds: the
+  # same ids and weights
+  kc_vs MEMRA_ROUTE_RANK=0 route
+  kc_vs MEMRA_ROUTE_RANK=0 moe
 fi
 
 # ---- norm_ex chains with their rows in shared memory (cuda/norm_chain.cu) ----
