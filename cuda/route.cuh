@@ -39,6 +39,13 @@ static __device__ __forceinline__ void route_best_after(const float *p, int64_t 
     *be_out = be;
 }
 
+/* A pick's weight: its probability P, over the picks' sum WSUM (float64,
+ * in pick order) when A normalises. */
+static __device__ __forceinline__ float route_weight(const memra_route_args_t &a, float p, double wsum)
+{
+    return a.norm ? (float)((double)p / fmax(wsum, ROUTE_SUM_MIN)) : p;
+}
+
 /* Token T's top k of the probabilities P (all of them in shared memory)
  * by one warp: k rounds of the best expert strictly after the previous
  * pick in the order (prob descending, id ascending), which no partition of
@@ -74,7 +81,7 @@ static __device__ __forceinline__ void route_pick_warp(const memra_route_args_t 
     }
     __syncwarp();
     for (int64_t s = lane; s < a.k; s += 32)
-        w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
+        w[s] = route_weight(a, pk[s], wsum);
 }
 
 /* route_pick_warp's picks by rank, for at most ROUTE_RANK_MAX experts:
@@ -137,7 +144,7 @@ static __device__ __forceinline__ void route_pick_rank(const memra_route_args_t 
         double wsum = 0.0;
         for (int i = 0; i < k; i++)
             wsum += (double)pk[i];
-        w[s] = a.norm ? (float)((double)pk[s] / fmax(wsum, ROUTE_SUM_MIN)) : pk[s];
+        w[s] = route_weight(a, pk[s], wsum);
     }
     __syncthreads();
 }
