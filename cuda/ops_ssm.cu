@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <atomic>
+
 #include <cooperative_groups.h>
 
 #include "cuda_common.cuh"
@@ -134,12 +136,31 @@ static __device__ __forceinline__ void delta_store(const float (&s)[EPT], float 
     }
 }
 
+/* The float64 sum of a row's runs as SPLIT P lanes would add them (SPLIT =
+ * 1 or 2): lane PART's partial H holds its runs of slot e >> 2 = H mod
+ * SPLIT, which are lane H P + PART's of the wider split (run (e >> 2) P +
+ * part either way). The butterfly over the P lanes, then the partials
+ * added as its last level over SPLIT P lanes would (double addition
+ * commutes): the same bits as the wider split's. */
+template <int SPLIT>
+static __device__ __forceinline__ double delta_sum(double (&v)[SPLIT], int P)
+{
+    static_assert(SPLIT == 1 || SPLIT == 2, "delta_sum: SPLIT 1 or 2");
+#pragma unroll
+    for (int h = 0; h < SPLIT; h++)
+        for (int o = 1; o < P; o <<= 1)
+            v[h] += __shfl_xor_sync(0xffffffffu, v[h], o);
+    return SPLIT == 2 ? v[0] + v[SPLIT - 1] : v[0];
+}
+
 /* One token on the row held in S: decays and updates it, returns the row's
  * o (scaled, rounded) on every lane of the row. q and k sit in shared
  * memory (every row's lanes read them). Float-to-double conversions run
  * at a quarter of the FP64 rate on sm_90: the step's float64 work was its
- * limit (docs/PERFORMANCE.md), hence float32 within a run of four. */
-template <int EPT>
+ * limit (docs/PERFORMANCE.md), hence float32 within a run of four. SPLIT:
+ * the dots' sums as SPLIT P lanes of EPT / SPLIT elements add them
+ * (delta_sum), so that a row on P lanes gives a wider split's bits. */
+template <int EPT, int SPLIT = 1>
 static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *q_s, const float *k_s, int part, int P,
                                                   int d, double decay, double beta, double vm, float scale,
                                                   float q_scl = 1.0f, float k_scl = 1.0f)
@@ -150,7 +171,7 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
     /* u = Sᵀk and o = Sᵀq over runs of four elements (the unit a lane
      * holds): each run a float32 FMA chain, the runs added in float64 (the
      * CPU's delta_dot): one float64 conversion and add per four elements */
-    double u = 0.0;
+    double uh[SPLIT] = {};
 #pragma unroll
     for (int e = 0; e < EPT; e += 4) {
         const int i = delta_idx(e, part, P);
@@ -159,14 +180,13 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
         for (int c = 0; c < 4; c++)
             if (i + c < d)
                 r = __fmaf_rn(s[e + c], __fmul_rn(k_s[i + c], k_scl), r);
-        u += (double)r;
+        uh[(e >> 2) % SPLIT] += (double)r;
     }
-    for (int o = 1; o < P; o <<= 1)
-        u += __shfl_xor_sync(0xffffffffu, u, o);
+    const double u = delta_sum(uh, P);
     const double delta = beta * (vm - decay * u);
     /* the update in float32 (HF's precision), the CPU's expression */
     const float decay_f = (float)decay, delta_f = (float)delta;
-    double o_acc = 0.0;
+    double oh[SPLIT] = {};
 #pragma unroll
     for (int e = 0; e < EPT; e += 4) {
         const int i = delta_idx(e, part, P);
@@ -178,11 +198,9 @@ static __device__ __forceinline__ float delta_row(float (&s)[EPT], const float *
                 r = __fmaf_rn(s[e + c], __fmul_rn(q_s[i + c], q_scl), r);
             }
         }
-        o_acc += (double)r;
+        oh[(e >> 2) % SPLIT] += (double)r;
     }
-    for (int o = 1; o < P; o <<= 1)
-        o_acc += __shfl_xor_sync(0xffffffffu, o_acc, o);
-    return (float)((double)scale * o_acc);
+    return (float)((double)scale * delta_sum(oh, P));
 }
 
 /* Tokens staged per round: q and k of DELTA_STAGE_FLOATS / (2 d) tokens,
@@ -491,8 +509,9 @@ static __device__ __forceinline__ void gdn_conv_run(const memra_gdn_args_t &g, c
 /* TRIG: where a block lets the next kernel launch (MEMRA_GDN_TRIGGER): 0
  * at its start, 1 after the conv, 2 before the delta. The next launch is
  * the out projection, whose early weight copies otherwise queue ahead of
- * the step's own loads (2 against 0: +0.3 %, four passes in one run). */
-template <int EPT, bool CONV>
+ * the step's own loads (2 against 0: +0.3 %, four passes in one run).
+ * SPLIT: delta_row's sums as on SPLIT P lanes. */
+template <int EPT, bool CONV, int SPLIT = 1>
 static __device__ __forceinline__ void gdn_step(const memra_gdn_args_t &g, int P, int R, int B, int trig)
 {
     const int C = CONV ? R * B : 1; /* cluster size; B = 1 without CONV */
@@ -559,7 +578,7 @@ static __device__ __forceinline__ void gdn_step(const memra_gdn_args_t &g, int P
         const float q_scl = scl[0], k_scl = scl[1];
         if (trig >= 2 || (trig == 1 && !CONV))
             memra_pdl_launch();
-        const float o = delta_row(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale, q_scl, k_scl);
+        const float o = delta_row<EPT, SPLIT>(s, q_s, k_s, part, P, d, decay, beta, vm, a.scale, q_scl, k_scl);
         if (on && part == 0) {
             if (B == 1) {
                 o_s[m] = o;
@@ -696,11 +715,11 @@ struct gdn_batch {
  * SM the registers must allow. The one-sequence step (64 blocks of the
  * 9B's heads) has an SM per block and takes 128 registers a thread, which
  * leaves a block of 512 threads alone on its SM; a batched step has a
- * grid of blocks per sequence, and at one block an SM they run in waves
- * (16 sequences: 1024 blocks, ~8 waves). Two blocks an SM took the 9B's
- * steps of 16 and 32 rows up only 1.3 and 3.7 % (H100, 2026-12-06): the
- * waves are not most of that step's 67 us a layer. */
-template <int EPT, bool CONV, int MINB = 1>
+ * grid of blocks per sequence, and at one block an SM they run in waves.
+ * Two blocks an SM took the 9B's steps of 16 and 32 rows up only 1.3 and
+ * 3.7 % (H100, 2026-12-06). SPLIT = 2: a head's rows in one block where
+ * the one-sequence plan splits them over two (memra__cuda_gdn_batch). */
+template <int EPT, bool CONV, int MINB = 1, int SPLIT = 1>
 __global__ void __launch_bounds__(GDN_THREADS, MINB) gdn_batch_kernel(const __grid_constant__ gdn_batch b, int P, int R,
                                                                       int B, int trig)
 {
@@ -716,7 +735,7 @@ __global__ void __launch_bounds__(GDN_THREADS, MINB) gdn_batch_kernel(const __gr
     g.delta.state = it.state;
     g.z = it.z;
     g.y = it.y;
-    gdn_step<EPT, CONV>(g, P, R, B, trig);
+    gdn_step<EPT, CONV, SPLIT>(g, P, R, B, trig);
 }
 
 /* X and Y run the same kernel with the same arguments but for the
@@ -732,6 +751,77 @@ static bool gdn_same_shape(const memra_gdn_args_t *x, const memra_gdn_args_t *y)
            memcmp(&dx.scale, &dy.scale, sizeof dx.scale) == 0 && memcmp(&x->l2_eps, &y->l2_eps, sizeof x->l2_eps) == 0 &&
            x->norm_w == y->norm_w && memcmp(&x->norm_eps, &y->norm_eps, sizeof x->norm_eps) == 0 &&
            x->z_stride == y->z_stride;
+}
+
+/* Clusters of KERNEL (CLUSTER blocks of THREADS, SMEM bytes) the device
+ * runs at once, cached per device and shape (0: unknown). */
+template <typename K>
+static int gdn_active_clusters(K *kernel, int which, unsigned cluster, int threads, size_t smem)
+{
+    static std::atomic<uint64_t> cache[64][8];
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64)
+        dev = 0;
+    const uint64_t key = ((uint64_t)which << 60 | (uint64_t)(cluster & 15) << 56 | (uint64_t)(threads & 2047) << 44 |
+                          (uint64_t)(smem & 0xFFFFF) << 24) | (uint64_t)1 << 62;
+    for (int i = 0; i < 8; i++) {
+        const uint64_t e = cache[dev][i].load(std::memory_order_relaxed);
+        if ((e & ~(uint64_t)0xFFFF) == key)
+            return (int)(e & 0xFFFF);
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(cluster * 64);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = cluster;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+    }
+    n = n < 0 ? 0 : n > 0xFFFF ? 0xFFFF : n;
+    for (int i = 0; i < 8; i++) {
+        uint64_t empty = 0;
+        if (cache[dev][i].compare_exchange_strong(empty, key | (uint64_t)n))
+            return n;
+    }
+    return n;
+}
+
+/* Whether M items of plan P run with a head's rows in one block. The
+ * one-sequence plan splits them over two blocks (B = 2, clusters of 2R:
+ * the 9B's 64 blocks of 512 threads, one an SM), and a batched step's
+ * clusters run in waves of as many as the GPU holds: two 9B items took
+ * twice one item's time (14.2 against 7.1 us, H100). A head in one block
+ * (clusters of R, half the blocks, each thread twice the state) with
+ * delta_row summing as the two-block lanes do (SPLIT = 2: the same bits)
+ * runs in fewer waves; taken when it needs fewer than B = 2 does
+ * (MEMRA_GDN_BATCH_WHOLE=0: never, 2: whenever it fits). */
+static bool gdn_batch_whole_heads(const gdn_plan &p, const memra_delta_args_t &d, int m)
+{
+    static long mode = -1;
+    if (mode < 0)
+        mode = memra__cuda_env_long("MEMRA_GDN_BATCH_WHOLE", 1);
+    const int64_t dd = d.d, heads = d.n_v / p.R; /* clusters an item, either plan */
+    if (mode == 0 || !p.conv_in || p.B != 2 || (2 * dd + p.R - 1) / p.R + dd > p.threads)
+        return false;
+    if (mode == 2)
+        return true;
+    const size_t smem = (size_t)dd * 4 * sizeof(float);
+    const int two = gdn_active_clusters(gdn_batch_kernel<DELTA_EPT / 2, true>, 0, (unsigned)(2 * p.R), p.threads, smem);
+    const int one =
+        gdn_active_clusters(gdn_batch_kernel<DELTA_EPT, true, 1, 2>, 1, (unsigned)p.R, p.threads, smem);
+    if (two < 1 || one < 1)
+        return false;
+    const int64_t n = heads * m;
+    return (n + one - 1) / one < (n + two - 1) / two;
 }
 
 /* The one-token steps of one shape that the fused kernel takes whole (the
@@ -771,7 +861,10 @@ memra_status_t memra__cuda_gdn_batch(memra__backend_t *be, const memra_gdn_args_
     static long minb2 = -1;
     if (minb2 < 0)
         minb2 = memra__cuda_env_long("MEMRA_GDN_BATCH_MINB2", 16);
-    if (p0.conv_in && p0.B == 2)
+    if (gdn_batch_whole_heads(p0, d, m))
+        memra__launch_cluster(gdn_batch_kernel<DELTA_EPT, true, 1, 2>, dim3((unsigned)d.n_v, (unsigned)m), p0.threads,
+                              smem, c->stream, (unsigned)p0.R, b, p0.P, (int)p0.R, 1, trig);
+    else if (p0.conv_in && p0.B == 2)
         memra__launch_cluster(minb2 > 0 && m >= minb2 ? gdn_batch_kernel<DELTA_EPT / 2, true, 2>
                                                       : gdn_batch_kernel<DELTA_EPT / 2, true>,
                               dim3((unsigned)(d.n_v * 2), (unsigned)m), p0.threads, smem, c->stream,

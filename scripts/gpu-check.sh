@@ -299,6 +299,11 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # instance (the default) against the one-block instance: the same
   # operations
   kc_vs MEMRA_GDN_BATCH_MINB2=0 gdn
+  # batched steps with a head's rows in one block where that needs fewer
+  # waves (the default) against never (=0) and whenever it fits (=2):
+  # delta_row sums as the two-block plan's lanes, the same bits
+  kc_vs MEMRA_GDN_BATCH_WHOLE=0 gdn
+  kc_vs MEMRA_GDN_BATCH_WHOLE=2 gdn
   # the route's picks by rank (the default) against warp 0's rounds: the
   # same ids and weights
   kc_vs MEMRA_ROUTE_RANK=0 route

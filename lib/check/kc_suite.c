@@ -796,7 +796,10 @@ static void run_suite(kc *k)
     AT_BATCH("attention.batch.fast", 16, F16, F16, 3000, 16, 4, 256, 0, true, 9, false, true);
 #undef AT_BATCH
     KC(memra__kc_gdn_batch(k, "gdn.batch.conv", 16, 16, 32, 128, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv.rows2", 2, 16, 32, 128, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv.rows4", 4, 16, 32, 128, true, 0, false));
     KC(memra__kc_gdn_batch(k, "gdn.batch.conv.27b", 8, 16, 48, 128, true, 0, false));
+    KC(memra__kc_gdn_batch(k, "gdn.batch.conv.27b.rows2", 2, 16, 48, 128, true, 0, false));
     KC(memra__kc_gdn_batch(k, "gdn.batch.conv.r8", 8, 2, 16, 64, true, 0, false));
     KC(memra__kc_gdn_batch(k, "gdn.batch.conv.fixture", 64, 2, 4, 16, true, 0, false));
     KC(memra__kc_gdn_batch(k, "gdn.batch.noconv", 8, 16, 32, 128, false, 0, false));
