@@ -709,11 +709,28 @@ template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args 
     const int occ = mmv_occupancy(kernel, smem, cache);
     if (occ == 0)
         return false;
-    const dim3 grid = mmv_moe_grid(a.rows, occ, sm_count, gy);
+    dim3 grid = mmv_moe_grid(a.rows, occ, sm_count, gy);
+    /* GLU, one item a pass: a block's gate and up dots dealt to its warps
+     * one by one (mmv_moe_kernel's units) where a block's run of rows fits
+     * its table and the busiest warp then takes fewer dots than with whole
+     * rows a warp (MEMRA_MOE_GLU_UNITS=1); =2 also where it takes as many,
+     * =0 never (A/B) */
+    static long units = -1;
+    if (units < 0)
+        units = memra__cuda_env_long("MEMRA_MOE_GLU_UNITS", 1);
+    if (!DOWN && !a.pack && units) {
+        const dim3 g2 = mmv_moe_grid(2 * a.rows, occ, sm_count, gy);
+        const int64_t w = (int64_t)grid.x * MMV_WARPS, per_block = (a.rows + g2.x - 1) / g2.x;
+        const int64_t dots_rows = 2 * ((a.rows + w - 1) / w), dots_units = (2 * per_block + MMV_WARPS - 1) / MMV_WARPS;
+        if (per_block <= MMV_MOE_UNIT_ROWS && (dots_units < dots_rows || (units == 2 && dots_units == dots_rows))) {
+            grid = g2;
+            a.units = 1;
+        }
+    }
     if (mmv_debug())
-        fprintf(stderr, "mmv moe %s type %d%s: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+        fprintf(stderr, "mmv moe %s type %d%s: %lld x %lld, k %d%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu%s\n",
                 DOWN ? "down" : "glu", T, TMA ? " tma" : "", (long long)a.m.ne0, (long long)a.rows, a.k,
-                a.shW[0] ? " +shared" : "", grid.x, grid.y, occ, a.m.ring, smem);
+                a.shW[0] ? " +shared" : "", grid.x, grid.y, occ, a.m.ring, smem, a.units ? ", units" : "");
     if (mmv_debug() && a.pack)
         fprintf(stderr, "mmv moe %s: packed passes, %d lanes an item\n", DOWN ? "down" : "glu", a.pack);
     return memra__launch(mmv_moe_kernel<T, TMA, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
