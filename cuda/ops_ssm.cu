@@ -615,6 +615,14 @@ struct gdn_plan {
     int64_t R;
 };
 
+/* Whether the conv's slots fit a block of THREADS with a head's D rows over
+ * B blocks of a cluster of R B: 1/(R B) of the key head's 2D q|k channels
+ * and the block's D/B v rows (gdn_conv_prep). */
+static bool gdn_slots_fit(int64_t d, int64_t R, int64_t b, int threads)
+{
+    return (2 * d + R * b - 1) / (R * b) + d / b <= threads;
+}
+
 static gdn_plan gdn_plan_of(const memra_gdn_args_t *g)
 {
     gdn_plan p = {};
@@ -645,9 +653,8 @@ static gdn_plan gdn_plan_of(const memra_gdn_args_t *g)
      * conversions and five operations per state element) was its limit,
      * 3.3 us of an 11 us step (per-phase %globaltimer stamps, H200); one
      * run: 335.3 / 335.6 tok/s against 331.5 / 329.1 for a block per head */
-    auto slots_fit = [&](int64_t b) { return (2 * d + p.R * b - 1) / (p.R * b) + d / b <= p.threads; };
-    p.B = conv_fits && d % 2 == 0 && p.R * 2 <= GDN_MAX_CLUSTER && slots_fit(2) ? 2 : 1;
-    p.conv_in = conv_fits && p.R * p.B <= GDN_MAX_CLUSTER && slots_fit(p.B);
+    p.B = conv_fits && d % 2 == 0 && p.R * 2 <= GDN_MAX_CLUSTER && gdn_slots_fit(d, p.R, 2, p.threads) ? 2 : 1;
+    p.conv_in = conv_fits && p.R * p.B <= GDN_MAX_CLUSTER && gdn_slots_fit(d, p.R, p.B, p.threads);
     return p;
 }
 
@@ -810,7 +817,7 @@ static bool gdn_batch_whole_heads(const gdn_plan &p, const memra_delta_args_t &d
     if (mode < 0)
         mode = memra__cuda_env_long("MEMRA_GDN_BATCH_WHOLE", 1);
     const int64_t dd = d.d, heads = d.n_v / p.R; /* clusters an item, either plan */
-    if (mode == 0 || !p.conv_in || p.B != 2 || (2 * dd + p.R - 1) / p.R + dd > p.threads)
+    if (mode == 0 || !p.conv_in || p.B != 2 || !gdn_slots_fit(dd, p.R, 1, p.threads))
         return false;
     if (mode == 2)
         return true;
