@@ -106,7 +106,8 @@ memra_status_t memra__cuda_route(memra__backend_t *be, const memra_route_args_t 
          * the 35B-A3B's --batch 1,2,4,8 309.8 / 503.6 / 745.6 / 1055.6
          * against 298.3 / 483.7 / 724.4 / 1029.7 tok/s with warp 0's
          * rounds, the 26B-A4B's 297.0 / 456.5 / 628.5 / 1048.8 against
-         * 290.5 / 447.4 / 621.7 / 1037.1; H100, 2026-12-06); 0: the rounds */
+         * 290.5 / 447.4 / 621.7 / 1037.1; H100, 2026-12-06); 0: the rounds.
+         * MEMRA_ROUTE_REDUX=0 keeps the plain kernel whole, rounds included */
         rank = memra__cuda_env_long("MEMRA_ROUTE_RANK", 1);
     }
     const size_t smem = (size_t)(a->n_expert + a->k) * sizeof(float); /* the probabilities, the picks */
