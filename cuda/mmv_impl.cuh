@@ -57,7 +57,7 @@ static bool mmv_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s, 
         kernel = (const void *)mmv_f_kernel<T, R>;
     else
         kernel = (const void *)mmv_q_kernel<T, R, TMA>;
-    static std::atomic<uint64_t> cache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
     size_t xbytes = mmv_x_bytes<T>(a.ne0, R);
     if (mmv_ring_bytes<T>(MMV_RING_MIN) + xbytes > MMV_SMEM_MAX) {
         if (a.norm)
@@ -157,7 +157,7 @@ static int mmv_q8_slot(const mmv_args &a)
  * 0 = not yet asked). Sets *SMEM and returns the depth, or returns D0
  * when nothing deeper fits. The ring depth changes no bit. */
 static int mmv_ring_deepen(const void *kernel, int occ, size_t xb, size_t item, int d0,
-                           std::atomic<size_t> (&budget)[64], std::atomic<uint64_t> (*cache)[8], size_t *smem,
+                           std::atomic<size_t> (&budget)[64], dev_cache_row *cache, size_t *smem,
                            size_t smem_max = MMV_SMEM_MAX)
 {
     int dev = 0;
@@ -230,7 +230,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    static std::atomic<uint64_t> caches[3][64][8]; /* per kernel: the attributes are set once per kernel */
+    static dev_cache_row caches[3][DEV_CACHE_DEVICES]; /* per kernel: the attributes are set once per kernel */
     static const void *const kernels[3] = {(const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>,
                                            (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
                                            (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>};
@@ -277,7 +277,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
          * Each row's dot and sum are the default's, only the warp walking
          * the row differs, so the bits are the same. */
         const void *kw = (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>;
-        static std::atomic<uint64_t> cache_w[64][8];
+        static dev_cache_row cache_w[DEV_CACHE_DEVICES];
         const size_t smem_w = (size_t)MMV_Q8D_WIDE_NW * a.ring * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
         if (smem_w <= MMV_Q8D_WIDE_SMEM_MAX &&
             mmv_occupancy(kw, smem_w, cache_w, MMV_Q8D_WIDE_SMEM_MAX, MMV_Q8D_WIDE_NW * 32) >= 1) {
@@ -335,7 +335,7 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
         return false;
     const size_t xb = mmv_x_bytes<T>(a.ne0, Q8P_NR), item = (size_t)MMV_WARPS * Q8P_M * a.q8_slot;
     const void *kernel = (const void *)mmv_q8p_kernel<T>;
-    static std::atomic<uint64_t> cache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
     size_t smem = 2 * item + xb;
     const size_t smax = MMV_Q8D_WIDE_SMEM_MAX; /* the deepened ring's cap; a ring of two keeps MMV_SMEM_MAX's */
     const int occ = smem <= MMV_SMEM_MAX ? mmv_occupancy(kernel, smem, cache, smax) : 0;
@@ -356,7 +356,7 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
  * column; false when it does not apply or fit. */
 template <int RH, bool OFF> static bool mmv_launch_q8b_rh(mmv_args a, int R, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static std::atomic<uint64_t> cache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
     const size_t smem = q8b_smem(a.ne0, R, OFF);
     const int occ = mmv_occupancy((const void *)mmv_q8b_kernel<RH, OFF>, smem, cache, Q8B_SMEM_MAX);
     if (occ == 0)
@@ -653,7 +653,7 @@ template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbyt
     a.m.ring = d;
     a.m.xsm = 1;
     const size_t smem = bytes(d);
-    static std::atomic<uint64_t> cache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
     const int occ = mmv_occupancy((const void *)mmv_moe_slot_kernel<DOWN>, smem, cache);
     if (occ == 0)
         return false;
@@ -668,7 +668,7 @@ template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbyt
 template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
     const void *kernel = (const void *)mmv_moe_kernel<T, TMA, DOWN>;
-    static std::atomic<uint64_t> cache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
     const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
     const size_t xbytes = mmv_x_bytes<T>(a.m.ne0, nr);
     /* A row shorter than a segment (the experts' down rows: 704 or 512

@@ -8,7 +8,7 @@ static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
 
 template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static std::atomic<uint64_t> cache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
     const size_t xbytes = kq_x_bytes<T>(a.ne0, R);
     a.ring = kq_ring_depth<T>(xbytes);
     size_t smem = kq_smem_bytes<T>(a.ne0, R, a.ring);

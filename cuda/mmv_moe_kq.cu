@@ -26,7 +26,7 @@ int mmv_moe_kq_pack(int t, int64_t ne0)
 
 template <int T, bool DOWN> static bool moe_kq_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static std::atomic<uint64_t> cache[64][8], pcache[64][8];
+    static dev_cache_row cache[DEV_CACHE_DEVICES], pcache[DEV_CACHE_DEVICES];
     const int nr = DOWN ? a.k + (a.shW[0] != NULL) : 1;
     /* the ring as deep as mmv_kq_kernel's next to the same x (the depth moves no bit) */
     a.m.ring = kq_ring_depth<T>(kq_x_bytes<T>(a.m.ne0, nr));

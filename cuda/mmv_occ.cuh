@@ -7,48 +7,33 @@
 #include <atomic>
 #include <stdint.h>
 
+#include "dev_cache.cuh"
 #include "mmv.cuh"
 
 /* Blocks of KERNEL (THREADS a block) resident per SM with SMEM bytes of
- * dynamic shared memory, cached per device and size (pipeline stages
- * launch on several GPUs from several threads: entries are single atomic
- * words). */
-static int mmv_occupancy(const void *kernel, size_t smem, std::atomic<uint64_t> (*cache)[8],
-                         size_t smem_max = MMV_SMEM_MAX, int threads = MMV_THREADS)
+ * dynamic shared memory, cached per device and size (cuda/dev_cache.cuh;
+ * a call site's own CACHE, so the key is the size alone). */
+static int mmv_occupancy(const void *kernel, size_t smem, dev_cache_row *cache, size_t smem_max = MMV_SMEM_MAX,
+                         int threads = MMV_THREADS)
 {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        dev = 0;
-    std::atomic<uint64_t> *c = cache[dev];
-    const uint64_t key = (uint64_t)(smem + 1) << 8;
-    for (int i = 0; i < 8; i++) {
-        const uint64_t e = c[i].load(std::memory_order_relaxed);
-        if ((e & ~(uint64_t)0xFF) == key)
-            return (int)(e & 0xFF);
-    }
+    dev_cache_row &row = dev_cache_here(cache);
+    const uint64_t key = dev_cache_key((uint64_t)smem);
+    int n = 0;
+    if (dev_cache_get(row, key, &n))
+        return n;
     /* the attributes are per device too; setting them again is harmless.
      * All of the carveout to shared memory: the weights bypass L1. */
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max) != cudaSuccess ||
         cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
             cudaSuccess)
         cudaGetLastError();
-    int n = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }
     if (n < 1)
-        return 0;
-    if (n > 255)
-        n = 255;
-    for (int i = 0; i < 8; i++) {
-        uint64_t empty = 0;
-        if (c[i].compare_exchange_strong(empty, key | (uint64_t)n))
-            return n;
-    }
-    c[(smem >> 4) & 7].store(key | (uint64_t)n, std::memory_order_relaxed);
-    return n;
+        return 0; /* not cached: asked again next time */
+    return dev_cache_put(row, key, n > 255 ? 255 : n);
 }
 
 /* Dynamic shared memory one block of KERNEL may take so that OCC blocks

@@ -8,11 +8,10 @@
 #include <math.h>
 #include <string.h>
 
-#include <atomic>
-
 #include <cooperative_groups.h>
 
 #include "cuda_common.cuh"
+#include "dev_cache.cuh"
 #include "fmath.h"
 #include "math.cuh"
 
@@ -761,22 +760,18 @@ static bool gdn_same_shape(const memra_gdn_args_t *x, const memra_gdn_args_t *y)
 }
 
 /* Clusters of KERNEL (CLUSTER blocks of THREADS, SMEM bytes) the device
- * runs at once, cached per device and shape (0: unknown). */
+ * runs at once, cached per device and shape (cuda/dev_cache.cuh; 0:
+ * unknown). WHICH tells the kernels apart in the one cache. */
 template <typename K>
 static int gdn_active_clusters(K *kernel, int which, unsigned cluster, int threads, size_t smem)
 {
-    static std::atomic<uint64_t> cache[64][8];
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64)
-        dev = 0;
-    const uint64_t key = ((uint64_t)which << 60 | (uint64_t)(cluster & 15) << 56 | (uint64_t)(threads & 2047) << 44 |
-                          (uint64_t)(smem & 0xFFFFF) << 24) | (uint64_t)1 << 62;
-    for (int i = 0; i < 8; i++) {
-        const uint64_t e = cache[dev][i].load(std::memory_order_relaxed);
-        if ((e & ~(uint64_t)0xFFFF) == key)
-            return (int)(e & 0xFFFF);
-    }
+    static dev_cache_row cache[DEV_CACHE_DEVICES];
+    dev_cache_row &row = dev_cache_here(cache);
+    const uint64_t key = dev_cache_key((uint64_t)which << 40 | (uint64_t)(cluster & 15) << 32 |
+                                       (uint64_t)(threads & 2047) << 20 | (uint64_t)(smem & 0xFFFFF));
+    int n = 0;
+    if (dev_cache_get(row, key, &n))
+        return n;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(cluster * 64);
     cfg.blockDim = dim3((unsigned)threads);
@@ -788,18 +783,11 @@ static int gdn_active_clusters(K *kernel, int which, unsigned cluster, int threa
     attr.val.clusterDim.z = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    int n = 0;
     if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
     }
-    n = n < 0 ? 0 : n > 0xFFFF ? 0xFFFF : n;
-    for (int i = 0; i < 8; i++) {
-        uint64_t empty = 0;
-        if (cache[dev][i].compare_exchange_strong(empty, key | (uint64_t)n))
-            return n;
-    }
-    return n;
+    return dev_cache_put(row, key, n < 0 ? 0 : n > 0xFFFF ? 0xFFFF : n);
 }
 
 /* Whether M items of plan P run with a head's rows in one block. The
