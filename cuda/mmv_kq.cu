@@ -6,6 +6,34 @@
 
 static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
 
+/* Launches of rows that end in a short segment (a row of NE0 elements is
+ * not a whole number of KQ_SBS super-block segments: Gemma 4's 2560 and
+ * 2816, the 27B's 5120, the 31B's 5376) whose warps walk at most four
+ * items each at the default grid (NGRP row pairs over NB blocks) take a
+ * ring of four items (MEMRA_MMV_KQ_SHORT_RING, default 4; 2 keeps the
+ * default ring): at 2816 wide two blocks an SM instead of three.
+ * Measured on an H100 (docs/PERFORMANCE.md, 2026-12-06; tg64, two runs
+ * each): the 26B-A4B Q4_K 314.6 / 314.9 tok/s against 294.1 / 294.5, the
+ * E4B Q4_K 278.1 / 279.0 against 274.7 / 274.5; the 31B Q4_K has no such
+ * launch. Why rows of whole segments stay: the same ring for every
+ * launch of at most four items a warp took the 9B's and the 35B-A3B's
+ * Q4_K tg -0.4 and -1.2 %, and the heads (hundreds of items a warp) are
+ * slower with any deeper ring (the 26B-A4B's Q6_K head 354 -> 497 us at
+ * a ring of four, one block an SM). */
+static int kq_ring_short(void)
+{
+    static long d = -1;
+    if (d < 0)
+        d = memra__cuda_env_long("MEMRA_MMV_KQ_SHORT_RING", 4);
+    return d >= 2 && d <= KQ_RING_MAX ? (int)d : 2;
+}
+
+static bool kq_short_launch(int64_t ne0, int64_t ngrp, int64_t nb)
+{
+    const int64_t nsb = ne0 / 256, nseg = (nsb + KQ_SBS - 1) / KQ_SBS, nwarps = nb * MMV_WARPS;
+    return nsb % KQ_SBS != 0 && (ngrp + nwarps - 1) / nwarps * nseg <= 4;
+}
+
 template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
     static dev_cache_row cache[DEV_CACHE_DEVICES];
@@ -19,13 +47,29 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
             return false;
     }
     a.xsm = 1;
-    const int occ = mmv_occupancy((const void *)mmv_kq_kernel<T, R>, smem, cache);
+    int occ = mmv_occupancy((const void *)mmv_kq_kernel<T, R>, smem, cache);
     if (occ == 0)
         return false;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    const int sms = sm_count > 0 ? sm_count : 132;
+    int64_t cap = (int64_t)occ * sms / gy;
     cap = cap < 1 ? 1 : cap;
+    if (R == 1 && gy == 1 && kq_short_launch(a.ne0, ngrp, need < cap ? need : cap)) {
+        /* the deeper ring: fewer blocks an SM (the ring depth and the grid
+         * move no bit: every row's lanes and sums are the same) */
+        const int d = kq_ring_short();
+        const size_t s2 = kq_smem_bytes<T>(a.ne0, R, d);
+        const int o2 =
+            d > a.ring && s2 <= MMV_SMEM_MAX ? mmv_occupancy((const void *)mmv_kq_kernel<T, R>, s2, cache) : 0;
+        if (o2 > 0) {
+            a.ring = d;
+            smem = s2;
+            occ = o2;
+            cap = (int64_t)occ * sms / gy;
+            cap = cap < 1 ? 1 : cap;
+        }
+    }
     const unsigned gx = (unsigned)(need < cap ? need : cap);
     static long probe = -1;
     if (probe < 0)
