@@ -11,7 +11,8 @@ static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
  * 2816, the 27B's 5120, the 31B's 5376) whose warps walk at most four
  * items each at the default grid (NGRP row pairs over NB blocks) take a
  * ring of four items (MEMRA_MMV_KQ_SHORT_RING, default 4; 2 keeps the
- * default ring): at 2816 wide two blocks an SM instead of three.
+ * default ring) where that keeps two blocks an SM: Q4_K at 2816 wide two
+ * instead of three.
  * Measured on an H100 (docs/PERFORMANCE.md, 2026-12-06; tg64, two runs
  * each): the 26B-A4B Q4_K 314.6 / 314.9 tok/s against 294.1 / 294.5, the
  * E4B Q4_K 278.1 / 279.0 against 274.7 / 274.5; the 31B Q4_K has no such
@@ -62,7 +63,7 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
         const size_t s2 = kq_smem_bytes<T>(a.ne0, R, d);
         const int o2 =
             d > a.ring && s2 <= MMV_SMEM_MAX ? mmv_occupancy((const void *)mmv_kq_kernel<T, R>, s2, cache) : 0;
-        if (o2 > 0) {
+        if (o2 >= 2) { /* at one block an SM (a Q6_K row's slot at 2816 wide) unmeasured: not taken */
             a.ring = d;
             smem = s2;
             occ = o2;
