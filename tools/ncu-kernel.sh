@@ -25,7 +25,8 @@ grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Achieved Occupancy|Warp Cycles 
   "$OUT/ncu-details.txt" | cut -c1-220 | head -60
 # the source page holds several tables, each after a "Kernel Name" line
 # with its own header (launches of one function may repeat one table:
-# match the instruction totals with the details page). Per table: the
+# match the instruction totals with the details page; a table of the same
+# kernel and instruction total as an earlier one is named, not listed). Per table: the
 # opcodes' shares of the instructions and of the stall samples, the stall
 # reasons, the most sampled instructions; and its per-instruction counts
 # (address, executions, samples, SASS) in $OUT/sass<i>.txt
@@ -41,6 +42,7 @@ for r in csv.reader(open(sys.argv[1], errors="replace")):
 if not blocks:
     print("no source table"); sys.exit()
 num = lambda v: float(v) if v not in ("", None) else 0.0
+seen = {}
 for bi, (name, b) in enumerate(blocks):
     if not b or "Source" not in b[0]:
         continue
@@ -50,6 +52,10 @@ for bi, (name, b) in enumerate(blocks):
     st = next((i for i, c in enumerate(hdr) if c.startswith("Warp Stall Sampling (All")), None)
     stall = lambda r: num(r[st]) if st is not None else 0.0
     tot, tst = sum(num(r[ie]) for r in body), sum(stall(r) for r in body) or 1.0
+    if (name, tot) in seen:  # a repeated table: one listing and one sass file each
+        print("== table %d: as table %d" % (bi, seen[(name, tot)]))
+        continue
+    seen[(name, tot)] = bi
     print("== table %d: %s, %.0f warp instructions" % (bi, name[:80], tot))
     op, ops = collections.Counter(), collections.Counter()
     for r in body:
