@@ -18,7 +18,7 @@ static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
  * E4B Q4_K 278.1 / 279.0 against 274.7 / 274.5; the 31B Q4_K has no such
  * launch. Why rows of whole segments stay: the same ring for every
  * launch of at most four items a warp took the 9B's and the 35B-A3B's
- * Q4_K tg -0.4 and -1.2 %, and the heads (hundreds of items a warp) are
+ * Q4_K tg -0.5 and -1.2 %, and the heads (hundreds of items a warp) are
  * slower with any deeper ring (the 26B-A4B's Q6_K head 354 -> 497 us at
  * a ring of four, one block an SM). */
 static int kq_ring_short(void)
