@@ -53,10 +53,13 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
         return false;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
-    const int sms = sm_count > 0 ? sm_count : 132;
-    int64_t cap = (int64_t)occ * sms / gy;
-    cap = cap < 1 ? 1 : cap;
-    if (R == 1 && gy == 1 && kq_short_launch(a.ne0, ngrp, need < cap ? need : cap)) {
+    /* blocks along x: one warp a row pair, at most OC blocks an SM over the GY problems */
+    auto blocks = [&](int oc) {
+        int64_t cap = (int64_t)oc * (sm_count > 0 ? sm_count : 132) / gy;
+        cap = cap < 1 ? 1 : cap;
+        return need < cap ? need : cap;
+    };
+    if (R == 1 && gy == 1 && kq_short_launch(a.ne0, ngrp, blocks(occ))) {
         /* the deeper ring: fewer blocks an SM (the ring depth and the grid
          * move no bit: every row's lanes and sums are the same) */
         const int d = kq_ring_short();
@@ -67,11 +70,9 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
             a.ring = d;
             smem = s2;
             occ = o2;
-            cap = (int64_t)occ * sms / gy;
-            cap = cap < 1 ? 1 : cap;
         }
     }
-    const unsigned gx = (unsigned)(need < cap ? need : cap);
+    const unsigned gx = (unsigned)blocks(occ);
     static long probe = -1;
     if (probe < 0)
         probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;

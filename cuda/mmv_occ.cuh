@@ -4,7 +4,6 @@
 #ifndef MEMRA_CUDA_MMV_OCC_CUH
 #define MEMRA_CUDA_MMV_OCC_CUH
 
-#include <atomic>
 #include <stdint.h>
 
 #include "dev_cache.cuh"
