@@ -20,7 +20,8 @@
 # types from its --help: q8_0, q4_k, q5_k, q6_k, q4_0; or the groups
 # "table" (the default: the issues' seven rows), "extra" (the other
 # released sizes, the 9B in Q5_K, Q6_K and Q4_0, Q4_K and Q4_0 MoE files,
-# the E4B and the 31B (20 layers) in Q4_K;
+# the E4B, the 31B (20 layers), the 4B and the 27B in Q4_K (rows that end
+# in a short K-quant segment: 2560 and 5120 wide);
 # the Qwen3.5-122B-A10B Q4_K at 24 of its 48 layers, 35 GB: the whole file
 # does not fit the machine's 64 GiB disk) and "all"),
 # B (memra build folder, default /tmp/build-gpu, where scripts/gpu-check.sh builds), PEER (llama.cpp folder with
@@ -71,7 +72,7 @@ BATCH_P=${BATCH_P:-128}
 BATCH_N=${BATCH_N:-128}
 # the issues' table, and the released shapes and quants outside it
 TABLE="qwen3.5-9b:q8_0 qwen3.5-9b:q4_k qwen3.6-27b:q8_0 qwen3.6-35b-a3b:q8_0 gemma-4-e4b:q8_0 gemma-4-26b-a4b:q8_0 gemma-4-31b:q8_0:20"
-EXTRA="qwen3.5-0.8b:q8_0 qwen3.5-2b:q8_0 qwen3.5-4b:q8_0 gemma-4-e2b:q8_0 qwen3.5-9b:q5_k qwen3.5-9b:q6_k qwen3.5-9b:q4_0 qwen3.6-35b-a3b:q4_k qwen3.6-35b-a3b:q4_0 gemma-4-26b-a4b:q4_k gemma-4-e4b:q4_k gemma-4-31b:q4_k:20 qwen3.5-122b-a10b:q4_k:24"
+EXTRA="qwen3.5-0.8b:q8_0 qwen3.5-2b:q8_0 qwen3.5-4b:q8_0 gemma-4-e2b:q8_0 qwen3.5-9b:q5_k qwen3.5-9b:q6_k qwen3.5-9b:q4_0 qwen3.6-35b-a3b:q4_k qwen3.6-35b-a3b:q4_0 gemma-4-26b-a4b:q4_k gemma-4-e4b:q4_k gemma-4-31b:q4_k:20 qwen3.5-4b:q4_k qwen3.6-27b:q4_k qwen3.5-122b-a10b:q4_k:24"
 ms=""
 for m in ${MODELS:-table}; do
   case $m in table) ms+=" $TABLE" ;; extra) ms+=" $EXTRA" ;; all) ms+=" $TABLE $EXTRA" ;; *) ms+=" $m" ;; esac
