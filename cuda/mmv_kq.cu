@@ -31,8 +31,9 @@ static int kq_ring_short(void)
 
 static bool kq_short_launch(int64_t ne0, int64_t ngrp, int64_t nb)
 {
-    const int64_t nsb = ne0 / 256, nseg = (nsb + KQ_SBS - 1) / KQ_SBS, nwarps = nb * MMV_WARPS;
-    return nsb % KQ_SBS != 0 && (ngrp + nwarps - 1) / nwarps * nseg <= 4;
+    const int nsb = (int)(ne0 / 256);
+    const int64_t nwarps = nb * MMV_WARPS;
+    return nsb % KQ_SBS != 0 && (ngrp + nwarps - 1) / nwarps * kq_nseg(nsb) <= 4;
 }
 
 template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s)

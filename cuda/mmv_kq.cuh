@@ -132,7 +132,7 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
     if (!mmv_setup<R>(a, x, nr, yrow, woff))
         return;
     const int D = a.ring;
-    const int nsb = (int)(a.ne0 / 256), nseg = (nsb + KQ_SBS - 1) / KQ_SBS;
+    const int nsb = (int)(a.ne0 / 256), nseg = kq_nseg(nsb);
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M;
     const int64_t gstride = (int64_t)gridDim.x * MMV_WARPS, g0 = (int64_t)blockIdx.x * MMV_WARPS + warp;

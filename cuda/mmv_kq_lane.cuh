@@ -53,6 +53,13 @@ extern "C" {
 #define KQ_M 2   /* weight rows per item (they share each x load) */
 #define KQ_SBS 8 /* super-blocks per segment: one 64-weight share per lane */
 
+/* Segments (items) of a row of NSB super-blocks: KQ_SBS each, the last
+ * one short when NSB is not a multiple of KQ_SBS. */
+static __host__ __device__ __forceinline__ int kq_nseg(int nsb)
+{
+    return (nsb + KQ_SBS - 1) / KQ_SBS;
+}
+
 /* unrolled in device code (the host compiler does not know the pragma) */
 #ifdef __CUDA_ARCH__
 #define KQ_UNROLL _Pragma("unroll")

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2; /* parts: slots (+ shared), or gate and up */
     const int D = a.m.ring;
     const int64_t ne0 = a.m.ne0;
-    const int nsb = (int)(ne0 / 256), nseg = (nsb + KQ_SBS - 1) / KQ_SBS;
+    const int nsb = (int)(ne0 / 256), nseg = kq_nseg(nsb);
     const int npi = DOWN ? np : 1; /* parts walked per group (GLU: both rows are in every item) */
     const int64_t nv = a.rows, ngrp = DOWN ? (nv + KQ_M - 1) / KQ_M : nv;
     const int64_t gstride = (int64_t)gridDim.x * MMV_WARPS, g0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
