@@ -1109,6 +1109,13 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
 #define MMV_Q8D_DEFAULT 0
 #define MMV_Q8D_GROUPED 1
 #define MMV_Q8D_SPLIT 2
+/* SPREAD: DEFAULT's walk with the grid's warps ranked across blocks first
+ * (rank = warp * gridDim.x + block), so that rows short of a full round
+ * spread over every block (and SM) instead of filling the first blocks;
+ * the launcher pairs it with a grid of every block that fits
+ * (mmv_q8d_spread, mmv_impl.cuh). Only the warp walking a row changes, so
+ * the same bits. */
+#define MMV_Q8D_SPREAD 3
 
 /* One instantiation per MODE serves every fused epilogue (mmv_store's
  * runtime branches): variants specialized per epilogue (GLU, ADD, conv;
@@ -1119,8 +1126,9 @@ template <int T, int MODE, int NW = MMV_WARPS>
 __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
-    static_assert(NW == MMV_WARPS || MODE == MMV_Q8D_DEFAULT, "wide blocks walk the default rows");
-    constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT;
+    static_assert(NW == MMV_WARPS || MODE == MMV_Q8D_DEFAULT || MODE == MMV_Q8D_SPREAD,
+                  "wide blocks walk the default rows");
+    constexpr bool GROUPED = MODE == MMV_Q8D_GROUPED, SPLIT = MODE == MMV_Q8D_SPLIT, SPREAD = MODE == MMV_Q8D_SPREAD;
     constexpr int SEG = MMV_Q8D_SEG;
     const int D = a.ring; /* MMV_Q8D_RING, deeper at one block an SM */
     extern __shared__ __align__(128) uint8_t mmv_q8d_dyn[];
@@ -1145,7 +1153,10 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
      * walks its pair's rows, one segment of each */
     const int pair = warp >> 1, half = warp & 1;
     const int64_t rstride = GROUPED ? 1 : SPLIT ? (int64_t)gridDim.x * (MMV_WARPS / 2) : nwt;
-    const int64_t v0 = GROUPED ? 0 : SPLIT ? (int64_t)blockIdx.x * (MMV_WARPS / 2) + pair : gw;
+    const int64_t v0 = GROUPED  ? 0
+                       : SPLIT  ? (int64_t)blockIdx.x * (MMV_WARPS / 2) + pair
+                       : SPREAD ? (int64_t)warp * gridDim.x + blockIdx.x
+                                : gw;
     const int gs = a.ymap, gm = (1 << gs) - 1;
     const int64_t n_items = GROUPED ? mmv_group_rows(nv, gw, nwt, gs) * nseg
                             : v0 < nv ? (nv - v0 + rstride - 1) / rstride * (SPLIT ? 1 : np * nseg)

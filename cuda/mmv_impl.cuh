@@ -191,6 +191,32 @@ static int mmv_q8d_group_shift(int64_t nv, int64_t nwt)
     return best;
 }
 
+/* The Q8_0 fast path's row map for a one-row launch whose rows need fewer
+ * blocks than fit (GRID, the default map's blocks, against FIT = OCC
+ * blocks an SM on every SM). The default map gives row r to warp r % 8 of
+ * block r / 8, so such a launch runs on GRID blocks and some SMs hold two
+ * of them where others hold one (docs/CUDA.md, "Where a matvec's rows
+ * fall on the SMs"). MMV_Q8D_SPREAD ranks the grid's warps across blocks
+ * first and takes min(FIT, ROWS) blocks, so every SM gets its share; only
+ * the warp walking a row moves, so the bits are the default map's.
+ * Returns that grid, with SK's attributes set (its occupancy at SMEM at
+ * least OCC), or 0 to keep the default map. MEMRA_MMV_SPREAD: 1 (the
+ * default) as above, 0 the default map everywhere, 2 every one-row
+ * launch (measured 4 % slower on the 31B: docs/PERFORMANCE.md). */
+static unsigned mmv_q8d_spread(const void *sk, size_t smem, dev_cache_row *cache, int occ, int sm_count,
+                               unsigned grid, int64_t rows)
+{
+    static long mode = -1;
+    if (mode < 0)
+        mode = memra__cuda_env_long("MEMRA_MMV_SPREAD", 1);
+    const int64_t fit = (int64_t)occ * (sm_count > 0 ? sm_count : 132);
+    if (mode <= 0 || (mode == 1 && (int64_t)grid >= fit) || rows < 1)
+        return 0;
+    if (mmv_occupancy(sk, smem, cache) < occ)
+        return 0;
+    return (unsigned)(rows < fit ? rows : fit);
+}
+
 /* The Q8_0 decode fast path (mmv_q8d_kernel) when the launch fits it;
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
@@ -230,10 +256,10 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     size_t smem = (size_t)MMV_WARPS * MMV_Q8D_RING * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
     if (smem > MMV_SMEM_MAX)
         return false;
-    static dev_cache_row caches[3][DEV_CACHE_DEVICES]; /* per kernel: the attributes are set once per kernel */
-    static const void *const kernels[3] = {(const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>,
-                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
-                                           (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>};
+    static dev_cache_row caches[4][DEV_CACHE_DEVICES]; /* per kernel: the attributes are set once per kernel */
+    static const void *const kernels[4] = {
+        (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, (const void *)mmv_q8d_kernel<T, MMV_Q8D_GROUPED>,
+        (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPLIT>, (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPREAD>};
     int mode = grouped ? MMV_Q8D_GROUPED : MMV_Q8D_DEFAULT;
     int occ = mmv_occupancy(kernels[mode], smem, caches[mode]);
     if (occ == 0)
@@ -254,7 +280,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     if (bps > 0 && bps < occ)
         occ = (int)bps;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
+    unsigned grid = mmv_grid_x(a, occ, sm_count, gy);
     if (gy == 1 && !grouped && split_on && !a.glu && a.ne0 == 4096) {
         /* pairs of warps when the busiest warp has three rows or more and
          * the pairs take an eighth or more off its items (attention's
@@ -270,24 +296,43 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
                 mode = MMV_Q8D_SPLIT;
         }
     }
-    if (gy == 1 && mode == MMV_Q8D_DEFAULT && occ == 1 && !a.norm && wide && a.ring == MMV_Q8D_RING) {
+    if (gy == 1 && mode == MMV_Q8D_DEFAULT) {
+        const unsigned gs =
+            mmv_q8d_spread(kernels[MMV_Q8D_SPREAD], smem, caches[MMV_Q8D_SPREAD], occ, sm_count, grid, nv);
+        if (gs) {
+            mode = MMV_Q8D_SPREAD;
+            grid = gs;
+        }
+    }
+    if (gy == 1 && (mode == MMV_Q8D_DEFAULT || mode == MMV_Q8D_SPREAD) && occ == 1 && !a.norm && wide &&
+        a.ring == MMV_Q8D_RING) {
         /* one block an SM (x of 16384 floats and more: the 27B's and 31B's
          * ffn down, gemma4's 16384-wide attention out): MMV_Q8D_WIDE_NW
          * warps share the staged x, twice the items in flight an SM.
          * Each row's dot and sum are the default's, only the warp walking
          * the row differs, so the bits are the same. */
-        const void *kw = (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>;
-        static dev_cache_row cache_w[DEV_CACHE_DEVICES];
+        const bool sp = mode == MMV_Q8D_SPREAD;
+        const void *kw = sp ? (const void *)mmv_q8d_kernel<T, MMV_Q8D_SPREAD, MMV_Q8D_WIDE_NW>
+                            : (const void *)mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>;
+        static dev_cache_row caches_w[2][DEV_CACHE_DEVICES];
+        dev_cache_row *cache_w = caches_w[sp];
         const size_t smem_w = (size_t)MMV_Q8D_WIDE_NW * a.ring * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
         if (smem_w <= MMV_Q8D_WIDE_SMEM_MAX &&
             mmv_occupancy(kw, smem_w, cache_w, MMV_Q8D_WIDE_SMEM_MAX, MMV_Q8D_WIDE_NW * 32) >= 1) {
-            const unsigned grid_w = mmv_grid_x(a, 1, sm_count, 1, MMV_Q8D_WIDE_NW);
+            unsigned grid_w = mmv_grid_x(a, 1, sm_count, 1, MMV_Q8D_WIDE_NW);
+            if (sp) { /* every SM a block, as the 8-warp grid's spread */
+                const int64_t sms = sm_count > 0 ? sm_count : 132;
+                grid_w = (unsigned)(nv < sms ? nv : sms);
+            }
             if (mmv_debug())
                 fprintf(stderr, "mmv q8d wide: %lld x %lld (%d weights%s), grid %u, %d warps a block, smem %zu\n",
                         (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grid_w, MMV_Q8D_WIDE_NW, smem_w);
 #ifdef MEMRA_MMV_TIMELINE
             mmv_tl_note(a, grid_w, nv);
 #endif
+            if (sp)
+                return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_SPREAD, MMV_Q8D_WIDE_NW>, dim3(grid_w),
+                                     MMV_Q8D_WIDE_NW * 32, smem_w, s, a) == cudaSuccess;
             return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT, MMV_Q8D_WIDE_NW>, dim3(grid_w),
                                  MMV_Q8D_WIDE_NW * 32, smem_w, s, a) == cudaSuccess;
         }
@@ -306,6 +351,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_GROUPED>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     case MMV_Q8D_SPLIT:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_SPLIT>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
+    case MMV_Q8D_SPREAD:
+        return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_SPREAD>, dim3(grid), MMV_THREADS, smem, s, a) == cudaSuccess;
     default:
         return memra__launch(mmv_q8d_kernel<T, MMV_Q8D_DEFAULT>, dim3(grid, gy), MMV_THREADS, smem, s, a) ==
                cudaSuccess;
