@@ -194,8 +194,8 @@ static int mmv_q8d_group_shift(int64_t nv, int64_t nwt)
 /* The Q8_0 fast path's row map for a one-row launch whose rows need fewer
  * blocks than fit (GRID, the default map's blocks, against FIT = OCC
  * blocks an SM on every SM). The default map gives row r to warp r % 8 of
- * block r / 8, so such a launch runs on GRID blocks and some SMs hold two
- * of them where others hold one (docs/CUDA.md, "Where a matvec's rows
+ * block r / 8, so such a launch runs on GRID blocks and some SMs hold more
+ * of them than others (docs/CUDA.md, "Where a matvec's rows
  * fall on the SMs"). MMV_Q8D_SPREAD ranks the grid's warps across blocks
  * first and takes min(FIT, ROWS) blocks, so every SM gets its share; only
  * the warp walking a row moves, so the bits are the default map's.

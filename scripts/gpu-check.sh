@@ -425,14 +425,17 @@ fi
 
 # ---- the Q8_0 fast path's row maps and items against the plain ones --------
 # wide blocks (MEMRA_MMV_Q8D_WIDE: one-block-an-SM launches, x of 16384
-# floats and more, on 16 warps) change only which warp computes a row's
-# pair dots: the kernel check's matmul lines and whole forwards' decode
-# logits must be the same bits with it off and on (entries
+# floats and more, on 16 warps) and the spread map (MEMRA_MMV_SPREAD:
+# launches whose rows need fewer blocks than fit, on every block that
+# fits) change only which warp computes a row's pair dots: the kernel
+# check's matmul lines and whole forwards' decode logits must be the same
+# bits with each off and on (entries
 # SWITCH:MARKER:MODELS, MARKER the MEMRA_MMV_DEBUG line of a launch it
 # takes; ROWMAPS picks entries by switch name, default all)
 if [ "${SKIP_KC:-0}" != 1 ] && [ "${SKIP_MODELS:-0}" != 1 ]; then
   toks=$(rand_toks 3 4096 40)
-  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b"; do
+  for sw in "MEMRA_MMV_Q8D_WIDE:q8d wide:gemma-4-31b qwen3.6-27b" \
+    "MEMRA_MMV_SPREAD:mode 3:gemma-4-e4b qwen3.6-35b-a3b"; do
     [ -n "${ROWMAPS:-}" ] && [[ " $ROWMAPS " != *" ${sw%%:*} "* ]] && continue
     IFS=: read -r var marker models <<<"$sw"
     kc_vs "$var=0" matmul # on by default
