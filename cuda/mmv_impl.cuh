@@ -319,11 +319,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         const size_t smem_w = (size_t)MMV_Q8D_WIDE_NW * a.ring * a.q8_slot + mmv_x_bytes<T>(a.ne0, 1);
         if (smem_w <= MMV_Q8D_WIDE_SMEM_MAX &&
             mmv_occupancy(kw, smem_w, cache_w, MMV_Q8D_WIDE_SMEM_MAX, MMV_Q8D_WIDE_NW * 32) >= 1) {
-            unsigned grid_w = mmv_grid_x(a, 1, sm_count, 1, MMV_Q8D_WIDE_NW);
-            if (sp) { /* every SM a block, as the 8-warp grid's spread */
-                const int64_t sms = sm_count > 0 ? sm_count : 132;
-                grid_w = (unsigned)(nv < sms ? nv : sms);
-            }
+            /* spread: mmv_q8d_spread's grid at one block an SM, min(rows, SMs) */
+            const unsigned grid_w = sp ? grid : mmv_grid_x(a, 1, sm_count, 1, MMV_Q8D_WIDE_NW);
             if (mmv_debug())
                 fprintf(stderr, "mmv q8d wide: %lld x %lld (%d weights%s), grid %u, %d warps a block, smem %zu\n",
                         (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", grid_w, MMV_Q8D_WIDE_NW, smem_w);
