@@ -431,6 +431,13 @@ static __device__ __forceinline__ float mmv_conv(const mmv_args &a, int64_t c, f
     return memra_siluf(sum);
 }
 
+/* The SMs a launcher spreads blocks over: the device's count, or 132 (an
+ * H100's and an H200's) when it is unknown (SM_COUNT <= 0). */
+static inline int64_t mmv_sms(int sm_count)
+{
+    return sm_count > 0 ? sm_count : 132;
+}
+
 /* Whether A's epilogue is one only the generic kernels carry: the causal
  * conv. */
 static inline bool mmv_generic_epi(const mmv_args &a)

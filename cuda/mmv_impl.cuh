@@ -43,7 +43,7 @@ static unsigned mmv_grid_x(const mmv_args &a, int occ, int sm_count, unsigned gy
 {
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t need = (nv + warps - 1) / warps;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    int64_t cap = (int64_t)occ * mmv_sms(sm_count) / gy;
     if (cap < 1)
         cap = 1;
     return (unsigned)(need < cap ? need : cap);
@@ -209,7 +209,7 @@ static unsigned mmv_q8d_spread(const void *sk, size_t smem, dev_cache_row *cache
     static long mode = -1;
     if (mode < 0)
         mode = memra__cuda_env_long("MEMRA_MMV_SPREAD", 1);
-    const int64_t fit = (int64_t)occ * (sm_count > 0 ? sm_count : 132);
+    const int64_t fit = (int64_t)occ * mmv_sms(sm_count);
     if (mode <= 0 || (mode == 1 && (int64_t)grid >= fit) || rows < 1)
         return 0;
     if (mmv_occupancy(sk, smem, cache) < occ)
@@ -408,7 +408,7 @@ template <int RH, bool OFF> static bool mmv_launch_q8b_rh(mmv_args a, int R, uns
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t ngrp = (nv + (a.glu ? 2 : Q8B_M) - 1) / (a.glu ? 2 : Q8B_M);
     const int64_t need = (ngrp + Q8B_PAIRS - 1) / Q8B_PAIRS;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    int64_t cap = (int64_t)occ * mmv_sms(sm_count) / gy;
     cap = cap < 1 ? 1 : cap;
     const unsigned gx = (unsigned)(need < cap ? need : cap);
     a.xsm = 1;

@@ -56,7 +56,7 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
     /* blocks along x: one warp a row pair, at most OC blocks an SM over the GY problems */
     auto blocks = [&](int oc) {
-        int64_t cap = (int64_t)oc * (sm_count > 0 ? sm_count : 132) / gy;
+        int64_t cap = (int64_t)oc * mmv_sms(sm_count) / gy;
         cap = cap < 1 ? 1 : cap;
         return need < cap ? need : cap;
     };

@@ -239,7 +239,7 @@ static __device__ __forceinline__ const float *mmv_moe_stage_rows(const mmv_args
 static inline dim3 mmv_moe_grid(int64_t ngrp, int occ, int sm_count, unsigned gy)
 {
     const int64_t need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
-    int64_t cap = (int64_t)occ * (sm_count > 0 ? sm_count : 132) / gy;
+    int64_t cap = (int64_t)occ * mmv_sms(sm_count) / gy;
     if (cap < 1)
         cap = 1;
     return dim3((unsigned)(need < cap ? need : cap), gy);
