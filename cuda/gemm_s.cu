@@ -122,14 +122,18 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
  * where two blocks would not fit an SM), MEMRA_GSW_XF (0: x through
  * gs_prep_kernel), MEMRA_GSW_FIN (0: steps of 17-32 rows add the
  * split-K partials with the loads of one slice at a time, as smaller
- * steps do), A/B runs with the same bits. */
+ * steps do), A/B runs with the same bits; MEMRA_GSW_ODD=0 keeps Q8_0
+ * weights whose rows are 4-12 bytes off 16 or whose K is a multiple of 64
+ * but not of 256 on the matvecs (one x row a block column) instead of
+ * the kernel's ODD form (the 26B-A4B's steps of 4 / 8 rows +3.5 / +6.7 %,
+ * H100, 2026-12-06). */
 typedef struct gsw_knobs {
-    int on, ring, xf, fin;
+    int on, ring, xf, fin, odd;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0, 0};
+    static gsw_knobs k = {-1, 0, 0, 0, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
@@ -137,6 +141,7 @@ static const gsw_knobs *gsw_cfg(void)
         r.xf = memra__cuda_env_long("MEMRA_GSW_XF", 1) != 0;
         r.fin = memra__cuda_env_long("MEMRA_GSW_FIN", 1) != 0;
         r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
+        r.odd = memra__cuda_env_long("MEMRA_GSW_ODD", 1) != 0;
         k = r;
     }
     return &k;
@@ -148,7 +153,7 @@ static const gsw_knobs *gsw_cfg(void)
  * count. false: more slices than a grid holds. */
 static bool gsw_slices(gs_args *a, int64_t nv, int sm_count)
 {
-    const int64_t nkt = a->K / GS_KT, blocks = (nv + 63) / 64;
+    const int64_t nkt = (a->K + GS_KT - 1) / GS_KT, blocks = (nv + 63) / 64;
     int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
     const int64_t want = (3 * (int64_t)sm_count + blocks - 1) / blocks;
     if (split < want)
@@ -192,17 +197,19 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const bool xf = kn->xf && !m->norm && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
     a.fin = kn->fin;
     a.ldxf = m->ldx;
-    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s%s", (long long)a.K, (long long)a.vrow0[a.nw],
-                           a.nw, (long long)n_all, a.split, m->norm ? " norm" : "", xf ? " xf" : "");
+    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s%s%s", (long long)a.K,
+                           (long long)a.vrow0[a.nw], a.nw, (long long)n_all, a.split, m->norm ? " norm" : "",
+                           xf ? " xf" : "", a.odd ? " odd" : "");
     for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {
         a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
         /* the ring as deep as two blocks an SM allow (the staged x of 32
          * rows is 65 KiB) */
         const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
         a.st = gsw_cfg()->ring;
-        while (a.st > 2 && (size_t)GSW_WARPS * a.st * GSW_SLOT + xs > GSW_SMEM_2)
+        const size_t slot = a.odd ? GSW_SLOT_ODD : GSW_SLOT;
+        while (a.st > 2 && (size_t)GSW_WARPS * a.st * slot + xs > GSW_SMEM_2)
             a.st--;
-        const size_t smem = (size_t)GSW_WARPS * a.st * GSW_SLOT + xs;
+        const size_t smem = (size_t)GSW_WARPS * a.st * slot + xs;
         if (xf) {
             a.Xf = m->x + r0 * m->ldx;
         } else {
@@ -229,7 +236,12 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     const memra_type_t type = w0->type;
     const int64_t K = w0->ne[0];
     const int tb = gs_tile_bytes(type);
-    if (!tb || K % GS_KT || K > INT32_MAX || m->n_w < 1 || m->n_w > GS_MAXW)
+    /* ODD (gsw_kernel's form for Q8_0 rows 4-12 bytes off 16, or K a
+     * multiple of 64 only: 4-byte rows, 34 K / 32 bytes): gemma-4-26b-a4b's
+     * 2112-wide ffn_down */
+    const bool odd_ok = type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on && gsw_cfg()->odd && K % 64 == 0;
+    bool odd = K % GS_KT != 0;
+    if (!tb || (odd && !odd_ok) || K > INT32_MAX || m->n_w < 1 || m->n_w > GS_MAXW)
         return MEMRA_OK;
     if ((m->epi == MEMRA_MM_GLU && (m->n_w != 2 || m->w[1]->ne[1] != w0->ne[1])) ||
         (m->epi == MEMRA_MM_ADD && m->n_w != 1))
@@ -238,9 +250,11 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     memset(&a, 0, sizeof a);
     for (int i = 0; i < m->n_w; i++) {
         const memra_weight_t *w = m->w[i];
-        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % 16 || w->ne[1] > INT32_MAX ||
+        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % (odd_ok ? 4 : 16) ||
+            w->ne[1] > INT32_MAX ||
             m->post[i] == MEMRA_EW_GEGLU) /* gs_store has no per-row post vector: the sequence runs it */
             return MEMRA_OK;
+        odd = odd || w->nb1 % 16;
         a.W[i] = (const uint8_t *)w->data;
         a.nb1[i] = w->nb1;
         a.y[i] = m->y[i];
@@ -254,6 +268,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.K = K;
     a.epi = (int)m->epi;
     a.gelu = m->act == MEMRA_ACT_GELU;
+    a.odd = odd;
     if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
         return gsw_run(be, m, a, done);
 

@@ -53,7 +53,7 @@ typedef struct gs_args {
     size_t nb1[GS_MAXW];
     int64_t vrow0[GS_MAXW + 1]; /* weight i owns virtual rows [vrow0[i], vrow0[i+1]) (GLU: both all) */
     int nw;
-    int64_t K;                  /* a multiple of GS_KT */
+    int64_t K;                  /* a multiple of GS_KT (gsw_kernel's ODD form: of 64) */
     const __half *X;            /* n rows of K halves, ldx apart (a multiple of 8) */
     int64_t ldx;
     const float *Xf;            /* gsw_kernel: float x rows instead (ldxf apart, 16-byte aligned), each
@@ -73,6 +73,7 @@ typedef struct gs_args {
     int rb;                     /* staged bytes per weight row and tile (a multiple of 16) */
     int st;                     /* ring stages */
     int fin;                    /* gsw_kernel, 17-32 rows: the split-K sums a slice at a time (MEMRA_GSW_FIN) */
+    int odd;                    /* gsw_kernel: rows 4-12 bytes off 16 or K not a multiple of GS_KT (its ODD form) */
 } gs_args;
 
 static __device__ __forceinline__ void gs_ldmatrix_x2(uint32_t *r, const __half *p)
@@ -419,6 +420,8 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_ROWS 8                        /* weight rows of a warp's group: the mma's n */
 #define GSW_RB 272                        /* bytes of one row's 256-element Q8_0 k tile */
 #define GSW_SLOT (GSW_ROWS * GSW_RB)      /* one ring item: a k tile of the group's rows */
+#define GSW_RB_ODD 288                    /* the ODD form's: a tile from the 16 bytes at or below it */
+#define GSW_SLOT_ODD (GSW_ROWS * GSW_RB_ODD)
 #define GSW_KT_MAX 4                      /* k tiles per slice, at most (the staged x: 65 KiB at 32 rows) */
 #define GSW_RING_MAX 4
 #define GSW_SMEM_2 (110u * 1024u)         /* dynamic shared memory of a block when two share an SM */

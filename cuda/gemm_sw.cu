@@ -38,7 +38,21 @@
  * function of the weight's shape and the device, and an mma output row
  * reads its own x row only, so a row's result does not depend on the
  * other rows of its step (nor on its place among them: every m tile and
- * row of it is the same arithmetic). Exactness: fast tier only. */
+ * row of it is the same arithmetic). Exactness: fast tier only.
+ *
+ * ODD form (gemma-4-26b-a4b's dense ffn_down: K = 2112, rows of 2244
+ * bytes, 0, 4, 8 or 12 bytes off 16): each row's tile is copied from the
+ * 16 bytes at or below it (a slot row of GSW_RB_ODD bytes; the offset is
+ * the same for every tile of a row, 272 being 17 x 16), lanes read their
+ * rows from their offsets (words still: the offsets are multiples of 4),
+ * and the last tile of a K that is not a multiple of 256 holds its blocks
+ * only (the copy's bytes and the loop stop there). Before it those
+ * weights ran as one-row matvecs, one x row a block column each (the
+ * 26B-A4B's ffn_down at 4 rows 16.1 us a call of CUPTI marginal time for
+ * 6.3 MB, H100, bb22ff9). The slicing gives that shape 9 slices of one
+ * tile each, a warp one item: still far from the copy rate. Rows in a
+ * slot land 0-3 words off the 272-byte stride's bank pattern, so the
+ * quant loads can meet 2-way bank conflicts. */
 #include "gemm_s.cuh"
 #include "mmv.cuh"
 
@@ -58,12 +72,17 @@ static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p
  * row by the lanes below the group's valid rows, on the warp's own
  * mbarriers (slot s at bar0 + 8 s, SLOT bytes at ring0 + s SLOT); items
  * 0..nt-1 are part 0's rows, nt..2nt-1 (GLU) part 1's. */
-template <int ROWS> struct gsw_ring {
-    static constexpr int SLOT = ROWS * GSW_RB;
+template <int ROWS, bool ODD> struct gsw_ring {
+    static constexpr int RB = ODD ? GSW_RB_ODD : GSW_RB, SLOT = ROWS * RB;
     uint32_t bar0, ring0;
     uint64_t policy;
     const uint8_t *src0, *src1;
     int nvalid, nt, nti, issued, D, lane;
+    /* ODD: the lane's row's bytes below its first tile in each part (lanes
+     * below nvalid); the slice's tile where the rows end early (-1: none)
+     * and that tile's bytes */
+    uint32_t off0, off1;
+    int j_last, tb_last;
 
     /* group GRP (ROWS virtual rows from grp ROWS; none when it is past NV)
      * of the slice from k tile KT0, NT tiles long */
@@ -82,6 +101,7 @@ template <int ROWS> struct gsw_ring {
         policy = mmv_evict_first();
         nvalid = grp * ROWS < nv ? (int)min((int64_t)ROWS, nv - grp * ROWS) : 0;
         src0 = src1 = NULL;
+        off0 = off1 = 0;
         if (lane < nvalid) {
             int64_t lrow;
             int wi = gsw_row(a, grp * ROWS + lane, 0, &lrow);
@@ -90,6 +110,19 @@ template <int ROWS> struct gsw_ring {
                 wi = gsw_row(a, grp * ROWS + lane, 1, &lrow);
                 src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * GSW_RB;
             }
+            if (ODD) {
+                off0 = (uint32_t)((uintptr_t)src0 & 15);
+                src0 -= off0;
+                if (src1) {
+                    off1 = (uint32_t)((uintptr_t)src1 & 15);
+                    src1 -= off1;
+                }
+            }
+        }
+        if (ODD) {
+            const int64_t nkt = (a.K + GS_KT - 1) / GS_KT, rem = a.K % GS_KT;
+            j_last = rem && kt0 + nt == nkt ? nt - 1 : -1;
+            tb_last = (int)(rem / 32 * 34);
         }
     }
     /* item ISSUED into slot issued % D (nothing past the task or for a
@@ -100,19 +133,42 @@ template <int ROWS> struct gsw_ring {
             return;
         const int slot = issued % D;
         const uint32_t bar = bar0 + 8 * slot;
-        if (lane == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                         "r"(nvalid * GSW_RB)
-                         : "memory");
-        }
-        __syncwarp(); /* the bytes are expected before any copy completes */
-        if (lane < nvalid) {
-            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
-            asm volatile("fence.proxy.async.shared::cta;\n\t"
-                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
-                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * GSW_RB),
-                         "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
-                         : "memory");
+        if constexpr (!ODD) {
+            if (lane == 0) {
+                asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                             "r"(nvalid * GSW_RB)
+                             : "memory");
+            }
+            __syncwarp(); /* the bytes are expected before any copy completes */
+            if (lane < nvalid) {
+                const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)(issued < nt ? issued : issued - nt) * GSW_RB;
+                asm volatile("fence.proxy.async.shared::cta;\n\t"
+                             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+                             "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * GSW_RB),
+                             "l"(s), "r"(GSW_RB), "r"(bar), "l"(policy)
+                             : "memory");
+            }
+        } else { /* from the 16 bytes at or below the tile, in whole 16 bytes */
+            const int j = issued < nt ? issued : issued - nt;
+            const uint32_t n =
+                lane < nvalid ? ((issued < nt ? off0 : off1) + (j == j_last ? tb_last : GSW_RB) + 15) & ~15u : 0u;
+            uint32_t total = n + __shfl_xor_sync(0xffffffffu, n, 1);
+            total += __shfl_xor_sync(0xffffffffu, total, 2);
+            total += __shfl_xor_sync(0xffffffffu, total, 4); /* lane 0: lanes 0-7's, the group's rows */
+            if (lane == 0) {
+                asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                             "r"(total)
+                             : "memory");
+            }
+            __syncwarp();
+            if (lane < nvalid) {
+                const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)j * GSW_RB;
+                asm volatile("fence.proxy.async.shared::cta;\n\t"
+                             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+                             "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * RB),
+                             "l"(s), "r"(n), "r"(bar), "l"(policy)
+                             : "memory");
+            }
         }
         issued++;
     }
@@ -264,9 +320,10 @@ static __device__ __forceinline__ void gsw_finish(const gs_args &a, float (&v)[2
 /* NX: x row sets of 8 (1: up to 8 rows, 2: 16, 4: 32 as two m tiles of
  * the mma sharing each converted weight fragment). A warp owns one group
  * of one slice (a block for every 8 groups). */
-template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
+template <int NX, bool ODD> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(const gs_args a)
 {
     constexpr int MT = (NX + 1) / 2; /* m tiles of 16 x rows */
+    using ring_t = gsw_ring<GSW_ROWS, ODD>;
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -277,19 +334,20 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     const int64_t ngroups = (nv + GSW_ROWS - 1) / GSW_ROWS;
     const int slice = blockIdx.y;
     const int64_t kt0 = (int64_t)slice * a.kt_per;
-    const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
+    const int nt = (int)min((int64_t)a.kt_per, (ODD ? (a.K + GS_KT - 1) : a.K) / GS_KT - kt0);
     const int nti = np * nt; /* items of the task (its group in this slice) */
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row: rows 8 banks apart */
-    uint8_t *ring = gsw_smem + (size_t)warp * D * GSW_SLOT;
-    __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * GSW_SLOT);
+    uint8_t *ring = gsw_smem + (size_t)warp * D * ring_t::SLOT;
+    __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * ring_t::SLOT);
     const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
     const bool live = grp < ngroups;
-    gsw_ring<GSW_ROWS> rg;
+    ring_t rg;
     rg.init(a, bars[warp], ring, grp, nv, kt0, nt, lane);
     const uint32_t bar0 = rg.bar0;
     rg.start();
     {
-        const int cpr = nt * (GS_KT / 8); /* 16-byte chunks of an x row's slice */
+        /* 16-byte chunks of an x row's slice */
+        const int cpr = (ODD ? (int)min((int64_t)nt * GS_KT, a.K - kt0 * GS_KT) : nt * GS_KT) / 8;
         if (a.Xf) { /* float rows: eight elements to f16 a chunk, as gs_prep_kernel rounds them */
             for (int c = threadIdx.x; c < a.n * cpr; c += GSW_WARPS * 32) {
                 const int r = c / cpr, k = (c % cpr) * 8;
@@ -312,6 +370,18 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     if (!live)
         return;
     const int g = lane >> 2, t = lane & 3;
+    /* ODD: the offsets of rows g (quants), 2t and 2t + 1 (scales) in each
+     * part's slot rows */
+    uint32_t og[2] = {0u, 0u}, od[2][2] = {{0u, 0u}, {0u, 0u}};
+    if (ODD) {
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            const uint32_t o = p ? rg.off1 : rg.off0;
+            og[p] = __shfl_sync(0xffffffffu, o, g);
+            od[p][0] = __shfl_sync(0xffffffffu, o, 2 * t);
+            od[p][1] = __shfl_sync(0xffffffffu, o, 2 * t + 1);
+        }
+    }
     /* x row g + 8i's staged slice (row 0 past n: its products land in
      * accumulators that are never stored) */
     uint32_t xa[NX];
@@ -330,18 +400,23 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
         mmv_ring_wait(bar0, slot, phase);
         rg.issue_next();
         const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
-        const uint8_t *w = ring + slot * GSW_SLOT;
-        const uint8_t *wq = w + g * GSW_RB;
-        const uint8_t *ds = w + 2 * t * GSW_RB;
+        const uint8_t *w = ring + slot * ring_t::SLOT;
+        const uint8_t *wq = w + g * ring_t::RB + (ODD ? (p ? og[1] : og[0]) : 0u);
+        const uint8_t *ds0 = w + 2 * t * ring_t::RB + (ODD ? (p ? od[1][0] : od[0][0]) : 0u);
+        const uint8_t *ds1 = ODD ? w + (2 * t + 1) * ring_t::RB + (p ? od[1][1] : od[0][1]) : ds0;
         const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
+        const int nbk = ODD && j == rg.j_last ? rg.tb_last / 34 : 8; /* the tile's blocks */
         float c[4 * MT];
 #pragma unroll
         for (int i = 0; i < 4 * MT; i++)
             c[i] = p ? acc[1][i] : acc[0][i];
 #pragma unroll
         for (int b = 0; b < 8; b++) {
+            if (ODD && b >= nbk)
+                break;
             /* quants 4t..4t+3 of both halves: 2 mod 4 bytes off a word
-             * in even blocks, on one in odd blocks */
+             * in even blocks, on one in odd blocks (ODD: the row offsets
+             * are multiples of 4) */
             uint32_t q0, q1;
             if ((34 * b + 2) & 3) {
                 const uint32_t *wp = reinterpret_cast<const uint32_t *>(wq + 34 * b + 4 * t);
@@ -355,8 +430,8 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
             uint32_t bf0[2], bf1[2];
             gs_q8_h2(q0, &bf0[0], &bf0[1]);
             gs_q8_h2(q1, &bf1[0], &bf1[1]);
-            const float d0 = __half2float(*reinterpret_cast<const __half *>(ds + 34 * b));
-            const float d1 = __half2float(*reinterpret_cast<const __half *>(ds + GSW_RB + 34 * b));
+            const float d0 = __half2float(*reinterpret_cast<const __half *>(ds0 + 34 * b));
+            const float d1 = __half2float(*reinterpret_cast<const __half *>(ds1 + (ODD ? 0 : GSW_RB) + 34 * b));
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
@@ -395,18 +470,26 @@ template <int NX> __global__ void __launch_bounds__(GSW_WARPS * 32) gsw_kernel(c
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
 }
 
-template <int NX> static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+template <int NX, bool ODD>
+static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
-    if (cudaFuncSetAttribute(gsw_kernel<NX>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+    if (cudaFuncSetAttribute(gsw_kernel<NX, ODD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        cudaSuccess)
         return false;
-    return memra__launch(gsw_kernel<NX>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
+    return memra__launch(gsw_kernel<NX, ODD>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
+           cudaSuccess;
+}
+
+template <bool ODD> static bool gsw_launch_odd(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+{
+    return a.n <= 8    ? gsw_launch_nx<1, ODD>(a, grid_x, smem, s)
+           : a.n <= 16 ? gsw_launch_nx<2, ODD>(a, grid_x, smem, s)
+                       : gsw_launch_nx<4, ODD>(a, grid_x, smem, s);
 }
 
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSW_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX)
         return false;
-    return a.n <= 8 ? gsw_launch_nx<1>(a, grid_x, smem, s)
-           : a.n <= 16 ? gsw_launch_nx<2>(a, grid_x, smem, s)
-                       : gsw_launch_nx<4>(a, grid_x, smem, s);
+    return a.odd ? gsw_launch_odd<true>(a, grid_x, smem, s) : gsw_launch_odd<false>(a, grid_x, smem, s);
 }

@@ -356,6 +356,16 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            /* Q8_0 rows 4-12 bytes off 16, K not a multiple of 256
+             * (gsw_kernel's ODD form; MEMRA_GSW_ODD=0 the matvecs): the 26B-A4B's dense down at 4 / 8 / 32 / 40 rows
+             * (a short last tile of 2 blocks), a normed GeGLU 1344 wide,
+             * K = 192 (the one tile short) */
+            {"matmul_ex.gs.q8_0.g26_down_r4", 1, q8, 2112, g26d, 4, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q8_0.g26_down_r8", 1, q8, 2112, g26d, 8, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q8_0.g26_down_r32", 1, q8, 2112, g26d, 32, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q8_0.g26_down_r40", 1, q8, 2112, g26d, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q8_0.w1344_geglu_r5", 2, q8, 1344, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q8_0.w192_proj4_r13", 4, q8, 192, proj, 13, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
         };
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
