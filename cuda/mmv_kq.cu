@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "mmv_kq.cuh"
+#include "mmv_kq_pack.cuh"
 #include "mmv_occ.cuh"
 
 static_assert(KQ_M == 2, "the kernel pairs two weight rows per item");
@@ -36,9 +37,56 @@ static bool kq_short_launch(int64_t ne0, int64_t ngrp, int64_t nb)
     return nsb % KQ_SBS != 0 && (ngrp + nwarps - 1) / nwarps * kq_nseg(nsb) <= 4;
 }
 
+/* One x row whose rows end in a short segment that packs (kq_short_groups,
+ * cuda/mmv_kq_pack.cuh) takes mmv_kq_pack_kernel: MEMRA_MMV_KQ_PACK
+ * (default 0 until measured on a device; the same bits either way). */
+static bool kq_pack_on(void)
+{
+    static long on = -1;
+    if (on < 0)
+        on = memra__cuda_env_long("MEMRA_MMV_KQ_PACK", 0);
+    return on > 0;
+}
+
+/* The packed kernel for rows of NSB super-blocks, NULL where none packs. */
+template <int T, int NS> static void (*kq_pack_ns(void))(mmv_args)
+{
+    if constexpr (kq_short_groups<T>(NS) >= 2)
+        return mmv_kq_pack_kernel<T, NS>;
+    else
+        return NULL;
+}
+
+template <int T> static void (*kq_pack_kernel(int nsb))(mmv_args)
+{
+    switch (nsb % KQ_SBS) {
+    case 1: return kq_pack_ns<T, 1>();
+    case 2: return kq_pack_ns<T, 2>();
+    case 3: return kq_pack_ns<T, 3>();
+    case 4: return kq_pack_ns<T, 4>();
+    default: return NULL;
+    }
+}
+
 template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static dev_cache_row cache[DEV_CACHE_DEVICES];
+    static dev_cache_row cache[DEV_CACHE_DEVICES], pcache[KQ_SBS][DEV_CACHE_DEVICES];
+    static long probe = -1;
+    if (probe < 0)
+        probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
+    void (*kern)(mmv_args) = mmv_kq_kernel<T, R>;
+    dev_cache_row *kc = cache;
+    if constexpr (R == 1) {
+        const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+        if (kq_pack_on() && !probe && nv < ((int64_t)1 << 30)) {
+            kern = kq_pack_kernel<T>((int)(a.ne0 / 256));
+            kc = pcache[a.ne0 / 256 % KQ_SBS];
+            if (!kern) {
+                kern = mmv_kq_kernel<T, R>;
+                kc = cache;
+            }
+        }
+    }
     const size_t xbytes = kq_x_bytes<T>(a.ne0, R);
     a.ring = kq_ring_depth<T>(xbytes);
     size_t smem = kq_smem_bytes<T>(a.ne0, R, a.ring);
@@ -49,7 +97,7 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
             return false;
     }
     a.xsm = 1;
-    int occ = mmv_occupancy((const void *)mmv_kq_kernel<T, R>, smem, cache);
+    int occ = mmv_occupancy((const void *)kern, smem, kc);
     if (occ == 0)
         return false;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
@@ -66,7 +114,7 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
         const int d = kq_ring_short();
         const size_t s2 = kq_smem_bytes<T>(a.ne0, R, d);
         const int o2 =
-            d > a.ring && s2 <= MMV_SMEM_MAX ? mmv_occupancy((const void *)mmv_kq_kernel<T, R>, s2, cache) : 0;
+            d > a.ring && s2 <= MMV_SMEM_MAX ? mmv_occupancy((const void *)kern, s2, kc) : 0;
         if (o2 >= 2) { /* at one block an SM (a Q6_K row's slot at 2816 wide) unmeasured: not taken */
             a.ring = d;
             smem = s2;
@@ -74,16 +122,13 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
         }
     }
     const unsigned gx = (unsigned)blocks(occ);
-    static long probe = -1;
-    if (probe < 0)
-        probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
     a.probe = (int)probe;
     if (mmv_debug())
         fprintf(stderr,
-                "mmv kq type %d R %d: %lld x %lld (%d weights%s%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
-                T, R, (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
+                "mmv kq type %d R %d%s: %lld x %lld (%d weights%s%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                T, R, kern == (void (*)(mmv_args))mmv_kq_kernel<T, R> ? "" : " packed", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
                 a.ids ? " ids" : "", gx, gy, occ, a.ring, smem);
-    return memra__launch(mmv_kq_kernel<T, R>, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+    return memra__launch(kern, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 template <int T> static bool kq_launch_t(const mmv_args &a, int R, unsigned gy, int sm_count, cudaStream_t s)

@@ -114,6 +114,34 @@ static __device__ __forceinline__ void kq_issue(const uint8_t *p, int is, int ns
         mmv_bulk_copy_f(dst + lane * S::slot, (const void *)(src & ~(uintptr_t)15), n, bar, mmv_evict_first());
 }
 
+/* A launch's start once its walk's ISSUE(slot) is set: the first D - 1
+ * slots issued (LEAN, after a latency-bound step: one before the wait,
+ * the rest once x is staged, as the Q8_0 fast path), x's NR rows staged
+ * after the ring in DYN (XL floats apart) with their 32-sums and (Q6_K)
+ * 16-sums (*SUMS). Returns the staged x. */
+template <int T, class ISSUE>
+static __device__ __forceinline__ const float *kq_prologue(const mmv_args &a, const float *x, int nr, int D,
+                                                           uint8_t *dyn, ISSUE &issue, int64_t *xl,
+                                                           const float **sums)
+{
+    const int pre = a.lean ? 1 : D - 1;
+    for (int d = 0; d < pre; d++)
+        issue(d);
+    if (!a.ids)
+        MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
+    float *xs = (float *)(dyn + (size_t)MMV_WARPS * D * kq_seg<T>::item);
+    x = mmv_stage_x<true>(a, x, nr, xs, xl);
+    const float *s = x + (int64_t)nr * *xl; /* 32-sums; Q6_K: its 16-sums after them */
+    if (kq<T>::s16) {
+        s += (int64_t)nr * (a.ne0 / 32);
+        kq_sums16(x, *xl, nr, a.ne0, (float *)s);
+    }
+    *sums = s;
+    for (int d = pre; d < D - 1; d++)
+        issue(d);
+    return x;
+}
+
 /* Three blocks per SM for one row (24 warps streaming; x and the ring fit
  * 72 KiB at 4096 wide, the lane state 80 registers), one for batched rows
  * (registers for R sums). */
@@ -157,24 +185,10 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
             ig += gstride;
         }
     };
-    /* LEAN (after a latency-bound step): one item before the wait, the rest
-     * once x is staged, as the Q8_0 fast path */
-    const int pre = a.lean ? 1 : D - 1;
-    for (int d = 0; d < pre; d++)
-        issue(d);
-    if (!a.ids)
-        MEMRA_PDL_ENTER(); /* x is the previous kernel's output */
     int64_t xl;
-    float *xs = (float *)(kq_dyn + (size_t)MMV_WARPS * D * S::item);
-    x = mmv_stage_x<true>(a, x, nr, xs, &xl);
+    const float *sums;
+    x = kq_prologue<T>(a, x, nr, D, kq_dyn, issue, &xl, &sums);
     const int64_t nbr = a.ne0 / 32;
-    const float *sums = x + (int64_t)nr * xl; /* 32-sums; Q6_K: its 16-sums after them */
-    if (kq<T>::s16) {
-        sums += (int64_t)nr * nbr;
-        kq_sums16(x, xl, nr, a.ne0, (float *)sums);
-    }
-    for (int d = pre; d < D - 1; d++)
-        issue(d);
     const kq_smem xr = {mmv_saddr(x)}, sr = {mmv_saddr(sums)};
 
     float part[R][KQ_M];

@@ -513,24 +513,60 @@ template <int T> struct kq_seg {
  * kq_seg<T>::item bytes holds several items of short rows, each row in a
  * sub-slot of these bytes for rows of NSB super-blocks: the row's bytes
  * rounded to 16, and (Q6_K) 16 more for a start anywhere even. */
-template <int T> static __host__ __device__ __forceinline__ uint32_t kq_pack_sub(int nsb)
+template <int T> static __host__ __device__ __forceinline__ constexpr uint32_t kq_pack_sub(int nsb)
 {
     return (((uint32_t)nsb * kq<T>::bb + 15u) & ~15u) + (kq<T>::s16 ? 16u : 0u);
 }
 
 /* Lanes an item of rows of NSB (1 to 4) super-blocks: the fewest (a power
  * of two) that give each of its super-blocks its 4 lanes. */
-static __host__ __device__ __forceinline__ int kq_pack_lanes(int nsb)
+static __host__ __device__ __forceinline__ constexpr int kq_pack_lanes(int nsb)
 {
     return nsb <= 1 ? 4 : nsb == 2 ? 8 : 16;
 }
 
 /* Items a slot for L lanes an item: as many as the lanes and the slot's
  * bytes hold. */
-template <int T> static __host__ __device__ __forceinline__ int kq_pack_items(int nsb, int L)
+template <int T> static __host__ __device__ __forceinline__ constexpr int kq_pack_items(int nsb, int L)
 {
     const int by_bytes = (int)(kq_seg<T>::item / (KQ_M * kq_pack_sub<T>(nsb)));
     return 32 / L < by_bytes ? 32 / L : by_bytes;
+}
+
+/* Short segments packed (cuda/mmv_kq_pack.cuh): rows of NSB super-blocks
+ * end in NSB % KQ_SBS of them; 1-4 take kq_pack_lanes of those lanes an
+ * item (0: whole segments, or 5-7 short super-blocks, no room for two), and
+ * a slot holds kq_short_groups row pairs' short segments. */
+static __host__ __device__ __forceinline__ constexpr int kq_short_lanes(int nsb)
+{
+    return nsb % KQ_SBS == 0 || nsb % KQ_SBS > 4 ? 0 : kq_pack_lanes(nsb % KQ_SBS);
+}
+
+template <int T> static __host__ __device__ __forceinline__ constexpr int kq_short_groups(int nsb)
+{
+    return kq_short_lanes(nsb) ? kq_pack_items<T>(nsb % KQ_SBS, kq_short_lanes(nsb)) : 0;
+}
+
+/* The packed walk of a warp's NWG row pairs of NF full segments each, in
+ * bundles of G: a bundle's packed item (J = -1: the short segments of its
+ * row pairs), then each row pair's full segments in order. Item K is
+ * segment S of row pair B + J of the warp (B: the bundle's first). */
+struct kq_short_pos {
+    int b, j, s;
+};
+
+static __host__ __device__ __forceinline__ int kq_short_items(int nwg, int G, int nf)
+{
+    return nwg / G * (1 + G * nf) + (nwg % G ? 1 + nwg % G * nf : 0);
+}
+
+static __host__ __device__ __forceinline__ kq_short_pos kq_short_at(int k, int G, int nf)
+{
+    const int per = 1 + G * nf, r = k % per;
+    kq_short_pos p = {k / per * G, -1, 0};
+    if (r > 0)
+        p.j = (r - 1) / nf, p.s = (r - 1) % nf;
+    return p;
 }
 
 /* ---- one lane's share of an item ---------------------------------------------- */

@@ -252,6 +252,18 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_MOE_KQ_PACK=0 moe.fused
 fi
 
+# ---- packed short segments of the K-quant matvec (MEMRA_MMV_KQ_PACK=1) ----
+# (off by default until measured): one x row's rows that end in 1-4 short
+# super-blocks take several row pairs' short segments in one pass, each
+# lane's term added where mmv_kq_kernel adds it, so the K-quant matmul
+# cases (their pack_* cases several row pairs a warp) print the same lines
+# both ways
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  for t in matmul.kq matmul_ex.kq; do
+    kc_vs MEMRA_MMV_KQ_PACK=1 "$t"
+  done
+fi
+
 # ---- packed Q8_0 MoE items a ring slot at a time (the default) ----
 # against mmv_moe_kernel's packed passes (MEMRA_MOE_SLOT=0): the same
 # arithmetic with one barrier and G lanes' copies a pass, so the fused MoE

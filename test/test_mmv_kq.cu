@@ -2,8 +2,9 @@
  * the kernel's own decoding, sums and scale factoring, run lane by lane over
  * ring slots laid out as the kernel's bulk copies lay them out (segments
  * from the 16-byte boundary below them), against the float64 reference
- * (memra__dot_row), and the packed MoE walk's slots and butterfly against
- * the one-item walk, bit for bit. Needs nvcc, not a GPU: the device-side
+ * (memra__dot_row), and the packed MoE walk's slots and butterfly and the
+ * dense kernel's packed short segments (their walk, slots and last add)
+ * against the one-item walk, bit for bit. Needs nvcc, not a GPU: the device-side
  * orchestration (ring, barriers, stores) is the kernel check's (matmul.kq.*,
  * moe.fused.kq.*). */
 #include <math.h>
@@ -337,6 +338,164 @@ static void test_pack(void **state)
     assert_int_equal(kq_pack_items<MEMRA_TYPE_Q6_K>(2, kq_pack_lanes(2)), 3);
 }
 
+/* The short segments' walk (kq_short_at, mmv_kq_pack_kernel): every row
+ * pair's full segments once, in order and back to back, after the packed
+ * item that holds its short segment, which holds it once; the item count
+ * kq_short_items. */
+static void test_short_walk(void **state)
+{
+    (void)state;
+    for (int G = 2; G <= 8; G++)
+        for (int nf = 0; nf <= 5; nf++)
+            for (int nwg = 1; nwg <= 3 * G + 1; nwg++) {
+                const int n = kq_short_items(nwg, G, nf);
+                int packed[64] = {}, next_s[64] = {}, last = -1;
+                for (int k = 0; k < n; k++) {
+                    const kq_short_pos p = kq_short_at(k, G, nf);
+                    assert_true(p.b % G == 0 && p.b < nwg);
+                    if (p.j < 0) {
+                        for (int g = p.b; g < p.b + G && g < nwg; g++) {
+                            assert_int_equal(packed[g], 0);
+                            packed[g] = 1;
+                        }
+                        continue;
+                    }
+                    const int g = p.b + p.j;
+                    assert_true(p.j < G && g < nwg && nf > 0);
+                    assert_int_equal(packed[g], 1);
+                    assert_int_equal(p.s, next_s[g]);
+                    assert_true(p.s == 0 || last == g);
+                    next_s[g]++;
+                    last = g;
+                }
+                for (int g = 0; g < nwg; g++) {
+                    assert_int_equal(packed[g], 1);
+                    assert_int_equal(next_s[g], nf);
+                }
+            }
+}
+
+/* Rows of NF full segments and NS short super-blocks as mmv_kq_pack_kernel
+ * sums them: the full segments on all 32 lanes, the G row pairs' short
+ * segments in one slot of sub-slots (copied from the 16-byte boundary
+ * below, as mmv_issue_sub copies), row pair g's on lanes [g L, g L + L)
+ * from +0, added last into lane l's sum from lane g L + l; then warp_sum:
+ * bit for bit the one-item walk (kq_group). */
+template <int T> static void check_short(int nf, int ns, size_t shift)
+{
+    const int bb = kq<T>::bb, nsb = KQ_SBS * nf + ns, L = kq_short_lanes(nsb), G = kq_short_groups<T>(nsb);
+    assert_true(L > 0 && G >= 2 && G * L <= 32);
+    const int64_t ne0 = 256 * nsb;
+    const uint32_t sub = kq_pack_sub<T>(ns);
+    const size_t row = (size_t)nsb * bb, seg = (size_t)KQ_SBS * bb;
+    const int nrows = 2 * G - 1; /* the last pair without its row 1 */
+    uint8_t *wbuf = (uint8_t *)aligned_alloc(64, (row * nrows + 256 + 63) & ~(size_t)63);
+    assert_non_null(wbuf);
+    uint8_t *w0 = wbuf + 64 + shift;
+    fill_blocks(T, w0, (int64_t)nsb * nrows);
+    const int64_t xl = xp64((ne0 + 63) & ~(int64_t)63);
+    float *x = (float *)malloc(sizeof(float) * ne0);
+    float *xs = (float *)calloc((size_t)(xl + ne0 / 32 + ne0 / 16), sizeof(float));
+    assert_non_null(x);
+    assert_non_null(xs);
+    for (int64_t i = 0; i < ne0; i++)
+        x[i] = rng_unif(-1.0f, 1.0f);
+    float *s32, *s16;
+    stage(x, 1, ne0, xs, &s32, &s16);
+    const float *s = kq<T>::s16 ? s16 : s32;
+    const kq_mem xr = {(const uint8_t *)xs}, sr = {(const uint8_t *)s};
+    const uint32_t nbr = (uint32_t)(ne0 / 32);
+
+    /* the packed item: every pair's short segment */
+    static uint8_t slot[kq_seg<MEMRA_TYPE_Q6_K>::item + 64];
+    memset(slot, 0xA5, sizeof slot);
+    for (int j = 0; j < nrows; j++) {
+        const uintptr_t p = (uintptr_t)(w0 + (size_t)j * row + (size_t)nf * seg);
+        const uint32_t n = ((uint32_t)(p & 15) + (uint32_t)ns * bb + 15) & ~15u;
+        assert_true(n <= sub && (uint32_t)(KQ_M * G) * sub <= (uint32_t)kq_seg<T>::item);
+        memcpy(slot + (size_t)j * sub, (const uint8_t *)(p & ~(uintptr_t)15), n);
+    }
+    float ts[32][KQ_M] = {};
+    for (int lane = 0; lane < 32; lane++) {
+        const int gi = lane / L, gl = lane % L;
+        if (gi >= G || (gl >> 2) >= ns)
+            continue;
+        const uint32_t off[KQ_M] = {(uint32_t)((uintptr_t)(w0 + 2 * gi * row) & 15),
+                                    (uint32_t)((uintptr_t)(w0 + (2 * gi + 1) * row) & 15)};
+        const kq_mem wr[KQ_M] = {{slot + (size_t)gi * KQ_M * sub}, {slot + (size_t)(gi * KQ_M + 1) * sub}};
+        float pt[1][KQ_M] = {{0.0f, 0.0f}};
+        kq_lane<T, 1, KQ_ROW1_RUN>(wr, off, 2 * gi + 1 < nrows, gl, (uint32_t)nf, xr, (uint32_t)xl, sr, nbr, 1, pt);
+        for (int m = 0; m < KQ_M; m++)
+            ts[lane][m] = pt[0][m];
+    }
+    for (int g = 0; g < G; g++) {
+        const uint8_t *const w[KQ_M] = {w0 + 2 * g * row, 2 * g + 1 < nrows ? w0 + (2 * g + 1) * row : NULL};
+        const bool v1 = w[1] != NULL;
+        float lanes[KQ_M][32] = {};
+        static uint8_t buf[KQ_M][kq_seg<MEMRA_TYPE_Q6_K>::slot + 64];
+        for (int cs = 0; cs < nf; cs++) {
+            kq_mem rd[KQ_M];
+            uint32_t off[KQ_M] = {0, 0};
+            for (int m = 0; m < KQ_M; m++) {
+                memset(buf[m], 0xA5, sizeof buf[m]);
+                rd[m].p = buf[m];
+                if (!w[m])
+                    continue;
+                const uintptr_t p = (uintptr_t)(w[m] + (size_t)cs * seg);
+                off[m] = (uint32_t)(p & 15);
+                memcpy(buf[m], (const uint8_t *)(p & ~(uintptr_t)15), (off[m] + seg + 15) & ~(size_t)15);
+            }
+            for (int lane = 0; lane < 32; lane++) {
+                float part[1][KQ_M] = {{lanes[0][lane], lanes[1][lane]}};
+                if (v1)
+                    kq_lane<T, 1, KQ_ROW1_YES>(rd, off, true, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, 1, part);
+                else
+                    kq_lane<T, 1, KQ_ROW1_NO>(rd, off, false, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, 1, part);
+                lanes[0][lane] = part[0][0];
+                lanes[1][lane] = part[0][1];
+            }
+        }
+        for (int lane = 0; lane < 32; lane++)
+            for (int m = 0; m < KQ_M; m++)
+                if ((lane >> 2) < ns && (m == 0 || v1))
+                    lanes[m][lane] = kq_add(lanes[m][lane], ts[g * L + (lane & (L - 1))][m]);
+        float y1[1][KQ_M];
+        kq_group<T, 1>(w, ne0, xs, xl, s, 1, y1);
+        for (int m = 0; m < KQ_M && w[m]; m++) {
+            const float t = warp_sum_host(lanes[m]);
+            if (memcmp(&t, &y1[0][m], sizeof(float)) != 0)
+                fail_msg("type %d, %d + %d super-blocks, shift %zu: pair %d row %d packed %a, one-item walk %a", T,
+                         KQ_SBS * nf, ns, shift, g, m, t, y1[0][m]);
+        }
+    }
+    free(xs);
+    free(x);
+    free(wbuf);
+}
+
+/* every type at every short length that packs (Q6_K: 1-3 short
+ * super-blocks; 4 do not fit two a slot), after 0, 1 and 2 full segments;
+ * Q6_K at every even start */
+static void test_short(void **state)
+{
+    (void)state;
+    for (int nf = 0; nf <= 2; nf++)
+        for (int ns = 1; ns <= 4; ns++) {
+            check_short<MEMRA_TYPE_Q4_K>(nf, ns, 0);
+            check_short<MEMRA_TYPE_Q5_K>(nf, ns, 0);
+            check_short<MEMRA_TYPE_Q4_0>(nf, ns, 0);
+            if (ns < 4)
+                for (size_t sh = 0; sh < 16; sh += 2)
+                    check_short<MEMRA_TYPE_Q6_K>(nf, ns, sh);
+        }
+    /* the 26B-A4B's 2816-wide rows pair two short segments; the E4B's 2560 four Q4_K, three Q6_K */
+    assert_int_equal(kq_short_groups<MEMRA_TYPE_Q6_K>(11), 2);
+    assert_int_equal(kq_short_groups<MEMRA_TYPE_Q4_K>(10), 4);
+    assert_int_equal(kq_short_groups<MEMRA_TYPE_Q6_K>(10), 3);
+    assert_int_equal(kq_short_groups<MEMRA_TYPE_Q6_K>(20), 1);
+    assert_int_equal(kq_short_groups<MEMRA_TYPE_Q4_K>(21), 0);
+}
+
 /* widths: one super-block, a short segment (9, 10, 21 super-blocks), whole
  * segments (4096), and a long row (12288) */
 static const int64_t widths[] = {256, 2304, 2560, 4096, 5376, 12288};
@@ -392,6 +551,8 @@ int main(void)
         cmocka_unit_test(test_q4_0),
         cmocka_unit_test(test_pack_butterfly),
         cmocka_unit_test(test_pack),
+        cmocka_unit_test(test_short_walk),
+        cmocka_unit_test(test_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

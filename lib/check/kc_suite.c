@@ -139,6 +139,36 @@ static void run_kq(kc *k, bool big)
                      MEMRA_ACT_SILU));
 }
 
+/* The K-quant matvec's packed short segments (cuda/mmv_kq_pack.cuh): rows
+ * enough for several row pairs a warp, rows of 1, 2, 3 and 4 short
+ * super-blocks, an odd row count, rows of one segment, a normed GeGLU and
+ * four weights of odd starts (big only). Run after every other case, so that their
+ * seeded inputs stay those of the suite without these. */
+static void run_kq_pack(kc *k)
+{
+    static const memra_type_t kt[] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_0};
+    static const struct {
+        const char *name;
+        int64_t ne0, ne1;
+    } mm[] = {
+        {"2304", 2304, 24001}, {"2560", 2560, 30000}, {"2816", 2816, 40001}, {"5120", 5120, 20001}, {"1024", 1024, 30001},
+    };
+    static const int64_t glu[2] = {20000, 20000}, proj[4] = {10001, 7, 9000, 4001};
+    char name[64];
+    for (size_t i = 0; i < sizeof kt / sizeof kt[0]; i++) {
+        const memra_type_t t = kt[i], tt[4] = {t, t, t, t};
+        const char *tn = memra__kc_tname(t);
+        for (size_t j = 0; j < sizeof mm / sizeof mm[0]; j++) {
+            snprintf(name, sizeof name, "matmul.kq.%s.pack_%s", tn, mm[j].name);
+            KC(memra__kc_matmul(k, name, t, mm[j].ne0, mm[j].ne1, 1, false, 0, 0));
+        }
+        snprintf(name, sizeof name, "matmul_ex.kq.%s.pack_geglu", tn);
+        KC(memra__kc_matmul_ex(k, name, 2, tt, 2816, glu, 1, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, false, false));
+        snprintf(name, sizeof name, "matmul_ex.kq.%s.pack_proj4", tn);
+        KC(memra__kc_matmul_ex(k, name, 4, tt, 2560, proj, 1, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, false, false));
+    }
+}
+
 static void run_suite(kc *k)
 {
     static const memra_type_t types[] = {
@@ -940,6 +970,8 @@ static void run_suite(kc *k)
         KC(memra__kc_matmul(k, "matmul.q8_0.e4b_head", MEMRA_TYPE_Q8_0, 2560, 262144, 1, false, 0, 0));
         KC(memra__kc_matmul(k, "matmul.q8_0.w1024_odd_rows", MEMRA_TYPE_Q8_0, 1024, 999, 1, false, 0, 0));
     }
+    if (big)
+        run_kq_pack(k);
 }
 
 memra_status_t memra_check_kernels(const memra_kernel_check_params_t *params, memra_kernel_check_report_t *report)
