@@ -123,11 +123,13 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     }
     const unsigned gx = (unsigned)blocks(occ);
     a.probe = (int)probe;
-    if (mmv_debug())
+    if (mmv_debug()) {
+        const bool packed = kern != (void (*)(mmv_args))mmv_kq_kernel<T, R>;
         fprintf(stderr,
                 "mmv kq type %d R %d%s: %lld x %lld (%d weights%s%s%s), grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
-                T, R, kern == (void (*)(mmv_args))mmv_kq_kernel<T, R> ? "" : " packed", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "",
-                a.ids ? " ids" : "", gx, gy, occ, a.ring, smem);
+                T, R, packed ? " packed" : "", (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "",
+                a.norm ? " norm" : "", a.ids ? " ids" : "", gx, gy, occ, a.ring, smem);
+    }
     return memra__launch(kern, dim3(gx, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 

@@ -152,7 +152,8 @@ template <int T, int NS> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_k
             if (gi < bundle(cp.b) && ((lane & (L - 1)) >> 2) < ns) {
                 const int64_t cg = grp(cp.b, gi);
                 offsets(cg);
-                const kq_smem wr[KQ_M] = {{base + (uint32_t)(gi * KQ_M) * sub}, {base + (uint32_t)(gi * KQ_M + 1) * sub}};
+                const kq_smem wr[KQ_M] = {{base + (uint32_t)(gi * KQ_M) * sub},
+                                          {base + (uint32_t)(gi * KQ_M + 1) * sub}};
                 if (row1(cg))
                     kq_lane<T, 1, KQ_ROW1_YES>(wr, off, true, lane & (L - 1), (uint32_t)nf, xr, (uint32_t)xl, sr,
                                                (uint32_t)nbr, 1, pt);
