@@ -74,10 +74,10 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     static long probe = -1;
     if (probe < 0)
         probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
+    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     void (*kern)(mmv_args) = mmv_kq_kernel<T, R>;
     dev_cache_row *kc = cache;
     if constexpr (R == 1) {
-        const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
         if (kq_pack_on() && !probe && nv < ((int64_t)1 << 30)) {
             kern = kq_pack_kernel<T>((int)(a.ne0 / 256));
             kc = pcache[a.ne0 / 256 % KQ_SBS];
@@ -100,7 +100,6 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     int occ = mmv_occupancy((const void *)kern, smem, kc);
     if (occ == 0)
         return false;
-    const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
     const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
     /* blocks along x: one warp a row pair, at most OC blocks an SM over the GY problems */
     auto blocks = [&](int oc) {

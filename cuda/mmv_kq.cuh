@@ -229,15 +229,7 @@ template <int T, int R> __global__ void __launch_bounds__(MMV_THREADS, R == 1 ? 
             const kq_smem wr[KQ_M] = {{base}, {base + S::slot}};
             /* one row: a loop without the test of row 1 for each case (an
              * odd row count's last row alone) */
-            if (R > 1)
-                kq_lane<T, R, KQ_ROW1_RUN>(wr, off, v1, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, (uint32_t)nbr, nr,
-                                           part);
-            else if (v1)
-                kq_lane<T, R, KQ_ROW1_YES>(wr, off, v1, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, (uint32_t)nbr, nr,
-                                           part);
-            else
-                kq_lane<T, R, KQ_ROW1_NO>(wr, off, v1, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, (uint32_t)nbr, nr,
-                                          part);
+            kq_lane_v1<T, R>(wr, off, v1, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, (uint32_t)nbr, nr, part);
         }
         __syncwarp(); /* the slot is refilled by the next iteration's issue */
         if (cs == nseg - 1) {

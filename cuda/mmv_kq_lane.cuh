@@ -645,4 +645,19 @@ __host__ __device__ __forceinline__ void kq_lane(const WR (&wr)[KQ_M], const uin
     }
 }
 
+/* kq_lane with row 1's case picked at run time: one unrolled loop a case
+ * for one x row, the one loop of KQ_ROW1_RUN for batched rows. */
+template <int T, int R, class WR, class XR>
+__host__ __device__ __forceinline__ void kq_lane_v1(const WR (&wr)[KQ_M], const uint32_t (&off)[KQ_M], bool v1,
+                                                    int lane, uint32_t cs, const XR &xr, uint32_t xl, const XR &sr,
+                                                    uint32_t nbr, int nr, float (&part)[R][KQ_M])
+{
+    if (R > 1)
+        kq_lane<T, R, KQ_ROW1_RUN>(wr, off, v1, lane, cs, xr, xl, sr, nbr, nr, part);
+    else if (v1)
+        kq_lane<T, R, KQ_ROW1_YES>(wr, off, v1, lane, cs, xr, xl, sr, nbr, nr, part);
+    else
+        kq_lane<T, R, KQ_ROW1_NO>(wr, off, v1, lane, cs, xr, xl, sr, nbr, nr, part);
+}
+
 #endif

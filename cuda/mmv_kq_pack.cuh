@@ -154,12 +154,8 @@ template <int T, int NS> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_k
                 offsets(cg);
                 const kq_smem wr[KQ_M] = {{base + (uint32_t)(gi * KQ_M) * sub},
                                           {base + (uint32_t)(gi * KQ_M + 1) * sub}};
-                if (row1(cg))
-                    kq_lane<T, 1, KQ_ROW1_YES>(wr, off, true, lane & (L - 1), (uint32_t)nf, xr, (uint32_t)xl, sr,
-                                               (uint32_t)nbr, 1, pt);
-                else
-                    kq_lane<T, 1, KQ_ROW1_NO>(wr, off, false, lane & (L - 1), (uint32_t)nf, xr, (uint32_t)xl, sr,
-                                              (uint32_t)nbr, 1, pt);
+                kq_lane_v1<T, 1>(wr, off, row1(cg), lane & (L - 1), (uint32_t)nf, xr, (uint32_t)xl, sr,
+                                 (uint32_t)nbr, 1, pt);
             }
             ts[warp][lane] = make_float2(pt[0][0], pt[0][1]); /* read after the __syncwarp below */
         } else {
@@ -169,12 +165,7 @@ template <int T, int NS> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_k
                 offsets(cg);
             }
             const kq_smem wr[KQ_M] = {{base}, {base + S::slot}};
-            if (v1)
-                kq_lane<T, 1, KQ_ROW1_YES>(wr, off, v1, lane, (uint32_t)cp.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
-                                           part);
-            else
-                kq_lane<T, 1, KQ_ROW1_NO>(wr, off, v1, lane, (uint32_t)cp.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
-                                          part);
+            kq_lane_v1<T, 1>(wr, off, v1, lane, (uint32_t)cp.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1, part);
         }
         __syncwarp(); /* the slot is refilled by the next iteration's issue */
         if (cp.j < 0 && nf == 0) {

@@ -237,12 +237,7 @@ __global__ void __launch_bounds__(MMV_THREADS, DOWN ? 2 : 3) mmv_moe_kq_kernel(c
                 const kq_smem wr[KQ_M] = {{base}, {base + S::slot}};
                 const int xp = DOWN ? cq.p : 0; /* the part's staged row */
                 const kq_smem xr = {mmv_saddr(x + xp * xl)}, sr = {mmv_saddr(sums + xp * sl)};
-                if (v1)
-                    kq_lane<T, 1, KQ_ROW1_YES>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
-                                               part);
-                else
-                    kq_lane<T, 1, KQ_ROW1_NO>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1,
-                                              part);
+                kq_lane_v1<T, 1>(wr, off, v1, lane, (uint32_t)cq.s, xr, (uint32_t)xl, sr, (uint32_t)nbr, 1, part);
             }
             __syncwarp(); /* the slot is refilled by the next iteration's issue */
             if (cq.s == nseg - 1) {

@@ -143,15 +143,9 @@ static void kq_group(const uint8_t *const (&w)[KQ_M], int64_t ne0, const float *
                 for (int m = 0; m < KQ_M; m++)
                     part[r][m] = lanes[r][m][lane];
             const kq_mem xr = {(const uint8_t *)xs}, sr = {(const uint8_t *)s};
-            /* the kernel's three forms of the loop */
+            /* the kernel's three forms of the loop (kq_lane_v1) */
             const uint32_t nbr = (uint32_t)(ne0 / 32);
-            if (R > 1)
-                kq_lane<T, R, KQ_ROW1_RUN>(rd, off, w[1] != NULL, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr,
-                                           part);
-            else if (w[1])
-                kq_lane<T, R, KQ_ROW1_YES>(rd, off, true, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
-            else
-                kq_lane<T, R, KQ_ROW1_NO>(rd, off, false, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
+            kq_lane_v1<T, R>(rd, off, w[1] != NULL, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, nr, part);
             for (int r = 0; r < R; r++)
                 for (int m = 0; m < KQ_M; m++)
                     lanes[r][m][lane] = part[r][m];
@@ -447,10 +441,7 @@ template <int T> static void check_short(int nf, int ns, size_t shift)
             }
             for (int lane = 0; lane < 32; lane++) {
                 float part[1][KQ_M] = {{lanes[0][lane], lanes[1][lane]}};
-                if (v1)
-                    kq_lane<T, 1, KQ_ROW1_YES>(rd, off, true, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, 1, part);
-                else
-                    kq_lane<T, 1, KQ_ROW1_NO>(rd, off, false, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, 1, part);
+                kq_lane_v1<T, 1>(rd, off, v1, lane, (uint32_t)cs, xr, (uint32_t)xl, sr, nbr, 1, part);
                 lanes[0][lane] = part[0][0];
                 lanes[1][lane] = part[0][1];
             }
