@@ -441,30 +441,28 @@ static cj_node_t *not_expr(ps_t *p)
     return compare(p);
 }
 
-static cj_node_t *and_expr(ps_t *p)
+/* SUB (WORD SUB)*: a left-associative chain of nodes of kind K. */
+static cj_node_t *chain(ps_t *p, const char *word, cj_kind_t k, cj_node_t *(*sub)(ps_t *))
 {
-    cj_node_t *n = not_expr(p);
-    while (is_name(p, "and")) {
+    cj_node_t *n = sub(p);
+    while (is_name(p, word)) {
         adv(p);
-        cj_node_t *x = mk(p, N_AND);
+        cj_node_t *x = mk(p, k);
         x->a = n;
-        x->b = not_expr(p);
+        x->b = sub(p);
         n = x;
     }
     return n;
 }
 
+static cj_node_t *and_expr(ps_t *p)
+{
+    return chain(p, "and", N_AND, not_expr);
+}
+
 static cj_node_t *or_expr(ps_t *p)
 {
-    cj_node_t *n = and_expr(p);
-    while (is_name(p, "or")) {
-        adv(p);
-        cj_node_t *x = mk(p, N_OR);
-        x->a = n;
-        x->b = and_expr(p);
-        n = x;
-    }
-    return n;
+    return chain(p, "or", N_OR, and_expr);
 }
 
 static cj_node_t *expr(ps_t *p)
