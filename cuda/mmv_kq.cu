@@ -48,6 +48,18 @@ static bool kq_pack_on(void)
     return on > 0;
 }
 
+/* A bundle saves passes only where a warp walks several row pairs: the
+ * launch's pairs at least MEMRA_MMV_KQ_PACK_MIN times the warps of three
+ * blocks an SM (experiment; default 0: every launch). */
+static bool kq_pack_deep(const mmv_args &a, int64_t nv, unsigned gy, int sm_count)
+{
+    static long min_pairs = -1;
+    if (min_pairs < 0)
+        min_pairs = memra__cuda_env_long("MEMRA_MMV_KQ_PACK_MIN", 0);
+    const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M;
+    return ngrp >= (int64_t)min_pairs * 3 * mmv_sms(sm_count) * MMV_WARPS / gy;
+}
+
 /* The packed kernel for rows of NSB super-blocks, NULL where none packs. */
 template <int T, int NS> static void (*kq_pack_ns(void))(mmv_args)
 {
@@ -78,7 +90,7 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     void (*kern)(mmv_args) = mmv_kq_kernel<T, R>;
     dev_cache_row *kc = cache;
     if constexpr (R == 1) {
-        if (kq_pack_on() && !probe && nv < ((int64_t)1 << 30)) {
+        if (kq_pack_on() && !probe && nv < ((int64_t)1 << 30) && kq_pack_deep(a, nv, gy, sm_count)) {
             kern = kq_pack_kernel<T>((int)(a.ne0 / 256));
             kc = pcache[a.ne0 / 256 % KQ_SBS];
             if (!kern) {
