@@ -253,7 +253,7 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
 fi
 
 # ---- packed short segments of the K-quant matvec (MEMRA_MMV_KQ_PACK=1) ----
-# (off by default until measured): one x row's rows that end in 1-4 short
+# (off by default: mixed on an H100, docs/PERFORMANCE.md): one x row's rows that end in 1-4 short
 # super-blocks take several row pairs' short segments in one pass, each
 # lane's term added where mmv_kq_kernel adds it, so the K-quant matmul
 # cases (their pack_* cases several row pairs a warp) print the same lines
