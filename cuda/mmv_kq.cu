@@ -38,24 +38,27 @@ static bool kq_short_launch(int64_t ne0, int64_t ngrp, int64_t nb)
 }
 
 /* One x row whose rows end in a short segment that packs (kq_short_groups,
- * cuda/mmv_kq_pack.cuh) takes mmv_kq_pack_kernel: MEMRA_MMV_KQ_PACK
- * (default 0 until measured on a device; the same bits either way). */
+ * cuda/mmv_kq_pack.cuh) takes mmv_kq_pack_kernel where kq_pack_deep holds:
+ * MEMRA_MMV_KQ_PACK (default 1; 0 never; the same bits either way). */
 static bool kq_pack_on(void)
 {
     static long on = -1;
     if (on < 0)
-        on = memra__cuda_env_long("MEMRA_MMV_KQ_PACK", 0);
+        on = memra__cuda_env_long("MEMRA_MMV_KQ_PACK", 1);
     return on > 0;
 }
 
-/* A bundle saves passes only where a warp walks several row pairs: the
- * launch's pairs at least MEMRA_MMV_KQ_PACK_MIN times the warps of three
- * blocks an SM (experiment; default 0: every launch). */
+/* A bundle saves passes only where a warp walks many row pairs: the
+ * launch's pairs at least MEMRA_MMV_KQ_PACK_MIN (default 16; 0: every
+ * launch) times the warps of three blocks an SM. On an H100 (2026-12-07)
+ * packing every launch cost the E4B Q4_K 10.5 % and the 27B Q4_K 7.4 %
+ * (0.04-5.5 pairs a warp); from 16 only the vocabulary heads pack (41
+ * pairs a warp): the 26B-A4B Q4_K +8.5 %, the E4B Q4_K +1.5 %. */
 static bool kq_pack_deep(const mmv_args &a, int64_t nv, unsigned gy, int sm_count)
 {
     static long min_pairs = -1;
     if (min_pairs < 0)
-        min_pairs = memra__cuda_env_long("MEMRA_MMV_KQ_PACK_MIN", 0);
+        min_pairs = memra__cuda_env_long("MEMRA_MMV_KQ_PACK_MIN", 16);
     const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M;
     return ngrp >= (int64_t)min_pairs * 3 * mmv_sms(sm_count) * MMV_WARPS / gy;
 }

@@ -252,15 +252,17 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_MOE_KQ_PACK=0 moe.fused
 fi
 
-# ---- packed short segments of the K-quant matvec (MEMRA_MMV_KQ_PACK=1) ----
-# (off by default: mixed on an H100, docs/PERFORMANCE.md): one x row's rows that end in 1-4 short
-# super-blocks take several row pairs' short segments in one pass, each
-# lane's term added where mmv_kq_kernel adds it, so the K-quant matmul
-# cases (their pack_* cases several row pairs a warp) print the same lines
-# both ways
+# ---- packed short segments of the K-quant matvec (MEMRA_MMV_KQ_PACK) ----
+# one x row's rows that end in 1-4 short super-blocks take several row
+# pairs' short segments in one pass, each lane's term added where
+# mmv_kq_kernel adds it; by default only launches of many row pairs a warp
+# (the heads), so the kernel check's cases take it with
+# MEMRA_MMV_KQ_PACK_MIN=0 against MEMRA_MMV_KQ_PACK=0 (their pack_* cases
+# several row pairs a warp)
+# and print the same lines as without it
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in matmul.kq matmul_ex.kq; do
-    kc_vs MEMRA_MMV_KQ_PACK=1 "$t"
+    kc_vs "MEMRA_MMV_KQ_PACK=1 MEMRA_MMV_KQ_PACK_MIN=0" "$t" MEMRA_MMV_KQ_PACK=0
   done
 fi
 
