@@ -54,12 +54,11 @@ static bool kq_pack_on(void)
  * packing every launch cost the E4B Q4_K 10.5 % and the 27B Q4_K 7.4 %
  * (0.04-5.5 pairs a warp); from 16 only the vocabulary heads pack (41
  * pairs a warp): the 26B-A4B Q4_K +8.5 %, the E4B Q4_K +1.5 %. */
-static bool kq_pack_deep(const mmv_args &a, int64_t nv, unsigned gy, int sm_count)
+static bool kq_pack_deep(int64_t ngrp, unsigned gy, int sm_count)
 {
     static long min_pairs = -1;
     if (min_pairs < 0)
         min_pairs = memra__cuda_env_long("MEMRA_MMV_KQ_PACK_MIN", 16);
-    const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M;
     return ngrp >= (int64_t)min_pairs * 3 * mmv_sms(sm_count) * MMV_WARPS / gy;
 }
 
@@ -90,10 +89,11 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     if (probe < 0)
         probe = memra__cuda_env_long("MEMRA_MMV_PROBE", 0) > 0;
     const int64_t nv = a.glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
     void (*kern)(mmv_args) = mmv_kq_kernel<T, R>;
     dev_cache_row *kc = cache;
     if constexpr (R == 1) {
-        if (kq_pack_on() && !probe && nv < ((int64_t)1 << 30) && kq_pack_deep(a, nv, gy, sm_count)) {
+        if (kq_pack_on() && !probe && nv < ((int64_t)1 << 30) && kq_pack_deep(ngrp, gy, sm_count)) {
             kern = kq_pack_kernel<T>((int)(a.ne0 / 256));
             kc = pcache[a.ne0 / 256 % KQ_SBS];
             if (!kern) {
@@ -115,7 +115,6 @@ template <int T, int R> static bool kq_launch_r(mmv_args a, unsigned gy, int sm_
     int occ = mmv_occupancy((const void *)kern, smem, kc);
     if (occ == 0)
         return false;
-    const int64_t ngrp = a.glu ? nv : (nv + KQ_M - 1) / KQ_M, need = (ngrp + MMV_WARPS - 1) / MMV_WARPS;
     /* blocks along x: one warp a row pair, at most OC blocks an SM over the GY problems */
     auto blocks = [&](int oc) {
         int64_t cap = (int64_t)oc * mmv_sms(sm_count) / gy;
