@@ -126,18 +126,30 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
  * weights whose rows are 4-12 bytes off 16 or whose K is a multiple of 64
  * but not of 256 on the matvecs (one x row a block column) instead of
  * the kernel's ODD form (the 26B-A4B's steps of 4 / 8 rows +3.5 / +6.7 %,
- * H100, 2026-12-06). */
+ * H100, 2026-12-06); MEMRA_GSW_KT (1..GSW_KT_MAX, default the most) caps
+ * a slice's k tiles: shorter slices stage less x (more blocks an SM at
+ * 17-32 rows) for more split-K partials; other bits, the same for every
+ * row count (a function of the shape and the device still).
+ * MEMRA_BATCH_GSWK=1 runs Q4_K / Q5_K on gsw_kernel's K-quant form
+ * (cuda/gemm_swk.cu) instead of gs_kernel, MEMRA_GSWK_RING its ring
+ * items per warp (2..GSWK_RING_MAX, default 4; fewer where two blocks
+ * would not fit an SM). */
 typedef struct gsw_knobs {
-    int on, ring, xf, fin, odd;
+    int on, ring, xf, fin, odd, kt, kq, kring;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0, 0, 0};
+    static gsw_knobs k = {-1, 0, 0, 0, 0, 0, 0, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
         r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
+        const long kring = memra__cuda_env_long("MEMRA_GSWK_RING", 4);
+        r.kring = kring < 2 || kring > GSWK_RING_MAX ? 4 : (int)kring;
+        r.kq = memra__cuda_env_long("MEMRA_BATCH_GSWK", 0) != 0;
+        const long kt = memra__cuda_env_long("MEMRA_GSW_KT", GSW_KT_MAX);
+        r.kt = kt < 1 || kt > GSW_KT_MAX ? GSW_KT_MAX : (int)kt;
         r.xf = memra__cuda_env_long("MEMRA_GSW_XF", 1) != 0;
         r.fin = memra__cuda_env_long("MEMRA_GSW_FIN", 1) != 0;
         r.on = memra__cuda_env_long("MEMRA_BATCH_GSW", 1) != 0;
@@ -147,14 +159,14 @@ static const gsw_knobs *gsw_cfg(void)
     return &k;
 }
 
-/* gsw_kernel's slices of K into A: at most GSW_KT_MAX k tiles each (the
- * staged x), and enough blocks of 64 rows (of NV) for three an SM: a
- * function of the weight's shape and the device only, never of the row
+/* gsw_kernel's slices of K into A: at most gsw_cfg()->kt k tiles each
+ * (the staged x), and enough blocks of 64 rows (of NV) for three an SM:
+ * a function of the weight's shape and the device only, never of the row
  * count. false: more slices than a grid holds. */
 static bool gsw_slices(gs_args *a, int64_t nv, int sm_count)
 {
-    const int64_t nkt = (a->K + GS_KT - 1) / GS_KT, blocks = (nv + 63) / 64;
-    int64_t split = (nkt + GSW_KT_MAX - 1) / GSW_KT_MAX;
+    const int64_t nkt = (a->K + GS_KT - 1) / GS_KT, blocks = (nv + 63) / 64, ktmax = gsw_cfg()->kt;
+    int64_t split = (nkt + ktmax - 1) / ktmax;
     const int64_t want = (3 * (int64_t)sm_count + blocks - 1) / blocks;
     if (split < want)
         split = want;
@@ -165,10 +177,12 @@ static bool gsw_slices(gs_args *a, int64_t nv, int sm_count)
     return a->split <= 65535;
 }
 
-/* M's Q8_0 weights (A: their arguments) on gsw_kernel, in passes of
- * GSW_MAXN x rows. */
-static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, bool *done)
+/* M's Q8_0 weights (A: their arguments) on gsw_kernel, or its Q4_K /
+ * Q5_K weights (TYPE) on the K-quant form, in passes of GSW_MAXN x rows. */
+static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, memra_type_t type,
+                              bool *done)
 {
+    const int ktb = gswk_tile_bytes((int)type); /* 0: Q8_0 */
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const bool glu = a.epi == MEMRA_MM_GLU;
     const int np = glu ? 2 : 1;
@@ -197,16 +211,17 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
     const bool xf = kn->xf && !m->norm && (uintptr_t)m->x % 16 == 0 && m->ldx % 4 == 0;
     a.fin = kn->fin;
     a.ldxf = m->ldx;
-    MEMRA_CUDA_PROF_DETAIL(c, "q8_0 %lldx%lld x%d n%lld gsw split %d%s%s%s", (long long)a.K,
+    MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld x%d n%lld gsw split %d%s%s%s", memra_type_name(type), (long long)a.K,
                            (long long)a.vrow0[a.nw], a.nw, (long long)n_all, a.split, m->norm ? " norm" : "",
                            xf ? " xf" : "", a.odd ? " odd" : "");
     for (int64_t r0 = 0; r0 < n_all; r0 += GSW_MAXN) {
         a.n = (int)(n_all - r0 < GSW_MAXN ? n_all - r0 : GSW_MAXN);
         /* the ring as deep as two blocks an SM allow (the staged x of 32
          * rows is 65 KiB) */
-        const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half);
-        a.st = gsw_cfg()->ring;
-        const size_t slot = a.odd ? GSW_SLOT_ODD : GSW_SLOT;
+        const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half) +
+                          (ktb ? (size_t)a.n * ((size_t)a.kt_per * 8 + 1) * sizeof(float) : 0);
+        a.st = ktb ? gsw_cfg()->kring : gsw_cfg()->ring;
+        const size_t slot = ktb ? (size_t)GSW_ROWS * ktb : a.odd ? GSW_SLOT_ODD : GSW_SLOT;
         while (a.st > 2 && (size_t)GSW_WARPS * a.st * slot + xs > GSW_SMEM_2)
             a.st--;
         const size_t smem = (size_t)GSW_WARPS * a.st * slot + xs;
@@ -217,8 +232,10 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
                           m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
             MEMRA_CUDA_LAUNCHED(be);
         }
-        if (!gsw_launch(a, (unsigned)grid_x, smem, c->stream))
-            return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: Q8_0 skinny GEMM launch failed") : MEMRA_OK;
+        if (!(ktb ? gswk_launch((int)type, a, (unsigned)grid_x, smem, c->stream)
+                  : gsw_launch(a, (unsigned)grid_x, smem, c->stream)))
+            return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: %s skinny GEMM launch failed", memra_type_name(type))
+                      : MEMRA_OK;
         MEMRA_CUDA_LAUNCHED(be);
         for (int i = 0; i < a.nw; i++)
             a.y[i] += GSW_MAXN * a.ldy[i];
@@ -270,7 +287,9 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.gelu = m->act == MEMRA_ACT_GELU;
     a.odd = odd;
     if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
-        return gsw_run(be, m, a, done);
+        return gsw_run(be, m, a, type, done);
+    if (gsw_cfg()->kq && gswk_tile_bytes((int)type) && !odd)
+        return gsw_run(be, m, a, type, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t per = m->epi == MEMRA_MM_GLU ? GS_BM / 2 : GS_BM;

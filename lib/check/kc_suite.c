@@ -267,7 +267,7 @@ static void run_suite(kc *k)
     {
         static const memra_type_t q8[4] = {MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q8_0};
         static const memra_type_t mix[3] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q4_K};
-        static const memra_type_t k4[2] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
+        static const memra_type_t k4[4] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
         static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
         static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
         static const memra_type_t k5[2] = {MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K}, k6[1] = {MEMRA_TYPE_Q6_K},
@@ -387,6 +387,18 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            /* Q4_K / Q5_K on gsw_kernel's K-quant form (cuda/gemm_swk.cu,
+             * MEMRA_BATCH_GSWK=1; gs_kernel otherwise): every epilogue, 2 to 40 rows
+             * (two passes), one k tile, fused weights, the E4B's 2560 */
+            {"matmul_ex.gs.q4_k.proj4_r5", 4, k4, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q4_k.swiglu_r2", 2, k4, 512, glu, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q5_k.add_r19", 1, k5, 768, one, 19, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q5_k.geglu_r11", 2, k5, 1024, glu, 11, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q4_k.gdn_in_r4", 4, k4, 4096, gdn, 4, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q4_k.ffn_glu_r32", 2, k4, 4096, ff, 32, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q4_k.out_add_r40", 1, k4, 4096, hid, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q5_k.down_add_r13", 1, k5, 12288, hid, 13, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q4_k.e4b_geglu_r6", 2, k4, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, true, false, MX_GS},
             /* Q8_0 rows 4-12 bytes off 16, K not a multiple of 256
              * (gsw_kernel's ODD form; MEMRA_GSW_ODD=0 the matvecs): the 26B-A4B's dense down at 4 / 8 / 32 / 40 rows
              * (a short last tile of 2 blocks), a normed GeGLU 1344 wide,

@@ -1,0 +1,259 @@
+/* gsw_kernel's K-quant form: the fast tier's Q4_K / Q5_K GEMM of batched
+ * decode steps (cuda/gemm_s.cu picks it with MEMRA_BATCH_GSWK=1; gs_kernel
+ * otherwise).
+ *
+ * Why: on gs_kernel (a shared ring per block, each sub-block decoded to
+ * f16 in a warp's buffer) the 9B Q4_K's steps of 3 and 4 rows ran slower
+ * than its two-row steps (291 / 388 against 436 tok/s, H200, 2026-12-07):
+ * its GLU 4096 x 2 x 12288 at 4 rows took 107 us for 57 MB.
+ *
+ * The layout is gsw_kernel's (cuda/gemm_sw.cu, gemm_sw.cuh): a warp owns 8
+ * virtual rows and one slice of K, its own ring of bulk copies, an item
+ * being one super-block (256 elements: 144 bytes of Q4_K, 176 of Q5_K,
+ * both multiples of 16, so every row's tiles are 16-byte aligned) of each
+ * row; x is the mma's A operand, the weights its B operand. Lane (g, t)
+ * reads the quant bytes 4t..4t+3 and 16+4t..16+4t+3 of each 64-element
+ * group of row g (one word each: their low nibbles are sub-block 2j's
+ * elements, their high nibbles sub-block 2j+1's; Q5_K ORs the fifth bit
+ * from qh), the same permuted k order as x, and makes exact f16 integers
+ * of them (one byte permute and one half subtraction a pair). The tensor
+ * cores sum q·x per sub-block in float32; the sub-block's scale d·sc and
+ * its min dmin·m (both float32, from the row's 12 packed scale bytes)
+ * then enter as y += d·sc · Σ q·x − dmin·m · Σ x, where Σ x is the
+ * sub-block's sum of the staged f16 x, summed once per block in element
+ * order. (gs_kernel rounds each dequantized weight to f16 instead.)
+ *
+ * Split-K and the row invariance are gsw_kernel's: the slicing is a
+ * function of the weight's shape and the device, an output row reads its
+ * own x row (and its own Σ x) only. Exactness: fast tier only. */
+#include "gemm_sw.cuh"
+
+/* Where a super-block's parts lie: scales at 4 (12 bytes, after d and
+ * dmin), the fifth bits (Q5_K) at QH, the nibbles at QS. */
+template <int T> struct gswk_fmt;
+template <> struct gswk_fmt<MEMRA_TYPE_Q4_K> {
+    static constexpr int TB = 144, QS = 16, QH = -1;
+};
+template <> struct gswk_fmt<MEMRA_TYPE_Q5_K> {
+    static constexpr int TB = 176, QS = 48, QH = 16;
+};
+
+/* Four bytes of 0..31 as two f16 pairs, exact: 1024 + b under the
+ * exponent of 1024, minus 1024. */
+static __device__ __forceinline__ void gswk_u8_h2(uint32_t u, uint32_t *lo, uint32_t *hi)
+{
+    const __half2 off = __halves2half2(__ushort_as_half(0x6400), __ushort_as_half(0x6400)); /* 1024 */
+    uint32_t l = __byte_perm(u, 0x64646464u, 0x5140), h = __byte_perm(u, 0x64646464u, 0x5342);
+    const __half2 lh = __hsub2(*reinterpret_cast<const __half2 *>(&l), off);
+    const __half2 hh = __hsub2(*reinterpret_cast<const __half2 *>(&h), off);
+    *lo = *reinterpret_cast<const uint32_t *>(&lh);
+    *hi = *reinterpret_cast<const uint32_t *>(&hh);
+}
+
+/* A row's 8 scales and mins as bytes (sc[0..3], sc[4..7], m[0..3],
+ * m[4..7]) and its d, dmin: the 6-bit fields of ggml's 12 scale bytes. */
+struct gswk_scales {
+    uint32_t sc_lo, sc_hi, m_lo, m_hi;
+    float d, dmin;
+    __device__ __forceinline__ void load(const uint8_t *sb)
+    {
+        const uint32_t *w = reinterpret_cast<const uint32_t *>(sb);
+        const uint32_t dd = w[0], w0 = w[1], w1 = w[2], w2 = w[3];
+        d = __half2float(__ushort_as_half((unsigned short)(dd & 0xffffu)));
+        dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
+        sc_lo = w0 & 0x3f3f3f3fu;
+        m_lo = w1 & 0x3f3f3f3fu;
+        sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
+        m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
+    }
+    /* sub-block S's d·sc and dmin·m */
+    __device__ __forceinline__ float scale(int s) const
+    {
+        return d * (float)(((s < 4 ? sc_lo : sc_hi) >> (8 * (s & 3))) & 0xffu);
+    }
+    __device__ __forceinline__ float min(int s) const
+    {
+        return dmin * (float)(((s < 4 ? m_lo : m_hi) >> (8 * (s & 3))) & 0xffu);
+    }
+};
+
+/* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows). */
+template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gswk_kernel(const gs_args a)
+{
+    using F = gswk_fmt<T>;
+    constexpr int MT = (NX + 1) / 2; /* m tiles of 16 x rows */
+    using ring_t = gsw_ring<GSW_ROWS, false, F::TB>;
+    extern __shared__ __align__(128) uint8_t gsw_smem[];
+    __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSWK_RING_MAX];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int D = a.st;
+    const bool glu = a.epi == MEMRA_MM_GLU;
+    const int np = glu ? 2 : 1;
+    const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
+    const int64_t ngroups = (nv + GSW_ROWS - 1) / GSW_ROWS;
+    const int slice = blockIdx.y;
+    const int64_t kt0 = (int64_t)slice * a.kt_per;
+    const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
+    const int nti = np * nt;
+    const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row */
+    const int lds = a.kt_per * 8 + 1;      /* floats per row of sub-block sums: rows g in distinct banks */
+    uint8_t *ring = gsw_smem + (size_t)warp * D * ring_t::SLOT;
+    __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * ring_t::SLOT);
+    float *xsum = reinterpret_cast<float *>(xs + (size_t)a.n * ldx);
+    const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
+    const bool live = grp < ngroups;
+    ring_t rg;
+    rg.init(a, bars[warp], ring, grp, nv, kt0, nt, lane);
+    const uint32_t bar0 = rg.bar0;
+    rg.start();
+    gsw_stage_x<false>(a, xs, kt0, nt, ldx);
+    /* each x row's sub-block sums of the staged f16, in element order */
+    for (int c = threadIdx.x; c < a.n * nt * 8; c += GSW_WARPS * 32) {
+        const int r = c / (nt * 8), sb = c % (nt * 8);
+        const __half2 *p = reinterpret_cast<const __half2 *>(xs + (size_t)r * ldx + 32 * sb);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const float2 f = __half22float2(p[i]);
+            s += f.x;
+            s += f.y;
+        }
+        xsum[r * lds + sb] = s;
+    }
+    __syncthreads();
+    if (!live)
+        return;
+    const int g = lane >> 2, t = lane & 3;
+    /* x row g + 8i's staged slice and sums (row 0 past n: its products
+     * land in accumulators that are never stored) */
+    uint32_t xa[NX];
+    const float *xsr[NX];
+#pragma unroll
+    for (int i = 0; i < NX; i++) {
+        const int r = g + 8 * i < a.n ? g + 8 * i : 0;
+        xa[i] = mmv_saddr(xs + (size_t)r * ldx + 4 * t);
+        xsr[i] = xsum + r * lds;
+    }
+    /* acc[p][4m + c]: m tile m, x row g + 16m (c = 0, 1) or g + 16m + 8
+     * (c = 2, 3), group rows 2t + (c & 1) */
+    float acc[2][4 * MT];
+#pragma unroll
+    for (int i = 0; i < 4 * MT; i++)
+        acc[0][i] = acc[1][i] = 0.0f;
+    uint32_t phase = 0;
+    for (int it = 0; it < nti; it++) {
+        const int slot = it % D;
+        mmv_ring_wait(bar0, slot, phase);
+        rg.issue_next();
+        const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
+        const uint8_t *w = ring + slot * ring_t::SLOT;
+        const uint8_t *wg = w + g * F::TB;
+        gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
+        s0.load(w + 2 * t * F::TB);
+        s1.load(w + (2 * t + 1) * F::TB);
+        const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
+        float c[4 * MT];
+#pragma unroll
+        for (int i = 0; i < 4 * MT; i++)
+            c[i] = p ? acc[1][i] : acc[0][i];
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+            const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
+            const uint32_t qa = qp[0], qb = qp[4];
+            uint32_t ha = 0u, hb = 0u;
+            if constexpr (F::QH >= 0) {
+                const uint32_t *hp = reinterpret_cast<const uint32_t *>(wg + F::QH + 4 * t);
+                ha = hp[0];
+                hb = hp[4];
+            }
+#pragma unroll
+            for (int hi = 0; hi < 2; hi++) {
+                const int s = 2 * jj + hi;
+                uint32_t na = hi ? (qa >> 4) & 0x0f0f0f0fu : qa & 0x0f0f0f0fu;
+                uint32_t nb = hi ? (qb >> 4) & 0x0f0f0f0fu : qb & 0x0f0f0f0fu;
+                if constexpr (F::QH >= 0) {
+                    na |= ((ha >> s) & 0x01010101u) << 4;
+                    nb |= ((hb >> s) & 0x01010101u) << 4;
+                }
+                uint32_t bf0[2], bf1[2];
+                gswk_u8_h2(na, &bf0[0], &bf0[1]);
+                gswk_u8_h2(nb, &bf1[0], &bf1[1]);
+                const float d0 = s0.scale(s), d1 = s1.scale(s), m0 = -s0.min(s), m1 = -s1.min(s);
+                const int sb = j * 8 + s;
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
+                    uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        if (2 * m + h < NX) {
+                            const uint32_t base = xa[2 * m + h] + xoff + 64 * s;
+                            const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
+                            af0[h] = v0.x;
+                            af0[h + 2] = v0.y;
+                            af1[h] = v1.x;
+                            af1[h + 2] = v1.y;
+                        }
+                    }
+                    float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    gq_mma(tq, af0, bf0);
+                    gq_mma(tq, af1, bf1);
+                    const float xs0 = xsr[2 * m][sb];
+                    c[4 * m] = __fmaf_rn(m0, xs0, __fmaf_rn(tq[0], d0, c[4 * m]));
+                    c[4 * m + 1] = __fmaf_rn(m1, xs0, __fmaf_rn(tq[1], d1, c[4 * m + 1]));
+                    if (2 * m + 1 < NX) {
+                        const float xs1 = xsr[2 * m + 1][sb];
+                        c[4 * m + 2] = __fmaf_rn(m0, xs1, __fmaf_rn(tq[2], d0, c[4 * m + 2]));
+                        c[4 * m + 3] = __fmaf_rn(m1, xs1, __fmaf_rn(tq[3], d1, c[4 * m + 3]));
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4 * MT; i++) {
+            if (p)
+                acc[1][i] = c[i];
+            else
+                acc[0][i] = c[i];
+        }
+        __syncwarp(); /* the slot is refilled by a later issue */
+    }
+    gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
+}
+
+template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+{
+    if (cudaFuncSetAttribute(gswk_kernel<NX, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        cudaSuccess)
+        return false;
+    return memra__launch(gswk_kernel<NX, T>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
+           cudaSuccess;
+}
+
+template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+{
+    return a.n <= 8    ? gswk_launch_nx<1, T>(a, grid_x, smem, s)
+           : a.n <= 16 ? gswk_launch_nx<2, T>(a, grid_x, smem, s)
+                       : gswk_launch_nx<4, T>(a, grid_x, smem, s);
+}
+
+int gswk_tile_bytes(int type)
+{
+    switch (type) {
+    case MEMRA_TYPE_Q4_K: return gswk_fmt<MEMRA_TYPE_Q4_K>::TB;
+    case MEMRA_TYPE_Q5_K: return gswk_fmt<MEMRA_TYPE_Q5_K>::TB;
+    default: return 0;
+    }
+}
+
+bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+{
+    if (a.st < 2 || a.st > GSWK_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX || a.odd ||
+        a.K % GS_KT)
+        return false;
+    switch (type) {
+    case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, s);
+    case MEMRA_TYPE_Q5_K: return gswk_launch_t<MEMRA_TYPE_Q5_K>(a, grid_x, smem, s);
+    default: return false;
+    }
+}
