@@ -130,7 +130,7 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
  * a slice's k tiles: shorter slices stage less x (more blocks an SM at
  * 17-32 rows) for more split-K partials; other bits, the same for every
  * row count (a function of the shape and the device still).
- * MEMRA_BATCH_GSWK=1 runs Q4_K / Q5_K on gsw_kernel's K-quant form
+ * MEMRA_BATCH_GSWK=1 runs Q4_K / Q5_K / Q6_K on gsw_kernel's K-quant form
  * (cuda/gemm_swk.cu) instead of gs_kernel, MEMRA_GSWK_RING its ring
  * items per warp (2..GSWK_RING_MAX, default 4; fewer where two blocks
  * would not fit an SM). */
@@ -178,11 +178,13 @@ static bool gsw_slices(gs_args *a, int64_t nv, int sm_count)
 }
 
 /* M's Q8_0 weights (A: their arguments) on gsw_kernel, or its Q4_K /
- * Q5_K weights (TYPE) on the K-quant form, in passes of GSW_MAXN x rows. */
+ * Q5_K / Q6_K weights (TYPE) on the K-quant form, in passes of GSW_MAXN x
+ * rows. */
 static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs_args a, memra_type_t type,
                               bool *done)
 {
-    const int ktb = gswk_tile_bytes((int)type); /* 0: Q8_0 */
+    bool ksum = false;
+    const int ktb = type == MEMRA_TYPE_Q8_0 ? 0 : gswk_row_bytes((int)type, &ksum);
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const bool glu = a.epi == MEMRA_MM_GLU;
     const int np = glu ? 2 : 1;
@@ -219,7 +221,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         /* the ring as deep as two blocks an SM allow (the staged x of 32
          * rows is 65 KiB) */
         const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half) +
-                          (ktb ? (size_t)a.n * ((size_t)a.kt_per * 8 + 1) * sizeof(float) : 0);
+                          (ksum ? (size_t)a.n * ((size_t)a.kt_per * 8 + 1) * sizeof(float) : 0);
         a.st = ktb ? gsw_cfg()->kring : gsw_cfg()->ring;
         const size_t slot = ktb ? (size_t)GSW_ROWS * ktb : a.odd ? GSW_SLOT_ODD : GSW_SLOT;
         while (a.st > 2 && (size_t)GSW_WARPS * a.st * slot + xs > GSW_SMEM_2)
@@ -288,7 +290,8 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.odd = odd;
     if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
         return gsw_run(be, m, a, type, done);
-    if (gsw_cfg()->kq && gswk_tile_bytes((int)type) && !odd)
+    bool ksum;
+    if (gsw_cfg()->kq && gswk_row_bytes((int)type, &ksum) && !odd)
         return gsw_run(be, m, a, type, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

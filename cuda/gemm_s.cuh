@@ -426,12 +426,13 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 #define GSW_RING_MAX 4
 #define GSW_SMEM_2 (110u * 1024u)         /* dynamic shared memory of a block when two share an SM */
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
-/* gsw_kernel's K-quant form (cuda/gemm_swk.cu): TYPE's super-block bytes
- * (a ring item's row; 0: no such form), its launch as gsw_launch's with
- * a ring of up to GSWK_RING_MAX items and, after the staged x, the x rows'
- * sub-block sums (a.n x (a.kt_per * 8 + 1) floats). */
+/* gsw_kernel's K-quant form (cuda/gemm_swk.cu): the bytes of a ring
+ * item's row for TYPE (0: no such form) and whether its shared memory
+ * holds, after the staged x, the x rows' sub-block sums (*XSUM: a.n x
+ * (a.kt_per * 8 + 1) floats); its launch as gsw_launch's with a ring of up
+ * to GSWK_RING_MAX items. Q6_K: rows 16-byte aligned only. */
 #define GSWK_RING_MAX 6
-int gswk_tile_bytes(int type);
+int gswk_row_bytes(int type, bool *xsum);
 bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split

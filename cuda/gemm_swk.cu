@@ -1,4 +1,4 @@
-/* gsw_kernel's K-quant form: the fast tier's Q4_K / Q5_K GEMM of batched
+/* gsw_kernel's K-quant form: the fast tier's Q4_K / Q5_K / Q6_K GEMM of batched
  * decode steps (cuda/gemm_s.cu picks it with MEMRA_BATCH_GSWK=1; gs_kernel
  * otherwise).
  *
@@ -23,26 +23,144 @@
  * sub-block's sum of the staged f16 x, summed once per block in element
  * order. (gs_kernel rounds each dequantized weight to f16 instead.)
  *
+ * Q6_K (210-byte super-blocks; rows 16-byte aligned, K a multiple of
+ * 2048, as gemm_s.cu takes them) has its own ring (gswk_ring6): tile j of
+ * every row lies 2j mod 16 bytes off 16, so each is copied from the 16
+ * bytes at or below it into a 240-byte slot row, and the lanes read words
+ * 2 bytes off a word (two loads and a byte permute) in the odd tiles. Its
+ * quants (6 bits: nibbles from ql, two bits from qh) become exact f16 of
+ * q - 32, and each 16 elements' int8 scale times d multiplies its mma's
+ * float32 sum: no min, no x sums.
+ *
  * Split-K and the row invariance are gsw_kernel's: the slicing is a
  * function of the weight's shape and the device, an output row reads its
  * own x row (and its own Σ x) only. Exactness: fast tier only. */
+#include <type_traits>
+
 #include "gemm_sw.cuh"
 
 /* Where a super-block's parts lie: scales at 4 (12 bytes, after d and
  * dmin), the fifth bits (Q5_K) at QH, the nibbles at QS. */
 template <int T> struct gswk_fmt;
 template <> struct gswk_fmt<MEMRA_TYPE_Q4_K> {
-    static constexpr int TB = 144, QS = 16, QH = -1;
+    static constexpr int TB = 144, RB = TB, QS = 16, QH = -1;
 };
 template <> struct gswk_fmt<MEMRA_TYPE_Q5_K> {
-    static constexpr int TB = 176, QS = 48, QH = 16;
+    static constexpr int TB = 176, RB = TB, QS = 48, QH = 16;
 };
+/* Q6_K: ql at 0, qh at 128, int8 scales at 192, d at 208; RB the slot
+ * row (rows g in distinct banks: 60 words apart) */
+template <> struct gswk_fmt<MEMRA_TYPE_Q6_K> {
+    static constexpr int TB = 210, RB = 240, QS = 0, QH = 128;
+};
+
+/* Q6_K's ring: gsw_ring's, each row's tile copied from the 16 bytes at or
+ * below it (whole 16 bytes, the same offset for every row: the rows are
+ * 16-byte aligned) into a slot row of RB bytes. */
+struct gswk_ring6 {
+    static constexpr int TB = 210, RB = 240, SLOT = GSW_ROWS * RB;
+    uint32_t bar0, ring0;
+    uint64_t policy;
+    const uint8_t *src0, *src1;
+    int64_t kt0;
+    int nvalid, nt, nti, issued, D, lane;
+
+    /* tile KT's bytes below it to 16 */
+    static __device__ __forceinline__ uint32_t off(int64_t kt) { return (uint32_t)(2 * kt) & 15u; }
+    __device__ __forceinline__ void init(const gs_args &a, uint64_t *bars, uint8_t *ring, int64_t grp, int64_t nv,
+                                         int64_t kt0_, int nt_, int lane_)
+    {
+        const bool glu = a.epi == MEMRA_MM_GLU;
+        D = a.st;
+        lane = lane_;
+        kt0 = kt0_;
+        nt = nt_;
+        nti = (glu ? 2 : 1) * nt;
+        issued = 0;
+        mmv_bars_init(bars, D, lane);
+        bar0 = mmv_saddr(bars);
+        ring0 = mmv_saddr(ring);
+        policy = mmv_evict_first();
+        nvalid = grp * GSW_ROWS < nv ? (int)min((int64_t)GSW_ROWS, nv - grp * GSW_ROWS) : 0;
+        src0 = src1 = NULL;
+        if (lane < nvalid) {
+            int64_t lrow;
+            int wi = gsw_row(a, grp * GSW_ROWS + lane, 0, &lrow);
+            src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * TB;
+            if (glu) {
+                wi = gsw_row(a, grp * GSW_ROWS + lane, 1, &lrow);
+                src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * TB;
+            }
+        }
+    }
+    __device__ __forceinline__ void issue_next()
+    {
+        if (issued >= nti || !nvalid)
+            return;
+        const int slot = issued % D, j = issued < nt ? issued : issued - nt;
+        const uint32_t bar = bar0 + 8 * slot, o = off(kt0 + j), n = (o + TB + 15) & ~15u;
+        if (lane == 0) {
+            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                         "r"((uint32_t)nvalid * n)
+                         : "memory");
+        }
+        __syncwarp(); /* the bytes are expected before any copy completes */
+        if (lane < nvalid) {
+            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)j * TB - o;
+            asm volatile("fence.proxy.async.shared::cta;\n\t"
+                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * RB),
+                         "l"(s), "r"(n), "r"(bar), "l"(policy)
+                         : "memory");
+        }
+        issued++;
+    }
+    __device__ __forceinline__ void start()
+    {
+        memra_pdl_launch();
+        for (int k = 0; k < D - 1; k++)
+            issue_next();
+        memra_pdl_wait();
+    }
+};
+
+static __device__ __forceinline__ uint32_t gswk_lds32(uint32_t a)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
+
+/* The word at shared address A, which is 2 bytes off a word where HALF */
+static __device__ __forceinline__ uint32_t gswk_ldu(uint32_t a, bool half)
+{
+    if (!half)
+        return gswk_lds32(a);
+    return __byte_perm(gswk_lds32(a - 2), gswk_lds32(a + 2), 0x5432);
+}
+
+/* Q6_K's int8 scale I of a row's four scale words, as float */
+static __device__ __forceinline__ float gswk_sc8(const uint32_t (&w)[4], int i)
+{
+    return (float)((int32_t)(w[i >> 2] << (24 - 8 * (i & 3))) >> 24);
+}
 
 /* Four bytes of 0..31 as two f16 pairs, exact: 1024 + b under the
  * exponent of 1024, minus 1024. */
 static __device__ __forceinline__ void gswk_u8_h2(uint32_t u, uint32_t *lo, uint32_t *hi)
 {
     const __half2 off = __halves2half2(__ushort_as_half(0x6400), __ushort_as_half(0x6400)); /* 1024 */
+    uint32_t l = __byte_perm(u, 0x64646464u, 0x5140), h = __byte_perm(u, 0x64646464u, 0x5342);
+    const __half2 lh = __hsub2(*reinterpret_cast<const __half2 *>(&l), off);
+    const __half2 hh = __hsub2(*reinterpret_cast<const __half2 *>(&h), off);
+    *lo = *reinterpret_cast<const uint32_t *>(&lh);
+    *hi = *reinterpret_cast<const uint32_t *>(&hh);
+}
+
+/* Four bytes of 0..63 as two f16 pairs of b - 32, exact */
+static __device__ __forceinline__ void gswk_s6_h2(uint32_t u, uint32_t *lo, uint32_t *hi)
+{
+    const __half2 off = __halves2half2(__ushort_as_half(0x6420), __ushort_as_half(0x6420)); /* 1056 */
     uint32_t l = __byte_perm(u, 0x64646464u, 0x5140), h = __byte_perm(u, 0x64646464u, 0x5342);
     const __half2 lh = __hsub2(*reinterpret_cast<const __half2 *>(&l), off);
     const __half2 hh = __hsub2(*reinterpret_cast<const __half2 *>(&h), off);
@@ -77,12 +195,80 @@ struct gswk_scales {
     }
 };
 
+/* One Q6_K ring item (the slot at shared address W, its tiles O bytes
+ * into their slot rows) into lane (g, t)'s sums C: x rows from XA (+ XOFF,
+ * the tile's place in the staged slice), weight row g's quants, rows 2t
+ * and 2t + 1's scales. Sub-block s = 4n + k: ql bytes 64n + 32(k & 1) + l
+ * (the high nibbles from k = 2), qh bytes 32n + l, bits 2k and 2k + 1;
+ * its two 16-element halves take scales 2s and 2s + 1. */
+template <int MT, int NX>
+static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t w, uint32_t o, int g, int t,
+                                                    const uint32_t (&xa)[NX], uint32_t xoff)
+{
+    constexpr int RB = gswk_ring6::RB;
+    const bool half = o & 2u;
+    const uint32_t wg = w + g * RB + o + 4 * t, r0 = w + 2 * t * RB + o, r1 = r0 + RB;
+    uint32_t sw0[4], sw1[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        sw0[i] = gswk_ldu(r0 + 192 + 4 * i, half);
+        sw1[i] = gswk_ldu(r1 + 192 + 4 * i, half);
+    }
+    unsigned short dh0, dh1;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(dh0) : "r"(r0 + 208));
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(dh1) : "r"(r1 + 208));
+    const float d0 = __half2float(__ushort_as_half(dh0)), d1 = __half2float(__ushort_as_half(dh1));
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+        const uint32_t ql = wg + 64 * n, qh = wg + 128 + 32 * n;
+        const uint32_t A0 = gswk_ldu(ql, half), A1 = gswk_ldu(ql + 16, half), B0 = gswk_ldu(ql + 32, half),
+                       B1 = gswk_ldu(ql + 48, half), H0 = gswk_ldu(qh, half), H1 = gswk_ldu(qh + 16, half);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int s = 4 * n + k, sq = k >= 2 ? 4 : 0;
+            const uint32_t la = (k & 1) ? B0 : A0, lb = (k & 1) ? B1 : A1;
+            const uint32_t qa = ((la >> sq) & 0x0f0f0f0fu) | (((H0 >> (2 * k)) & 0x03030303u) << 4);
+            const uint32_t qb = ((lb >> sq) & 0x0f0f0f0fu) | (((H1 >> (2 * k)) & 0x03030303u) << 4);
+            uint32_t bf0[2], bf1[2];
+            gswk_s6_h2(qa, &bf0[0], &bf0[1]);
+            gswk_s6_h2(qb, &bf1[0], &bf1[1]);
+            const float a0 = d0 * gswk_sc8(sw0, 2 * s), b0 = d0 * gswk_sc8(sw0, 2 * s + 1);
+            const float a1 = d1 * gswk_sc8(sw1, 2 * s), b1 = d1 * gswk_sc8(sw1, 2 * s + 1);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (2 * m + h < NX) {
+                        const uint32_t base = xa[2 * m + h] + xoff + 64 * s;
+                        const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
+                        af0[h] = v0.x;
+                        af0[h + 2] = v0.y;
+                        af1[h] = v1.x;
+                        af1[h + 2] = v1.y;
+                    }
+                }
+                float ta[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gq_mma(ta, af0, bf0);
+                gq_mma(tb, af1, bf1);
+                c[4 * m] = __fmaf_rn(tb[0], b0, __fmaf_rn(ta[0], a0, c[4 * m]));
+                c[4 * m + 1] = __fmaf_rn(tb[1], b1, __fmaf_rn(ta[1], a1, c[4 * m + 1]));
+                if (2 * m + 1 < NX) {
+                    c[4 * m + 2] = __fmaf_rn(tb[2], b0, __fmaf_rn(ta[2], a0, c[4 * m + 2]));
+                    c[4 * m + 3] = __fmaf_rn(tb[3], b1, __fmaf_rn(ta[3], a1, c[4 * m + 3]));
+                }
+            }
+        }
+    }
+}
+
 /* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows). */
 template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gswk_kernel(const gs_args a)
 {
     using F = gswk_fmt<T>;
-    constexpr int MT = (NX + 1) / 2; /* m tiles of 16 x rows */
-    using ring_t = gsw_ring<GSW_ROWS, false, F::TB>;
+    constexpr int MT = (NX + 1) / 2;                 /* m tiles of 16 x rows */
+    constexpr bool MINS = T != MEMRA_TYPE_Q6_K;      /* Q4_K / Q5_K: the min's term, x sums */
+    using ring_t = std::conditional_t<MINS, gsw_ring<GSW_ROWS, false, F::TB>, gswk_ring6>;
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSWK_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -108,7 +294,7 @@ template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gs
     rg.start();
     gsw_stage_x<false>(a, xs, kt0, nt, ldx);
     /* each x row's sub-block sums of the staged f16, in element order */
-    for (int c = threadIdx.x; c < a.n * nt * 8; c += GSW_WARPS * 32) {
+    for (int c = threadIdx.x; MINS && c < a.n * nt * 8; c += GSW_WARPS * 32) {
         const int r = c / (nt * 8), sb = c % (nt * 8);
         const __half2 *p = reinterpret_cast<const __half2 *>(xs + (size_t)r * ldx + 32 * sb);
         float s = 0.0f;
@@ -147,17 +333,21 @@ template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gs
         rg.issue_next();
         const int p = it < nt ? 0 : 1, j = it < nt ? it : it - nt;
         const uint8_t *w = ring + slot * ring_t::SLOT;
-        const uint8_t *wg = w + g * F::TB;
-        gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
-        s0.load(w + 2 * t * F::TB);
-        s1.load(w + (2 * t + 1) * F::TB);
         const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
         float c[4 * MT];
 #pragma unroll
         for (int i = 0; i < 4 * MT; i++)
             c[i] = p ? acc[1][i] : acc[0][i];
+        if constexpr (!MINS)
+            gswk_q6_item<MT, NX>(c, mmv_saddr(w), gswk_ring6::off(kt0 + j), g, t, xa, xoff);
+        const uint8_t *wg = w + g * F::TB;
+        gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
+        if constexpr (MINS) {
+            s0.load(w + 2 * t * F::TB);
+            s1.load(w + (2 * t + 1) * F::TB);
+        }
 #pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
+        for (int jj = 0; MINS && jj < 4; jj++) {
             const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
             const uint32_t qa = qp[0], qb = qp[4];
             uint32_t ha = 0u, hb = 0u;
@@ -237,11 +427,13 @@ template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, si
                        : gswk_launch_nx<4, T>(a, grid_x, smem, s);
 }
 
-int gswk_tile_bytes(int type)
+int gswk_row_bytes(int type, bool *xsum)
 {
+    *xsum = type != MEMRA_TYPE_Q6_K;
     switch (type) {
-    case MEMRA_TYPE_Q4_K: return gswk_fmt<MEMRA_TYPE_Q4_K>::TB;
-    case MEMRA_TYPE_Q5_K: return gswk_fmt<MEMRA_TYPE_Q5_K>::TB;
+    case MEMRA_TYPE_Q4_K: return gswk_fmt<MEMRA_TYPE_Q4_K>::RB;
+    case MEMRA_TYPE_Q5_K: return gswk_fmt<MEMRA_TYPE_Q5_K>::RB;
+    case MEMRA_TYPE_Q6_K: return gswk_fmt<MEMRA_TYPE_Q6_K>::RB;
     default: return 0;
     }
 }
@@ -254,6 +446,7 @@ bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaS
     switch (type) {
     case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, s);
     case MEMRA_TYPE_Q5_K: return gswk_launch_t<MEMRA_TYPE_Q5_K>(a, grid_x, smem, s);
+    case MEMRA_TYPE_Q6_K: return gswk_launch_t<MEMRA_TYPE_Q6_K>(a, grid_x, smem, s);
     default: return false;
     }
 }

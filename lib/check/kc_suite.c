@@ -270,7 +270,8 @@ static void run_suite(kc *k)
         static const memra_type_t k4[4] = {MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K, MEMRA_TYPE_Q4_K};
         static const memra_type_t q40[2] = {MEMRA_TYPE_Q4_0, MEMRA_TYPE_Q4_0};
         static const memra_type_t f32[2] = {MEMRA_TYPE_F32, MEMRA_TYPE_F32};
-        static const memra_type_t k5[2] = {MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K}, k6[1] = {MEMRA_TYPE_Q6_K},
+        static const memra_type_t k5[2] = {MEMRA_TYPE_Q5_K, MEMRA_TYPE_Q5_K},
+                                  k6[4] = {MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K, MEMRA_TYPE_Q6_K},
                                   ix[2] = {MEMRA_TYPE_IQ4_XS, MEMRA_TYPE_IQ4_XS};
         static const int64_t proj[4] = {384, 16, 16, 256}, glu[2] = {700, 700}, one[1] = {300},
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
@@ -387,9 +388,10 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q4_k.ffn_glu_r8", 2, k4, 4096, ff, 8, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q5_k.ffn_glu_r3", 2, k5, 4096, ff, 3, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q6_k.down_add_r5", 1, k6, 12288, hid, 5, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
-            /* Q4_K / Q5_K on gsw_kernel's K-quant form (cuda/gemm_swk.cu,
+            /* Q4_K / Q5_K / Q6_K on gsw_kernel's K-quant form (cuda/gemm_swk.cu,
              * MEMRA_BATCH_GSWK=1; gs_kernel otherwise): every epilogue, 2 to 40 rows
-             * (two passes), one k tile, fused weights, the E4B's 2560 */
+             * (two passes), one k tile, fused weights, the E4B's 2560; Q6_K's
+             * tiles 2j mod 16 bytes off 16 (K of 2048 and 4096) */
             {"matmul_ex.gs.q4_k.proj4_r5", 4, k4, 256, proj, 5, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.q4_k.swiglu_r2", 2, k4, 512, glu, 2, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.q5_k.add_r19", 1, k5, 768, one, 19, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
@@ -399,6 +401,8 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q4_k.out_add_r40", 1, k4, 4096, hid, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q5_k.down_add_r13", 1, k5, 12288, hid, 13, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q4_k.e4b_geglu_r6", 2, k4, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, true, false, MX_GS},
+            {"matmul_ex.gs.q6_k.proj4_r6", 4, k6, 2048, proj, 6, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q6_k.ffn_glu_r17", 2, k6, 4096, ff, 17, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
             /* Q8_0 rows 4-12 bytes off 16, K not a multiple of 256
              * (gsw_kernel's ODD form; MEMRA_GSW_ODD=0 the matvecs): the 26B-A4B's dense down at 4 / 8 / 32 / 40 rows
              * (a short last tile of 2 blocks), a normed GeGLU 1344 wide,
