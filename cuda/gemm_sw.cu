@@ -151,19 +151,8 @@ template <int NX, bool ODD> __global__ void __launch_bounds__(GSW_WARPS * 32) gs
             const float d1 = __half2float(*reinterpret_cast<const __half *>(ds1 + (ODD ? 0 : GSW_RB) + 34 * b));
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
-                uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    if (2 * m + h < NX) {
-                        const uint32_t base = xa[2 * m + h] + xoff + 64 * b;
-                        const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
-                        af0[h] = v0.x;
-                        af0[h + 2] = v0.y;
-                        af1[h] = v1.x;
-                        af1[h + 2] = v1.y;
-                    }
-                }
+                uint32_t af0[4], af1[4];
+                gsw_xfrag<NX>(xa, m, xoff + 64 * b, af0, af1);
                 float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 gq_mma(tq, af0, bf0);
                 gq_mma(tq, af1, bf1);
@@ -190,11 +179,7 @@ template <int NX, bool ODD> __global__ void __launch_bounds__(GSW_WARPS * 32) gs
 template <int NX, bool ODD>
 static bool gsw_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
-    if (cudaFuncSetAttribute(gsw_kernel<NX, ODD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess)
-        return false;
-    return memra__launch(gsw_kernel<NX, ODD>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
-           cudaSuccess;
+    return gsw_launch_k(gsw_kernel<NX, ODD>, a, grid_x, smem, s);
 }
 
 template <bool ODD> static bool gsw_launch_odd(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)

@@ -18,6 +18,17 @@ static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p
     return gs_weight(a, v, lrow);
 }
 
+/* Ring R's first D - 1 items, issued before the wait for the previous
+ * grid: weights are never written by a kernel (x, read after, is its
+ * output). */
+template <class R> static __device__ __forceinline__ void gsw_ring_start(R &r)
+{
+    memra_pdl_launch();
+    for (int k = 0; k < r.D - 1; k++)
+        r.issue_next();
+    memra_pdl_wait();
+}
+
 /* A warp's ring of weight items: an item is one
  * k tile (TB bytes: Q8_0's GSW_RB, a K-quant's super-block) of each of the
  * group's ROWS rows, one bulk copy a row by the lanes below the group's
@@ -124,15 +135,7 @@ template <int ROWS, bool ODD, int TB = GSW_RB> struct gsw_ring {
         }
         issued++;
     }
-    /* the first D - 1 items, issued before the wait for the previous grid:
-     * weights are never written by a kernel (x, read after, is its output) */
-    __device__ __forceinline__ void start()
-    {
-        memra_pdl_launch();
-        for (int k = 0; k < D - 1; k++)
-            issue_next();
-        memra_pdl_wait();
-    }
+    __device__ __forceinline__ void start() { gsw_ring_start(*this); }
 };
 
 /* Split-K, once a warp has stored its slice's
@@ -157,6 +160,30 @@ static __device__ __forceinline__ uint2 gsw_lds64(uint32_t a)
     uint2 v;
     asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
     return v;
+}
+
+/* The mma's A fragments of m tile M for the 32 elements from byte OFF of
+ * the staged slice: x rows g (h = 0) and g + 8 (h = 1) from XA, elements
+ * 4t..4t+3 (AF0) and 16+4t..16+4t+3 (AF1) of the 32; rows past the NX sets
+ * zero. */
+template <int NX>
+static __device__ __forceinline__ void gsw_xfrag(const uint32_t (&xa)[NX], int m, uint32_t off, uint32_t (&af0)[4],
+                                                 uint32_t (&af1)[4])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        af0[i] = af1[i] = 0u;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        if (2 * m + h < NX) {
+            const uint32_t base = xa[2 * m + h] + off;
+            const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
+            af0[h] = v0.x;
+            af0[h + 2] = v0.y;
+            af1[h] = v1.x;
+            af1[h + 2] = v1.y;
+        }
+    }
 }
 
 /* x row I (0 .. NX*8-1 in steps of 8 from g) of lane (g, t) in its
@@ -295,6 +322,16 @@ static __device__ __forceinline__ void gsw_stage_x(const gs_args &a, __half *xs,
         cp_async_wait<0>();
     }
     __syncthreads();
+}
+
+/* Kernel K over grid_x x a.split blocks of GSW_WARPS warps with SMEM bytes
+ * of dynamic shared memory. false: the launch failed. */
+static inline bool gsw_launch_k(void (*k)(const gs_args), const gs_args &a, unsigned grid_x, size_t smem,
+                                cudaStream_t s)
+{
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+        return false;
+    return memra__launch(k, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) == cudaSuccess;
 }
 
 #endif

@@ -54,74 +54,37 @@ template <> struct gswk_fmt<MEMRA_TYPE_Q6_K> {
     static constexpr int TB = 210, RB = 240, QS = 0, QH = 128;
 };
 
-/* Q6_K's ring: gsw_ring's, each row's tile copied from the 16 bytes at or
- * below it (whole 16 bytes, the same offset for every row: the rows are
- * 16-byte aligned) into a slot row of RB bytes. */
-struct gswk_ring6 {
-    static constexpr int TB = 210, RB = 240, SLOT = GSW_ROWS * RB;
-    uint32_t bar0, ring0;
-    uint64_t policy;
-    const uint8_t *src0, *src1;
+/* Q6_K's ring: gsw_ring's rows and items, each row's tile copied from the
+ * 16 bytes at or below it (whole 16 bytes, the same offset for every row:
+ * the rows are 16-byte aligned) into a slot row of RB bytes. */
+struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
+    static constexpr int RB = 240, SLOT = GSW_ROWS * RB;
     int64_t kt0;
-    int nvalid, nt, nti, issued, D, lane;
 
     /* tile KT's bytes below it to 16 */
     static __device__ __forceinline__ uint32_t off(int64_t kt) { return (uint32_t)(2 * kt) & 15u; }
     __device__ __forceinline__ void init(const gs_args &a, uint64_t *bars, uint8_t *ring, int64_t grp, int64_t nv,
                                          int64_t kt0_, int nt_, int lane_)
     {
-        const bool glu = a.epi == MEMRA_MM_GLU;
-        D = a.st;
-        lane = lane_;
+        gsw_ring::init(a, bars, ring, grp, nv, kt0_, nt_, lane_);
         kt0 = kt0_;
-        nt = nt_;
-        nti = (glu ? 2 : 1) * nt;
-        issued = 0;
-        mmv_bars_init(bars, D, lane);
-        bar0 = mmv_saddr(bars);
-        ring0 = mmv_saddr(ring);
-        policy = mmv_evict_first();
-        nvalid = grp * GSW_ROWS < nv ? (int)min((int64_t)GSW_ROWS, nv - grp * GSW_ROWS) : 0;
-        src0 = src1 = NULL;
-        if (lane < nvalid) {
-            int64_t lrow;
-            int wi = gsw_row(a, grp * GSW_ROWS + lane, 0, &lrow);
-            src0 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * TB;
-            if (glu) {
-                wi = gsw_row(a, grp * GSW_ROWS + lane, 1, &lrow);
-                src1 = a.W[wi] + (size_t)lrow * a.nb1[wi] + (size_t)kt0 * TB;
-            }
-        }
     }
     __device__ __forceinline__ void issue_next()
     {
         if (issued >= nti || !nvalid)
             return;
         const int slot = issued % D, j = issued < nt ? issued : issued - nt;
-        const uint32_t bar = bar0 + 8 * slot, o = off(kt0 + j), n = (o + TB + 15) & ~15u;
-        if (lane == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                         "r"((uint32_t)nvalid * n)
-                         : "memory");
-        }
+        const uint32_t bar = bar0 + 8 * slot, o = off(kt0 + j), n = (o + 210 + 15) & ~15u;
+        if (lane == 0)
+            mmv_bar_arm(bar, (uint32_t)nvalid * n);
         __syncwarp(); /* the bytes are expected before any copy completes */
         if (lane < nvalid) {
-            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)j * TB - o;
-            asm volatile("fence.proxy.async.shared::cta;\n\t"
-                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
-                         "[%1], %2, [%3], %4;" ::"r"(ring0 + slot * SLOT + lane * RB),
-                         "l"(s), "r"(n), "r"(bar), "l"(policy)
-                         : "memory");
+            const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)j * 210 - o;
+            mmv_bulk_copy_f(ring0 + slot * SLOT + lane * RB, s, n, bar, policy);
         }
         issued++;
     }
-    __device__ __forceinline__ void start()
-    {
-        memra_pdl_launch();
-        for (int k = 0; k < D - 1; k++)
-            issue_next();
-        memra_pdl_wait();
-    }
+    __device__ __forceinline__ void start() { gsw_ring_start(*this); }
 };
 
 static __device__ __forceinline__ uint32_t gswk_lds32(uint32_t a)
@@ -236,18 +199,8 @@ static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t
             const float a1 = d1 * gswk_sc8(sw1, 2 * s), b1 = d1 * gswk_sc8(sw1, 2 * s + 1);
 #pragma unroll
             for (int m = 0; m < MT; m++) {
-                uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    if (2 * m + h < NX) {
-                        const uint32_t base = xa[2 * m + h] + xoff + 64 * s;
-                        const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
-                        af0[h] = v0.x;
-                        af0[h + 2] = v0.y;
-                        af1[h] = v1.x;
-                        af1[h + 2] = v1.y;
-                    }
-                }
+                uint32_t af0[4], af1[4];
+                gsw_xfrag<NX>(xa, m, xoff + 64 * s, af0, af1);
                 float ta[4] = {0.0f, 0.0f, 0.0f, 0.0f}, tb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 gq_mma(ta, af0, bf0);
                 gq_mma(tb, af1, bf1);
@@ -372,19 +325,8 @@ template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gs
                 const int sb = j * 8 + s;
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    /* A rows g (h = 0) and g + 8 (h = 1) of m tile M */
-                    uint32_t af0[4] = {0u, 0u, 0u, 0u}, af1[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        if (2 * m + h < NX) {
-                            const uint32_t base = xa[2 * m + h] + xoff + 64 * s;
-                            const uint2 v0 = gsw_lds64(base), v1 = gsw_lds64(base + 32);
-                            af0[h] = v0.x;
-                            af0[h + 2] = v0.y;
-                            af1[h] = v1.x;
-                            af1[h + 2] = v1.y;
-                        }
-                    }
+                    uint32_t af0[4], af1[4];
+                    gsw_xfrag<NX>(xa, m, xoff + 64 * s, af0, af1);
                     float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                     gq_mma(tq, af0, bf0);
                     gq_mma(tq, af1, bf1);
@@ -413,11 +355,7 @@ template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gs
 
 template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
-    if (cudaFuncSetAttribute(gswk_kernel<NX, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-        cudaSuccess)
-        return false;
-    return memra__launch(gswk_kernel<NX, T>, dim3(grid_x, (unsigned)a.split), GSW_WARPS * 32, smem, s, a) ==
-           cudaSuccess;
+    return gsw_launch_k(gswk_kernel<NX, T>, a, grid_x, smem, s);
 }
 
 template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
