@@ -215,8 +215,11 @@ static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t
     }
 }
 
-/* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows). */
-template <int NX, int T> __global__ void __launch_bounds__(GSW_WARPS * 32, 2) gswk_kernel(const gs_args a)
+/* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows).
+ * Up to 8 rows at three blocks an SM (72-80 registers, no spills; 88 at
+ * two), more at two (96-128). */
+template <int NX, int T>
+__global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(const gs_args a)
 {
     using F = gswk_fmt<T>;
     constexpr int MT = (NX + 1) / 2;                 /* m tiles of 16 x rows */
