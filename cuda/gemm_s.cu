@@ -133,14 +133,15 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
  * MEMRA_BATCH_GSWK=1 runs Q4_K / Q5_K / Q6_K on gsw_kernel's K-quant form
  * (cuda/gemm_swk.cu) instead of gs_kernel, MEMRA_GSWK_RING its ring
  * items per warp (2..GSWK_RING_MAX, default 4; fewer where two blocks
- * would not fit an SM). */
+ * would not fit an SM), MEMRA_GSWK_FOLD=1 its folded form for Q4_K / Q5_K
+ * (the scales in the f16 weights, the mins through an mma: other bits). */
 typedef struct gsw_knobs {
-    int on, ring, xf, fin, odd, kt, kq, kring;
+    int on, ring, xf, fin, odd, kt, kq, kring, kfold;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0, 0, 0, 0, 0, 0};
+    static gsw_knobs k = {-1, 0, 0, 0, 0, 0, 0, 0, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
@@ -148,6 +149,7 @@ static const gsw_knobs *gsw_cfg(void)
         const long kring = memra__cuda_env_long("MEMRA_GSWK_RING", 4);
         r.kring = kring < 2 || kring > GSWK_RING_MAX ? 4 : (int)kring;
         r.kq = memra__cuda_env_long("MEMRA_BATCH_GSWK", 0) != 0;
+        r.kfold = memra__cuda_env_long("MEMRA_GSWK_FOLD", 0) != 0;
         const long kt = memra__cuda_env_long("MEMRA_GSW_KT", GSW_KT_MAX);
         r.kt = kt < 1 || kt > GSW_KT_MAX ? GSW_KT_MAX : (int)kt;
         r.xf = memra__cuda_env_long("MEMRA_GSW_XF", 1) != 0;
@@ -221,7 +223,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         /* the ring as deep as two blocks an SM allow (the staged x of 32
          * rows is 65 KiB) */
         const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half) +
-                          (ksum ? (size_t)a.n * ((size_t)a.kt_per * 8 + 1) * sizeof(float) : 0);
+                          (ksum ? gswk_sums_bytes(a.n, a.kt_per, gsw_cfg()->kfold) : 0);
         a.st = ktb ? gsw_cfg()->kring : gsw_cfg()->ring;
         const size_t slot = ktb ? (size_t)GSW_ROWS * ktb : a.odd ? GSW_SLOT_ODD : GSW_SLOT;
         while (a.st > 2 && (size_t)GSW_WARPS * a.st * slot + xs > GSW_SMEM_2)
@@ -234,7 +236,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
                           m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
             MEMRA_CUDA_LAUNCHED(be);
         }
-        if (!(ktb ? gswk_launch((int)type, a, (unsigned)grid_x, smem, c->stream)
+        if (!(ktb ? gswk_launch((int)type, a, (unsigned)grid_x, smem, ksum && gsw_cfg()->kfold, c->stream)
                   : gsw_launch(a, (unsigned)grid_x, smem, c->stream)))
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: %s skinny GEMM launch failed", memra_type_name(type))
                       : MEMRA_OK;

@@ -428,12 +428,14 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 /* gsw_kernel's K-quant form (cuda/gemm_swk.cu): the bytes of a ring
  * item's row for TYPE (0: no such form) and whether its shared memory
- * holds, after the staged x, the x rows' sub-block sums (*XSUM: a.n x
- * (a.kt_per * 8 + 1) floats); its launch as gsw_launch's with a ring of up
- * to GSWK_RING_MAX items. Q6_K: rows 16-byte aligned only. */
+ * holds, after the staged x, the x rows' sub-block sums (*XSUM), their
+ * bytes for N rows (FOLD: the folded form's f16 parts); its launch as
+ * gsw_launch's with a ring of up to GSWK_RING_MAX items. Q6_K: rows
+ * 16-byte aligned only, never folded. */
 #define GSWK_RING_MAX 6
 int gswk_row_bytes(int type, bool *xsum);
-bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
+size_t gswk_sums_bytes(int n, int kt_per, bool fold);
+bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s);
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */

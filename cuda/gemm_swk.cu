@@ -215,15 +215,123 @@ static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t
     }
 }
 
+/* Halves per x row of the folded form's sub-block sums (gswk_fold_item):
+ * at least KT_PER * 8, and 4 (2 m + 1) words so that rows g's four words
+ * 2t..2t+1 fall in distinct banks. */
+static __host__ __device__ __forceinline__ int gswk_fold_stride(int kt_per)
+{
+    return 8 * (2 * ((kt_per + 1) / 2) + 1);
+}
+
+/* One Q4_K / Q5_K ring item with each sub-block's scale folded into the
+ * weights (MEMRA_GSWK_FOLD=1): q·sc (at most 31 · 63 = 1953) is an exact
+ * f16, so the item's 16 mma steps sum Σ_s sc_s Σ q·x over the whole
+ * super-block in one accumulator, which d multiplies once; the mins enter
+ * through one more mma pair: A the x rows' eight sub-block sums (in f16 as
+ * a high and a low part, XH and XL: the lane's word of sub-blocks 2t,
+ * 2t+1 at SOFF), B row g's eight mins (k = s, s < 8). C, W (the slot), XA
+ * and XOFF as gswk_q6_item's. */
+template <int MT, int NX, class F>
+static __device__ __forceinline__ void gswk_fold_item(float (&c)[4 * MT], const uint8_t *w, int g, int t,
+                                                      const uint32_t (&xa)[NX], uint32_t xoff,
+                                                      const uint32_t (&xh)[NX], const uint32_t (&xl)[NX],
+                                                      uint32_t soff)
+{
+    const uint8_t *wg = w + g * F::TB;
+    gswk_scales sg; /* row g's */
+    sg.load(wg);
+    __half2 scg[8];
+#pragma unroll
+    for (int s = 0; s < 8; s++)
+        scg[s] = __half2half2(__uint2half_rn(((s < 4 ? sg.sc_lo : sg.sc_hi) >> (8 * (s & 3))) & 0xffu));
+    /* B of the mins' mma: row g's mins 2t, 2t + 1 (k = 2t, 2t + 1), zero
+     * from k = 8 */
+    const uint32_t mw = t < 2 ? sg.m_lo : sg.m_hi;
+    const __half2 bmh = __halves2half2(__uint2half_rn((mw >> (16 * (t & 1))) & 0xffu),
+                                       __uint2half_rn((mw >> (16 * (t & 1) + 8)) & 0xffu));
+    const uint32_t bm[2] = {*reinterpret_cast<const uint32_t *>(&bmh), 0u};
+    float tq[MT][4], tm[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            tq[m][i] = tm[m][i] = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++) {
+        const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
+        const uint32_t qa = qp[0], qb = qp[4];
+        uint32_t ha = 0u, hb = 0u;
+        if constexpr (F::QH >= 0) {
+            const uint32_t *hp = reinterpret_cast<const uint32_t *>(wg + F::QH + 4 * t);
+            ha = hp[0];
+            hb = hp[4];
+        }
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const int s = 2 * jj + hi;
+            uint32_t na = hi ? (qa >> 4) & 0x0f0f0f0fu : qa & 0x0f0f0f0fu;
+            uint32_t nb = hi ? (qb >> 4) & 0x0f0f0f0fu : qb & 0x0f0f0f0fu;
+            if constexpr (F::QH >= 0) {
+                na |= ((ha >> s) & 0x01010101u) << 4;
+                nb |= ((hb >> s) & 0x01010101u) << 4;
+            }
+            uint32_t bf0[2], bf1[2];
+            gswk_u8_h2(na, &bf0[0], &bf0[1]);
+            gswk_u8_h2(nb, &bf1[0], &bf1[1]);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                __half2 v0 = __hmul2(*reinterpret_cast<const __half2 *>(&bf0[i]), scg[s]);
+                __half2 v1 = __hmul2(*reinterpret_cast<const __half2 *>(&bf1[i]), scg[s]);
+                bf0[i] = *reinterpret_cast<const uint32_t *>(&v0);
+                bf1[i] = *reinterpret_cast<const uint32_t *>(&v1);
+            }
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                uint32_t af0[4], af1[4];
+                gsw_xfrag<NX>(xa, m, xoff + 64 * s, af0, af1);
+                gq_mma(tq[m], af0, bf0);
+                gq_mma(tq[m], af1, bf1);
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        uint32_t ah[4] = {gswk_lds32(xh[2 * m] + soff), 0u, 0u, 0u}, al[4] = {gswk_lds32(xl[2 * m] + soff), 0u, 0u, 0u};
+        if (2 * m + 1 < NX) {
+            ah[1] = gswk_lds32(xh[2 * m + 1] + soff);
+            al[1] = gswk_lds32(xl[2 * m + 1] + soff);
+        }
+        gq_mma(tm[m], ah, bm);
+        gq_mma(tm[m], al, bm);
+    }
+    /* d and dmin of group rows 2t, 2t + 1 */
+    const uint32_t dd0 = *reinterpret_cast<const uint32_t *>(w + 2 * t * F::TB),
+                   dd1 = *reinterpret_cast<const uint32_t *>(w + (2 * t + 1) * F::TB);
+    const float d0 = __half2float(__ushort_as_half((unsigned short)(dd0 & 0xffffu))),
+                m0 = -__half2float(__ushort_as_half((unsigned short)(dd0 >> 16))),
+                d1 = __half2float(__ushort_as_half((unsigned short)(dd1 & 0xffffu))),
+                m1 = -__half2float(__ushort_as_half((unsigned short)(dd1 >> 16)));
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        c[4 * m] = __fmaf_rn(tq[m][0], d0, __fmaf_rn(tm[m][0], m0, c[4 * m]));
+        c[4 * m + 1] = __fmaf_rn(tq[m][1], d1, __fmaf_rn(tm[m][1], m1, c[4 * m + 1]));
+        if (2 * m + 1 < NX) {
+            c[4 * m + 2] = __fmaf_rn(tq[m][2], d0, __fmaf_rn(tm[m][2], m0, c[4 * m + 2]));
+            c[4 * m + 3] = __fmaf_rn(tq[m][3], d1, __fmaf_rn(tm[m][3], m1, c[4 * m + 3]));
+        }
+    }
+}
+
 /* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows).
  * Up to 8 rows at three blocks an SM (72-80 registers, no spills; 88 at
  * two), more at two (96-128). */
-template <int NX, int T>
+template <int NX, int T, bool FOLD>
 __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(const gs_args a)
 {
     using F = gswk_fmt<T>;
     constexpr int MT = (NX + 1) / 2;                 /* m tiles of 16 x rows */
     constexpr bool MINS = T != MEMRA_TYPE_Q6_K;      /* Q4_K / Q5_K: the min's term, x sums */
+    static_assert(MINS || !FOLD, "the folded form is Q4_K's and Q5_K's");
     using ring_t = std::conditional_t<MINS, gsw_ring<GSW_ROWS, false, F::TB>, gswk_ring6>;
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSWK_RING_MAX];
@@ -239,9 +347,11 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     const int nti = np * nt;
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row */
     const int lds = a.kt_per * 8 + 1;      /* floats per row of sub-block sums: rows g in distinct banks */
+    const int xst = gswk_fold_stride(a.kt_per); /* FOLD: halves per row of each part of the sums */
     uint8_t *ring = gsw_smem + (size_t)warp * D * ring_t::SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * ring_t::SLOT);
     float *xsum = reinterpret_cast<float *>(xs + (size_t)a.n * ldx);
+    __half *xsh = xs + (size_t)a.n * ldx, *xsl = xsh + (size_t)a.n * xst; /* FOLD: high and low parts */
     const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
     const bool live = grp < ngroups;
     ring_t rg;
@@ -260,7 +370,13 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
             s += f.x;
             s += f.y;
         }
-        xsum[r * lds + sb] = s;
+        if constexpr (FOLD) {
+            const __half h = __float2half_rn(s);
+            xsh[r * xst + sb] = h;
+            xsl[r * xst + sb] = __float2half_rn(s - __half2float(h));
+        } else {
+            xsum[r * lds + sb] = s;
+        }
     }
     __syncthreads();
     if (!live)
@@ -270,11 +386,14 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
      * land in accumulators that are never stored) */
     uint32_t xa[NX];
     const float *xsr[NX];
+    uint32_t xha[NX], xla[NX]; /* FOLD: the lane's word of sub-blocks 2t, 2t + 1 */
 #pragma unroll
     for (int i = 0; i < NX; i++) {
         const int r = g + 8 * i < a.n ? g + 8 * i : 0;
         xa[i] = mmv_saddr(xs + (size_t)r * ldx + 4 * t);
         xsr[i] = xsum + r * lds;
+        xha[i] = mmv_saddr(xsh + (size_t)r * xst + 2 * t);
+        xla[i] = mmv_saddr(xsl + (size_t)r * xst + 2 * t);
     }
     /* acc[p][4m + c]: m tile m, x row g + 16m (c = 0, 1) or g + 16m + 8
      * (c = 2, 3), group rows 2t + (c & 1) */
@@ -296,14 +415,16 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
             c[i] = p ? acc[1][i] : acc[0][i];
         if constexpr (!MINS)
             gswk_q6_item<MT, NX>(c, mmv_saddr(w), gswk_ring6::off(kt0 + j), g, t, xa, xoff);
+        if constexpr (FOLD)
+            gswk_fold_item<MT, NX, F>(c, w, g, t, xa, xoff, xha, xla, 2u * (uint32_t)(j * 8));
         const uint8_t *wg = w + g * F::TB;
         gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
-        if constexpr (MINS) {
+        if constexpr (MINS && !FOLD) {
             s0.load(w + 2 * t * F::TB);
             s1.load(w + (2 * t + 1) * F::TB);
         }
 #pragma unroll
-        for (int jj = 0; MINS && jj < 4; jj++) {
+        for (int jj = 0; MINS && !FOLD && jj < 4; jj++) {
             const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
             const uint32_t qa = qp[0], qb = qp[4];
             uint32_t ha = 0u, hb = 0u;
@@ -356,16 +477,20 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
 }
 
-template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, bool fold,
+                                                    cudaStream_t s)
 {
-    return gsw_launch_k(gswk_kernel<NX, T>, a, grid_x, smem, s);
+    if constexpr (T == MEMRA_TYPE_Q6_K)
+        return !fold && gsw_launch_k(gswk_kernel<NX, T, false>, a, grid_x, smem, s);
+    else
+        return gsw_launch_k(fold ? gswk_kernel<NX, T, true> : gswk_kernel<NX, T, false>, a, grid_x, smem, s);
 }
 
-template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s)
 {
-    return a.n <= 8    ? gswk_launch_nx<1, T>(a, grid_x, smem, s)
-           : a.n <= 16 ? gswk_launch_nx<2, T>(a, grid_x, smem, s)
-                       : gswk_launch_nx<4, T>(a, grid_x, smem, s);
+    return a.n <= 8    ? gswk_launch_nx<1, T>(a, grid_x, smem, fold, s)
+           : a.n <= 16 ? gswk_launch_nx<2, T>(a, grid_x, smem, fold, s)
+                       : gswk_launch_nx<4, T>(a, grid_x, smem, fold, s);
 }
 
 int gswk_row_bytes(int type, bool *xsum)
@@ -379,15 +504,21 @@ int gswk_row_bytes(int type, bool *xsum)
     }
 }
 
-bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
+size_t gswk_sums_bytes(int n, int kt_per, bool fold)
+{
+    return fold ? 2 * (size_t)n * gswk_fold_stride(kt_per) * sizeof(__half)
+                : (size_t)n * ((size_t)kt_per * 8 + 1) * sizeof(float);
+}
+
+bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSWK_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX || a.odd ||
         a.K % GS_KT)
         return false;
     switch (type) {
-    case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, s);
-    case MEMRA_TYPE_Q5_K: return gswk_launch_t<MEMRA_TYPE_Q5_K>(a, grid_x, smem, s);
-    case MEMRA_TYPE_Q6_K: return gswk_launch_t<MEMRA_TYPE_Q6_K>(a, grid_x, smem, s);
+    case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, fold, s);
+    case MEMRA_TYPE_Q5_K: return gswk_launch_t<MEMRA_TYPE_Q5_K>(a, grid_x, smem, fold, s);
+    case MEMRA_TYPE_Q6_K: return gswk_launch_t<MEMRA_TYPE_Q6_K>(a, grid_x, smem, false, s);
     default: return false;
     }
 }

@@ -328,6 +328,9 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # gs_kernel: those cases' values move (weights no longer rounded to f16),
   # every other line stays
   kc_vs MEMRA_BATCH_GSWK=1 matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
+  # and its folded form (MEMRA_GSWK_FOLD=1: Q4_K / Q5_K's scales in the
+  # f16 weights, the mins through an mma)
+  kc_vs "MEMRA_BATCH_GSWK=1 MEMRA_GSWK_FOLD=1" matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
   # batched Gated DeltaNet steps from 16 items on the two-blocks-an-SM
   # instance (the default) against the one-block instance: the same
   # operations
