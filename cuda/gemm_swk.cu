@@ -131,6 +131,34 @@ static __device__ __forceinline__ void gswk_s6_h2(uint32_t u, uint32_t *lo, uint
     *hi = *reinterpret_cast<const uint32_t *>(&hh);
 }
 
+/* Lane t's quant words of 64-element group JJ of a Q4_K / Q5_K row at WG
+ * (bytes 4t..4t+3 and 16+4t..16+4t+3 of the nibbles, and of qh), and
+ * sub-block 2 JJ + HI's quants 4t..4t+3 (NA) and 16+4t..16+4t+3 (NB) of
+ * them, 0..31. */
+template <class F> struct gswk_group {
+    uint32_t qa, qb, ha = 0u, hb = 0u;
+    __device__ __forceinline__ gswk_group(const uint8_t *wg, int jj, int t)
+    {
+        const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
+        qa = qp[0];
+        qb = qp[4];
+        if constexpr (F::QH >= 0) {
+            const uint32_t *hp = reinterpret_cast<const uint32_t *>(wg + F::QH + 4 * t);
+            ha = hp[0];
+            hb = hp[4];
+        }
+    }
+    __device__ __forceinline__ void quants(int s, int hi, uint32_t &na, uint32_t &nb) const
+    {
+        na = hi ? (qa >> 4) & 0x0f0f0f0fu : qa & 0x0f0f0f0fu;
+        nb = hi ? (qb >> 4) & 0x0f0f0f0fu : qb & 0x0f0f0f0fu;
+        if constexpr (F::QH >= 0) {
+            na |= ((ha >> s) & 0x01010101u) << 4;
+            nb |= ((hb >> s) & 0x01010101u) << 4;
+        }
+    }
+};
+
 /* A row's 8 scales and mins as bytes (sc[0..3], sc[4..7], m[0..3],
  * m[4..7]) and its d, dmin: the 6-bit fields of ggml's 12 scale bytes. */
 struct gswk_scales {
@@ -258,23 +286,12 @@ static __device__ __forceinline__ void gswk_fold_item(float (&c)[4 * MT], const 
             tq[m][i] = tm[m][i] = 0.0f;
 #pragma unroll
     for (int jj = 0; jj < 4; jj++) {
-        const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
-        const uint32_t qa = qp[0], qb = qp[4];
-        uint32_t ha = 0u, hb = 0u;
-        if constexpr (F::QH >= 0) {
-            const uint32_t *hp = reinterpret_cast<const uint32_t *>(wg + F::QH + 4 * t);
-            ha = hp[0];
-            hb = hp[4];
-        }
+        const gswk_group<F> qg(wg, jj, t);
 #pragma unroll
         for (int hi = 0; hi < 2; hi++) {
             const int s = 2 * jj + hi;
-            uint32_t na = hi ? (qa >> 4) & 0x0f0f0f0fu : qa & 0x0f0f0f0fu;
-            uint32_t nb = hi ? (qb >> 4) & 0x0f0f0f0fu : qb & 0x0f0f0f0fu;
-            if constexpr (F::QH >= 0) {
-                na |= ((ha >> s) & 0x01010101u) << 4;
-                nb |= ((hb >> s) & 0x01010101u) << 4;
-            }
+            uint32_t na, nb;
+            qg.quants(s, hi, na, nb);
             uint32_t bf0[2], bf1[2];
             gswk_u8_h2(na, &bf0[0], &bf0[1]);
             gswk_u8_h2(nb, &bf1[0], &bf1[1]);
@@ -425,23 +442,12 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
         }
 #pragma unroll
         for (int jj = 0; MINS && !FOLD && jj < 4; jj++) {
-            const uint32_t *qp = reinterpret_cast<const uint32_t *>(wg + F::QS + 32 * jj + 4 * t);
-            const uint32_t qa = qp[0], qb = qp[4];
-            uint32_t ha = 0u, hb = 0u;
-            if constexpr (F::QH >= 0) {
-                const uint32_t *hp = reinterpret_cast<const uint32_t *>(wg + F::QH + 4 * t);
-                ha = hp[0];
-                hb = hp[4];
-            }
+            const gswk_group<F> qg(wg, jj, t);
 #pragma unroll
             for (int hi = 0; hi < 2; hi++) {
                 const int s = 2 * jj + hi;
-                uint32_t na = hi ? (qa >> 4) & 0x0f0f0f0fu : qa & 0x0f0f0f0fu;
-                uint32_t nb = hi ? (qb >> 4) & 0x0f0f0f0fu : qb & 0x0f0f0f0fu;
-                if constexpr (F::QH >= 0) {
-                    na |= ((ha >> s) & 0x01010101u) << 4;
-                    nb |= ((hb >> s) & 0x01010101u) << 4;
-                }
+                uint32_t na, nb;
+                qg.quants(s, hi, na, nb);
                 uint32_t bf0[2], bf1[2];
                 gswk_u8_h2(na, &bf0[0], &bf0[1]);
                 gswk_u8_h2(nb, &bf1[0], &bf1[1]);
