@@ -292,8 +292,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.odd = odd;
     if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
         return gsw_run(be, m, a, type, done);
-    bool ksum;
-    if (gsw_cfg()->kq && gswk_row_bytes((int)type, &ksum) && !odd)
+    if (gsw_cfg()->kq && gswk_row_bytes((int)type, NULL) && !odd)
         return gsw_run(be, m, a, type, done);
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);

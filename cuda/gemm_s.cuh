@@ -428,7 +428,8 @@ template <int T, int NT> __global__ void __launch_bounds__(GS_THREADS, 2) gs_ker
 bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 /* gsw_kernel's K-quant form (cuda/gemm_swk.cu): the bytes of a ring
  * item's row for TYPE (0: no such form) and whether its shared memory
- * holds, after the staged x, the x rows' sub-block sums (*XSUM), their
+ * holds, after the staged x, the x rows' sub-block sums (*XSUM unless
+ * NULL), their
  * bytes for N rows (FOLD: the folded form's f16 parts); its launch as
  * gsw_launch's with a ring of up to GSWK_RING_MAX items. Q6_K: rows
  * 16-byte aligned only, never folded. */

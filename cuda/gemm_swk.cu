@@ -164,12 +164,18 @@ template <class F> struct gswk_group {
 struct gswk_scales {
     uint32_t sc_lo, sc_hi, m_lo, m_hi;
     float d, dmin;
+    /* a super-block's d and dmin (its first word) */
+    static __device__ __forceinline__ void dmins(const uint8_t *sb, float &d, float &dmin)
+    {
+        const uint32_t dd = *reinterpret_cast<const uint32_t *>(sb);
+        d = __half2float(__ushort_as_half((unsigned short)(dd & 0xffffu)));
+        dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
+    }
     __device__ __forceinline__ void load(const uint8_t *sb)
     {
         const uint32_t *w = reinterpret_cast<const uint32_t *>(sb);
-        const uint32_t dd = w[0], w0 = w[1], w1 = w[2], w2 = w[3];
-        d = __half2float(__ushort_as_half((unsigned short)(dd & 0xffffu)));
-        dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
+        const uint32_t w0 = w[1], w1 = w[2], w2 = w[3];
+        dmins(sb, d, dmin);
         sc_lo = w0 & 0x3f3f3f3fu;
         m_lo = w1 & 0x3f3f3f3fu;
         sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
@@ -237,6 +243,52 @@ static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t
                 if (2 * m + 1 < NX) {
                     c[4 * m + 2] = __fmaf_rn(tb[2], b0, __fmaf_rn(ta[2], a0, c[4 * m + 2]));
                     c[4 * m + 3] = __fmaf_rn(tb[3], b1, __fmaf_rn(ta[3], a1, c[4 * m + 3]));
+                }
+            }
+        }
+    }
+}
+
+/* One Q4_K / Q5_K ring item (the slot at W) into lane (g, t)'s sums C:
+ * per sub-block, its mma sum of q·x times d·sc and its x rows' sums (XSR,
+ * from sub-block SB0 of the slice) times -dmin·m. XA and XOFF as
+ * gswk_q6_item's. */
+template <int MT, int NX, class F>
+static __device__ __forceinline__ void gswk_mins_item(float (&c)[4 * MT], const uint8_t *w, int g, int t,
+                                                      const uint32_t (&xa)[NX], uint32_t xoff,
+                                                      const float *const (&xsr)[NX], int sb0)
+{
+    const uint8_t *wg = w + g * F::TB;
+    gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
+    s0.load(w + 2 * t * F::TB);
+    s1.load(w + (2 * t + 1) * F::TB);
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++) {
+        const gswk_group<F> qg(wg, jj, t);
+#pragma unroll
+        for (int hi = 0; hi < 2; hi++) {
+            const int s = 2 * jj + hi;
+            uint32_t na, nb;
+            qg.quants(s, hi, na, nb);
+            uint32_t bf0[2], bf1[2];
+            gswk_u8_h2(na, &bf0[0], &bf0[1]);
+            gswk_u8_h2(nb, &bf1[0], &bf1[1]);
+            const float d0 = s0.scale(s), d1 = s1.scale(s), m0 = -s0.min(s), m1 = -s1.min(s);
+            const int sb = sb0 + s;
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                uint32_t af0[4], af1[4];
+                gsw_xfrag<NX>(xa, m, xoff + 64 * s, af0, af1);
+                float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gq_mma(tq, af0, bf0);
+                gq_mma(tq, af1, bf1);
+                const float xs0 = xsr[2 * m][sb];
+                c[4 * m] = __fmaf_rn(m0, xs0, __fmaf_rn(tq[0], d0, c[4 * m]));
+                c[4 * m + 1] = __fmaf_rn(m1, xs0, __fmaf_rn(tq[1], d1, c[4 * m + 1]));
+                if (2 * m + 1 < NX) {
+                    const float xs1 = xsr[2 * m + 1][sb];
+                    c[4 * m + 2] = __fmaf_rn(m0, xs1, __fmaf_rn(tq[2], d0, c[4 * m + 2]));
+                    c[4 * m + 3] = __fmaf_rn(m1, xs1, __fmaf_rn(tq[3], d1, c[4 * m + 3]));
                 }
             }
         }
@@ -322,12 +374,11 @@ static __device__ __forceinline__ void gswk_fold_item(float (&c)[4 * MT], const 
         gq_mma(tm[m], al, bm);
     }
     /* d and dmin of group rows 2t, 2t + 1 */
-    const uint32_t dd0 = *reinterpret_cast<const uint32_t *>(w + 2 * t * F::TB),
-                   dd1 = *reinterpret_cast<const uint32_t *>(w + (2 * t + 1) * F::TB);
-    const float d0 = __half2float(__ushort_as_half((unsigned short)(dd0 & 0xffffu))),
-                m0 = -__half2float(__ushort_as_half((unsigned short)(dd0 >> 16))),
-                d1 = __half2float(__ushort_as_half((unsigned short)(dd1 & 0xffffu))),
-                m1 = -__half2float(__ushort_as_half((unsigned short)(dd1 >> 16)));
+    float d0, m0, d1, m1;
+    gswk_scales::dmins(w + 2 * t * F::TB, d0, m0);
+    gswk_scales::dmins(w + (2 * t + 1) * F::TB, d1, m1);
+    m0 = -m0;
+    m1 = -m1;
 #pragma unroll
     for (int m = 0; m < MT; m++) {
         c[4 * m] = __fmaf_rn(tq[m][0], d0, __fmaf_rn(tm[m][0], m0, c[4 * m]));
@@ -432,45 +483,10 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
             c[i] = p ? acc[1][i] : acc[0][i];
         if constexpr (!MINS)
             gswk_q6_item<MT, NX>(c, mmv_saddr(w), gswk_ring6::off(kt0 + j), g, t, xa, xoff);
-        if constexpr (FOLD)
+        else if constexpr (FOLD)
             gswk_fold_item<MT, NX, F>(c, w, g, t, xa, xoff, xha, xla, 2u * (uint32_t)(j * 8));
-        const uint8_t *wg = w + g * F::TB;
-        gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
-        if constexpr (MINS && !FOLD) {
-            s0.load(w + 2 * t * F::TB);
-            s1.load(w + (2 * t + 1) * F::TB);
-        }
-#pragma unroll
-        for (int jj = 0; MINS && !FOLD && jj < 4; jj++) {
-            const gswk_group<F> qg(wg, jj, t);
-#pragma unroll
-            for (int hi = 0; hi < 2; hi++) {
-                const int s = 2 * jj + hi;
-                uint32_t na, nb;
-                qg.quants(s, hi, na, nb);
-                uint32_t bf0[2], bf1[2];
-                gswk_u8_h2(na, &bf0[0], &bf0[1]);
-                gswk_u8_h2(nb, &bf1[0], &bf1[1]);
-                const float d0 = s0.scale(s), d1 = s1.scale(s), m0 = -s0.min(s), m1 = -s1.min(s);
-                const int sb = j * 8 + s;
-#pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    uint32_t af0[4], af1[4];
-                    gsw_xfrag<NX>(xa, m, xoff + 64 * s, af0, af1);
-                    float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    gq_mma(tq, af0, bf0);
-                    gq_mma(tq, af1, bf1);
-                    const float xs0 = xsr[2 * m][sb];
-                    c[4 * m] = __fmaf_rn(m0, xs0, __fmaf_rn(tq[0], d0, c[4 * m]));
-                    c[4 * m + 1] = __fmaf_rn(m1, xs0, __fmaf_rn(tq[1], d1, c[4 * m + 1]));
-                    if (2 * m + 1 < NX) {
-                        const float xs1 = xsr[2 * m + 1][sb];
-                        c[4 * m + 2] = __fmaf_rn(m0, xs1, __fmaf_rn(tq[2], d0, c[4 * m + 2]));
-                        c[4 * m + 3] = __fmaf_rn(m1, xs1, __fmaf_rn(tq[3], d1, c[4 * m + 3]));
-                    }
-                }
-            }
-        }
+        else
+            gswk_mins_item<MT, NX, F>(c, w, g, t, xa, xoff, xsr, j * 8);
 #pragma unroll
         for (int i = 0; i < 4 * MT; i++) {
             if (p)
@@ -501,7 +517,8 @@ template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, si
 
 int gswk_row_bytes(int type, bool *xsum)
 {
-    *xsum = type != MEMRA_TYPE_Q6_K;
+    if (xsum)
+        *xsum = type != MEMRA_TYPE_Q6_K;
     switch (type) {
     case MEMRA_TYPE_Q4_K: return gswk_fmt<MEMRA_TYPE_Q4_K>::RB;
     case MEMRA_TYPE_Q5_K: return gswk_fmt<MEMRA_TYPE_Q5_K>::RB;

@@ -258,8 +258,7 @@ fi
 # mmv_kq_kernel adds it; by default only launches of many row pairs a warp
 # (the heads), so the kernel check's cases take it with
 # MEMRA_MMV_KQ_PACK_MIN=0 against MEMRA_MMV_KQ_PACK=0 (their pack_* cases
-# several row pairs a warp)
-# and print the same lines as without it
+# several row pairs a warp) and print the same lines as without it
 if [ "${SKIP_KC:-0}" != 1 ]; then
   for t in matmul.kq matmul_ex.kq; do
     kc_vs "MEMRA_MMV_KQ_PACK=1 MEMRA_MMV_KQ_PACK_MIN=0" "$t" MEMRA_MMV_KQ_PACK=0
