@@ -55,28 +55,51 @@ template <> struct gswk_fmt<MEMRA_TYPE_Q6_K> {
 };
 
 /* Q6_K's ring: gsw_ring's rows and items, each row's tile copied from the
- * 16 bytes at or below it (whole 16 bytes, the same offset for every row:
- * the rows are 16-byte aligned) into a slot row of RB bytes. */
-struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
+ * 16 bytes at or below it (whole 16 bytes) into a slot row of RB bytes.
+ * RO false: the rows are 16-byte aligned, so every row's tile lies the
+ * same 2j mod 16 bytes off 16 (off()). RO true (rows of any even length:
+ * the E4B's 2560-wide head, 2100 bytes a row; the 26B-A4B's 2816, 2310):
+ * row r's tile j lies (b_r + 2j) mod 16 off 16, b_r its slice's first
+ * tile's offset, which lane r keeps (bo[p], part p) and the lanes that
+ * read row r fetch once (gswk_q6_offs). */
+template <bool RO> struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
     static constexpr int RB = 240, SLOT = GSW_ROWS * RB;
     int64_t kt0;
+    uint32_t bo[2];
 
-    /* tile KT's bytes below it to 16 */
+    /* tile KT's bytes below it to 16, in a 16-byte aligned row */
     static __device__ __forceinline__ uint32_t off(int64_t kt) { return (uint32_t)(2 * kt) & 15u; }
     __device__ __forceinline__ void init(const gs_args &a, uint64_t *bars, uint8_t *ring, int64_t grp, int64_t nv,
                                          int64_t kt0_, int nt_, int lane_)
     {
         gsw_ring::init(a, bars, ring, grp, nv, kt0_, nt_, lane_);
         kt0 = kt0_;
+        if constexpr (RO) {
+            bo[0] = (uint32_t)((uintptr_t)src0 & 15);
+            bo[1] = (uint32_t)((uintptr_t)src1 & 15);
+        }
     }
     __device__ __forceinline__ void issue_next()
     {
         if (issued >= nti || !nvalid)
             return;
         const int slot = issued % D, j = issued < nt ? issued : issued - nt;
-        const uint32_t bar = bar0 + 8 * slot, o = off(kt0 + j), n = (o + 210 + 15) & ~15u;
-        if (lane == 0)
-            mmv_bar_arm(bar, (uint32_t)nvalid * n);
+        const uint32_t bar = bar0 + 8 * slot;
+        uint32_t o, n;
+        if constexpr (!RO) {
+            o = off(kt0 + j);
+            n = (o + 210 + 15) & ~15u;
+            if (lane == 0)
+                mmv_bar_arm(bar, (uint32_t)nvalid * n);
+        } else {
+            o = (bo[issued < nt ? 0 : 1] + 2u * (uint32_t)j) & 15u;
+            n = lane < nvalid ? (o + 210 + 15) & ~15u : 0u;
+            uint32_t total = n + __shfl_xor_sync(0xffffffffu, n, 1);
+            total += __shfl_xor_sync(0xffffffffu, total, 2);
+            total += __shfl_xor_sync(0xffffffffu, total, 4); /* lane 0: lanes 0-7's, the group's rows */
+            if (lane == 0)
+                mmv_bar_arm(bar, total);
+        }
         __syncwarp(); /* the bytes are expected before any copy completes */
         if (lane < nvalid) {
             const uint8_t *s = (issued < nt ? src0 : src1) + (size_t)j * 210 - o;
@@ -85,6 +108,21 @@ struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
         issued++;
     }
     __device__ __forceinline__ void start() { gsw_ring_start(*this); }
+};
+
+/* The first tile's offsets (RO) of the rows lane (g, t) reads in each part:
+ * its quants' row g, its scales' rows 2t and 2t + 1 (lane r holds row r's) */
+struct gswk_q6_offs {
+    uint32_t g[2], r0[2], r1[2];
+    __device__ __forceinline__ void load(const uint32_t (&bo)[2], int g_, int t)
+    {
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            g[p] = __shfl_sync(0xffffffffu, bo[p], g_);
+            r0[p] = __shfl_sync(0xffffffffu, bo[p], 2 * t);
+            r1[p] = __shfl_sync(0xffffffffu, bo[p], 2 * t + 1);
+        }
+    }
 };
 
 static __device__ __forceinline__ uint32_t gswk_lds32(uint32_t a)
@@ -192,24 +230,27 @@ struct gswk_scales {
     }
 };
 
-/* One Q6_K ring item (the slot at shared address W, its tiles O bytes
- * into their slot rows) into lane (g, t)'s sums C: x rows from XA (+ XOFF,
+/* One Q6_K ring item (the slot at shared address W; row g's tile OG bytes
+ * into its slot row, rows 2t and 2t + 1's O0 and O1) into lane (g, t)'s
+ * sums C: x rows from XA (+ XOFF,
  * the tile's place in the staged slice), weight row g's quants, rows 2t
  * and 2t + 1's scales. Sub-block s = 4n + k: ql bytes 64n + 32(k & 1) + l
  * (the high nibbles from k = 2), qh bytes 32n + l, bits 2k and 2k + 1;
  * its two 16-element halves take scales 2s and 2s + 1. */
-template <int MT, int NX>
-static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t w, uint32_t o, int g, int t,
-                                                    const uint32_t (&xa)[NX], uint32_t xoff)
+template <int MT, int NX, bool RO>
+static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t w, uint32_t og, uint32_t o0,
+                                                    uint32_t o1, int g, int t, const uint32_t (&xa)[NX],
+                                                    uint32_t xoff)
 {
-    constexpr int RB = gswk_ring6::RB;
-    const bool half = o & 2u;
-    const uint32_t wg = w + g * RB + o + 4 * t, r0 = w + 2 * t * RB + o, r1 = r0 + RB;
+    constexpr int RB = gswk_ring6<false>::RB;
+    const bool half = og & 2u, half0 = RO ? (o0 & 2u) != 0 : half, half1 = RO ? (o1 & 2u) != 0 : half;
+    const uint32_t wg = w + g * RB + og + 4 * t, r0 = w + 2 * t * RB + (RO ? o0 : og),
+                   r1 = RO ? w + (2 * t + 1) * RB + o1 : r0 + RB;
     uint32_t sw0[4], sw1[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        sw0[i] = gswk_ldu(r0 + 192 + 4 * i, half);
-        sw1[i] = gswk_ldu(r1 + 192 + 4 * i, half);
+        sw0[i] = gswk_ldu(r0 + 192 + 4 * i, half0);
+        sw1[i] = gswk_ldu(r1 + 192 + 4 * i, half1);
     }
     unsigned short dh0, dh1;
     asm volatile("ld.shared.u16 %0, [%1];" : "=h"(dh0) : "r"(r0 + 208));
@@ -393,14 +434,15 @@ static __device__ __forceinline__ void gswk_fold_item(float (&c)[4 * MT], const 
 /* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows).
  * Up to 8 rows at three blocks an SM (72-80 registers, no spills; 88 at
  * two), more at two (96-128). */
-template <int NX, int T, bool FOLD>
+template <int NX, int T, bool FOLD, bool RO = false>
 __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(const gs_args a)
 {
     using F = gswk_fmt<T>;
     constexpr int MT = (NX + 1) / 2;                 /* m tiles of 16 x rows */
     constexpr bool MINS = T != MEMRA_TYPE_Q6_K;      /* Q4_K / Q5_K: the min's term, x sums */
     static_assert(MINS || !FOLD, "the folded form is Q4_K's and Q5_K's");
-    using ring_t = std::conditional_t<MINS, gsw_ring<GSW_ROWS, false, F::TB>, gswk_ring6>;
+    static_assert(!MINS || !RO, "Q4_K / Q5_K rows are 16-byte aligned");
+    using ring_t = std::conditional_t<MINS, gsw_ring<GSW_ROWS, false, F::TB>, gswk_ring6<RO>>;
     extern __shared__ __align__(128) uint8_t gsw_smem[];
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSWK_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -450,6 +492,9 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     if (!live)
         return;
     const int g = lane >> 2, t = lane & 3;
+    gswk_q6_offs qo;
+    if constexpr (RO)
+        qo.load(rg.bo, g, t);
     /* x row g + 8i's staged slice and sums (row 0 past n: its products
      * land in accumulators that are never stored) */
     uint32_t xa[NX];
@@ -481,8 +526,12 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
 #pragma unroll
         for (int i = 0; i < 4 * MT; i++)
             c[i] = p ? acc[1][i] : acc[0][i];
-        if constexpr (!MINS)
-            gswk_q6_item<MT, NX>(c, mmv_saddr(w), gswk_ring6::off(kt0 + j), g, t, xa, xoff);
+        if constexpr (RO)
+            gswk_q6_item<MT, NX, true>(c, mmv_saddr(w), (qo.g[p] + 2u * (uint32_t)j) & 15u,
+                                 (qo.r0[p] + 2u * (uint32_t)j) & 15u, (qo.r1[p] + 2u * (uint32_t)j) & 15u, g, t,
+                                 xa, xoff);
+        else if constexpr (!MINS)
+            gswk_q6_item<MT, NX, false>(c, mmv_saddr(w), ring_t::off(kt0 + j), 0, 0, g, t, xa, xoff);
         else if constexpr (FOLD)
             gswk_fold_item<MT, NX, F>(c, w, g, t, xa, xoff, xha, xla, 2u * (uint32_t)(j * 8));
         else
@@ -503,7 +552,8 @@ template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned g
                                                     cudaStream_t s)
 {
     if constexpr (T == MEMRA_TYPE_Q6_K)
-        return !fold && gsw_launch_k(gswk_kernel<NX, T, false>, a, grid_x, smem, s);
+        return !fold && gsw_launch_k(a.odd ? gswk_kernel<NX, T, false, true> : gswk_kernel<NX, T, false>, a, grid_x,
+                                     smem, s);
     else
         return gsw_launch_k(fold ? gswk_kernel<NX, T, true> : gswk_kernel<NX, T, false>, a, grid_x, smem, s);
 }
@@ -535,8 +585,8 @@ size_t gswk_sums_bytes(int n, int kt_per, bool fold)
 
 bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s)
 {
-    if (a.st < 2 || a.st > GSWK_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX || a.odd ||
-        a.K % GS_KT)
+    if (a.st < 2 || a.st > GSWK_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX ||
+        (a.odd && type != MEMRA_TYPE_Q6_K) || a.K % GS_KT)
         return false;
     switch (type) {
     case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, fold, s);

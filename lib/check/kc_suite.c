@@ -277,7 +277,7 @@ static void run_suite(kc *k)
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
                              hid[1] = {4096}, one301[1] = {301}, e4b[2] = {10240, 10240}, g31[1] = {5376},
                              voc[1] = {248320}, g31q[3] = {8192, 4096, 4096}, g26q[3] = {4096, 2048, 2048},
-                             g26f[2] = {2112, 2112}, g26d[1] = {2816}, e4bp[1] = {256};
+                             g26f[2] = {2112, 2112}, g26d[1] = {2816}, e4bp[1] = {256}, w2051[1] = {2051};
         static const struct {
             const char *name;
             int n_w;
@@ -403,6 +403,15 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q4_k.e4b_geglu_r6", 2, k4, 2560, e4b, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, true, false, MX_GS},
             {"matmul_ex.gs.q6_k.proj4_r6", 4, k6, 2048, proj, 6, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
             {"matmul_ex.gs.q6_k.ffn_glu_r17", 2, k6, 4096, ff, 17, true, MEMRA_MM_GLU, MEMRA_ACT_SILU, true, true, false, MX_GS},
+            /* Q6_K rows not 16-byte aligned (the K-quant form's row-offset
+             * ring): 2560 (2100-byte rows, 4 bytes apart mod 16: the E4B's
+             * head), 2816 and 5376 (an odd count of super-blocks: rows 2
+             * bytes off a word), fused weights, 5-32 rows */
+            {"matmul_ex.gs.q6_k.w2560_r16", 1, k6, 2560, w2051, 16, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q6_k.w2560_proj4_r9", 4, k6, 2560, proj, 9, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q6_k.w2816_geglu_r5", 2, k6, 2816, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q6_k.w5376_add_r32", 1, k6, 5376, one301, 32, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q6_k.e4b_head_r8", 1, k6, 2560, voc, 8, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, true, false, MX_GS},
             /* Q8_0 rows 4-12 bytes off 16, K not a multiple of 256
              * (gsw_kernel's ODD form; MEMRA_GSW_ODD=0 the matvecs): the 26B-A4B's dense down at 4 / 8 / 32 / 40 rows
              * (a short last tile of 2 blocks), a normed GeGLU 1344 wide,
