@@ -130,11 +130,16 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
  * a slice's k tiles: shorter slices stage less x (more blocks an SM at
  * 17-32 rows) for more split-K partials; other bits, the same for every
  * row count (a function of the shape and the device still).
- * MEMRA_BATCH_GSWK=1 runs Q4_K / Q5_K / Q6_K on gsw_kernel's K-quant form
- * (cuda/gemm_swk.cu) instead of gs_kernel, MEMRA_GSWK_RING its ring
- * items per warp (2..GSWK_RING_MAX, default 4; fewer where two blocks
- * would not fit an SM), MEMRA_GSWK_FOLD=1 its folded form for Q4_K / Q5_K
- * (the scales in the f16 weights, the mins through an mma: other bits). */
+ * Q4_K / Q5_K / Q6_K run on gsw_kernel's K-quant form (cuda/gemm_swk.cu;
+ * MEMRA_BATCH_GSWK=0: gs_kernel, and Q6_K rows off 16 on the matvecs),
+ * MEMRA_GSWK_RING its ring items per warp (2..GSWK_RING_MAX, default 4;
+ * fewer where two blocks would not fit an SM), Q4_K / Q5_K through its
+ * folded item (the scales in the f16 weights, the mins through an mma;
+ * MEMRA_GSWK_FOLD=0: the per-sub-block item, other bits). The folded
+ * form against gs_kernel, memra-bench --batch, H100, 2026-12-07: the 9B
+ * Q4_K's steps of 3 / 4 / 8 / 16 / 32 rows +107 / +104 / +98 / +95 / +60 %,
+ * the 9B Q5_K's +216-358 %, Q6_K's +66-156 %, the E4B Q4_K's +30-78 %; the
+ * per-sub-block item 2-7 % behind the folded one on Q4_K / Q5_K. */
 typedef struct gsw_knobs {
     int on, ring, xf, fin, odd, kt, kq, kring, kfold;
 } gsw_knobs;
@@ -148,8 +153,8 @@ static const gsw_knobs *gsw_cfg(void)
         r.ring = ring < 2 || ring > GSW_RING_MAX ? 3 : (int)ring;
         const long kring = memra__cuda_env_long("MEMRA_GSWK_RING", 4);
         r.kring = kring < 2 || kring > GSWK_RING_MAX ? 4 : (int)kring;
-        r.kq = memra__cuda_env_long("MEMRA_BATCH_GSWK", 0) != 0;
-        r.kfold = memra__cuda_env_long("MEMRA_GSWK_FOLD", 0) != 0;
+        r.kq = memra__cuda_env_long("MEMRA_BATCH_GSWK", 1) != 0;
+        r.kfold = memra__cuda_env_long("MEMRA_GSWK_FOLD", 1) != 0;
         const long kt = memra__cuda_env_long("MEMRA_GSW_KT", GSW_KT_MAX);
         r.kt = kt < 1 || kt > GSW_KT_MAX ? GSW_KT_MAX : (int)kt;
         r.xf = memra__cuda_env_long("MEMRA_GSW_XF", 1) != 0;
@@ -261,6 +266,9 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
      * multiple of 64 only: 4-byte rows, 34 K / 32 bytes): gemma-4-26b-a4b's
      * 2112-wide ffn_down */
     const bool odd_ok = type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on && gsw_cfg()->odd && K % 64 == 0;
+    /* Q6_K rows of any (even) length on the K-quant form's row-offset ring:
+     * the E4B's 2560-wide head is 2100 bytes a row */
+    const bool q6_ro = type == MEMRA_TYPE_Q6_K && gsw_cfg()->kq;
     bool odd = K % GS_KT != 0;
     if (!tb || (odd && !odd_ok) || K > INT32_MAX || m->n_w < 1 || m->n_w > GS_MAXW)
         return MEMRA_OK;
@@ -271,7 +279,7 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     memset(&a, 0, sizeof a);
     for (int i = 0; i < m->n_w; i++) {
         const memra_weight_t *w = m->w[i];
-        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % (odd_ok ? 4 : 16) ||
+        if (w->type != type || w->ne[0] != K || (uintptr_t)w->data % 16 || w->nb1 % (odd_ok ? 4 : q6_ro ? 2 : 16) ||
             w->ne[1] > INT32_MAX ||
             m->post[i] == MEMRA_EW_GEGLU) /* gs_store has no per-row post vector: the sequence runs it */
             return MEMRA_OK;
@@ -292,8 +300,11 @@ memra_status_t memra__cuda_gemm_s(memra__backend_t *be, const memra_mm_args_t *m
     a.odd = odd;
     if (type == MEMRA_TYPE_Q8_0 && gsw_cfg()->on)
         return gsw_run(be, m, a, type, done);
-    if (gsw_cfg()->kq && gswk_row_bytes((int)type, NULL) && !odd)
-        return gsw_run(be, m, a, type, done);
+    if (gsw_cfg()->kq && gswk_row_bytes((int)type, NULL) && (!odd || q6_ro)) {
+        memra_status_t st = gsw_run(be, m, a, type, done);
+        if (st || *done || odd)
+            return st; /* gs_kernel: 16-byte aligned rows only */
+    }
 
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     const int64_t per = m->epi == MEMRA_MM_GLU ? GS_BM / 2 : GS_BM;

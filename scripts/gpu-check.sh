@@ -322,14 +322,15 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # steps of 17-32 rows: the split-K partials a slice at a time (the
   # default) against the loop the smaller instances keep, the same sums
   kc_vs MEMRA_GSW_FIN=0 matmul_ex
-  # Q4_K / Q5_K / Q6_K batched rows on gsw_kernel's K-quant form
-  # (MEMRA_BATCH_GSWK=1, off by default: cuda/gemm_swk.cu) against
-  # gs_kernel: those cases' values move (weights no longer rounded to f16),
-  # every other line stays
-  kc_vs MEMRA_BATCH_GSWK=1 matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
-  # and its folded form (MEMRA_GSWK_FOLD=1: Q4_K / Q5_K's scales in the
-  # f16 weights, the mins through an mma)
-  kc_vs "MEMRA_BATCH_GSWK=1 MEMRA_GSWK_FOLD=1" matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
+  # Q4_K / Q5_K / Q6_K batched rows on gs_kernel (MEMRA_BATCH_GSWK=0;
+  # Q6_K rows off 16 on the matvecs) against gsw_kernel's K-quant form (the
+  # default, cuda/gemm_swk.cu): those cases' values move (gs_kernel
+  # rounds each weight to f16), every other line stays
+  kc_vs MEMRA_BATCH_GSWK=0 matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
+  # and the form's per-sub-block Q4_K / Q5_K item (MEMRA_GSWK_FOLD=0)
+  # against the folded one (the scales in the f16 weights, the mins
+  # through an mma)
+  kc_vs MEMRA_GSWK_FOLD=0 matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
   # batched Gated DeltaNet steps from 16 items on the two-blocks-an-SM
   # instance (the default) against the one-block instance: the same
   # operations
