@@ -133,20 +133,17 @@ static memra_status_t gs_scratch(memra__backend_t *be, gs_args *a, size_t xbytes
  * Q4_K / Q5_K / Q6_K run on gsw_kernel's K-quant form (cuda/gemm_swk.cu;
  * MEMRA_BATCH_GSWK=0: gs_kernel, and Q6_K rows off 16 on the matvecs),
  * MEMRA_GSWK_RING its ring items per warp (2..GSWK_RING_MAX, default 4;
- * fewer where two blocks would not fit an SM), Q4_K / Q5_K through its
- * folded item (the scales in the f16 weights, the mins through an mma;
- * MEMRA_GSWK_FOLD=0: the per-sub-block item, other bits). The folded
- * form against gs_kernel, memra-bench --batch, H100, 2026-12-07: the 9B
- * Q4_K's steps of 3 / 4 / 8 / 16 / 32 rows +107 / +104 / +98 / +95 / +60 %,
- * the 9B Q5_K's +216-358 %, Q6_K's +66-156 %, the E4B Q4_K's +30-78 %; the
- * per-sub-block item 2-7 % behind the folded one on Q4_K / Q5_K. */
+ * fewer where two blocks would not fit an SM). Against gs_kernel
+ * (memra-bench --batch, H100, 2026-12-07): the 9B Q4_K's steps of 3 / 4 /
+ * 8 / 16 / 32 rows +107 / +104 / +98 / +95 / +60 %, the 9B Q5_K's
+ * +216-358 %, Q6_K's +66-156 %, the E4B Q4_K's +30-78 %. */
 typedef struct gsw_knobs {
-    int on, ring, xf, fin, odd, kt, kq, kring, kfold;
+    int on, ring, xf, fin, odd, kt, kq, kring;
 } gsw_knobs;
 
 static const gsw_knobs *gsw_cfg(void)
 {
-    static gsw_knobs k = {-1, 0, 0, 0, 0, 0, 0, 0, 0};
+    static gsw_knobs k = {-1, 0, 0, 0, 0, 0, 0, 0};
     if (k.on < 0) {
         gsw_knobs r;
         const long ring = memra__cuda_env_long("MEMRA_GSW_RING", 3);
@@ -154,7 +151,6 @@ static const gsw_knobs *gsw_cfg(void)
         const long kring = memra__cuda_env_long("MEMRA_GSWK_RING", 4);
         r.kring = kring < 2 || kring > GSWK_RING_MAX ? 4 : (int)kring;
         r.kq = memra__cuda_env_long("MEMRA_BATCH_GSWK", 1) != 0;
-        r.kfold = memra__cuda_env_long("MEMRA_GSWK_FOLD", 1) != 0;
         const long kt = memra__cuda_env_long("MEMRA_GSW_KT", GSW_KT_MAX);
         r.kt = kt < 1 || kt > GSW_KT_MAX ? GSW_KT_MAX : (int)kt;
         r.xf = memra__cuda_env_long("MEMRA_GSW_XF", 1) != 0;
@@ -228,7 +224,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
         /* the ring as deep as two blocks an SM allow (the staged x of 32
          * rows is 65 KiB) */
         const size_t xs = (size_t)a.n * ((size_t)a.kt_per * GS_KT + 16) * sizeof(__half) +
-                          (ksum ? gswk_sums_bytes(a.n, a.kt_per, gsw_cfg()->kfold) : 0);
+                          (ksum ? gswk_sums_bytes(a.n, a.kt_per) : 0);
         a.st = ktb ? gsw_cfg()->kring : gsw_cfg()->ring;
         const size_t slot = ktb ? (size_t)GSW_ROWS * ktb : a.odd ? GSW_SLOT_ODD : GSW_SLOT;
         while (a.st > 2 && (size_t)GSW_WARPS * a.st * slot + xs > GSW_SMEM_2)
@@ -241,7 +237,7 @@ static memra_status_t gsw_run(memra__backend_t *be, const memra_mm_args_t *m, gs
                           m->ldx, (int)m->norm, m->norm_w, m->eps, a.K, ws);
             MEMRA_CUDA_LAUNCHED(be);
         }
-        if (!(ktb ? gswk_launch((int)type, a, (unsigned)grid_x, smem, ksum && gsw_cfg()->kfold, c->stream)
+        if (!(ktb ? gswk_launch((int)type, a, (unsigned)grid_x, smem, c->stream)
                   : gsw_launch(a, (unsigned)grid_x, smem, c->stream)))
             return r0 ? memra__fail(be->err, MEMRA_E_DEVICE, "matmul: %s skinny GEMM launch failed", memra_type_name(type))
                       : MEMRA_OK;

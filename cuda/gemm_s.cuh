@@ -435,8 +435,8 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
  * 16-byte aligned only, never folded. */
 #define GSWK_RING_MAX 6
 int gswk_row_bytes(int type, bool *xsum);
-size_t gswk_sums_bytes(int n, int kt_per, bool fold);
-bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s);
+size_t gswk_sums_bytes(int n, int kt_per);
+bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 
 /* Launches gs_kernel<T> (NT from a.n) over GRID_X row tiles and a.split
  * slices with SMEM bytes of dynamic shared memory. false: no instance. */

@@ -16,18 +16,20 @@
  * group of row g (one word each: their low nibbles are sub-block 2j's
  * elements, their high nibbles sub-block 2j+1's; Q5_K ORs the fifth bit
  * from qh), the same permuted k order as x, and makes exact f16 integers
- * of them (one byte permute and one half subtraction a pair). The tensor
- * cores sum q·x per sub-block in float32; the sub-block's scale d·sc and
- * its min dmin·m (both float32, from the row's 12 packed scale bytes)
- * then enter as y += d·sc · Σ q·x − dmin·m · Σ x, where Σ x is the
- * sub-block's sum of the staged f16 x, summed once per block in element
- * order. (gs_kernel rounds each dequantized weight to f16 instead.)
+ * of them (one byte permute and one half subtraction a pair), times the
+ * sub-block's 6-bit scale (q·sc <= 31 · 63: still an exact f16). The
+ * tensor cores sum the super-block's Σ sc Σ q·x in float32, which d
+ * multiplies once; the mins enter as −dmin · Σ m Σ x through one more mma
+ * on each x row's sub-block sums (of the staged f16 x, once per block in
+ * element order, as f16 high and low parts) (gswk_fold_item). gs_kernel
+ * rounds each dequantized weight to f16 instead.
  *
- * Q6_K (210-byte super-blocks; rows 16-byte aligned, K a multiple of
- * 2048, as gemm_s.cu takes them) has its own ring (gswk_ring6): tile j of
- * every row lies 2j mod 16 bytes off 16, so each is copied from the 16
- * bytes at or below it into a 240-byte slot row, and the lanes read words
- * 2 bytes off a word (two loads and a byte permute) in the odd tiles. Its
+ * Q6_K (210-byte super-blocks) has its own ring (gswk_ring6): in 16-byte
+ * aligned rows (K a multiple of 2048) tile j of every row lies 2j mod 16
+ * bytes off 16, in other rows each row's tiles have offsets of their own
+ * (the RO instance); each tile is copied from the 16 bytes at or below it
+ * into a 240-byte slot row, and the lanes read words 2 bytes off a word
+ * (two loads and a byte permute) in tiles 2 bytes off a word. Its
  * quants (6 bits: nibbles from ql, two bits from qh) become exact f16 of
  * q - 32, and each 16 elements' int8 scale times d multiplies its mma's
  * float32 sum: no min, no x sums.
@@ -92,7 +94,7 @@ template <bool RO> struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
             if (lane == 0)
                 mmv_bar_arm(bar, (uint32_t)nvalid * n);
         } else {
-            o = (bo[issued < nt ? 0 : 1] + 2u * (uint32_t)j) & 15u;
+            o = ((issued < nt ? bo[0] : bo[1]) + 2u * (uint32_t)j) & 15u;
             n = lane < nvalid ? (o + 210 + 15) & ~15u : 0u;
             uint32_t total = n + __shfl_xor_sync(0xffffffffu, n, 1);
             total += __shfl_xor_sync(0xffffffffu, total, 2);
@@ -198,10 +200,10 @@ template <class F> struct gswk_group {
 };
 
 /* A row's 8 scales and mins as bytes (sc[0..3], sc[4..7], m[0..3],
- * m[4..7]) and its d, dmin: the 6-bit fields of ggml's 12 scale bytes. */
+ * m[4..7]): the 6-bit fields of ggml's 12 scale bytes; a super-block's d
+ * and dmin. */
 struct gswk_scales {
     uint32_t sc_lo, sc_hi, m_lo, m_hi;
-    float d, dmin;
     /* a super-block's d and dmin (its first word) */
     static __device__ __forceinline__ void dmins(const uint8_t *sb, float &d, float &dmin)
     {
@@ -213,20 +215,10 @@ struct gswk_scales {
     {
         const uint32_t *w = reinterpret_cast<const uint32_t *>(sb);
         const uint32_t w0 = w[1], w1 = w[2], w2 = w[3];
-        dmins(sb, d, dmin);
         sc_lo = w0 & 0x3f3f3f3fu;
         m_lo = w1 & 0x3f3f3f3fu;
         sc_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
         m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
-    }
-    /* sub-block S's d·sc and dmin·m */
-    __device__ __forceinline__ float scale(int s) const
-    {
-        return d * (float)(((s < 4 ? sc_lo : sc_hi) >> (8 * (s & 3))) & 0xffu);
-    }
-    __device__ __forceinline__ float min(int s) const
-    {
-        return dmin * (float)(((s < 4 ? m_lo : m_hi) >> (8 * (s & 3))) & 0xffu);
     }
 };
 
@@ -290,52 +282,6 @@ static __device__ __forceinline__ void gswk_q6_item(float (&c)[4 * MT], uint32_t
     }
 }
 
-/* One Q4_K / Q5_K ring item (the slot at W) into lane (g, t)'s sums C:
- * per sub-block, its mma sum of q·x times d·sc and its x rows' sums (XSR,
- * from sub-block SB0 of the slice) times -dmin·m. XA and XOFF as
- * gswk_q6_item's. */
-template <int MT, int NX, class F>
-static __device__ __forceinline__ void gswk_mins_item(float (&c)[4 * MT], const uint8_t *w, int g, int t,
-                                                      const uint32_t (&xa)[NX], uint32_t xoff,
-                                                      const float *const (&xsr)[NX], int sb0)
-{
-    const uint8_t *wg = w + g * F::TB;
-    gswk_scales s0, s1; /* group rows 2t, 2t + 1 */
-    s0.load(w + 2 * t * F::TB);
-    s1.load(w + (2 * t + 1) * F::TB);
-#pragma unroll
-    for (int jj = 0; jj < 4; jj++) {
-        const gswk_group<F> qg(wg, jj, t);
-#pragma unroll
-        for (int hi = 0; hi < 2; hi++) {
-            const int s = 2 * jj + hi;
-            uint32_t na, nb;
-            qg.quants(s, hi, na, nb);
-            uint32_t bf0[2], bf1[2];
-            gswk_u8_h2(na, &bf0[0], &bf0[1]);
-            gswk_u8_h2(nb, &bf1[0], &bf1[1]);
-            const float d0 = s0.scale(s), d1 = s1.scale(s), m0 = -s0.min(s), m1 = -s1.min(s);
-            const int sb = sb0 + s;
-#pragma unroll
-            for (int m = 0; m < MT; m++) {
-                uint32_t af0[4], af1[4];
-                gsw_xfrag<NX>(xa, m, xoff + 64 * s, af0, af1);
-                float tq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                gq_mma(tq, af0, bf0);
-                gq_mma(tq, af1, bf1);
-                const float xs0 = xsr[2 * m][sb];
-                c[4 * m] = __fmaf_rn(m0, xs0, __fmaf_rn(tq[0], d0, c[4 * m]));
-                c[4 * m + 1] = __fmaf_rn(m1, xs0, __fmaf_rn(tq[1], d1, c[4 * m + 1]));
-                if (2 * m + 1 < NX) {
-                    const float xs1 = xsr[2 * m + 1][sb];
-                    c[4 * m + 2] = __fmaf_rn(m0, xs1, __fmaf_rn(tq[2], d0, c[4 * m + 2]));
-                    c[4 * m + 3] = __fmaf_rn(m1, xs1, __fmaf_rn(tq[3], d1, c[4 * m + 3]));
-                }
-            }
-        }
-    }
-}
-
 /* Halves per x row of the folded form's sub-block sums (gswk_fold_item):
  * at least KT_PER * 8, and 4 (2 m + 1) words so that rows g's four words
  * 2t..2t+1 fall in distinct banks. */
@@ -345,7 +291,7 @@ static __host__ __device__ __forceinline__ int gswk_fold_stride(int kt_per)
 }
 
 /* One Q4_K / Q5_K ring item with each sub-block's scale folded into the
- * weights (MEMRA_GSWK_FOLD=1): q·sc (at most 31 · 63 = 1953) is an exact
+ * weights: q·sc (at most 31 · 63 = 1953) is an exact
  * f16, so the item's 16 mma steps sum Σ_s sc_s Σ q·x over the whole
  * super-block in one accumulator, which d multiplies once; the mins enter
  * through one more mma pair: A the x rows' eight sub-block sums (in f16 as
@@ -434,13 +380,12 @@ static __device__ __forceinline__ void gswk_fold_item(float (&c)[4 * MT], const 
 /* NX as gsw_kernel's: x row sets of 8 (1, 2, 4: up to 8, 16, 32 rows).
  * Up to 8 rows at three blocks an SM (72-80 registers, no spills; 88 at
  * two), more at two (96-128). */
-template <int NX, int T, bool FOLD, bool RO = false>
+template <int NX, int T, bool RO = false>
 __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(const gs_args a)
 {
     using F = gswk_fmt<T>;
     constexpr int MT = (NX + 1) / 2;                 /* m tiles of 16 x rows */
     constexpr bool MINS = T != MEMRA_TYPE_Q6_K;      /* Q4_K / Q5_K: the min's term, x sums */
-    static_assert(MINS || !FOLD, "the folded form is Q4_K's and Q5_K's");
     static_assert(!MINS || !RO, "Q4_K / Q5_K rows are 16-byte aligned");
     using ring_t = std::conditional_t<MINS, gsw_ring<GSW_ROWS, false, F::TB>, gswk_ring6<RO>>;
     extern __shared__ __align__(128) uint8_t gsw_smem[];
@@ -456,12 +401,10 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
     const int nti = np * nt;
     const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row */
-    const int lds = a.kt_per * 8 + 1;      /* floats per row of sub-block sums: rows g in distinct banks */
-    const int xst = gswk_fold_stride(a.kt_per); /* FOLD: halves per row of each part of the sums */
+    const int xst = gswk_fold_stride(a.kt_per); /* halves per row of each part of the sums */
     uint8_t *ring = gsw_smem + (size_t)warp * D * ring_t::SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * ring_t::SLOT);
-    float *xsum = reinterpret_cast<float *>(xs + (size_t)a.n * ldx);
-    __half *xsh = xs + (size_t)a.n * ldx, *xsl = xsh + (size_t)a.n * xst; /* FOLD: high and low parts */
+    __half *xsh = xs + (size_t)a.n * ldx, *xsl = xsh + (size_t)a.n * xst; /* high and low parts */
     const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
     const bool live = grp < ngroups;
     ring_t rg;
@@ -480,13 +423,9 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
             s += f.x;
             s += f.y;
         }
-        if constexpr (FOLD) {
-            const __half h = __float2half_rn(s);
-            xsh[r * xst + sb] = h;
-            xsl[r * xst + sb] = __float2half_rn(s - __half2float(h));
-        } else {
-            xsum[r * lds + sb] = s;
-        }
+        const __half h = __float2half_rn(s);
+        xsh[r * xst + sb] = h;
+        xsl[r * xst + sb] = __float2half_rn(s - __half2float(h));
     }
     __syncthreads();
     if (!live)
@@ -498,13 +437,11 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     /* x row g + 8i's staged slice and sums (row 0 past n: its products
      * land in accumulators that are never stored) */
     uint32_t xa[NX];
-    const float *xsr[NX];
-    uint32_t xha[NX], xla[NX]; /* FOLD: the lane's word of sub-blocks 2t, 2t + 1 */
+    uint32_t xha[NX], xla[NX]; /* the lane's word of sub-blocks 2t, 2t + 1 */
 #pragma unroll
     for (int i = 0; i < NX; i++) {
         const int r = g + 8 * i < a.n ? g + 8 * i : 0;
         xa[i] = mmv_saddr(xs + (size_t)r * ldx + 4 * t);
-        xsr[i] = xsum + r * lds;
         xha[i] = mmv_saddr(xsh + (size_t)r * xst + 2 * t);
         xla[i] = mmv_saddr(xsl + (size_t)r * xst + 2 * t);
     }
@@ -527,15 +464,13 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
         for (int i = 0; i < 4 * MT; i++)
             c[i] = p ? acc[1][i] : acc[0][i];
         if constexpr (RO)
-            gswk_q6_item<MT, NX, true>(c, mmv_saddr(w), (qo.g[p] + 2u * (uint32_t)j) & 15u,
-                                 (qo.r0[p] + 2u * (uint32_t)j) & 15u, (qo.r1[p] + 2u * (uint32_t)j) & 15u, g, t,
-                                 xa, xoff);
+            gswk_q6_item<MT, NX, true>(c, mmv_saddr(w), ((p ? qo.g[1] : qo.g[0]) + 2u * (uint32_t)j) & 15u,
+                                       ((p ? qo.r0[1] : qo.r0[0]) + 2u * (uint32_t)j) & 15u,
+                                       ((p ? qo.r1[1] : qo.r1[0]) + 2u * (uint32_t)j) & 15u, g, t, xa, xoff);
         else if constexpr (!MINS)
             gswk_q6_item<MT, NX, false>(c, mmv_saddr(w), ring_t::off(kt0 + j), 0, 0, g, t, xa, xoff);
-        else if constexpr (FOLD)
-            gswk_fold_item<MT, NX, F>(c, w, g, t, xa, xoff, xha, xla, 2u * (uint32_t)(j * 8));
         else
-            gswk_mins_item<MT, NX, F>(c, w, g, t, xa, xoff, xsr, j * 8);
+            gswk_fold_item<MT, NX, F>(c, w, g, t, xa, xoff, xha, xla, 2u * (uint32_t)(j * 8));
 #pragma unroll
         for (int i = 0; i < 4 * MT; i++) {
             if (p)
@@ -548,21 +483,19 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
 }
 
-template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, bool fold,
-                                                    cudaStream_t s)
+template <int NX, int T> static bool gswk_launch_nx(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if constexpr (T == MEMRA_TYPE_Q6_K)
-        return !fold && gsw_launch_k(a.odd ? gswk_kernel<NX, T, false, true> : gswk_kernel<NX, T, false>, a, grid_x,
-                                     smem, s);
+        return gsw_launch_k(a.odd ? gswk_kernel<NX, T, true> : gswk_kernel<NX, T>, a, grid_x, smem, s);
     else
-        return gsw_launch_k(fold ? gswk_kernel<NX, T, true> : gswk_kernel<NX, T, false>, a, grid_x, smem, s);
+        return gsw_launch_k(gswk_kernel<NX, T>, a, grid_x, smem, s);
 }
 
-template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s)
+template <int T> static bool gswk_launch_t(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
-    return a.n <= 8    ? gswk_launch_nx<1, T>(a, grid_x, smem, fold, s)
-           : a.n <= 16 ? gswk_launch_nx<2, T>(a, grid_x, smem, fold, s)
-                       : gswk_launch_nx<4, T>(a, grid_x, smem, fold, s);
+    return a.n <= 8    ? gswk_launch_nx<1, T>(a, grid_x, smem, s)
+           : a.n <= 16 ? gswk_launch_nx<2, T>(a, grid_x, smem, s)
+                       : gswk_launch_nx<4, T>(a, grid_x, smem, s);
 }
 
 int gswk_row_bytes(int type, bool *xsum)
@@ -577,21 +510,20 @@ int gswk_row_bytes(int type, bool *xsum)
     }
 }
 
-size_t gswk_sums_bytes(int n, int kt_per, bool fold)
+size_t gswk_sums_bytes(int n, int kt_per)
 {
-    return fold ? 2 * (size_t)n * gswk_fold_stride(kt_per) * sizeof(__half)
-                : (size_t)n * ((size_t)kt_per * 8 + 1) * sizeof(float);
+    return 2 * (size_t)n * gswk_fold_stride(kt_per) * sizeof(__half);
 }
 
-bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, bool fold, cudaStream_t s)
+bool gswk_launch(int type, const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s)
 {
     if (a.st < 2 || a.st > GSWK_RING_MAX || a.n < 1 || a.n > GSW_MAXN || a.kt_per > GSW_KT_MAX ||
         (a.odd && type != MEMRA_TYPE_Q6_K) || a.K % GS_KT)
         return false;
     switch (type) {
-    case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, fold, s);
-    case MEMRA_TYPE_Q5_K: return gswk_launch_t<MEMRA_TYPE_Q5_K>(a, grid_x, smem, fold, s);
-    case MEMRA_TYPE_Q6_K: return gswk_launch_t<MEMRA_TYPE_Q6_K>(a, grid_x, smem, false, s);
+    case MEMRA_TYPE_Q4_K: return gswk_launch_t<MEMRA_TYPE_Q4_K>(a, grid_x, smem, s);
+    case MEMRA_TYPE_Q5_K: return gswk_launch_t<MEMRA_TYPE_Q5_K>(a, grid_x, smem, s);
+    case MEMRA_TYPE_Q6_K: return gswk_launch_t<MEMRA_TYPE_Q6_K>(a, grid_x, smem, s);
     default: return false;
     }
 }

@@ -327,10 +327,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   # default, cuda/gemm_swk.cu): those cases' values move (gs_kernel
   # rounds each weight to f16), every other line stays
   kc_vs MEMRA_BATCH_GSWK=0 matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
-  # and the form's per-sub-block Q4_K / Q5_K item (MEMRA_GSWK_FOLD=0)
-  # against the folded one (the scales in the f16 weights, the mins
-  # through an mma)
-  kc_vs MEMRA_GSWK_FOLD=0 matmul_ex "" 'matmul_ex\.gs\.q[456]_k\.[a-z0-9_]+'
   # batched Gated DeltaNet steps from 16 items on the two-blocks-an-SM
   # instance (the default) against the one-block instance: the same
   # operations
