@@ -429,10 +429,9 @@ bool gsw_launch(const gs_args &a, unsigned grid_x, size_t smem, cudaStream_t s);
 /* gsw_kernel's K-quant form (cuda/gemm_swk.cu): the bytes of a ring
  * item's row for TYPE (0: no such form) and whether its shared memory
  * holds, after the staged x, the x rows' sub-block sums (*XSUM unless
- * NULL), their
- * bytes for N rows (FOLD: the folded form's f16 parts); its launch as
- * gsw_launch's with a ring of up to GSWK_RING_MAX items. Q6_K: rows
- * 16-byte aligned only, never folded. */
+ * NULL: Q4_K / Q5_K), their bytes for N rows (f16 high and low parts);
+ * its launch as gsw_launch's with a ring of up to GSWK_RING_MAX items
+ * (A.odd: Q6_K rows not 16-byte aligned, on the row-offset ring). */
 #define GSWK_RING_MAX 6
 int gswk_row_bytes(int type, bool *xsum);
 size_t gswk_sums_bytes(int n, int kt_per);
