@@ -38,15 +38,22 @@ void memra__set_rows_mode(int mode)
  * 2026-12-03, aggregate tok/s at 2 / 3 rows, decode kernels against the
  * fast tier: Qwen3.5-9B Q8_0 427 / 385 against 386 / 558, Gemma-4-26B-A4B
  * 352 / 365 against 344 / 440, Qwen3.6-35B-A3B 426 / 471 against 389 /
- * 530; since 189475a two rows run on mmv_q8p_kernel: the 9B 481). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
+ * 530; since 189475a two rows run on mmv_q8p_kernel: the 9B 481). Unset,
+ * a model whose trunk's matmul weights are mostly K-quants and whose rows
+ * end in a short segment of the K-quant matvec (n_embd not a multiple of
+ * its 8-super-block segments, 2048: the Gemma 4 and 27B widths) runs two
+ * rows on the fast tier too: steps of two rows on it against the decode
+ * kernels, H100, 2026-12-07: the E4B Q4_K +17.8 %, the 31B +8.3 %, the 27B
+ * +6.5 %, the 26B-A4B +2.8 %; the 9B Q4_K (4096 wide) -4.7 %; Q8_0 files
+ * the 9B -18.6 %, the 26B-A4B -6.3 %, the 31B +6.1 %). MEMRA_BATCH_FAST=0 keeps every step on the decode kernels. One
  * row, or an exact engine: the decode kernels. Both knobs are read once
  * per process. */
-int32_t memra__batch_fast_min(void)
+int32_t memra__batch_fast_min(const memra_model_t *m)
 {
     static int32_t batch_min = -1;
-    if (batch_min < 0 && memra__env_int("MEMRA_BATCH_FAST_MIN", 2, MEMRA_MAX_BATCH + 1, 3, &batch_min))
-        batch_min = 3;
-    return batch_min;
+    if (batch_min < 0 && memra__env_int("MEMRA_BATCH_FAST_MIN", 2, MEMRA_MAX_BATCH + 1, 0, &batch_min))
+        batch_min = 0;
+    return batch_min > 0 ? batch_min : m && m->fast_min2 ? 2 : 3;
 }
 
 int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
@@ -56,7 +63,7 @@ int memra__decode_rows_mode(const memra_model_t *m, int32_t n_rows)
         batch_fast = 1;
     if (!memra__model_fast(m))
         return MEMRA__ROWS_ANY;
-    return n_rows >= memra__batch_fast_min() && batch_fast ? MEMRA__ROWS_BATCH : MEMRA__ROWS_EXACT;
+    return n_rows >= memra__batch_fast_min(m) && batch_fast ? MEMRA__ROWS_BATCH : MEMRA__ROWS_EXACT;
 }
 
 int32_t memra_model_max_batch(const memra_model_t *m)

@@ -130,9 +130,12 @@ memra_status_t memra__parse_int(const char *what, const char *s, long lo, long h
  * (The CUDA backend's tuning knobs, read once inside kernels with no call
  * to fail, keep their default on garbage; cuda/cuda_backend.cu.) */
 memra_status_t memra__env_int(const char *name, long lo, long hi, long def, int32_t *out);
-/* The fewest decode rows a fast engine's step runs on the batched kernels
- * (MEMRA_BATCH_FAST_MIN, default 3; read once). */
-int32_t memra__batch_fast_min(void);
+/* The fewest decode rows a fast engine's step of model M runs on the
+ * batched kernels: MEMRA_BATCH_FAST_MIN (read once) when set, else 2 for a
+ * model whose trunk's rows end in a short K-quant segment (the
+ * model's fast_min2, lib/model.c), else 3 (lib/forward.c says why). */
+struct memra_model;
+int32_t memra__batch_fast_min(const struct memra_model *m);
 
 #define MEMRA__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

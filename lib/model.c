@@ -117,6 +117,29 @@ static memra_status_t check_all_used(memra_model_t *m)
     return MEMRA_OK;
 }
 
+/* Whether two-row decode steps run on the fast tier (memra__batch_fast_min,
+ * lib/forward.c): the bytes of the trunk's matrices ("blk." tensors of two
+ * or more dimensions) mostly Q4_K, Q5_K or Q6_K, and n_embd not a multiple
+ * of the K-quant matvec's 8-super-block segment (2048 elements), so that
+ * its rows end in a short segment. */
+static bool fast_min2(const memra_model_t *m)
+{
+    uint64_t kq = 0, all = 0;
+    const int64_t n = memra_gguf_n_tensors(m->gguf);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ne[4];
+        if (strncmp(memra_gguf_tensor_name(m->gguf, i), "blk.", 4) != 0 ||
+            memra_gguf_tensor_shape(m->gguf, i, ne) < 2)
+            continue;
+        const memra_type_t t = memra_gguf_tensor_type(m->gguf, i);
+        const uint64_t b = memra_gguf_tensor_nbytes(m->gguf, i);
+        all += b;
+        if (t == MEMRA_TYPE_Q4_K || t == MEMRA_TYPE_Q5_K || t == MEMRA_TYPE_Q6_K)
+            kq += b;
+    }
+    return kq > all / 2 && m->n_embd % 2048 != 0;
+}
+
 static memra_status_t load(memra_model_t *m, const char *path)
 {
     memra_status_t st = memra_gguf_open(path, &m->gguf);
@@ -148,6 +171,7 @@ static memra_status_t load(memra_model_t *m, const char *path)
         return st;
     if ((st = check_all_used(m)))
         return st;
+    m->fast_min2 = fast_min2(m);
     if (m->params.kv_pool_bytes < 0 || m->params.kv_page_bytes < 0)
         return memra__model_fail(m, MEMRA_E_INVALID, "params.kv_pool_bytes %lld / kv_page_bytes %lld < 0",
                                  (long long)m->params.kv_pool_bytes, (long long)m->params.kv_page_bytes);

@@ -86,6 +86,7 @@ struct memra_model {
     int64_t carry_floats;
     int32_t prefill_chunk;
     int8_t layer_kind[MEMRA_MAX_LAYERS];     /* memra_layer_kind_t */
+    bool fast_min2;              /* two-row decode steps on the fast tier's batched kernels (memra__batch_fast_min) */
     memra__layer_cache_t layer_cache[MEMRA_MAX_LAYERS];
 
     int32_t n_stages;

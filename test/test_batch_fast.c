@@ -6,11 +6,12 @@
  * widths are multiples of 256, which the skinny GEMM takes):
  *   - composition: 12 sequences decoded with fixed tokens, all in one step
  *     and again in random groups of 3..6 in shuffled order (steps of at
- *     least MEMRA_BATCH_FAST_MIN = 3 rows take the batched kernels): every
- *     row is bit-identical between the two (a row does not depend on the
- *     rest of its step); and in pairs, which stay on the decode kernels:
- *     bit-identical to decoding alone (with MEMRA_BATCH_FAST_MIN=2 they
- *     take the batched kernels: bit-identical to the step of all);
+ *     least memra__batch_fast_min rows, 3 by default, take the batched
+ *     kernels): every row is bit-identical between the two (a row does
+ *     not depend on the rest of its step); and in pairs, which stay on
+ *     the decode kernels: bit-identical to decoding alone (where two rows
+ *     take the batched kernels, MEMRA_BATCH_FAST_MIN=2 or a K-quant model
+ *     whose rows end in a short segment: bit-identical to the step of all);
  *   - bound: every batched row within MEMRA_TEST_BATCH_TOL (default 5e-3,
  *     the fast prefill bound of the GPU checks) times max(1, max |logit|)
  *     of the same token decoded alone. A model with experts routes by a
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -199,7 +201,7 @@ static void check_model(const char *what, memra_model_t *m)
     /* pairs: below MEMRA_BATCH_FAST_MIN rows the decode kernels, equal to
      * the decode alone; from it (MEMRA_BATCH_FAST_MIN=2) the batched
      * kernels, equal to the rows of the step of NS */
-    const bool pair_batched = memra__batch_fast_min() <= 2;
+    const bool pair_batched = memra__batch_fast_min(m) <= 2;
     const float *pair_ref = pair_batched ? one : alone;
     float *pairs = malloc(rows * sizeof *pairs);
     assert_non_null(pairs);
@@ -344,10 +346,52 @@ static void test_model_file(void **state)
     memra_engine_destroy(e);
 }
 
+/* The two-row rule of memra__batch_fast_min (lib/forward.c, lib/model.c's
+ * fast_min2) on one-layer memra-synth files: a K-quant trunk whose rows
+ * end in a short segment (Qwen3.5-0.8B, n_embd 1024) runs two rows on the
+ * batched kernels, the same model in Q8_0 and a 2048-wide K-quant one
+ * (Qwen3.5-2B) from three; MEMRA_BATCH_FAST_MIN, when set, wins. */
+static void test_fast_min_rule(void **state)
+{
+    (void)state;
+    const char *tool = getenv("MEMRA_SYNTH");
+    if (!tool || access(tool, X_OK) != 0) {
+        TU_SKIP("memra-synth not available (set MEMRA_SYNTH to the memra-synth tool)");
+        return;
+    }
+    const char *env = getenv("MEMRA_BATCH_FAST_MIN");
+    const int32_t forced = env && *env ? (int32_t)atoi(env) : 0;
+    static const struct {
+        const char *model, *type;
+        int32_t want;
+    } cases[] = {{"qwen3.5-0.8b", "q4_k", 2}, {"qwen3.5-0.8b", "q6_k", 2}, {"qwen3.5-0.8b", "q8_0", 3},
+                 {"qwen3.5-2b", "q4_k", 3}};
+    memra_engine_t *e = tu_test_engine("test_batch_fast");
+    assert_non_null(e);
+    g_engine = e;
+    const char *tmp = getenv("TMPDIR");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[256], cmd[1024];
+        snprintf(path, sizeof path, "%s/memra-test-fastmin-%d-%zu.gguf", tmp ? tmp : "/tmp", (int)getpid(), i);
+        snprintf(cmd, sizeof cmd, "'%s' --model %s --type %s --layers 1 --vocab 512 --out '%s' >/dev/null", tool,
+                 cases[i].model, cases[i].type, path);
+        assert_int_equal(system(cmd), 0);
+        memra_model_t *m = load_path(path);
+        const int32_t got = memra__batch_fast_min(m);
+        if (got != (forced ? forced : cases[i].want))
+            fail_msg("%s %s: memra__batch_fast_min %d, want %d", cases[i].model, cases[i].type, got,
+                     forced ? forced : cases[i].want);
+        assert_int_equal(memra_model_free(m), MEMRA_OK);
+        remove(path);
+    }
+    g_engine = NULL;
+    memra_engine_destroy(e);
+}
+
 int main(void)
 {
     static const tu_kind_t kinds[] = {{"fast_rows", test_fixture, 0, 0}};
     int rc = tu_run_fixture_kinds("batch_fast", kinds, 1, &g_engine);
-    const struct CMUnitTest t[] = {cmocka_unit_test(test_model_file)};
+    const struct CMUnitTest t[] = {cmocka_unit_test(test_model_file), cmocka_unit_test(test_fast_min_rule)};
     return rc | cmocka_run_group_tests_name("batch_fast_model", t, NULL, NULL);
 }
