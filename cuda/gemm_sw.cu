@@ -66,15 +66,9 @@ template <int NX, bool ODD> __global__ void __launch_bounds__(GSW_WARPS * 32) gs
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSW_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int D = a.st;
-    const bool glu = a.epi == MEMRA_MM_GLU;
-    const int np = glu ? 2 : 1;
-    const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t ngroups = (nv + GSW_ROWS - 1) / GSW_ROWS;
-    const int slice = blockIdx.y;
-    const int64_t kt0 = (int64_t)slice * a.kt_per;
-    const int nt = (int)min((int64_t)a.kt_per, (ODD ? (a.K + GS_KT - 1) : a.K) / GS_KT - kt0);
-    const int nti = np * nt; /* items of the task (its group in this slice) */
-    const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row: rows 8 banks apart */
+    const gsw_task<ODD> tk(a);
+    const int np = tk.np, slice = tk.slice, nt = tk.nt, nti = tk.nti, ldx = tk.ldx;
+    const int64_t nv = tk.nv, ngroups = tk.ngroups, kt0 = tk.kt0;
     uint8_t *ring = gsw_smem + (size_t)warp * D * ring_t::SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * ring_t::SLOT);
     const int64_t grp = (int64_t)blockIdx.x * GSW_WARPS + warp;
@@ -124,9 +118,7 @@ template <int NX, bool ODD> __global__ void __launch_bounds__(GSW_WARPS * 32) gs
         const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
         const int nbk = ODD && j == rg.j_last ? rg.tb_last / 34 : 8; /* the tile's blocks */
         float c[4 * MT];
-#pragma unroll
-        for (int i = 0; i < 4 * MT; i++)
-            c[i] = p ? acc[1][i] : acc[0][i];
+        gsw_take(c, acc, p);
 #pragma unroll
         for (int b = 0; b < 8; b++) {
             if (ODD && b >= nbk)
@@ -164,13 +156,7 @@ template <int NX, bool ODD> __global__ void __launch_bounds__(GSW_WARPS * 32) gs
                 }
             }
         }
-#pragma unroll
-        for (int i = 0; i < 4 * MT; i++) {
-            if (p)
-                acc[1][i] = c[i];
-            else
-                acc[0][i] = c[i];
-        }
+        gsw_keep(acc, c, p);
         __syncwarp(); /* the slot is refilled by a later issue */
     }
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);

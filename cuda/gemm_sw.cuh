@@ -18,6 +18,48 @@ static __device__ __forceinline__ int gsw_row(const gs_args &a, int64_t v, int p
     return gs_weight(a, v, lrow);
 }
 
+/* A warp's task in gsw_kernel and its K-quant form: group GRP (GSW_ROWS
+ * virtual rows; GLU: NP = 2 parts, a gate and an up row each) of the slice
+ * blockIdx.y, NT k tiles from KT0 (ROUND_K: a last tile shorter than
+ * GS_KT counts, gsw_kernel's ODD form), NTI ring items; LDX halves a
+ * staged x row (rows 8 banks apart); GRP is blockIdx.x * GSW_WARPS + the
+ * warp (the kernels compute it). */
+template <bool ROUND_K> struct gsw_task {
+    int np, slice, nt, nti, ldx;
+    int64_t nv, ngroups, kt0;
+    __device__ __forceinline__ explicit gsw_task(const gs_args &a)
+    {
+        const bool glu = a.epi == MEMRA_MM_GLU;
+        np = glu ? 2 : 1;
+        nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
+        ngroups = (nv + GSW_ROWS - 1) / GSW_ROWS;
+        slice = blockIdx.y;
+        kt0 = (int64_t)slice * a.kt_per;
+        nt = (int)min((int64_t)a.kt_per, (ROUND_K ? (a.K + GS_KT - 1) : a.K) / GS_KT - kt0);
+        nti = np * nt;
+        ldx = a.kt_per * GS_KT + 16;
+    }
+};
+
+/* An item's sums C from, and back into, part P's accumulators ACC */
+template <int N> static __device__ __forceinline__ void gsw_take(float (&c)[N], const float (&acc)[2][N], int p)
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        c[i] = p ? acc[1][i] : acc[0][i];
+}
+
+template <int N> static __device__ __forceinline__ void gsw_keep(float (&acc)[2][N], const float (&c)[N], int p)
+{
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        if (p)
+            acc[1][i] = c[i];
+        else
+            acc[0][i] = c[i];
+    }
+}
+
 /* Ring R's first D - 1 items, issued before the wait for the previous
  * grid: weights are never written by a kernel (x, read after, is its
  * output). */

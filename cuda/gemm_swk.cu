@@ -392,15 +392,9 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
     __shared__ __align__(8) uint64_t bars[GSW_WARPS][GSWK_RING_MAX];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int D = a.st;
-    const bool glu = a.epi == MEMRA_MM_GLU;
-    const int np = glu ? 2 : 1;
-    const int64_t nv = glu ? a.vrow0[1] : a.vrow0[a.nw];
-    const int64_t ngroups = (nv + GSW_ROWS - 1) / GSW_ROWS;
-    const int slice = blockIdx.y;
-    const int64_t kt0 = (int64_t)slice * a.kt_per;
-    const int nt = (int)min((int64_t)a.kt_per, a.K / GS_KT - kt0);
-    const int nti = np * nt;
-    const int ldx = a.kt_per * GS_KT + 16; /* halves per staged x row */
+    const gsw_task<false> tk(a);
+    const int np = tk.np, slice = tk.slice, nt = tk.nt, nti = tk.nti, ldx = tk.ldx;
+    const int64_t nv = tk.nv, ngroups = tk.ngroups, kt0 = tk.kt0;
     const int xst = gswk_fold_stride(a.kt_per); /* halves per row of each part of the sums */
     uint8_t *ring = gsw_smem + (size_t)warp * D * ring_t::SLOT;
     __half *xs = reinterpret_cast<__half *>(gsw_smem + (size_t)GSW_WARPS * D * ring_t::SLOT);
@@ -460,9 +454,7 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
         const uint8_t *w = ring + slot * ring_t::SLOT;
         const uint32_t xoff = 2u * (uint32_t)(j * GS_KT);
         float c[4 * MT];
-#pragma unroll
-        for (int i = 0; i < 4 * MT; i++)
-            c[i] = p ? acc[1][i] : acc[0][i];
+        gsw_take(c, acc, p);
         if constexpr (RO)
             gswk_q6_item<MT, NX, true>(c, mmv_saddr(w), ((p ? qo.g[1] : qo.g[0]) + 2u * (uint32_t)j) & 15u,
                                        ((p ? qo.r0[1] : qo.r0[0]) + 2u * (uint32_t)j) & 15u,
@@ -471,13 +463,7 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
             gswk_q6_item<MT, NX, false>(c, mmv_saddr(w), ring_t::off(kt0 + j), 0, 0, g, t, xa, xoff);
         else
             gswk_fold_item<MT, NX, F>(c, w, g, t, xa, xoff, xha, xla, 2u * (uint32_t)(j * 8));
-#pragma unroll
-        for (int i = 0; i < 4 * MT; i++) {
-            if (p)
-                acc[1][i] = c[i];
-            else
-                acc[0][i] = c[i];
-        }
+        gsw_keep(acc, c, p);
         __syncwarp(); /* the slot is refilled by a later issue */
     }
     gsw_finish<NX>(a, acc, grp, ngroups, slice, np, g, t);
