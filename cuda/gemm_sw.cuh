@@ -71,6 +71,16 @@ template <class R> static __device__ __forceinline__ void gsw_ring_start(R &r)
     memra_pdl_wait();
 }
 
+/* The bytes a group's copies bring when lane i < 8 copies N: lanes 0-7's
+ * sum (at lane 0, which arms the slot's barrier), for rings whose rows'
+ * copies differ in length. */
+static __device__ __forceinline__ uint32_t gsw_group_bytes(uint32_t n)
+{
+    uint32_t total = n + __shfl_xor_sync(0xffffffffu, n, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    return total + __shfl_xor_sync(0xffffffffu, total, 4);
+}
+
 /* A warp's ring of weight items: an item is one
  * k tile (TB bytes: Q8_0's GSW_RB, a K-quant's super-block) of each of the
  * group's ROWS rows, one bulk copy a row by the lanes below the group's
@@ -157,9 +167,7 @@ template <int ROWS, bool ODD, int TB = GSW_RB> struct gsw_ring {
             const int j = issued < nt ? issued : issued - nt;
             const uint32_t n =
                 lane < nvalid ? ((issued < nt ? off0 : off1) + (j == j_last ? tb_last : GSW_RB) + 15) & ~15u : 0u;
-            uint32_t total = n + __shfl_xor_sync(0xffffffffu, n, 1);
-            total += __shfl_xor_sync(0xffffffffu, total, 2);
-            total += __shfl_xor_sync(0xffffffffu, total, 4); /* lane 0: lanes 0-7's, the group's rows */
+            const uint32_t total = gsw_group_bytes(n);
             if (lane == 0) {
                 asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
                              "r"(total)

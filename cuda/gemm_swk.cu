@@ -96,9 +96,7 @@ template <bool RO> struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
         } else {
             o = ((issued < nt ? bo[0] : bo[1]) + 2u * (uint32_t)j) & 15u;
             n = lane < nvalid ? (o + 210 + 15) & ~15u : 0u;
-            uint32_t total = n + __shfl_xor_sync(0xffffffffu, n, 1);
-            total += __shfl_xor_sync(0xffffffffu, total, 2);
-            total += __shfl_xor_sync(0xffffffffu, total, 4); /* lane 0: lanes 0-7's, the group's rows */
+            const uint32_t total = gsw_group_bytes(n);
             if (lane == 0)
                 mmv_bar_arm(bar, total);
         }
