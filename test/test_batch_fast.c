@@ -12,9 +12,13 @@
  *     the decode kernels: bit-identical to decoding alone (where two rows
  *     take the batched kernels, MEMRA_BATCH_FAST_MIN=2 or a K-quant model
  *     whose rows end in a short segment: bit-identical to the step of all);
- *   - bound: every batched row within MEMRA_TEST_BATCH_TOL (default 5e-3,
- *     the fast prefill bound of the GPU checks) times max(1, max |logit|)
- *     of the same token decoded alone. A model with experts routes by a
+ *   - bound: every batched row within MEMRA_TEST_BATCH_TOL (default 1e-2)
+ *     times max(1, max |logit|) of the same token decoded alone. (With
+ *     every Q8_0 matmul of the 64- and 128-wide fixtures on the skinny
+ *     GEMM, each row's x rounded to f16 in every layer, an H100 measured
+ *     4.9e-3 on q35-dense.q8_0 and 5.3e-3 on g4-dense.q8_0, where only
+ *     their widths of 256 had taken it before 04a8cfe: 3.5e-4 and 0; the
+ *     bound is about twice the worst.) A model with experts routes by a
  *     top-k: where two router logits nearly tie, the fast rows' roundings
  *     upstream of the router may pick the other expert, and from there the
  *     sequence's row (and its later rows: the cache holds what that step
@@ -55,7 +59,7 @@ static double batch_tol(void)
 {
     const char *e = getenv("MEMRA_TEST_BATCH_TOL");
     const double v = e && *e ? atof(e) : 0.0;
-    return v > 0 ? v : 5e-3;
+    return v > 0 ? v : 1e-2;
 }
 
 static memra_model_t *load_path(const char *path)

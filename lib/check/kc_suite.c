@@ -277,7 +277,8 @@ static void run_suite(kc *k)
                              mixr[3] = {256, 96, 512}, gdn[4] = {8192, 32, 32, 4096}, ff[2] = {12288, 12288},
                              hid[1] = {4096}, one301[1] = {301}, e4b[2] = {10240, 10240}, g31[1] = {5376},
                              voc[1] = {248320}, g31q[3] = {8192, 4096, 4096}, g26q[3] = {4096, 2048, 2048},
-                             g26f[2] = {2112, 2112}, g26d[1] = {2816}, e4bp[1] = {256}, w2051[1] = {2051};
+                             g26f[2] = {2112, 2112}, g26d[1] = {2816}, e4bp[1] = {256}, w2051[1] = {2051}, fx128[2] = {128, 128},
+                             fx64[1] = {64};
         static const struct {
             const char *name;
             int n_w;
@@ -422,6 +423,10 @@ static void run_suite(kc *k)
             {"matmul_ex.gs.q8_0.g26_down_r40", 1, q8, 2112, g26d, 40, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, true, false, MX_GS},
             {"matmul_ex.gs.q8_0.w1344_geglu_r5", 2, q8, 1344, glu, 5, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, false, false, MX_GS},
             {"matmul_ex.gs.q8_0.w192_proj4_r13", 4, q8, 192, proj, 13, true, MEMRA_MM_STORE, MEMRA_ACT_SILU, true, false, false, MX_GS},
+            /* the gemma4 fixture's widths (g4-dense.q8_0: 64-wide rows two
+             * blocks, 128-wide rows four, every other row off 16 bytes) */
+            {"matmul_ex.gs.q8_0.w64_geglu_r6", 2, q8, 64, fx128, 6, true, MEMRA_MM_GLU, MEMRA_ACT_GELU, true, false, false, MX_GS},
+            {"matmul_ex.gs.q8_0.w128_add_r12", 1, q8, 128, fx64, 12, false, MEMRA_MM_ADD, MEMRA_ACT_SILU, true, false, false, MX_GS},
         };
         for (size_t i = 0; i < sizeof mx / sizeof mx[0]; i++) {
             if (mx[i].big && !big)
