@@ -294,8 +294,9 @@ MEMRA_API int32_t memra_model_max_batch(const memra_model_t *model);
  * step: each item's tokens run at its cache's position as memra_forward
  * would run them. On an exact engine the logits of each item are
  * bit-identical to running it alone through memra_forward, whatever else is
- * in the batch; a fast engine (the CUDA default) runs steps of 4 or more
- * decodes on tensor cores, within the fast tier's bound of decoding alone
+ * in the batch; a fast engine (the CUDA default) runs steps of 3 or more
+ * decodes (2 or more on some K-quant models, MEMRA_BATCH_FAST_MIN to set
+ * it) on tensor cores, within the fast tier's bound of decoding alone
  * and independent of the other items (MEMRA_BATCH_FAST=0: bit-identical
  * there too). docs/BATCHING.md has both contracts.
  * Items longer than the model's prefill_chunk are split into chunks; each
