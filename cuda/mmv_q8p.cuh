@@ -96,8 +96,9 @@ static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const
  * items k and k + 1 in flight rather than item k alone. Why: at two x rows
  * the ring stays two slots deep (x of two rows and two-row slots fill the
  * shared memory of two blocks an SM), and Nsight Compute put the kernel's
- * largest stall on the ring's wait (long scoreboard, 16-38 % of the
- * samples on the 9B's and the 26B-A4B's launches, docs/PERFORMANCE.md);
+ * largest stall on the long scoreboard (16-38 % of the samples on the 9B's
+ * and the 26B-A4B's launches, docs/PERFORMANCE.md), most likely the ring's
+ * waits;
  * a launch of one row pair a warp (the 26B-A4B's attention out, 4096 wide:
  * two items) then waits for its second item only while it sums the first.
  * Only when each copy starts changes: the arithmetic is the same. */
