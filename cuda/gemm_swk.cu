@@ -71,6 +71,8 @@ template <bool RO> struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
 
     /* tile KT's bytes below it to 16, in a 16-byte aligned row */
     static __device__ __forceinline__ uint32_t off(int64_t kt) { return (uint32_t)(2 * kt) & 15u; }
+    /* RO: tile J's bytes below it to 16 in a row whose slice starts B off 16 */
+    static __device__ __forceinline__ uint32_t tile_off(uint32_t b, int j) { return (b + 2u * (uint32_t)j) & 15u; }
     __device__ __forceinline__ void init(const gs_args &a, uint64_t *bars, uint8_t *ring, int64_t grp, int64_t nv,
                                          int64_t kt0_, int nt_, int lane_)
     {
@@ -94,7 +96,7 @@ template <bool RO> struct gswk_ring6 : gsw_ring<GSW_ROWS, false, 210> {
             if (lane == 0)
                 mmv_bar_arm(bar, (uint32_t)nvalid * n);
         } else {
-            o = ((issued < nt ? bo[0] : bo[1]) + 2u * (uint32_t)j) & 15u;
+            o = tile_off(issued < nt ? bo[0] : bo[1], j);
             n = lane < nvalid ? (o + 210 + 15) & ~15u : 0u;
             const uint32_t total = gsw_group_bytes(n);
             if (lane == 0)
@@ -454,9 +456,9 @@ __global__ void __launch_bounds__(GSW_WARPS * 32, NX == 1 ? 3 : 2) gswk_kernel(c
         float c[4 * MT];
         gsw_take(c, acc, p);
         if constexpr (RO)
-            gswk_q6_item<MT, NX, true>(c, mmv_saddr(w), ((p ? qo.g[1] : qo.g[0]) + 2u * (uint32_t)j) & 15u,
-                                       ((p ? qo.r0[1] : qo.r0[0]) + 2u * (uint32_t)j) & 15u,
-                                       ((p ? qo.r1[1] : qo.r1[0]) + 2u * (uint32_t)j) & 15u, g, t, xa, xoff);
+            gswk_q6_item<MT, NX, true>(c, mmv_saddr(w), ring_t::tile_off(p ? qo.g[1] : qo.g[0], j),
+                                       ring_t::tile_off(p ? qo.r0[1] : qo.r0[0], j),
+                                       ring_t::tile_off(p ? qo.r1[1] : qo.r1[0], j), g, t, xa, xoff);
         else if constexpr (!MINS)
             gswk_q6_item<MT, NX, false>(c, mmv_saddr(w), ring_t::off(kt0 + j), 0, 0, g, t, xa, xoff);
         else

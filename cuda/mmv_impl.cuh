@@ -380,7 +380,8 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     if (a.q8_slot == 0)
         return false;
     const size_t xb = mmv_x_bytes<T>(a.ne0, Q8P_NR), item = (size_t)MMV_WARPS * Q8P_M * a.q8_slot;
-    const void *kernel = ahead ? (const void *)mmv_q8p_kernel<T, true> : (const void *)mmv_q8p_kernel<T>;
+    void (*const kfn)(const mmv_args) = ahead ? mmv_q8p_kernel<T, true> : mmv_q8p_kernel<T, false>;
+    const void *kernel = (const void *)kfn;
     static dev_cache_row cache[DEV_CACHE_DEVICES];
     size_t smem = 2 * item + xb;
     const size_t smax = MMV_Q8D_WIDE_SMEM_MAX; /* the deepened ring's cap; a ring of two keeps MMV_SMEM_MAX's */
@@ -395,9 +396,7 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
         fprintf(stderr, "mmv q8p: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", (long long)a.n_rows,
                 grid, gy, occ, a.ring, smem);
-    if (ahead)
-        return memra__launch(mmv_q8p_kernel<T, true>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
-    return memra__launch(mmv_q8p_kernel<T>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+    return memra__launch(kfn, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 /* The batched Q8_0 kernel (cuda/mmv_q8b.cuh) for R x rows per block
