@@ -366,11 +366,9 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
  * within MMV_SMEM_MAX; the 27B's 17408-wide down does not) is unchanged. */
 template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, ahead = -1;
-    if (on < 0) {
+    static long on = -1;
+    if (on < 0)
         on = memra__cuda_env_long("MEMRA_MMV_Q8P", 1); /* A/B: 0 sends two rows to the batched kernel */
-        ahead = memra__cuda_env_long("MEMRA_MMV_Q8P_AHEAD", 0); /* the AHEAD form (cuda/mmv_q8p.cuh) */
-    }
     if (!on || R != Q8P_NR || a0.ymap || a0.ids || a0.ne0 % 32 || mmv_generic_epi(a0) ||
         a0.n_rows > (int64_t)gy * Q8P_NR)
         return false;
@@ -380,8 +378,7 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
     if (a.q8_slot == 0)
         return false;
     const size_t xb = mmv_x_bytes<T>(a.ne0, Q8P_NR), item = (size_t)MMV_WARPS * Q8P_M * a.q8_slot;
-    void (*const kfn)(const mmv_args) = ahead ? mmv_q8p_kernel<T, true> : mmv_q8p_kernel<T, false>;
-    const void *kernel = (const void *)kfn;
+    const void *kernel = (const void *)mmv_q8p_kernel<T>;
     static dev_cache_row cache[DEV_CACHE_DEVICES];
     size_t smem = 2 * item + xb;
     const size_t smax = MMV_Q8D_WIDE_SMEM_MAX; /* the deepened ring's cap; a ring of two keeps MMV_SMEM_MAX's */
@@ -396,7 +393,7 @@ template <int T> static bool mmv_launch_q8p(const mmv_args &a0, int R, unsigned 
         fprintf(stderr, "mmv q8p: %lld x %lld (%d weights%s%s), rows %lld, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                 (long long)a.ne0, (long long)nv, a.nw, a.glu ? " glu" : "", a.norm ? " norm" : "", (long long)a.n_rows,
                 grid, gy, occ, a.ring, smem);
-    return memra__launch(kfn, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
+    return memra__launch(mmv_q8p_kernel<T>, dim3(grid, gy), MMV_THREADS, smem, s, a) == cudaSuccess;
 }
 
 /* The batched Q8_0 kernel (cuda/mmv_q8b.cuh) for R x rows per block

@@ -90,19 +90,7 @@ static __device__ __forceinline__ void q8p_dot(const uint32_t (&w)[M][17], const
     }
 }
 
-/* AHEAD (MEMRA_MMV_Q8P_AHEAD=1, off by default until timed on a device):
- * a slot is refilled as soon as its item is summed, and the ring's last
- * slot is filled once x is staged, so that a warp waiting for item k has
- * items k and k + 1 in flight rather than item k alone. Why: at two x rows
- * the ring stays two slots deep (x of two rows and two-row slots fill the
- * shared memory of two blocks an SM), and Nsight Compute put the kernel's
- * largest stall on the long scoreboard (16-38 % of the samples on the 9B's
- * and the 26B-A4B's launches, docs/PERFORMANCE.md), most likely the ring's
- * waits;
- * a launch of one row pair a warp (the 26B-A4B's attention out, 4096 wide:
- * two items) then waits for its second item only while it sums the first.
- * Only when each copy starts changes: the arithmetic is the same. */
-template <int T, bool AHEAD = false> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args a)
+template <int T> __global__ void __launch_bounds__(MMV_THREADS, 2) mmv_q8p_kernel(const mmv_args a)
 {
     static_assert(T == MEMRA_TYPE_Q8_0, "the fast path is Q8_0's");
     constexpr int NR = Q8P_NR, M = Q8P_M;
@@ -174,8 +162,6 @@ template <int T, bool AHEAD = false> __global__ void __launch_bounds__(MMV_THREA
     int64_t xl;
     float *xs = (float *)(q8p_dyn + (size_t)MMV_WARPS * D * IS);
     const float *x = mmv_stage_x<true>(a, a.x + r0 * a.ldx, nr, xs, &xl);
-    if (AHEAD)
-        issue(D - 1);
     const uint32_t xa = mmv_saddr(x), sa = mmv_saddr(x + nr * xl);
     const uint32_t xstep = nr > 1 ? 4 * (uint32_t)xl : 0u, sstep = nr > 1 ? 4 * (uint32_t)nbr : 0u;
     static_assert(NR == 2, "rows past nr repeat row 0 (xstep, sstep)");
@@ -203,8 +189,7 @@ template <int T, bool AHEAD = false> __global__ void __launch_bounds__(MMV_THREA
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
         mmv_ring_wait(bar0, slot, phase);
-        if (!AHEAD)
-            issue(slot == 0 ? D - 1 : slot - 1);
+        issue(slot == 0 ? D - 1 : slot - 1);
         const int nb = cq.s == nseg - 1 ? (int)(nbr - (int64_t)cq.s * 64) : 64, pb = 2 * lane;
         if (pb < nb) {
             const bool two = pb + 1 < nb;
@@ -238,9 +223,7 @@ template <int T, bool AHEAD = false> __global__ void __launch_bounds__(MMV_THREA
                         acc1[r][m] += t[r][m];
                 }
         }
-        __syncwarp(); /* the slot is refilled by the next iteration's issue (AHEAD: now) */
-        if (AHEAD)
-            issue(slot);
+        __syncwarp(); /* the slot is refilled by the next iteration's issue */
         if (cq.s == nseg - 1 && cq.p == np - 1) {
             float g[NR][M], u[NR][M];
 #pragma unroll

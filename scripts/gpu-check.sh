@@ -301,16 +301,6 @@ if [ "${SKIP_KC:-0}" != 1 ]; then
   done
 fi
 
-# ---- the two-row Q8_0 kernel refilling a slot once its item is summed ----
-# (MEMRA_MMV_Q8P_AHEAD=1, off by default until timed): only when each copy
-# starts changes, so the rows' cases print the same lines both ways; and
-# the batched rows against the sequences run alone with it on (below)
-if [ "${SKIP_KC:-0}" != 1 ]; then
-  for t in matmul.rowinv matmul_ex.rowinv; do
-    kc_vs MEMRA_MMV_Q8P_AHEAD=1 "$t"
-  done
-fi
-
 # ---- a step's small matvecs on the generic kernel (MEMRA_MMV_Q8D_COLS=0) ----
 # against the default, one x row a block column of mmv_q8d_kernel: each
 # row the one-row launch's bits either way, so matmul_ex (its .step cases)
@@ -451,9 +441,6 @@ if [ "${SKIP_BATCH_TESTS:-0}" != 1 ]; then
     env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_MMV_Q8B_OFF=1 timeout 300 \
       $B/test/test_batch >"$OUT/test_batch-q8boff-$mode.log" 2>&1
     note "test_batch fast=$mode, MEMRA_MMV_Q8B_OFF=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch-q8boff-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch-q8boff-$mode.log") failed"
-    env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=$mode MEMRA_MMV_Q8P_AHEAD=1 timeout 300 \
-      $B/test/test_batch >"$OUT/test_batch-q8pahead-$mode.log" 2>&1
-    note "test_batch fast=$mode, MEMRA_MMV_Q8P_AHEAD=1: rc $?, $(grep -cE '^\[       OK \]' "$OUT/test_batch-q8pahead-$mode.log") ok, $(grep -cE '^\[  FAILED  \]' "$OUT/test_batch-q8pahead-$mode.log") failed"
   done
 fi
 
