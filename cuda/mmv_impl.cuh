@@ -679,34 +679,54 @@ template <int T> static int mmv_moe_pack(const mmv_moe_args &a)
 template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbytes, unsigned gy, int sm_count,
                                                      cudaStream_t s)
 {
-    static long on = -1, ring = 0;
+    static long on = -1, ring = 0, rows = 0;
     if (on < 0) {
         ring = memra__cuda_env_long("MEMRA_MOE_SLOT_RING", 0);
         on = memra__cuda_env_long("MEMRA_MOE_SLOT", 1);
+        rows = memra__cuda_env_long("MEMRA_MOE_DOWN_ROWS", 1);
     }
     if (!on || !a.pack)
         return false;
-    const size_t slot_b = (size_t)(32 / a.pack) * mmv_moe_slot_sub(a.m.ne0);
-    auto bytes = [&](int d) { return (size_t)MMV_WARPS * d * slot_b + xbytes; };
-    int d = ring >= 2 && ring <= MMV_MOE_RING_MAX ? (int)ring : 4;
-    if (ring < 2 || ring > MMV_MOE_RING_MAX)
-        while (d > 2 && bytes(d) > MMV_SMEM_TARGET)
-            d--;
-    if (bytes(d) > MMV_SMEM_MAX)
-        return false;
-    a.m.ring = d;
-    a.m.xsm = 1;
-    const size_t smem = bytes(d);
-    static dev_cache_row cache[DEV_CACHE_DEVICES];
-    const int occ = mmv_occupancy((const void *)mmv_moe_slot_kernel<DOWN>, smem, cache);
-    if (occ == 0)
-        return false;
-    const dim3 grid = mmv_moe_grid(a.rows, occ, sm_count, gy);
-    if (mmv_debug())
-        fprintf(stderr, "mmv moe %s slots: %lld x %lld, k %d%s, %d lanes an item, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
-                DOWN ? "down" : "glu", (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "", a.pack,
-                grid.x, grid.y, occ, d, smem);
-    return memra__launch(mmv_moe_slot_kernel<DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+    /* DOWN's rows form (mmv_moe_slot_rows) for rows adjacent in memory, the
+     * shared expert's too, where its grid (a warp a row group, not a row)
+     * still holds half the blocks the SMs take at once: at fewer it was
+     * slower (H100, 2026-12-07, tg64 at 1 / 2 / 4 rows: the 26B-A4B's 176
+     * blocks at one row -1.4 %, 352 at two +5.0 %, 704 at four +6.1 %; the
+     * 35B-A3B's 64 blocks at one row -5.0 %, 128 at two +0.6 %, 256 at four
+     * +5.1 %). MEMRA_MOE_DOWN_ROWS=0 never, =2 always (A/B). */
+    const int64_t rb = a.m.ne0 / 32 * 34;
+    const bool rows_ok = DOWN && rows && (int64_t)a.nb1[0] == rb && (!a.shW[0] || (int64_t)a.sh_nb1[0] == rb);
+    for (int form = rows_ok ? 1 : 0; form >= 0; form--) {
+        a.rows_g = form ? 32 / a.pack : 0;
+        const size_t slot_b =
+            form ? mmv_moe_rows_slot(a.m.ne0, a.rows_g) : (size_t)(32 / a.pack) * mmv_moe_slot_sub(a.m.ne0);
+        auto bytes = [&](int d) { return (size_t)MMV_WARPS * d * slot_b + xbytes; };
+        int d = ring >= 2 && ring <= MMV_MOE_RING_MAX ? (int)ring : 4;
+        if (ring < 2 || ring > MMV_MOE_RING_MAX)
+            while (d > 2 && bytes(d) > MMV_SMEM_TARGET)
+                d--;
+        if (bytes(d) > MMV_SMEM_MAX)
+            continue;
+        a.m.ring = d;
+        a.m.xsm = 1;
+        const size_t smem = bytes(d);
+        static dev_cache_row cache[2][DEV_CACHE_DEVICES];
+        const void *kernel = form ? (const void *)mmv_moe_slot_kernel<DOWN, DOWN> : (const void *)mmv_moe_slot_kernel<DOWN>;
+        const int occ = mmv_occupancy(kernel, smem, cache[form]);
+        if (occ == 0)
+            continue;
+        const dim3 grid = mmv_moe_grid(form ? (a.rows + a.rows_g - 1) / a.rows_g : a.rows, occ, sm_count, gy);
+        if (form && rows == 1 && 2 * (int64_t)grid.x * grid.y < (int64_t)occ * mmv_sms(sm_count))
+            continue;
+        if (mmv_debug())
+            fprintf(stderr, "mmv moe %s slots: %lld x %lld, k %d%s, %d lanes an item%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
+                    DOWN ? "down" : "glu", (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "",
+                    a.pack, form ? ", rows form" : "", grid.x, grid.y, occ, d, smem);
+        if (form)
+            return memra__launch(mmv_moe_slot_kernel<DOWN, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+        return memra__launch(mmv_moe_slot_kernel<DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+    }
+    return false;
 }
 
 template <int T, bool TMA, bool DOWN> static bool mmv_moe_launch_k(mmv_moe_args a, unsigned gy, int sm_count, cudaStream_t s)

@@ -53,6 +53,8 @@ struct mmv_moe_args {
     int pack;                /* lanes an item (a power of two below 32), several items a pass: Q8_0 rows of at most
                               * 32 blocks (mmv_moe_pack), K-quant rows of at most 4 super-blocks (mmv_moe_kq_pack);
                               * 0: one item a pass */
+    int rows_g;              /* DOWN's slot form (mmv_moe_slot_kernel): a pass's items are rows_g adjacent rows of
+                              * one part, one bulk copy; 0: the parts of one row */
     int units;               /* GLU, one item a pass: a block's rows' gate and up dots dealt to its warps one by one
                               * (mmv_moe_kernel); 0: a warp takes whole rows */
 };

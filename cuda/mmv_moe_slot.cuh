@@ -44,7 +44,100 @@ static __device__ __forceinline__ const uint8_t *mmv_moe_slot_row(const uint8_t 
     return s_w[q.p] + (size_t)q.v * s_nb1[q.p];
 }
 
-template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_slot_kernel(const mmv_moe_args a)
+/* A slot of the rows form: G rows of NE0 from the 16-byte boundary at or
+ * below the first, and an odd last block's word reads past the last. */
+static __host__ __device__ __forceinline__ uint32_t mmv_moe_rows_slot(int64_t ne0, int g)
+{
+    return 16u * (uint32_t)(((int64_t)g * (ne0 / 32) * 34 + 15) / 16 + 3);
+}
+
+/* DOWN's rows form (a.rows_g = G): warp w takes the row groups w, w + nwt,
+ * ... of G adjacent output rows, and a pass is one part p of a group: its
+ * G rows of part p's weight, adjacent in memory, in one bulk copy (the
+ * parts' form copies G rows of G parts, one copy each). Each lane group
+ * keeps its own row's slot sums (dacc, routed: registers), and a group's
+ * parts come in slot order, so each output gets the parts' form's
+ * arithmetic: the same dot on the same bytes, the same butterfly over L
+ * lanes, mmv_moe_down_part in slot order. A pass then costs one lane's
+ * copy (not G lanes' reduction, arm and copies), a walk without the lanes'
+ * per-item steps, and one staged h row for its G items. Not the bytes a
+ * copy: tools/tma-rate.cu streamed 544-byte copies at 2.9 TB/s on an H100
+ * (2026-12-07). The launcher takes it where its grid is large enough
+ * (mmv_moe_slot_launch). */
+static __device__ __forceinline__ void mmv_moe_slot_rows(const mmv_moe_args &a, const mmv_moe_tab &tb, int64_t t,
+                                                         int64_t yrow, uint8_t *dyn, uint64_t *bars_w)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int np = a.k + (a.shW[0] != NULL);
+    const int D = a.m.ring, L = a.pack, G = a.rows_g, gi = lane / L, gl = lane % L;
+    const int64_t ne0 = a.m.ne0, nbr = ne0 / 32;
+    const int nb = (int)nbr;
+    const uint32_t rb = (uint32_t)nb * 34u, slot_b = mmv_moe_rows_slot(ne0, G);
+    const int64_t nv = a.rows, ngr = (nv + G - 1) / G;
+    const int64_t rstride = (int64_t)gridDim.x * MMV_WARPS, u0 = (int64_t)blockIdx.x * MMV_WARPS + warp;
+    const int64_t n_pass = u0 < ngr ? (ngr - u0 + rstride - 1) / rstride * np : 0;
+    mmv_bars_init(bars_w, D, lane);
+    const uint32_t bar0 = mmv_saddr(bars_w), ring0 = mmv_saddr(dyn) + (uint32_t)warp * D * slot_b;
+    const uint64_t policy = mmv_evict_first();
+    /* a pass (group u, part p): its first row's bytes and its row count */
+    auto src_of = [&](int64_t u, int p) { return tb.w[p] + (size_t)(u * G) * tb.nb1[p]; };
+    int64_t iu = u0, issued = 0;
+    int ip = 0;
+    auto issue = [&](int slot) {
+        if (issued == n_pass)
+            return;
+        if (lane == 0) {
+            const uintptr_t src = (uintptr_t)src_of(iu, ip);
+            const int nr = (int)min((int64_t)G, nv - iu * G);
+            const uint32_t n = ((uint32_t)(src & 15) + (uint32_t)nr * rb + 15) & ~15u;
+            mmv_bulk_load(ring0 + (uint32_t)slot * slot_b, (const void *)(src & ~(uintptr_t)15), n,
+                          bar0 + 8u * (uint32_t)slot, policy);
+        }
+        issued++;
+        if (++ip == np) {
+            ip = 0;
+            iu += rstride;
+        }
+    };
+    for (int d = 0; d < D - 1; d++)
+        issue(d);
+    int64_t xl;
+    mmv_moe_x_ready<true>();
+    const float *x = mmv_moe_stage_rows<true>(a.m, a.flat, a.x + t * np * a.m.ldx, np,
+                                              (float *)(dyn + (size_t)MMV_WARPS * D * slot_b), &xl);
+    const float *xsum = x + (int64_t)np * xl;
+    double dacc = 0.0;
+    float routed = 0.0f;
+    int64_t cu = u0;
+    int cp = 0;
+    uint32_t phase = 0;
+    int slot = 0;
+    for (int64_t k = 0; k < n_pass; k++) {
+        mmv_ring_wait(bar0, slot, phase);
+        issue(slot == 0 ? D - 1 : slot - 1); /* the slot the last pass read (its __syncwarp below) */
+        const int nr = (int)min((int64_t)G, nv - cu * G);
+        float part = 0.0f;
+        if (gi < nr) {
+            const uint32_t off = (uint32_t)((uintptr_t)src_of(cu, cp) & 15) + (uint32_t)gi * rb;
+            mmv_q8_pair<1>(ring0 + (uint32_t)slot * slot_b + off, nb, gl, mmv_saddr(x + cp * xl), xl,
+                           mmv_saddr(xsum + cp * nbr), nbr, 0, 1, &part);
+        }
+        float v = 0.0f + part;
+        for (int o = L >> 1; o > 0; o >>= 1)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+        __syncwarp(); /* the next pass refills this slot */
+        if (gi < nr)
+            mmv_moe_down_part(a, cp, np, cu * G + gi, yrow, tb.ws, v, dacc, routed, gl);
+        if (++cp == np) {
+            cp = 0;
+            cu += rstride;
+        }
+        slot = slot == D - 1 ? 0 : slot + 1;
+    }
+}
+
+template <bool DOWN, bool ROWS = false>
+__global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_slot_kernel(const mmv_moe_args a)
 {
     extern __shared__ __align__(128) uint8_t ms_dyn[];
     __shared__ __align__(8) uint64_t bars[MMV_WARPS][MMV_MOE_RING_MAX];
@@ -52,6 +145,10 @@ template <bool DOWN> __global__ void __launch_bounds__(MMV_THREADS, 3) mmv_moe_s
     int64_t t, yrow;
     if (!mmv_moe_enter<DOWN>(a, tb, NULL, &t, &yrow))
         return;
+    if constexpr (DOWN && ROWS) {
+        mmv_moe_slot_rows(a, tb, t, yrow, ms_dyn, bars[threadIdx.x >> 5]);
+        return;
+    }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int np = DOWN ? a.k + (a.shW[0] != NULL) : 2;
     const int D = a.m.ring, L = a.pack, G = 32 / L, gi = lane / L, gl = lane % L;

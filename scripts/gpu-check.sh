@@ -274,6 +274,12 @@ fi
 if [ "${SKIP_KC:-0}" != 1 ]; then
   kc_vs MEMRA_MOE_SLOT=0 moe.fused
 fi
+# the down launch's rows form (adjacent rows of a slot a copy) always and
+# never, against the default's choice by grid size: the same lines
+if [ "${SKIP_KC:-0}" != 1 ]; then
+  kc_vs MEMRA_MOE_DOWN_ROWS=2 moe.fused
+  kc_vs MEMRA_MOE_DOWN_ROWS=0 moe.fused
+fi
 if [ "${SKIP_MODELS:-0}" != 1 ] && [ "${SKIP_SWITCHES:-0}" != 1 ]; then
   env MEMRA_TEST_DEVICE=cuda:0 MEMRA_FIXTURES="$PWD/.fixtures" MEMRA_FAST=0 MEMRA_MOE_SLOT=0 \
     $B/test/test_models >"$OUT/models-moeslot.log" 2>&1

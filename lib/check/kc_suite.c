@@ -638,6 +638,10 @@ static void run_suite(kc *k)
     } while (0)
         static const int64_t n1238[] = {1, 2, 3, 8}, n18[] = {1, 8}, n3[] = {3};
         MF("moe.fused.small", Q8_0, Q8_0, Q8_0, 16, 4, 256, 128, false, false, SILU, 128, n1238);
+        /* the Gemma 4 26B-A4B's rows (2816-wide gate_up, 704-wide down: two
+         * down rows a packed pass), on 16 experts */
+        static const int64_t n124[] = {1, 2, 4};
+        MF("moe.fused.gemma4", Q8_0, Q8_0, Q8_0, 16, 8, 2816, 704, true, true, GELU, 0, n124);
         /* rows of 3 Q8_0 blocks (102 bytes: starts off 4-byte alignment), Q4_K gate_up, GELU, scale */
         MF("moe.fused.odd", Q4_K, Q8_0, Q8_0, 8, 2, 256, 96, true, true, GELU, 96, n3);
         MF("moe.fused.q5_0", Q4_0, Q5_0, Q5_0, 8, 2, 128, 64, false, true, GELU, 0, n18);
