@@ -177,32 +177,40 @@ static memra__graph_slot_t *graph_slot(memra__stage_t *st, const memra__graph_ke
 }
 
 /* Records stage SI's part of the step R into G's parts: MEMRA_GRAPH_LAYERS
- * layers a part (default 4; 0: the whole step in one), at most
+ * layers a part (default 4; 0: the whole step in one), the first part
+ * MEMRA_GRAPH_FIRST layers (default: as the others), at most
  * MEMRA__GRAPH_PARTS parts. Replaying one recording of a whole step
  * makes the device wait until the host has queued every launch of it;
- * in parts, the first part runs while the host queues the next. */
+ * in parts, the first part runs while the host queues the next, and the
+ * device waits for the first part's launch alone. */
+static int32_t env_layers(const char *name, int32_t dflt)
+{
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : dflt;
+}
+
 static memra_status_t record(memra__run_t *r, int32_t si, memra__graph_slot_t *g)
 {
     const memra__backend_i *ops = r->ops;
     const int32_t l0 = r->st->layer0, l1 = r->st->layer1, nl = l1 - l0;
-    int32_t per = 4;
-    const char *e = getenv("MEMRA_GRAPH_LAYERS");
-    if (e && *e)
-        per = atoi(e);
+    int32_t per = env_layers("MEMRA_GRAPH_LAYERS", 4), first = env_layers("MEMRA_GRAPH_FIRST", 0);
     if (per <= 0 || per > nl)
         per = nl > 0 ? nl : 1;
     if ((nl + per - 1) / per > MEMRA__GRAPH_PARTS)
         per = (nl + MEMRA__GRAPH_PARTS - 1) / MEMRA__GRAPH_PARTS;
+    if (first <= 0 || first >= per || 1 + (nl - first + per - 1) / per > MEMRA__GRAPH_PARTS)
+        first = per;
     g->n_graph = 0;
     int32_t n = 0;
     memra_status_t s = MEMRA_OK;
-    for (int32_t a = l0; !s && (a < l1 || n == 0); a += per, n++) {
-        const int32_t b = a + per < l1 ? a + per : l1;
+    for (int32_t a = l0; !s && (a < l1 || n == 0); n++) {
+        const int32_t len = n == 0 ? first : per, b = a + len < l1 ? a + len : l1;
         if ((s = ops->graph_begin(r->be)))
             break;
         s = run_layers(r, si, a, b);
         const memra_status_t ee = ops->graph_end(r->be, &g->graph[n]); /* ends the recording whatever happened */
         s = s ? s : ee;
+        a = b;
     }
     if (!s)
         g->n_graph = n;
