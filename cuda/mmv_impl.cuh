@@ -691,9 +691,9 @@ template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbyt
      * shared expert's too, where its grid (a warp a row group, not a row)
      * still holds half the blocks the SMs take at once: at fewer it was
      * slower (H100, 2026-12-07, tg64 at 1 / 2 / 4 rows: the 26B-A4B's 176
-     * blocks at one row -1.4 %, 352 at two +5.0 %, 704 at four +6.1 %; the
-     * 35B-A3B's 64 blocks at one row -5.0 %, 128 at two +0.6 %, 256 at four
-     * +5.1 %). MEMRA_MOE_DOWN_ROWS=0 never, =2 always (A/B). */
+     * blocks at one row -1.4 %, 352 at two +5.0 %, 396 (the resident cap)
+     * at four +6.1 %; the 35B-A3B's 64 blocks at one row -5.0 %, 128 at two
+     * +0.6 %, 256 at four +5.1 %). MEMRA_MOE_DOWN_ROWS=0 never, =2 always. */
     const int64_t rb = a.m.ne0 / 32 * 34;
     const bool rows_ok = DOWN && rows && (int64_t)a.nb1[0] == rb && (!a.shW[0] || (int64_t)a.sh_nb1[0] == rb);
     for (int form = rows_ok ? 1 : 0; form >= 0; form--) {
