@@ -7,16 +7,18 @@
  * segment of a 2816-wide row) stream slower because each copy has a fixed
  * cost, so that fewer, longer copies of the same bytes would be faster?
  *
- *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a tools/tma-rate.cu -o /tmp/tma-rate && /tmp/tma-rate
+ *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Icuda -Ilib -Iinclude tools/tma-rate.cu \
+ *        -o /tmp/tma-rate && /tmp/tma-rate
  *
  * Prints, per (bytes a copy, copies an item, ring depth, blocks an SM), the
  * rate in TB/s and copies an SM a microsecond, against a plain 16-byte
- * load stream of the same buffer. */
-#include <cuda.h>
-#include <cuda_runtime.h>
+ * load stream of the same buffer. The ring is the library's (cuda/mmv.cuh:
+ * its barriers, waits and copies). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "mmv.cuh"
 
 #define CK(x)                                                                                                          \
     do {                                                                                                               \
@@ -30,19 +32,6 @@
 #define WARPS 8
 #define DMAX 8
 
-static __device__ __forceinline__ uint32_t saddr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-static __device__ __forceinline__ bool try_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t ok;
-    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(ok)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return ok != 0;
-}
-
 /* item i of warp g: NC copies of CB bytes each, from consecutive ranges
  * (the warps' items interleaved: a streaming read of the buffer) */
 __global__ void __launch_bounds__(WARPS * 32) ring_kernel(const uint8_t *buf, size_t span, int cb, int nc, int d,
@@ -53,15 +42,9 @@ __global__ void __launch_bounds__(WARPS * 32) ring_kernel(const uint8_t *buf, si
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const uint32_t ib = (uint32_t)cb * nc; /* bytes an item */
     const uint32_t sl = (ib + 127) & ~127u;
-    const uint32_t ring0 = saddr(dyn + (size_t)warp * d * sl), bar0 = saddr(bars[warp]);
-    if (lane == 0) {
-        for (int i = 0; i < d; i++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    const uint32_t ring0 = mmv_saddr(dyn + (size_t)warp * d * sl), bar0 = mmv_saddr(bars[warp]);
+    mmv_bars_init(bars[warp], d, lane);
+    const uint64_t policy = mmv_evict_first();
     const int64_t nwt = (int64_t)gridDim.x * WARPS, gw = (int64_t)blockIdx.x * WARPS + warp;
     int64_t issued = 0;
     auto issue = [&](int slot) {
@@ -70,15 +53,9 @@ __global__ void __launch_bounds__(WARPS * 32) ring_kernel(const uint8_t *buf, si
         if (lane == 0) {
             const size_t off = ((size_t)(gw + issued * nwt) * ib) % (span - ib) & ~(size_t)15;
             const uint32_t bar = bar0 + 8 * slot;
-            asm volatile("fence.proxy.async.shared::cta;\n\t"
-                         "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-                         "r"(ib)
-                         : "memory");
+            mmv_bar_expect(bar, ib);
             for (int c = 0; c < nc; c++)
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint "
-                             "[%0], [%1], %2, [%3], %4;" ::"r"(ring0 + slot * sl + c * cb),
-                             "l"(buf + off + (size_t)c * cb), "r"((uint32_t)cb), "r"(bar), "l"(policy)
-                             : "memory");
+                mmv_bulk_copy(ring0 + slot * sl + c * cb, buf + off + (size_t)c * cb, (uint32_t)cb, bar, policy);
         }
         issued++;
     };
@@ -87,13 +64,9 @@ __global__ void __launch_bounds__(WARPS * 32) ring_kernel(const uint8_t *buf, si
     uint32_t phase = 0, acc = 0;
     int slot = 0;
     for (int64_t k = 0; k < n_items; k++) {
-        while (!try_wait(bar0 + 8 * slot, (phase >> slot) & 1u)) {
-        }
-        phase ^= 1u << slot;
+        mmv_ring_wait(bar0, slot, phase);
         issue(slot == 0 ? d - 1 : slot - 1);
-        uint32_t v;
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(ring0 + slot * sl + 4 * lane));
-        acc += v;
+        acc += mmv_lds32(ring0 + slot * sl + 4 * lane);
         __syncwarp();
         slot = slot == d - 1 ? 0 : slot + 1;
     }
