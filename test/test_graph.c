@@ -4,7 +4,8 @@
  * For every fixture model and KV cache type (f32, f16, q8_0 where the KV
  * heads are whole blocks of 32), a prompt and 300 decode steps (across a
  * 256-key recording bound) run directly (MEMRA_GRAPH=0), then with
- * recordings on two caches interleaved, with the logits buffer changing
+ * recordings on two caches interleaved (the second's cut in parts of two
+ * layers after a first of one), with the logits buffer changing
  * for a few steps and a prefill on a third cache between steps (its
  * scratch may grow: recordings made before are stale then); every logits
  * row is compared bit for bit (memcmp), and the stage must have replayed
@@ -97,6 +98,10 @@ static void test_replay(void **state)
             if (i == 150)
                 step(m, far, tok + N_P + N_D, N_LONG, NULL); /* its scratch may move */
             for (int k = 0; k < 2; k++) {
+                /* the second cache's recordings cut in parts of two
+                 * layers after a first part of one (lib/stage.c record) */
+                setenv("MEMRA_GRAPH_FIRST", k ? "1" : "0", 1);
+                setenv("MEMRA_GRAPH_LAYERS", k ? "2" : "4", 1);
                 /* steps 100..104 of the first cache write another buffer */
                 float *out = k == 0 && i >= 100 && i < 105 ? alt : got + k * V;
                 step(m, c[k], tok + N_P + i, 1, out);
@@ -116,6 +121,8 @@ static void test_replay(void **state)
     free(alt);
     memra_model_free(m);
     unsetenv("MEMRA_GRAPH");
+    unsetenv("MEMRA_GRAPH_FIRST");
+    unsetenv("MEMRA_GRAPH_LAYERS");
     if (off || replays < N_D)
         fail_msg("%s: %llu steps replayed%s", fc->name, (unsigned long long)replays,
                  off ? " (recording failed: replays off)" : "");
