@@ -178,7 +178,7 @@ static memra__graph_slot_t *graph_slot(memra__stage_t *st, const memra__graph_ke
 
 /* Records stage SI's part of the step R into G's parts: MEMRA_GRAPH_LAYERS
  * layers a part (default 4; 0: the whole step in one), the first part
- * MEMRA_GRAPH_FIRST layers (default: as the others), at most
+ * MEMRA_GRAPH_FIRST layers where fewer (default: as the others), at most
  * MEMRA__GRAPH_PARTS parts. Replaying one recording of a whole step
  * makes the device wait until the host has queued every launch of it;
  * in parts, the first part runs while the host queues the next, and the
