@@ -12,22 +12,15 @@
  *
  * Prints, per (bytes a copy, copies an item, ring depth, blocks an SM), the
  * rate in TB/s and copies an SM a microsecond, against a plain 16-byte
- * load stream of the same buffer. The ring is the library's (cuda/mmv.cuh:
- * its barriers, waits and copies). */
+ * load stream of the same buffer (tools/lab.cuh's stream_kernel). The ring
+ * is the library's (cuda/mmv.cuh: its barriers, waits and copies); timings
+ * are lab.cuh's time_us (a warm-up launch, then the mean of three). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "mmv.cuh"
-
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                 \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "lab.cuh"
 
 #define WARPS 8
 #define DMAX 8
@@ -74,18 +67,6 @@ __global__ void __launch_bounds__(WARPS * 32) ring_kernel(const uint8_t *buf, si
         sink[0] = acc;
 }
 
-__global__ void plain_kernel(const uint4 *buf, int64_t n, unsigned *sink)
-{
-    uint32_t acc = 0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        uint4 v;
-        asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(buf + i));
-        acc += v.x ^ v.w;
-    }
-    if (acc == 0x12345678u)
-        sink[0] = acc;
-}
-
 int main(void)
 {
     int dev = 0, sms = 0;
@@ -99,24 +80,11 @@ int main(void)
     CK(cudaMalloc(&buf, span));
     CK(cudaMalloc(&sink, 16));
     CK(cudaMemset(buf, 1, span));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     const double total = 1.0e9; /* bytes a timed launch */
     printf("device %s, %d SMs\n", pr.name, sms);
-    {
-        const int64_t n = (int64_t)(total / 16);
-        for (int rep = 0; rep < 3; rep++) {
-            CK(cudaEventRecord(e0));
-            plain_kernel<<<sms * 8, 256>>>((const uint4 *)buf, n, sink);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (rep == 2)
-                printf("plain ld.global.v4 stream: %.3f TB/s\n", total / (ms * 1e-3) / 1e12);
-        }
-    }
+    const double us_plain =
+        time_us([&](int) { stream_kernel<4><<<sms * 4, 512>>>((const uint4 *)buf, (size_t)(total / 16), sink); }, 1, 3);
+    printf("plain 16-byte load stream: %.3f TB/s\n", total / (us_plain * 1e-6) / 1e12);
     CK(cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     struct cfg {
         int cb, nc, d, bps;
@@ -137,21 +105,11 @@ int main(void)
         }
         const int blocks = sms * c.bps;
         const int64_t items = (int64_t)(total / ib / (blocks * WARPS));
-        float best = 1e30f;
-        for (int rep = 0; rep < 4; rep++) {
-            CK(cudaEventRecord(e0));
-            ring_kernel<<<blocks, WARPS * 32, smem>>>(buf, span, c.cb, c.nc, c.d, items, sink);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaGetLastError());
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (rep > 0 && ms < best)
-                best = ms;
-        }
+        const double us = time_us(
+            [&](int) { ring_kernel<<<blocks, WARPS * 32, smem>>>(buf, span, c.cb, c.nc, c.d, items, sink); }, 1, 3);
         const double bytes = (double)items * blocks * WARPS * ib, copies = (double)items * blocks * WARPS * c.nc;
-        printf("%6d %3d %2d %4d  %8.3f  %14.2f\n", c.cb, c.nc, c.d, c.bps, bytes / (best * 1e-3) / 1e12,
-               copies / sms / (best * 1e3));
+        printf("%6d %3d %2d %4d  %8.3f  %14.2f\n", c.cb, c.nc, c.d, c.bps, bytes / (us * 1e-6) / 1e12,
+               copies / sms / us);
     }
     return 0;
 }
