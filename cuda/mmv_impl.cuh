@@ -711,8 +711,8 @@ template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbyt
         a.m.xsm = 1;
         const size_t smem = bytes(d);
         static dev_cache_row cache[2][DEV_CACHE_DEVICES];
-        const void *kernel = form ? (const void *)mmv_moe_slot_kernel<DOWN, DOWN> : (const void *)mmv_moe_slot_kernel<DOWN>;
-        const int occ = mmv_occupancy(kernel, smem, cache[form]);
+        void (*const kernel)(const mmv_moe_args) = form ? mmv_moe_slot_kernel<DOWN, DOWN> : mmv_moe_slot_kernel<DOWN>;
+        const int occ = mmv_occupancy((const void *)kernel, smem, cache[form]);
         if (occ == 0)
             continue;
         const dim3 grid = mmv_moe_grid(form ? (a.rows + a.rows_g - 1) / a.rows_g : a.rows, occ, sm_count, gy);
@@ -722,9 +722,7 @@ template <bool DOWN> static bool mmv_moe_slot_launch(mmv_moe_args a, size_t xbyt
             fprintf(stderr, "mmv moe %s slots: %lld x %lld, k %d%s, %d lanes an item%s, grid %u x %u, %d blocks/SM, ring %d, smem %zu\n",
                     DOWN ? "down" : "glu", (long long)a.m.ne0, (long long)a.rows, a.k, a.shW[0] ? " +shared" : "",
                     a.pack, form ? ", rows form" : "", grid.x, grid.y, occ, d, smem);
-        if (form)
-            return memra__launch(mmv_moe_slot_kernel<DOWN, DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
-        return memra__launch(mmv_moe_slot_kernel<DOWN>, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
+        return memra__launch(kernel, grid, MMV_THREADS, smem, s, a) == cudaSuccess;
     }
     return false;
 }
