@@ -26,6 +26,13 @@ static __device__ __forceinline__ double d_softplus(double x)
     return fmax(x, 0.0) + log1p(exp(-fabs(x)));
 }
 
+/* s * tanh(a / s), rounded once: the elementwise SOFTCAP and the matvec's
+ * grouped stores of a mapped head (gemma4's final logit softcapping). */
+static __device__ __forceinline__ float d_softcap(float a, float s)
+{
+    return (float)((double)s * tanh((double)a / (double)s));
+}
+
 /* act(g) * u of a GLU (SWIGLU / GEGLU), rounded once. */
 static __device__ __forceinline__ float d_glu(bool gelu, float g, float u)
 {

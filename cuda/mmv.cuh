@@ -73,6 +73,7 @@ struct mmv_args {
     int add;                     /* y += W·x */
     int post[MMV_MAXW];          /* STORE: memra_ew_op_t applied to each output (COPY: none) */
     const float *post_b[MMV_MAXW], *post_aux[MMV_MAXW];
+    float post_s[MMV_MAXW];      /* SOFTCAP's s: only the grouped stores apply SOFTCAP (run_mmv) */
     const float *conv_w;         /* weight 0's outputs through the causal conv (one x row) */
     float *conv_state;
     int conv_k;
@@ -1097,7 +1098,7 @@ static __device__ __forceinline__ int64_t mmv_group_rows(int64_t nv, int64_t gw,
 
 /* GROUPED (a.ymap = GS > 0): each warp walks groups of 2^GS consecutive
  * rows and writes each group's outputs in one store of up to 128 bytes
- * (one plain weight, no epilogue): for y in mapped host memory, where the
+ * (one plain weight, no epilogue but SOFTCAP): for y in mapped host memory, where the
  * default pattern (one 4-byte store per row, rows a grid apart) crosses
  * PCIe as 248320 small writes and slowed the Qwen3.5-9B head from 258 to
  * 351 us. The launcher picks the largest group that keeps the warps' row
@@ -1281,7 +1282,7 @@ __global__ void __launch_bounds__(NW * 32, NW == MMV_WARPS ? 3 : 1) mmv_q8d_kern
             const float g = warp_sum(acc0);
             const int j = (int)(cq.v & gm);
             if (lane == j)
-                yg = g;
+                yg = a.post[0] == MEMRA_EW_SOFTCAP ? d_softcap(g, a.post_s[0]) : g;
             if (j == gm || k + 1 == n_items) {
                 if (lane <= j)
                     a.y[0][vrow(cq).v - j + lane] = yg;

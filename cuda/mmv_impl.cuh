@@ -245,7 +245,8 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
     const bool grouped = a0.ymap != 0;
     if (gy > 1 && (!cols || grouped))
         return false; /* columns: the default row map only (the grouped stores write one row) */
-    if (grouped && (a0.nw != 1 || a0.glu || a0.add || a0.post[0] != MEMRA_EW_COPY || a0.vrow0[0] != 0))
+    if (grouped && (a0.nw != 1 || a0.glu || a0.add || (a0.post[0] != MEMRA_EW_COPY && a0.post[0] != MEMRA_EW_SOFTCAP) ||
+                    a0.vrow0[0] != 0))
         return false;
     mmv_args a = a0;
     a.xsm = 1;

@@ -39,6 +39,21 @@ int64_t memra__cuda_mmv_max_rows(void)
     return v;
 }
 
+/* Y = s * tanh(Y / s) in place, rows LD apart (the elementwise SOFTCAP). */
+static memra_status_t softcap_rows(memra__backend_t *be, float *y, int64_t rows, int64_t cols, int64_t ld, float s)
+{
+    memra_ew_args_t e;
+    memset(&e, 0, sizeof e);
+    e.op = MEMRA_EW_SOFTCAP;
+    e.y = y;
+    e.a = y;
+    e.rows = rows;
+    e.cols = cols;
+    e.ys = e.as = ld;
+    e.s = s;
+    return memra__cuda_elementwise(be, &e);
+}
+
 /* One launch column per R x rows (the kernel takes blockIdx.y * R). */
 static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv_args &a0, int R, unsigned gy)
 {
@@ -53,6 +68,12 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
     for (int i = 0; i < (a.nw > 1 ? a.nw : 1); i++)
         vec = vec && ((uintptr_t)a.W[i] % 16) == 0 && a.nb1[i] % 16 == 0;
     a.ymap = a.nw == 1 && memra__cuda_mapped(c, a.y[0]);
+    /* SOFTCAP (a head's post op, memra__cuda_matmul_ex): the grouped
+     * stores into mapped memory apply it; any other launch stores the dots
+     * and the elementwise op follows on device memory */
+    const float cap = a.nw == 1 && a.post[0] == MEMRA_EW_SOFTCAP ? a.post_s[0] : 0.0f;
+    if (cap != 0.0f && !a.ymap)
+        a.post[0] = MEMRA_EW_COPY;
     const bool kq = mmv_kq_takes(type, a); /* the K-quant kernel (cuda/mmv_kq.cuh) */
     auto launch = [&]() {
         if (kq)
@@ -82,16 +103,18 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
             c->map_tmp_bytes = ybytes;
         }
         a.ymap = 0;
+        a.post[0] = MEMRA_EW_COPY;
         a.y[0] = (float *)c->map_tmp;
         ok = launch();
-        if (ok)
-            MEMRA_CUDA_TRY(be, cudaMemcpyAsync(ymapped, c->map_tmp, ybytes, cudaMemcpyDefault, c->stream));
     }
     MEMRA_CUDA_LAUNCHED(be);
     if (!ok)
         return memra__fail(be->err, MEMRA_E_DEVICE, "matvec: no launch configuration for type %d, %lld wide",
                            (int)type, (long long)a.ne0);
-    return MEMRA_OK;
+    memra_status_t st = a.ymap || cap == 0.0f ? MEMRA_OK : softcap_rows(be, a.y[0], a.n_rows, a.vrow0[1], a.ldy[0], cap);
+    if (!st && a.y[0] != ymapped)
+        MEMRA_CUDA_TRY(be, cudaMemcpyAsync(ymapped, c->map_tmp, ybytes, cudaMemcpyDefault, c->stream));
+    return st;
 }
 
 static bool x_fits(memra_type_t type, int64_t ne0, int R);
@@ -257,6 +280,7 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
         a.post[nw] = (int)m->post[i0 + nw];
         a.post_b[nw] = m->post_b[i0 + nw];
         a.post_aux[nw] = m->post_aux[i0 + nw];
+        a.post_s[nw] = m->post_s[i0 + nw];
         a.vrow0[nw + 1] = a.vrow0[nw] + (m->epi == MEMRA_MM_GLU ? 0 : w->ne[1]);
         nw++;
     }
@@ -282,6 +306,22 @@ static mmv_args mm_run_args(const memra_mm_args_t *m, int i0, int *nw_out)
     return a;
 }
 
+/* M with its SOFTCAP post ops as COPY, then those ops as elementwise
+ * launches over their outputs, when the fused path takes M (else *DONE
+ * stays false and the caller runs the sequence). */
+static memra_status_t matmul_ex_softcap(memra__backend_t *be, const memra_mm_args_t *m, bool *done)
+{
+    memra_mm_args_t b = *m;
+    for (int i = 0; i < b.n_w; i++)
+        if (b.post[i] == MEMRA_EW_SOFTCAP)
+            b.post[i] = MEMRA_EW_COPY;
+    memra_status_t st = memra__cuda_matmul_ex(be, &b, done);
+    for (int i = 0; i < m->n_w && !st && *done; i++)
+        if (m->post[i] == MEMRA_EW_SOFTCAP)
+            st = softcap_rows(be, m->y[i], m->n_rows, m->w[i]->ne[1], m->ldy[i], m->post_s[i]);
+    return st;
+}
+
 /* Fuses what the matvec kernel can: quantized weights of one type, decode
  * or exact-mode rows (fast prefill runs the sequence, whose GEMMs win
  * there), x within shared memory when it is normalized on the way in.
@@ -300,6 +340,14 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
     for (int i = 0; i < m->n_w; i++)
         if (m->post[i] == MEMRA_EW_GEGLU)
             return MEMRA_OK;
+    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
+    /* SOFTCAP (gemma4's head): one row into mapped host memory takes it
+     * into the matvec (run_mmv), so that the logits cross PCIe once, as
+     * the kernel writes them; anything else runs as without it, then the
+     * elementwise op over y (the sequence's launches) */
+    for (int i = 0; i < m->n_w; i++)
+        if (m->post[i] == MEMRA_EW_SOFTCAP && !(m->n_w == 1 && m->n_rows == 1 && memra__cuda_mapped(c, m->y[0])))
+            return matmul_ex_softcap(be, m, done);
     memra_status_t gs = memra__cuda_gemm_s(be, m, done);
     if (gs || *done)
         return gs;
@@ -325,7 +373,6 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
             (m->norm && !x_fits(m->w[i]->type, ne0, rows_per_pass(m->n_rows))))
             return MEMRA_OK;
     }
-    memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     MEMRA_CUDA_PROF_DETAIL(c, "%s %lldx%lld x%d n%lld%s%s", memra_type_name(t0), (long long)ne0,
                            (long long)m->w[0]->ne[1], m->n_w, (long long)m->n_rows, m->norm ? " norm" : "",
                            m->epi == MEMRA_MM_ADD ? " add" : m->epi == MEMRA_MM_GLU ? " glu" : "");

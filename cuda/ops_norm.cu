@@ -240,7 +240,7 @@ static __device__ __forceinline__ float ew_one(int op, float a, float b, float a
     case MEMRA_EW_SWIGLU: return memra_siluf(a) * b;
     case MEMRA_EW_GEGLU: return (float)(d_gelu(a) * (double)b);
     case MEMRA_EW_MUL_SIGMOID: return (float)((double)a * d_sigmoid(b));
-    case MEMRA_EW_SOFTCAP: return (float)((double)s * tanh((double)a / (double)s));
+    case MEMRA_EW_SOFTCAP: return d_softcap(a, s);
     case MEMRA_EW_SOFTPLUS_MUL: return (float)(d_softplus((double)a + (double)b) * (double)aux);
     case MEMRA_EW_FILL: return s;
     }

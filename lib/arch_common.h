@@ -56,10 +56,12 @@ static inline memra_status_t memra__arch_attention(memra__run_t *r, int32_t il, 
 }
 
 /* The usual head: logits rows = OUTPUT · rms_norm(carry rows, OUTPUT_NORM),
- * for each segment's rows [out0, out0 + n_out), in order. Rows that are
+ * for each segment's rows [out0, out0 + n_out), in order, through the
+ * elementwise SOFTCAP with s = SOFTCAP when it is positive (the matmul's
+ * post op: a backend may apply it as it writes the logits). Rows that are
  * not one block of the carry are gathered first (a copy: the same bits). */
 static inline memra_status_t memra__arch_head(memra__run_t *r, const float *output_norm,
-                                              const memra_weight_t *output, int64_t n_embd, float eps)
+                                              const memra_weight_t *output, int64_t n_embd, float eps, float softcap)
 {
     const int64_t cf = r->m->carry_floats;
     const float *x = NULL;
@@ -86,6 +88,7 @@ static inline memra_status_t memra__arch_head(memra__run_t *r, const float *outp
     MEMRA__WS(xn, (int64_t)r->n_out * n_embd);
     const memra_mm_args_t a = {.x = x, .ldx = ldx, .n_rows = r->n_out, .norm = true, .norm_w = output_norm,
                                .eps = eps, .n_w = 1, .w = {output}, .y = {r->logits}, .ldy = {r->m->n_vocab},
+                               .post = {softcap > 0.0f ? MEMRA_EW_SOFTCAP : MEMRA_EW_COPY}, .post_s = {softcap},
                                .x_tmp = xn};
     return memra__matmul_ex(r->be, &a);
 }

@@ -459,5 +459,4 @@ const memra__arch_t memra__arch_gemma4 = {
     .embed = memra__g4_embed,
     .layer = memra__g4_layer,
     .head = memra__g4_head,
-    .head_rewrites = true,
 };

@@ -349,11 +349,10 @@ memra_status_t memra__g4_head(memra__run_t *r)
     const int64_t n = r->n_out, V = m->n_vocab;
 
     /* logits = softcap(output · rms(x, output_norm)) */
-    MEMRA__TRY(memra__arch_head(r, g->output_norm, &g->output, m->n_embd, g->eps));
-    if (g->softcap > 0.0f)
-        MEMRA__TRY(memra__arch_ew(r, MEMRA_EW_SOFTCAP, r->logits, V, r->logits, V, NULL, 0, n, V, g->softcap));
+    MEMRA__TRY(memra__arch_head(r, g->output_norm, &g->output, m->n_embd, g->eps, g->softcap));
 
-    /* tokenizer.ggml.suppress_tokens -> -inf, one fill per run of ids */
+    /* tokenizer.ggml.suppress_tokens -> -inf, one fill per run of ids (the
+     * fills only write: the logits may be mapped host memory) */
     for (int32_t i = 0; i < g->n_suppress;) {
         int32_t j = i + 1;
         while (j < g->n_suppress && g->suppress[j] == g->suppress[j - 1] + 1)

@@ -424,7 +424,7 @@ static memra_status_t llama_layer(memra__run_t *r, int32_t il)
 static memra_status_t llama_head(memra__run_t *r)
 {
     const llama_model_t *lm = r->m->arch_data;
-    return memra__arch_head(r, lm->output_norm, &lm->output, lm->n_embd, lm->eps);
+    return memra__arch_head(r, lm->output_norm, &lm->output, lm->n_embd, lm->eps, 0.0f);
 }
 
 const memra__arch_t memra__arch_llama = {

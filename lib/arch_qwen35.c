@@ -664,7 +664,7 @@ static memra_status_t q35_layer(memra__run_t *r, int32_t il)
 static memra_status_t q35_head(memra__run_t *r)
 {
     const q35_t *q = Q(r);
-    return memra__arch_head(r, q->output_norm, &q->output, q->n_embd, q->eps);
+    return memra__arch_head(r, q->output_norm, &q->output, q->n_embd, q->eps, 0.0f);
 }
 
 const memra__arch_t memra__arch_qwen35 = {

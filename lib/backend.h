@@ -356,7 +356,8 @@ typedef struct memra_moe_args {
  * and, with STORE, y[i] = elementwise post[i] of y[i] in place (COPY: none;
  * SIGMOID; SOFTPLUS_MUL with b = post_b[i] broadcast, aux = post_aux[i];
  * GEGLU with b = post_b[i], rows post_bs[i] apart: gemma4's per-layer
- * gate gelu(W·x) ⊙ its per-layer input row).
+ * gate gelu(W·x) ⊙ its per-layer input row; SOFTCAP with s = post_s[i]:
+ * gemma4's head).
  * With conv_w (STORE, post[0] COPY): tmp[0] = matmul(w[0], xin), then
  * y[0] = conv(tmp[0] rows; conv_state, conv_w, kernel conv_k): the causal
  * conv + SiLU of memra_conv_args_t over w[0]'s ne1 channels (y[0] rows
@@ -392,6 +393,7 @@ typedef struct memra_mm_args {
     memra_ew_op_t post[MEMRA_MM_MAX_W];
     const float *post_b[MEMRA_MM_MAX_W], *post_aux[MEMRA_MM_MAX_W];
     int64_t post_bs[MEMRA_MM_MAX_W]; /* post_b's row stride (0: one row for every row) */
+    float post_s[MEMRA_MM_MAX_W];    /* SOFTCAP's s (nonzero) */
     const float *conv_w;       /* [ne1][conv_k] */
     float *conv_state;         /* [ne1][conv_k - 1] */
     int64_t conv_k;

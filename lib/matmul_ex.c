@@ -29,10 +29,12 @@ static memra_status_t check(memra__backend_t *be, const memra_mm_args_t *a)
         const memra_ew_op_t post = a->post[i];
         if (post != MEMRA_EW_COPY &&
             (a->epi != MEMRA_MM_STORE ||
-             (post != MEMRA_EW_SIGMOID && post != MEMRA_EW_SOFTPLUS_MUL && post != MEMRA_EW_GEGLU) ||
+             (post != MEMRA_EW_SIGMOID && post != MEMRA_EW_SOFTPLUS_MUL && post != MEMRA_EW_GEGLU &&
+              post != MEMRA_EW_SOFTCAP) ||
              (post == MEMRA_EW_SOFTPLUS_MUL && (!a->post_b[i] || !a->post_aux[i])) ||
+             (post == MEMRA_EW_SOFTCAP && a->post_s[i] == 0.0f) ||
              (post == MEMRA_EW_GEGLU && (!a->post_b[i] || a->post_bs[i] < 0))))
-            return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: post op %d of weight %d unsupported or without its vectors",
+            return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: post op %d of weight %d unsupported or without its inputs",
                                (int)post, i);
         if (!a->w[i] || !a->w[i]->data || (i < n_y && !a->y[i]))
             return memra__fail(be->err, MEMRA_E_INVALID, "matmul_ex: weight or output %d missing", i);
@@ -89,7 +91,8 @@ static memra_status_t unfused(memra__backend_t *be, const memra_mm_args_t *a)
             if (!st && a->post[i] != MEMRA_EW_COPY) {
                 const memra_ew_args_t e = {.op = a->post[i], .y = a->y[i], .a = a->y[i], .b = a->post_b[i],
                                            .aux = a->post_aux[i], .rows = n, .cols = a->w[i]->ne[1],
-                                           .ys = a->ldy[i], .as = a->ldy[i], .bs = a->post_bs[i]};
+                                           .ys = a->ldy[i], .as = a->ldy[i], .bs = a->post_bs[i],
+                                           .s = a->post_s[i]};
                 st = ops->elementwise(be, &e);
             }
             if (st)

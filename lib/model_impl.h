@@ -55,6 +55,9 @@ typedef struct memra__arch {
     size_t (*workspace_bytes)(const memra_model_t *m, int32_t n_tokens);
     memra_status_t (*embed)(memra__run_t *r);
     memra_status_t (*layer)(memra__run_t *r, int32_t il);
+    /* writes r->logits and never reads them back: a decode step's logits
+     * may be mapped host memory (backend host_map; stage.c), which reads
+     * would cross PCIe for (gemma4's softcap is the head matmul's post op) */
     memra_status_t (*head)(memra__run_t *r);
     /* (optional) false when no pipeline stage may start at trunk layer IL
      * (e.g. state a layer needs that cannot cross a stage boundary).
@@ -62,12 +65,6 @@ typedef struct memra__arch {
      * memra__cfg_*); the default split skips such cuts, explicit ones are
      * refused. NULL = any cut. */
     bool (*cut_ok)(memra_model_t *m, int32_t il);
-    /* the head reads its logits back and rewrites them (gemma4: softcap,
-     * suppressed tokens): the forward then keeps a decode step's logits in
-     * device memory and downloads them, instead of having the head write
-     * them into mapped host memory (backend host_map), which such reads
-     * would cross PCIe for */
-    bool head_rewrites;
 } memra__arch_t;
 
 struct memra_model {

@@ -336,7 +336,7 @@ memra_status_t memra__run_step(memra_model_t *m, const memra__seg_t *seg, int32_
         /* one sequence's one row (a decode step): the head may write it
          * straight into the caller's memory */
         float *mapped = NULL;
-        if (last && n_seg == 1 && n_out == 1 && st->be->iface->host_map && !m->arch->head_rewrites)
+        if (last && n_seg == 1 && n_out == 1 && st->be->iface->host_map)
             mapped = st->be->iface->host_map(st->be, seg[0].host_logits, row_bytes);
         if ((s = memra__stage_run(m, si, seg, n_seg, io, n, st->carry, mapped)))
             break;

@@ -157,7 +157,7 @@ void memra__kc_bench(kc *k, memra_kernel_check_line_t *L, kc_run_fn run, void *c
 void memra__kc_matmul(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows, bool fast,
                       int64_t pad, size_t nb1_pad);
 void memra__kc_matmul_rowinv(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows);
-void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1);
+void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, float cap);
 void memra__kc_matmul_ex_rowinv(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0,
                                 const int64_t *ne1, int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act,
                                 int rows_mode);
@@ -165,8 +165,8 @@ void memra__kc_matmul_ex_gs(kc *k, const char *name, int n_w, const memra_type_t
                             int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act);
 void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t, int64_t ne0, const int64_t *ne1,
                          int64_t n_rows, bool norm, memra_mm_epi_t epi, memra_act_t act, bool fast, bool conv);
-void memra__kc_matmul_ex_geglu(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows,
-                               bool fast);
+void memra__kc_matmul_ex_post(kc *k, const char *name, memra_ew_op_t op, memra_type_t t, int64_t ne0, int64_t ne1,
+                              int64_t n_rows, bool fast);
 void memra__kc_matmul_ex_pre(kc *k, const char *name, int64_t ne0, int64_t ne1, bool glu, float scale);
 void memra__kc_get_rows(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n);
 

@@ -73,11 +73,13 @@ void memra__kc_matmul_rowinv(kc *k, const char *name, memra_type_t t, int64_t ne
  * (host_map: the forward's head writes a decode step's logits there) equals
  * the same matvec into device memory bit for bit, guards included. The
  * CUDA backend writes it with the Q8_0 fast path's grouped stores, or
- * through device memory and a copy. */
-void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1)
+ * through device memory and a copy. CAP > 0: gemma4's head, matmul_ex with
+ * the SOFTCAP post op (s = CAP; into device memory the matmul, then the
+ * elementwise op; into mapped memory the grouped stores apply it). */
+void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, float cap)
 {
-    memra_kernel_check_line_t *L = memra__kc_line(k, "matmul.mapped", "exact", 0, "%s W[%lld x %lld] into mapped host memory",
-                                           memra__kc_tname(t), (long long)ne1, (long long)ne0);
+    memra_kernel_check_line_t *L = memra__kc_line(k, "matmul.mapped", "exact", 0, "%s W[%lld x %lld] into mapped host memory%s",
+                                           memra__kc_tname(t), (long long)ne1, (long long)ne0, cap > 0.0f ? ", softcap" : "");
     if (!L)
         return;
     memra__backend_t *be = k->gpu;
@@ -99,9 +101,12 @@ void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1)
     for (size_t i = 0; i < n; i++)
         memcpy(&pin[i], &sent, sizeof sent);
     float *ym = be->iface->host_map ? be->iface->host_map(be, pin, n * sizeof *pin) : NULL;
-    memra_status_t st = be->iface->matmul(be, &w[1], xd, ne0, yd, ne1, 1);
+    memra_mm_args_t a = {.x = xd, .ldx = ne0, .n_rows = 1, .n_w = 1, .w = {&w[1]}, .y = {yd}, .ldy = {ne1},
+                         .post = {MEMRA_EW_SOFTCAP}, .post_s = {cap}};
+    memra_status_t st = cap > 0.0f ? memra__matmul_ex(be, &a) : be->iface->matmul(be, &w[1], xd, ne0, yd, ne1, 1);
+    a.y[0] = ym + KC_GUARD;
     if (!st && ym)
-        st = be->iface->matmul(be, &w[1], xd, ne0, ym + KC_GUARD, ne1, 1);
+        st = cap > 0.0f ? memra__matmul_ex(be, &a) : be->iface->matmul(be, &w[1], xd, ne0, ym + KC_GUARD, ne1, 1);
     if (!st)
         st = be->iface->synchronize(be);
     if (st) {
@@ -234,36 +239,42 @@ void memra__kc_matmul_ex(kc *k, const char *name, int n_w, const memra_type_t *t
     memra__kc_check_fused(k, L, gb, f, n_f, mx_run, &c, bytes);
 }
 
-/* gemma4's per-layer gate: one weight (type T, NE1 rows, NE0 wide) over
- * N_ROWS x rows with the GEGLU post op, b = a per-row vector (rows apart
- * as a carry's per-layer inputs): against the CPU within the matmul bound
- * and the CUDA sequence (matmul, then elementwise GEGLU) bit for bit. */
-void memra__kc_matmul_ex_geglu(kc *k, const char *name, memra_type_t t, int64_t ne0, int64_t ne1, int64_t n_rows,
-                               bool fast)
+/* One weight (type T, NE1 rows, NE0 wide) over N_ROWS x rows with the post
+ * op OP, as gemma4 calls it: GEGLU (the per-layer gate), b = a per-row
+ * vector (rows apart as a carry's per-layer inputs); SOFTCAP (the head)
+ * with s = 4 after the RMS norm of x. Against the CPU within the matmul
+ * bound and the CUDA sequence (matmul, then the elementwise op) bit for
+ * bit. */
+void memra__kc_matmul_ex_post(kc *k, const char *name, memra_ew_op_t op, memra_type_t t, int64_t ne0, int64_t ne1,
+                              int64_t n_rows, bool fast)
 {
     const double tol = fast && n_rows > 8 ? TOL_F16 : TOL_F32;
-    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", tol, "%s W[%lld] x 1, %lld wide, %lld rows, geglu post%s",
+    const bool cap = op == MEMRA_EW_SOFTCAP;
+    memra_kernel_check_line_t *L = memra__kc_line(k, name, "nmse", tol, "%s W[%lld] x 1, %lld wide, %lld rows, %s post%s",
                                                   memra__kc_tname(t), (long long)ne1, (long long)ne0, (long long)n_rows,
-                                                  fast ? " fast" : "");
+                                                  cap ? "norm, softcap" : "geglu", fast ? " fast" : "");
     if (!L)
         return;
     memra__backend_t *gb = fast ? k->fast : k->gpu;
     mx_case c;
     memset(&c, 0, sizeof c);
     const int64_t ldx = ne0 + 3, bs = ne1 + 7;
-    void *xp[2], *np[2], *bp[2];
+    void *xp[2], *np[2], *bp[2] = {NULL, NULL};
     memra_weight_t w[2];
     const kc_out o = {n_rows, ne1, ne1 + 5};
-    float *b = memra__kc_randf(k, (size_t)(n_rows * bs), -2.0f, 2.0f);
-    if (!memra__kc_mm_inputs(k, n_rows, ldx, ne0, xp, np) || !memra__kc_weight(k, t, ne0, ne1, 1, 0, w) || !b ||
-        !memra__kc_both(k, b, (size_t)(n_rows * bs) * 4, bp))
+    float *b = cap ? NULL : memra__kc_randf(k, (size_t)(n_rows * bs), -2.0f, 2.0f);
+    if (!memra__kc_mm_inputs(k, n_rows, ldx, ne0, xp, np) || !memra__kc_weight(k, t, ne0, ne1, 1, 0, w) ||
+        (!cap && (!b || !memra__kc_both(k, b, (size_t)(n_rows * bs) * 4, bp))))
         return;
     for (int s = 0; s < 3; s++) {
         memra__backend_t *be = s ? gb : k->cpu;
         const int i = s ? 1 : 0;
-        c.a[s] = (memra_mm_args_t){.x = xp[i], .ldx = ldx, .n_rows = n_rows, .n_w = 1, .w = {&w[i]}, .ldy = {o.ld},
-                                   .post = {MEMRA_EW_GEGLU}, .post_b = {bp[i]}, .post_bs = {bs}};
+        c.a[s] = (memra_mm_args_t){.x = xp[i], .ldx = ldx, .n_rows = n_rows, .norm = cap, .norm_w = np[i], .eps = 1e-6f,
+                                   .n_w = 1, .w = {&w[i]}, .ldy = {o.ld}, .post = {op}, .post_b = {bp[i]},
+                                   .post_bs = {cap ? 0 : bs}, .post_s = {cap ? 4.0f : 0.0f}};
         if (!(c.a[s].y[0] = memra__kc_out_new(k, be, &o, NULL)))
+            return;
+        if (cap && !(c.a[s].x_tmp = memra__kc_track(k, be, be->iface->alloc(be, (size_t)(n_rows * ne0) * 4))))
             return;
     }
     const kc_fused_out f = {c.a[0].y[0], c.a[1].y[0], c.a[2].y[0], &o, "y"};

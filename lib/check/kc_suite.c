@@ -229,9 +229,12 @@ static void run_suite(kc *k)
     }
     /* the grouped fast path (a vocabulary of whole 32-row groups, then a
      * short last group) and a type that goes through device memory */
-    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 4096, big ? 248320 : 5024));
-    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 2048, 3001));
-    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q4_K, 256, 3000));
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 4096, big ? 248320 : 5024, 0.0f));
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 2048, 3001, 0.0f));
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q4_K, 256, 3000, 0.0f));
+    /* gemma4's heads: Q8_0 on the grouped stores, Q6_K through device memory */
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q8_0, 2816, big ? 262144 : 5024, 4.0f));
+    KC(memra__kc_matmul_mapped(k, MEMRA_TYPE_Q6_K, 2560, 3000, 4.0f));
     if (big) {
         /* Qwen3.5-9B shapes: hidden 4096, ff 12288, vocab 248320 */
         static const memra_type_t bt[] = {MEMRA_TYPE_F16, MEMRA_TYPE_BF16, MEMRA_TYPE_Q8_0, MEMRA_TYPE_Q4_0,
@@ -786,10 +789,14 @@ static void run_suite(kc *k)
      * per-layer inputs' rows (256: one chunk, most threads without one) */
     /* the E4B's per-layer gate with its GEGLU as the matmul's post op:
      * decode, a batched step (its fast rows run the sequence) and prefill */
-    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate", MEMRA_TYPE_Q8_0, 2560, 256, 1, false));
-    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.rows4", MEMRA_TYPE_Q8_0, 2560, 256, 4, false));
-    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.fast_rows4", MEMRA_TYPE_Q8_0, 2560, 256, 4, true));
-    KC(memra__kc_matmul_ex_geglu(k, "matmul_ex.g4_ple_gate.q4_k_fast_rows12", MEMRA_TYPE_Q4_K, 1536, 256, 12, true));
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_ple_gate", MEMRA_EW_GEGLU, MEMRA_TYPE_Q8_0, 2560, 256, 1, false));
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_ple_gate.rows4", MEMRA_EW_GEGLU, MEMRA_TYPE_Q8_0, 2560, 256, 4, false));
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_ple_gate.fast_rows4", MEMRA_EW_GEGLU, MEMRA_TYPE_Q8_0, 2560, 256, 4, true));
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_ple_gate.q4_k_fast_rows12", MEMRA_EW_GEGLU, MEMRA_TYPE_Q4_K, 1536, 256, 12, true));
+    /* gemma4's head: norm, matmul, softcap (one row, two exact rows, batched fast rows) */
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_head_softcap", MEMRA_EW_SOFTCAP, MEMRA_TYPE_Q8_0, 2816, 5024, 1, false));
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_head_softcap.rows2", MEMRA_EW_SOFTCAP, MEMRA_TYPE_Q8_0, 2816, 5024, 2, false));
+    KC(memra__kc_matmul_ex_post(k, "matmul_ex.g4_head_softcap.q6_k_fast_rows6", MEMRA_EW_SOFTCAP, MEMRA_TYPE_Q6_K, 2560, 3000, 6, true));
     /* gemma4's post-norms as the next matmul's pre step: the E4B's
      * post-attention norm into its GeGLU, its post-FFN norm into the
      * per-layer gate (GEGLU post op), the 31B's width */
