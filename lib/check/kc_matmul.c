@@ -104,9 +104,10 @@ void memra__kc_matmul_mapped(kc *k, memra_type_t t, int64_t ne0, int64_t ne1, fl
     memra_mm_args_t a = {.x = xd, .ldx = ne0, .n_rows = 1, .n_w = 1, .w = {&w[1]}, .y = {yd}, .ldy = {ne1},
                          .post = {MEMRA_EW_SOFTCAP}, .post_s = {cap}};
     memra_status_t st = cap > 0.0f ? memra__matmul_ex(be, &a) : be->iface->matmul(be, &w[1], xd, ne0, yd, ne1, 1);
-    a.y[0] = ym + KC_GUARD;
-    if (!st && ym)
+    if (!st && ym) {
+        a.y[0] = ym + KC_GUARD;
         st = cap > 0.0f ? memra__matmul_ex(be, &a) : be->iface->matmul(be, &w[1], xd, ne0, ym + KC_GUARD, ne1, 1);
+    }
     if (!st)
         st = be->iface->synchronize(be);
     if (st) {
