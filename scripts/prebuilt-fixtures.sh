@@ -35,6 +35,6 @@ mkdir -p "$tmp/sub/models"
 tar -cf - -C "$tmp/sub" models | xz -T0 -9e >.gpufix/models.tar.xz
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo +dirty)" >.gpufix/REV
 du -sh .gpufix
-total=$(( $(du -sb .gpufix | cut -f1) + $(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1) ))
+total=$(( $(du -sb .gpufix | cut -f1) + $(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1) ))
 [ "$total" -le $((64 * 1024 * 1024)) ] ||
   echo "prebuilt-fixtures: .gpufix with the tracked tree is $((total / 1048576)) MiB, over the 64 MiB a call carries: set FIXTURES" >&2
