@@ -72,8 +72,6 @@ static memra_status_t run_mmv(memra__backend_t *be, memra_type_t type, const mmv
      * stores into mapped memory apply it; any other launch stores the dots
      * and the elementwise op follows on device memory */
     const float cap = a.nw == 1 && a.post[0] == MEMRA_EW_SOFTCAP ? a.post_s[0] : 0.0f;
-    if (cap != 0.0f && !a.ymap)
-        a.post[0] = MEMRA_EW_COPY;
     const bool kq = mmv_kq_takes(type, a); /* the K-quant kernel (cuda/mmv_kq.cuh) */
     auto launch = [&]() {
         if (kq)
@@ -337,17 +335,17 @@ memra_status_t memra__cuda_matmul_ex(memra__backend_t *be, const memra_mm_args_t
      * the E4B (H100, 2026-12-05) and were removed. */
     if (m->pre)
         return MEMRA_OK;
-    for (int i = 0; i < m->n_w; i++)
-        if (m->post[i] == MEMRA_EW_GEGLU)
-            return MEMRA_OK;
     memra__cuda_ctx_t *c = memra__cuda_ctx(be);
     /* SOFTCAP (gemma4's head): one row into mapped host memory takes it
      * into the matvec (run_mmv), so that the logits cross PCIe once, as
      * the kernel writes them; anything else runs as without it, then the
      * elementwise op over y (the sequence's launches) */
-    for (int i = 0; i < m->n_w; i++)
+    for (int i = 0; i < m->n_w; i++) {
+        if (m->post[i] == MEMRA_EW_GEGLU)
+            return MEMRA_OK;
         if (m->post[i] == MEMRA_EW_SOFTCAP && !(m->n_w == 1 && m->n_rows == 1 && memra__cuda_mapped(c, m->y[0])))
             return matmul_ex_softcap(be, m, done);
+    }
     memra_status_t gs = memra__cuda_gemm_s(be, m, done);
     if (gs || *done)
         return gs;
