@@ -35,13 +35,6 @@ static memra_norm_args_t g4_norm(const memra__run_t *r, float *x, int64_t xs, co
                                .y = y, .ys = ys, .rows = r->n, .dim = r->m->n_embd, .tmp = add ? x : NULL};
 }
 
-static memra_status_t rms_add(memra__run_t *r, float *x, int64_t xs, const float *w, const float *add, int64_t adds,
-                              float *y, int64_t ys, float scale)
-{
-    const memra_norm_args_t a = g4_norm(r, x, xs, w, add, adds, y, ys, scale);
-    return memra__norm_ex(r->be, &a);
-}
-
 /* ---- embed ------------------------------------------------------------ */
 
 memra_status_t memra__g4_embed(memra__run_t *r)
@@ -99,12 +92,18 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
     const int64_t n = r->n, D = m->n_embd, cf = m->carry_floats;
     const int64_t hd = L->hd, q_dim = (int64_t)L->n_head * hd, kv_dim = (int64_t)L->n_kv_head * hd;
 
-    /* q (and k, v) = W · h, h = rms(x, attn_norm): one matmul_ex */
-    MEMRA__WS(h, n * D);
+    /* q (and k, v) = W · h, h = rms(x, attn_norm): one matmul_ex; after
+     * the first layer h is in the carry (the previous layer's last norm
+     * chain wrote it, g4_last_chain) */
     MEMRA__WS(q_raw, n * q_dim);
     MEMRA__WS(q, n * q_dim);
-    memra_mm_args_t in = {.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = g->eps,
-                          .n_w = 1, .w = {&L->wq}, .y = {q_raw}, .ldy = {q_dim}, .x_tmp = h};
+    memra_mm_args_t in = {.x = r->carry + g->hn_carry, .ldx = cf, .n_rows = n, .n_w = 1, .w = {&L->wq},
+                          .y = {q_raw}, .ldy = {q_dim}};
+    if (il == 0 || !g->hn_carry) {
+        MEMRA__WS(h, n * D);
+        in = (memra_mm_args_t){.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = g->eps,
+                               .n_w = 1, .w = {&L->wq}, .y = {q_raw}, .ldy = {q_dim}, .x_tmp = h};
+    }
     /* q = NEOX_rope(rms_perhead(q_raw, q_norm)): part 0 of one qk_norm_rope */
     memra_qk_args_t qk = {
         .part = {{.src = q_raw, .src_head_stride = hd, .src_token_stride = q_dim, .dst = q, .dst_head_stride = hd,
@@ -189,21 +188,24 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
 }
 
 /* out = down( gelu(gate·h) ⊙ up·h ), h = rms(x, ffn_norm); x and out
- * [n][n_embd]. The norm, both halves and the GeGLU are one matmul_ex
- * (MEMRA_ACT_GELU is elementwise GEGLU's tanh-form GELU, the one gemma4's
- * gelu_pytorch_tanh is); PRE (or NULL), the norm_ex whose output x is, its
- * first step. */
-static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, const float *x, float *out,
-                                   const memra_norm_args_t *pre)
+ * [n][n_embd]. Both halves and the GeGLU are one matmul_ex (MEMRA_ACT_GELU
+ * is elementwise GEGLU's tanh-form GELU, the one gemma4's
+ * gelu_pytorch_tanh is), the norm its first step unless X is h already
+ * (NORMED: the norm chain after the attention wrote it); PRE (or NULL),
+ * the norm_ex whose output x is, its step before. */
+static memra_status_t g4_dense_mlp(memra__run_t *r, const memra__g4_layer_t *L, const float *x, bool normed,
+                                   float *out, const memra_norm_args_t *pre)
 {
     const memra__g4_t *g = r->m->arch_data;
     const int64_t n = r->n, D = r->m->n_embd, F = L->n_ff;
-    MEMRA__WS(h, n * D);
+    float *h = normed ? NULL : memra__wsf(r, n * D);
     MEMRA__WS(gate, n * F);
     MEMRA__WS(up, n * F);
     MEMRA__WS(act, n * F);
-    const memra_mm_args_t gu = {.x = x, .ldx = D, .n_rows = n, .norm = true, .norm_w = L->ffn_norm, .eps = g->eps,
-                                .n_w = 2, .w = {&L->ffn_gate, &L->ffn_up}, .y = {act}, .ldy = {F},
+    if (!normed && !h)
+        return MEMRA_E_INTERNAL;
+    const memra_mm_args_t gu = {.x = x, .ldx = D, .n_rows = n, .norm = !normed, .norm_w = L->ffn_norm,
+                                .eps = g->eps, .n_w = 2, .w = {&L->ffn_gate, &L->ffn_up}, .y = {act}, .ldy = {F},
                                 .epi = MEMRA_MM_GLU, .act = MEMRA_ACT_GELU, .x_tmp = h, .tmp = {gate, up},
                                 .pre = pre};
     MEMRA__TRY(memra__matmul_ex(r->be, &gu));
@@ -259,6 +261,23 @@ static memra_status_t g4_moe(memra__run_t *r, const memra__g4_layer_t *L, const 
     return memra__moe(r->be, &ma);
 }
 
+/* The norm chain STEPS (N of them: the layer's last) followed, when a
+ * layer runs after IL, by rms(x, attn_norm) of that layer into the carry
+ * (g->hn_carry): the chain holds x's rows, and the next layer's q/k/v
+ * matmul then needs no norm of its own (the same bits: the matmul's norm
+ * is this very norm op). */
+static memra_status_t g4_last_chain(memra__run_t *r, int32_t il, const memra_norm_args_t *steps, int n)
+{
+    const memra__g4_t *g = r->m->arch_data;
+    const int64_t cf = r->m->carry_floats;
+    memra_norm_args_t all[MEMRA_NORM_CHAIN_MAX];
+    for (int i = 0; i < n; i++)
+        all[i] = steps[i];
+    if (g->hn_carry && il + 1 < r->m->n_layer)
+        all[n++] = g4_norm(r, r->carry, cf, g->layers[il + 1].attn_norm, NULL, 0, r->carry + g->hn_carry, cf, 1.0f);
+    return memra__norm_chain(r->be, all, n);
+}
+
 memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
 {
     const memra_model_t *m = r->m;
@@ -273,11 +292,18 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
      * sqrt(n_embd)) with a weightless rms; the rms with the scale as its
      * weight is the weightless rms times the scale bit for bit: the norm
      * rounds x·s, then that times w, the MUL) and the experts' input
-     * rms(r, pre_ffw_norm_2). */
+     * rms(r, pre_ffw_norm_2). Last in the chain, every layer (with
+     * hn_carry, the norms written ahead): the dense MLP's input
+     * rms(r, ffn_norm). */
+    const bool ahead = g->hn_carry != 0;
     MEMRA__WS(attn_out, n * D);
     MEMRA__WS(resid, n * D);
+    float *hf = ahead ? memra__wsf(r, n * D) : NULL;
+    if (ahead && !hf)
+        return MEMRA_E_INTERNAL;
     MEMRA__TRY(g4_attention(r, il, x, attn_out));
     const memra_norm_args_t post_attn = g4_norm(r, attn_out, D, L->post_attn_norm, x, cf, resid, D, 1.0f);
+    const memra_norm_args_t ffn_in = g4_norm(r, resid, D, L->ffn_norm, NULL, 0, hf, D, 1.0f);
     float *h2 = NULL, *weights = NULL;
     int32_t *ids = NULL;
     if (L->moe) {
@@ -288,14 +314,18 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
         ids = memra__ws(r, (size_t)(n * K) * sizeof(int32_t));
         if (!rn || !h2 || !weights || !ids)
             return MEMRA_E_INTERNAL;
-        const memra_norm_args_t steps[3] = {
+        const memra_norm_args_t steps[4] = {
             post_attn,
             g4_norm(r, resid, D, L->gate_inp_scale, NULL, 0, rn, D, 1.0f / sqrtf((float)D)),
             g4_norm(r, resid, D, L->pre_ffw_norm_2, NULL, 0, h2, D, 1.0f),
+            ffn_in,
         };
-        MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
+        MEMRA__TRY(memra__norm_chain(r->be, steps, ahead ? 4 : 3));
         /* the router beside the dense MLP (it reads rn only) */
         MEMRA__TRY(g4_route(r, L, rn, ids, weights));
+    } else if (ahead) {
+        const memra_norm_args_t steps[2] = {post_attn, ffn_in};
+        MEMRA__TRY(memra__norm_chain(r->be, steps, 2));
     }
 
     /* f = GeGLU(rms(r, ffn_norm)); on MoE layers
@@ -303,8 +333,10 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
      * x = r + rms(f, post_ffw_norm); then PLE; layer_output_scale scales
      * the whole residual stream after PLE: the last post-norm's scale */
     MEMRA__WS(f, n * D);
-    /* a dense layer's post-attention norm is the GeGLU matmul's first step */
-    MEMRA__TRY(g4_dense_mlp(r, L, resid, f, L->moe ? NULL : &post_attn));
+    /* without the norms ahead a dense layer's post-attention norm is the
+     * GeGLU matmul's first step */
+    MEMRA__TRY(ahead ? g4_dense_mlp(r, L, hf, true, f, NULL)
+                     : g4_dense_mlp(r, L, resid, false, f, L->moe ? NULL : &post_attn));
     const float out_scale = L->out_scale;
     const memra_norm_args_t post_ffw = g4_norm(r, f, D, L->post_ffw_norm, resid, D, x, cf,
                                                g->n_pl > 0 ? 1.0f : out_scale);
@@ -316,9 +348,9 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
             g4_norm(r, experts, D, L->post_ffw_norm_2, f, D, f, D, 1.0f),
             post_ffw,
         };
-        MEMRA__TRY(memra__norm_chain(r->be, steps, 3));
+        MEMRA__TRY(g->n_pl > 0 ? memra__norm_chain(r->be, steps, 3) : g4_last_chain(r, il, steps, 3));
     } else if (g->n_pl == 0) {
-        MEMRA__TRY(memra__norm_ex(r->be, &post_ffw));
+        MEMRA__TRY(g4_last_chain(r, il, &post_ffw, 1));
     }
 
     /* PLE: x += rms(proj · (gelu(inp_gate · x) ⊙ pl[il]), post_norm); a
@@ -335,7 +367,8 @@ memra_status_t memra__g4_layer(memra__run_t *r, int32_t il)
                                     .pre = L->moe ? NULL : &post_ffw};
         MEMRA__TRY(memra__matmul_ex(r->be, &gm));
         MEMRA__TRY(mm(r, &L->proj, gated, n_pl, p, D, n));
-        MEMRA__TRY(rms_add(r, p, D, L->post_norm, x, cf, x, cf, out_scale));
+        const memra_norm_args_t post = g4_norm(r, p, D, L->post_norm, x, cf, x, cf, out_scale);
+        MEMRA__TRY(g4_last_chain(r, il, &post, 1));
     }
     return MEMRA_OK;
 }

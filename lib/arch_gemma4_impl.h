@@ -60,6 +60,11 @@ typedef struct memra__g4 {
     const float *rope_freqs[MEMRA_MAX_STAGES]; /* per stage copy */
     int32_t *suppress;         /* sorted token ids whose logits are -inf */
     int32_t n_suppress;
+    /* carry offset of rms(x, attn_norm) of the layer about to run: the
+     * last norm chain of layer il writes it for layer il + 1 (it holds the
+     * row), so that layer's q/k/v matmul takes it un-normed (no norm step
+     * of its own: on CUDA no x prep before a batched step's skinny GEMM) */
+    int64_t hn_carry;
 } memra__g4_t;
 
 memra_status_t memra__g4_embed(memra__run_t *r);

@@ -68,13 +68,24 @@ static int chain_refs(const memra_norm_args_t *a, chain_ref *r)
 }
 
 /* Whether A's and B's ROWS (> 0) rows share a byte (addresses compared as
- * integers: the buffers may be unrelated objects). */
+ * integers: the buffers may be unrelated objects). Rows of one stride
+ * interleave without sharing when each of B's rows lies in the gap after
+ * one of A's (two parts of one carry row: gemma4's hidden row and its
+ * normed copy). */
 static bool chain_overlap(const chain_ref *a, const chain_ref *b, int64_t rows)
 {
     const uintptr_t a0 = (uintptr_t)a->p, b0 = (uintptr_t)b->p;
     const uintptr_t a1 = a0 + (uintptr_t)((a->stride ? (rows - 1) * a->stride : 0) + a->dim) * sizeof(float);
     const uintptr_t b1 = b0 + (uintptr_t)((b->stride ? (rows - 1) * b->stride : 0) + b->dim) * sizeof(float);
-    return a0 < b1 && b0 < a1;
+    if (!(a0 < b1 && b0 < a1))
+        return false;
+    if (rows > 1 && a->stride == b->stride && a->stride >= a->dim && a->stride >= b->dim) {
+        const int64_t period = a->stride * (int64_t)sizeof(float);
+        const int64_t off = (((int64_t)(b0 - a0)) % period + period) % period; /* B's start in A's period */
+        if (off >= a->dim * (int64_t)sizeof(float) && off + b->dim * (int64_t)sizeof(float) <= period)
+            return false;
+    }
+    return true;
 }
 
 /* Whether step J's refs may share memory with an earlier step I's: only

@@ -687,6 +687,35 @@ static void test_norm_chain(void **state)
     assert_int_equal(memra__norm_chain(g_be, c, 2), MEMRA_E_INVALID);
     assert_int_equal(memra__norm_chain(g_be, c, 0), MEMRA_E_INVALID);
     assert_int_equal(memra__norm_chain(g_be, c, MEMRA_NORM_CHAIN_MAX + 1), MEMRA_E_INVALID);
+
+    /* two parts of one carry row (gemma4's hidden row and its normed copy
+     * for the next layer, rows cw apart): accepted, the sequence's bits;
+     * a copy that reaches into the hidden rows is refused */
+    const int64_t cw = 2 * D + 8;
+    float *cy[2];
+    for (int s = 0; s < 2; s++) {
+        cy[s] = sent_buf((size_t)(rows * cw));
+        const memra_norm_args_t C[2] = {
+            {.x = e[0], .xs = D, .w = w[0], .eps = 1e-6f, .scale = 0.5f, .y = cy[s], .ys = cw, .rows = rows,
+             .dim = D},
+            {.x = cy[s], .xs = cw, .w = w[1], .eps = 1e-6f, .scale = 1.0f, .y = cy[s] + D + 8, .ys = cw,
+             .rows = rows, .dim = D},
+        };
+        if (s == 0) {
+            assert_int_equal(memra__norm_chain(g_be, C, 2), MEMRA_OK);
+            memra_norm_args_t bad[2] = {C[0], C[1]};
+            bad[1].y = cy[s] + D / 2;
+            assert_int_equal(memra__norm_chain(g_be, bad, 2), MEMRA_E_INVALID);
+            bad[1].y = cy[s] + D + 9; /* its rows end past the row's end: into the next row's hidden part */
+            assert_int_equal(memra__norm_chain(g_be, bad, 2), MEMRA_E_INVALID);
+        } else {
+            for (int i = 0; i < 2; i++)
+                assert_int_equal(memra__norm_ex(g_be, &C[i]), MEMRA_OK);
+        }
+    }
+    check_bits(cy[0], cy[1], (size_t)(rows * cw), "chain carry parts");
+    free(cy[0]);
+    free(cy[1]);
     for (size_t i = 0; i < MEMRA__ARRAY_LEN(bufs); i++)
         for (int s = 0; s < 2; s++)
             free(bufs[i][s]);
