@@ -221,7 +221,7 @@ static unsigned mmv_q8d_spread(const void *sk, size_t smem, dev_cache_row *cache
  * false to take the generic kernel. */
 template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int sm_count, cudaStream_t s)
 {
-    static long on = -1, bps = -1, split_on = -1, deep = -1, wide = -1, cols = -1;
+    static long on = -1, bps = -1, split_on = -1, split_glu = -1, deep = -1, wide = -1, cols = -1;
     if (on < 0) {
         on = memra__cuda_env_long("MEMRA_MMV_Q8D", 1);
         /* a batched step's small matvecs (one x row a block column,
@@ -235,6 +235,7 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
         wide = memra__cuda_env_long("MEMRA_MMV_Q8D_WIDE", 1); /* 0: one-block launches keep 8 warps (A/B) */
         deep = memra__cuda_env_long("MEMRA_MMV_Q8D_DEEP", 0); /* 1: deeper rings where x leaves room (A/B) */
         split_on = memra__cuda_env_long("MEMRA_MMV_SPLIT", 1);
+        split_glu = memra__cuda_env_long("MEMRA_MMV_SPLIT_GLU", 0); /* 1: SPLIT's GLU form (A/B) */
         /* experiments: MEMRA_MMV_Q8D_BPS caps the grid at that many blocks per SM */
         bps = memra__cuda_env_long("MEMRA_MMV_Q8D_BPS", 0);
     }
@@ -290,6 +291,18 @@ template <int T> static bool mmv_launch_q8d(const mmv_args &a0, unsigned gy, int
          * item saved (10.2 against 9.4 us; 340 against 345 tok/s). */
         const int64_t nwt = (int64_t)grid * MMV_WARPS, npair = nwt / 2;
         if (nv > 2 * nwt && (nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
+            int o2 = mmv_occupancy(kernels[MMV_Q8D_SPLIT], smem, caches[MMV_Q8D_SPLIT]);
+            if (bps > 0 && bps < o2)
+                o2 = (int)bps;
+            if (o2 == occ)
+                mode = MMV_Q8D_SPLIT;
+        }
+    } else if (gy == 1 && !grouped && split_on && split_glu && a.glu) {
+        /* the GLU form (a part per warp of a pair) when the busiest warp's
+         * parts fall by an eighth or more: the E4B's GeGLU (8 to 7 parts);
+         * not the 9B's or 31B's (rows per warp near the mean) */
+        const int64_t nwt = (int64_t)grid * MMV_WARPS, npair = nwt / 2;
+        if (npair > 0 && (nv + npair - 1) / npair * 8 <= (nv + nwt - 1) / nwt * 2 * 7) {
             int o2 = mmv_occupancy(kernels[MMV_Q8D_SPLIT], smem, caches[MMV_Q8D_SPLIT]);
             if (bps > 0 && bps < o2)
                 o2 = (int)bps;
