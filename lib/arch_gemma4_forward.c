@@ -7,11 +7,14 @@
  * backend runs it in one launch (a decode layer of the g4-moe fixture: 32
  * backend ops became 13, of g4-dense 22 became 10).
  *
- * Carry row of a token: [ hidden x (n_embd) | pl[0] | pl[1] | ... | kv... ]
+ * Carry row of a token: [ hidden x (n_embd) | pl[0] | pl[1] | ... | kv... | hn ]
  * where pl[il] (n_pl floats, PLE models only) is layer il's per-layer input,
  * computed once in embed and read by layer il, possibly on another stage,
- * and kv holds, per source layer whose KV is shared with a later stage, its
- * K and V rows of the token (arch_gemma4.c, g4_plan_shared_kv). */
+ * kv holds, per source layer whose KV is shared with a later stage, its
+ * K and V rows of the token (arch_gemma4.c, g4_plan_shared_kv), and hn
+ * (n_embd floats, unless MEMRA_G4_NORM_AHEAD=0) the next layer's
+ * rms(x, attn_norm), written by the last norm chain of the layer before
+ * it (g4_last_chain). */
 #include <math.h>
 
 #include "arch_gemma4_impl.h"
