@@ -100,13 +100,13 @@ static memra_status_t g4_attention(memra__run_t *r, int32_t il, const float *x, 
      * chain wrote it, g4_last_chain) */
     MEMRA__WS(q_raw, n * q_dim);
     MEMRA__WS(q, n * q_dim);
-    memra_mm_args_t in = {.x = r->carry + g->hn_carry, .ldx = cf, .n_rows = n, .n_w = 1, .w = {&L->wq},
-                          .y = {q_raw}, .ldy = {q_dim}};
-    if (il == 0 || !g->hn_carry) {
-        MEMRA__WS(h, n * D);
-        in = (memra_mm_args_t){.x = x, .ldx = cf, .n_rows = n, .norm = true, .norm_w = L->attn_norm, .eps = g->eps,
-                               .n_w = 1, .w = {&L->wq}, .y = {q_raw}, .ldy = {q_dim}, .x_tmp = h};
-    }
+    const bool own_norm = il == 0 || !g->hn_carry;
+    float *h = own_norm ? memra__wsf(r, n * D) : NULL;
+    if (own_norm && !h)
+        return MEMRA_E_INTERNAL;
+    memra_mm_args_t in = {.x = own_norm ? x : r->carry + g->hn_carry, .ldx = cf, .n_rows = n, .norm = own_norm,
+                          .norm_w = L->attn_norm, .eps = g->eps, .n_w = 1, .w = {&L->wq}, .y = {q_raw},
+                          .ldy = {q_dim}, .x_tmp = h};
     /* q = NEOX_rope(rms_perhead(q_raw, q_norm)): part 0 of one qk_norm_rope */
     memra_qk_args_t qk = {
         .part = {{.src = q_raw, .src_head_stride = hd, .src_token_stride = q_dim, .dst = q, .dst_head_stride = hd,
